@@ -1,0 +1,2 @@
+#include <stdio.h>
+int main(void) { fprintf(stderr, "culpritd: not yet\n"); return 1; }

@@ -1,0 +1,2 @@
+/* placeholder until the storage layer lands */
+#include <stddef.h>
