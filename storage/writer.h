@@ -1,0 +1,106 @@
+/* writer.h: batched, durable writes to PostgreSQL off the event loop.
+ *
+ * One writer thread owns one libpq connection. Producers (culpritd's event loop, benchmarks)
+ * submit operations into a bounded queue; the thread groups what is queued into one
+ * transaction (COPY for records), commits, and reports which (source, seq) pairs are now
+ * durable. A full queue refuses the submission: the producer must stop reading its input
+ * until the writer calls its wake function (backpressure, never silent drops).
+ *
+ * Thread safety: storage_writer_submit, storage_writer_take_done and the stats getter may be
+ * called from any one producer thread; callbacks run on the writer thread and must only wake
+ * the producer (e.g. event_active()). */
+#ifndef CULPRIT_STORAGE_WRITER_H
+#define CULPRIT_STORAGE_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+struct storage_writer;
+
+enum storage_op_type {
+	STORAGE_OP_JOB,   /* create or update a job and its ranks (topology, hosts, coordinates) */
+	STORAGE_OP_BATCH, /* one agent batch: iterations, phases, kernels */
+};
+
+struct storage_topology {
+	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
+	char order[32];
+};
+
+/* Coordinates and host of one rank, as computed by the caller. */
+struct storage_rank {
+	uint32_t rank;
+	uint32_t tp, cp, ep, dp, pp;
+	const char *host;
+};
+
+/* One operation. All memory it points to belongs to the operation and is released with
+ * storage_op_free() by the writer once done (allocate with storage_op_new, which gives one
+ * arena for the op and everything it points to). */
+struct storage_op {
+	enum storage_op_type type;
+	char *job;        /* job name */
+	uint64_t source;  /* opaque producer id returned in done notifications (e.g. conn id) */
+	/* STORAGE_OP_JOB */
+	struct storage_topology topo;
+	struct storage_rank *ranks;
+	size_t n_ranks;
+	/* STORAGE_OP_BATCH */
+	char *agent;      /* agent id: sequences are per (job, agent) */
+	uint64_t seq;
+	char **names;     /* the batch's name dictionary */
+	size_t n_names;
+	struct record_iter *iters;
+	size_t n_iters;
+	struct record_phase *phases; /* ts of a phase = its iteration's start, see below */
+	int64_t *phase_iter_start_us; /* per phase: its iteration's start (epoch us), for partitioning */
+	size_t n_phases;
+	struct record_kernel *kernels;
+	int64_t *kernel_iter_start_us;
+	size_t n_kernels;
+	/* private to the writer */
+	struct storage_op *next;
+};
+
+struct storage_writer_config {
+	const char *dsn;
+	size_t queue_max_records; /* bound on queued records (iters + phases + kernels) */
+	size_t max_txn_records;   /* at most this many records per transaction */
+	void (*wake)(void *arg);  /* called on the writer thread when done items or queue space appear */
+	void *wake_arg;
+};
+
+struct storage_done {
+	uint64_t source;
+	char job[128];
+	char agent[128];
+	uint64_t seq; /* durable: committed, or a resend of something already committed */
+};
+
+struct storage_writer_stats {
+	uint64_t queued_records, queued_ops;
+	uint64_t committed_records, committed_txns;
+	uint64_t refused_full;       /* submissions refused because the queue was full */
+	uint64_t conflicts;          /* batches that hit a key conflict and were redone as no-ops */
+	uint64_t reconnects;
+	int connected;
+};
+
+struct storage_writer *storage_writer_start(const struct storage_writer_config *cfg);
+/* Drains the queue (waits for the database up to timeout_ms, then gives up and says how
+ * many records were not written) and stops the thread. */
+void storage_writer_stop(struct storage_writer *w, int timeout_ms);
+/* 0: queued (the writer owns op). -1: queue full (the caller keeps op; wait for wake). */
+int storage_writer_submit(struct storage_writer *w, struct storage_op *op);
+/* Moves up to max done items into out; returns how many. */
+size_t storage_writer_take_done(struct storage_writer *w, struct storage_done *out, size_t max);
+void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats *out);
+
+struct storage_op *storage_op_new(enum storage_op_type type, size_t arena_bytes);
+void *storage_op_alloc(struct storage_op *op, size_t bytes); /* from the op's arena; NULL when exhausted */
+char *storage_op_strdup(struct storage_op *op, const char *s);
+void storage_op_free(struct storage_op *op);
+
+#endif
