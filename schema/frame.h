@@ -1,0 +1,44 @@
+/* frame.h: the agent protocol's framing: a 4-byte big-endian length, then one protobuf
+ * Envelope of exactly that many bytes (docs/protocol.md).
+ *
+ * Decoding keeps three outcomes apart: need more bytes, malformed, ok. The length is checked
+ * against the caller's maximum (and 0 is refused) before anything is buffered or unpacked. */
+#ifndef CULPRIT_FRAME_H
+#define CULPRIT_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "culprit.pb-c.h"
+
+#define FRAME_HEADER 4u
+#define FRAME_PROTOCOL_VERSION 1u
+
+typedef Culprit__V1__Envelope frame_envelope;
+
+enum frame_status {
+	FRAME_NEED_MORE = 0,
+	FRAME_OK = 1,
+	FRAME_MALFORMED = -1,
+};
+
+/* Looks at the first len bytes of a stream. FRAME_OK: a whole frame is there, its body
+ * length in *body_len. FRAME_NEED_MORE: not yet (when the header is complete *body_len says
+ * how much body to expect). FRAME_MALFORMED: the length is 0 or over max_body; *why says so. */
+enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t *body_len,
+			      const char **why);
+
+/* Unpacks a body; NULL when it is not a valid Envelope or carries no message.
+ * Free with frame_free(). */
+frame_envelope *frame_unpack(const uint8_t *body, size_t len);
+void frame_free(frame_envelope *env);
+
+/* Bytes frame_pack() writes for env (header included). */
+size_t frame_packed_size(const frame_envelope *env);
+/* Writes header and body into out (at least frame_packed_size bytes); returns bytes written. */
+size_t frame_pack(const frame_envelope *env, uint8_t *out);
+
+/* Hex sample of the first bytes of buf for a log line: "de ad be ef ..." (at most 16 bytes). */
+void frame_hex_sample(const uint8_t *buf, size_t len, char *out, size_t out_size);
+
+#endif
