@@ -1,0 +1,106 @@
+/* log.c: see log.h. */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int min_level = LOG_INFO;
+static const char *const level_names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
+
+void log_set_level(enum log_level level)
+{
+	atomic_store(&min_level, (int)level);
+}
+
+enum log_level log_get_level(void)
+{
+	return (enum log_level)atomic_load(&min_level);
+}
+
+int log_level_parse(const char *s)
+{
+	static const char *const names[] = {"debug", "info", "warning", "error"};
+
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
+{
+	char line[2048];
+	struct timespec ts;
+	struct tm tm;
+	int n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = (int)strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, ".%03ld %-7s ", ts.tv_nsec / 1000000,
+		      level_names[level]);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	/* one write per line keeps lines whole between threads */
+	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		return;
+}
+
+void log_write(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if ((int)level < atomic_load(&min_level))
+		return;
+	va_start(ap, fmt);
+	log_vwrite(level, fmt, ap);
+	va_end(ap);
+}
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void log_complain(struct log_complaint *c, enum log_level level, const char *fmt, ...)
+{
+	long long now = now_us();
+	va_list ap;
+
+	if (c->active && now - c->last_us < c->interval_us)
+		return;
+	c->interval_us = c->active ? c->interval_us * 2 : 10 * 1000000LL;
+	if (c->interval_us > 86400 * 1000000LL)
+		c->interval_us = 86400 * 1000000LL;
+	c->active = true;
+	c->last_us = now;
+	if ((int)level < atomic_load(&min_level))
+		return;
+	va_start(ap, fmt);
+	log_vwrite(level, fmt, ap);
+	va_end(ap);
+}
+
+void log_release(struct log_complaint *c, enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!c->active)
+		return;
+	c->active = false;
+	c->interval_us = 0;
+	if ((int)level < atomic_load(&min_level))
+		return;
+	va_start(ap, fmt);
+	log_vwrite(level, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,39 @@
+/* log.h: leveled, printf-checked log lines on stderr, PostgreSQL style (lower case).
+ *
+ *   log_info("agent %s: hello from %s", peer, host);
+ *
+ * Each line: "2026-12-02 09:24:00.123 LEVEL  message". Thread-safe (one write per line).
+ * A repeating failure is logged once and its recovery once (struct log_complaint). */
+#ifndef CULPRIT_LOG_H
+#define CULPRIT_LOG_H
+
+#include <stdbool.h>
+
+enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARNING = 2, LOG_ERROR = 3 };
+
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+/* Parses "debug", "info", "warning", "error"; -1 when unknown. */
+int log_level_parse(const char *s);
+
+void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_write(LOG_INFO, __VA_ARGS__)
+#define log_warning(...) log_write(LOG_WARNING, __VA_ARGS__)
+#define log_error(...) log_write(LOG_ERROR, __VA_ARGS__)
+
+/* Rate-limited complaint about a failure that repeats (collectd's c_complain): logged the
+ * first time and then at most once per interval that doubles up to a day; log_release logs
+ * the recovery once. Zero-initialise. */
+struct log_complaint {
+	bool active;
+	long long last_us;
+	long long interval_us;
+};
+void log_complain(struct log_complaint *c, enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void log_release(struct log_complaint *c, enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif
