@@ -1,22 +1,47 @@
-/* embedded.h: culpritd's private PostgreSQL cluster.
+/* embedded.h: culpritd's private PostgreSQL cluster under <data_dir>/pg.
  *
- * Under <data_dir>/pg: initdb on first start, then started as a child process listening on
- * a Unix socket in that directory only (no TCP), reused on later starts, stopped cleanly.
- * As root, PostgreSQL runs as the unprivileged Debian user "postgres". Binaries come from
- * `pg_config --bindir` or the newest /usr/lib/postgresql/<version>/bin. */
+ *   <data_dir>/pg/data          the cluster (initdb on first start)
+ *   <data_dir>/pg/.s.PGSQL.5432 its only socket (listen_addresses = '', no TCP)
+ *   <data_dir>/pg/postgres.log  the server's log
+ *   <data_dir>/pg/embedded.lock flock held while a culpritd uses the cluster
+ *
+ * Binaries come from `pg_config --bindir`, else the newest /usr/lib/postgresql/<v>/bin.
+ * PostgreSQL refuses to run as root: when we are root, the cluster is owned by and the server
+ * runs as the unprivileged user "postgres" (Debian's package creates it), which must be able
+ * to reach data_dir. Authentication is "trust" for the superuser "culprit" on the private
+ * socket, whose directory only the server's user (and root) can enter.
+ *
+ * A server left running by a culpritd that died (no one holds the lock) is adopted and
+ * stopped by embedded_stop; a cluster used by another live culpritd is refused. A stale
+ * postmaster.pid after a crash is left to PostgreSQL, except when its pid now belongs to a
+ * process that is not postgres (then it is removed). The server gets SIGINT (fast shutdown)
+ * if culpritd dies, via PR_SET_PDEATHSIG: call embedded_start from the main thread. */
 #ifndef CULPRIT_STORAGE_EMBEDDED_H
 #define CULPRIT_STORAGE_EMBEDDED_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct embedded;
 
-/* Starts (initialising when new) the cluster under data_dir/pg and waits until it accepts
- * connections; creates the database "culprit" when missing. NULL with a message in err. */
-struct embedded *embedded_start(const char *data_dir, char *err, size_t err_size);
-/* The DSN of the running cluster's "culprit" database. */
+struct embedded_config {
+	const char *data_dir;    /* required; created if missing */
+	const char *bindir;      /* NULL: found as described above */
+	const char *run_as;      /* user to run as when root; NULL: "postgres" */
+	int start_timeout_ms;    /* wait for readiness (crash recovery can be long); 0: 120000 */
+	int fast;                /* tests: initdb --no-sync, fsync off */
+};
+
+/* Starts (initialising when new, or adopting) the cluster under data_dir/pg and waits until
+ * it accepts connections; creates the database "culprit" when missing. NULL on failure with
+ * a message in err (with the tail of the server log when it helps). */
+struct embedded *embedded_start(const struct embedded_config *cfg, char *err, size_t err_size);
+/* libpq connection string of the database "culprit". */
 const char *embedded_dsn(const struct embedded *e);
-/* Fast shutdown; waits for the postmaster to exit (SIGKILL after a timeout). Frees e. */
-void embedded_stop(struct embedded *e);
+pid_t embedded_pid(const struct embedded *e);
+/* Fast shutdown (SIGINT) and wait for the postmaster to exit; immediate shutdown (SIGQUIT)
+ * after timeout_ms, SIGKILL after as long again. Frees e. Returns 0 when the server exited
+ * after the fast shutdown, else -1. */
+int embedded_stop(struct embedded *e, int timeout_ms);
 
 #endif

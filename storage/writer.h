@@ -70,6 +70,9 @@ struct storage_writer_config {
 	size_t max_txn_records;   /* at most this many records per transaction */
 	void (*wake)(void *arg);  /* called on the writer thread when done items or queue space appear */
 	void *wake_arg;
+	/* Optional (0: default). */
+	int reconnect_min_ms;     /* first retry delay after the database went away (100) */
+	int reconnect_max_ms;     /* delay doubles up to this (5000) */
 };
 
 struct storage_done {
@@ -77,6 +80,9 @@ struct storage_done {
 	char job[128];
 	char agent[128];
 	uint64_t seq; /* durable: committed, or a resend of something already committed */
+	int failed;   /* 1: NOT stored. The batch was rejected by the database for its content
+	               * (bad name index, invalid UTF-8, value out of range): retrying cannot
+	               * help; the writer logged why. The producer decides (e.g. drop the agent). */
 };
 
 struct storage_writer_stats {
@@ -85,18 +91,27 @@ struct storage_writer_stats {
 	uint64_t refused_full;       /* submissions refused because the queue was full */
 	uint64_t conflicts;          /* batches that hit a key conflict and were redone as no-ops */
 	uint64_t reconnects;
+	uint64_t skipped_batches;    /* batches whose seq was already durable (resends), reported done */
+	uint64_t failed_batches;     /* batches rejected for their content, reported done with failed=1 */
 	int connected;
 };
 
 struct storage_writer *storage_writer_start(const struct storage_writer_config *cfg);
 /* Drains the queue (waits for the database up to timeout_ms, then gives up and says how
  * many records were not written) and stops the thread. */
-void storage_writer_stop(struct storage_writer *w, int timeout_ms);
-/* 0: queued (the writer owns op). -1: queue full (the caller keeps op; wait for wake). */
+uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms); /* returns the records not written */
+/* 0: queued (the writer owns op). -1: queue full (the caller keeps op; wait for wake).
+ * An op larger than queue_max_records is accepted when the queue is empty. A STORAGE_OP_JOB
+ * counts as one record and produces no done item; every STORAGE_OP_BATCH produces exactly one. */
 int storage_writer_submit(struct storage_writer *w, struct storage_op *op);
 /* Moves up to max done items into out; returns how many. */
 size_t storage_writer_take_done(struct storage_writer *w, struct storage_done *out, size_t max);
 void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats *out);
+
+/* Synchronous (use once at start-up, before the event loop runs): calls cb for every
+ * (job, agent, durable_seq) stored. Returns 0, or -1 with a message in err. */
+int storage_progress_load(const char *dsn, void (*cb)(const char *job, const char *agent, uint64_t durable_seq, void *arg),
+                          void *arg, char *err, size_t err_size);
 
 struct storage_op *storage_op_new(enum storage_op_type type, size_t arena_bytes);
 void *storage_op_alloc(struct storage_op *op, size_t bytes); /* from the op's arena; NULL when exhausted */

@@ -1,0 +1,566 @@
+/* embedded.c: see embedded.h. */
+#include "embedded.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "log.h"
+
+#define PG_PORT 5432
+
+struct embedded {
+	char dir[PATH_MAX];  /* <data_dir>/pg, absolute */
+	char data[PATH_MAX]; /* <dir>/data */
+	char dsn[PATH_MAX + 64];
+	pid_t pid;
+	bool child; /* we spawned it (else adopted) */
+	int lock_fd;
+};
+
+static void fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t err_size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, err_size, fmt, ap);
+	va_end(ap);
+	size_t n = strlen(err);
+	while (n > 0 && err[n - 1] == '\n')
+		err[--n] = '\0';
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static long long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static bool is_exe(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	return access(p, X_OK) == 0;
+}
+
+static int find_bindir(char *out, size_t out_size)
+{
+	FILE *f = popen("pg_config --bindir 2>/dev/null", "r");
+	if (f) {
+		char line[PATH_MAX] = "";
+		if (!fgets(line, sizeof line, f))
+			line[0] = '\0';
+		pclose(f);
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] && is_exe(line, "postgres") && is_exe(line, "initdb")) {
+			snprintf(out, out_size, "%s", line);
+			return 0;
+		}
+	}
+	DIR *d = opendir("/usr/lib/postgresql");
+	if (!d)
+		return -1;
+	long best = -1;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		long v = strtol(de->d_name, &end, 10);
+		if (end == de->d_name || *end != '\0')
+			continue;
+		char bin[PATH_MAX];
+		snprintf(bin, sizeof bin, "/usr/lib/postgresql/%s/bin", de->d_name);
+		if (v > best && is_exe(bin, "postgres") && is_exe(bin, "initdb")) {
+			best = v;
+			snprintf(out, out_size, "%s", bin);
+		}
+	}
+	closedir(d);
+	return best < 0 ? -1 : 0;
+}
+
+/* The identity the server runs as: ours, or run_as when we are root. */
+struct ident {
+	bool drop;
+	uid_t uid;
+	gid_t gid;
+	char name[64];
+};
+
+/* In a forked child: become the server's user and die with the parent. */
+static void child_become(const struct ident *id)
+{
+	if (id->drop) {
+		if (setgid(id->gid) < 0 || initgroups(id->name, id->gid) < 0 || setuid(id->uid) < 0) {
+			fprintf(stderr, "embedded: could not become user \"%s\": %s\n", id->name, strerror(errno));
+			_exit(127);
+		}
+	}
+}
+
+/* fork + exec argv as the server's user with stdout/stderr to log_path; returns the pid. */
+static pid_t spawn(const struct ident *id, const char *const argv[], const char *log_path, bool daemon, char *err,
+                   size_t err_size)
+{
+	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (logfd < 0) {
+		fail(err, err_size, "could not open \"%s\": %s", log_path, strerror(errno));
+		return -1;
+	}
+	if (id->drop && fchown(logfd, id->uid, id->gid) < 0) {
+		fail(err, err_size, "could not chown \"%s\": %s", log_path, strerror(errno));
+		close(logfd);
+		return -1;
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		fail(err, err_size, "could not fork: %s", strerror(errno));
+		close(logfd);
+		return -1;
+	}
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0)
+			dup2(devnull, STDIN_FILENO);
+		dup2(logfd, STDOUT_FILENO);
+		dup2(logfd, STDERR_FILENO);
+		/* own session: a terminal's ^C reaches culpritd, which then stops the server in order */
+		if (daemon)
+			setsid();
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		child_become(id);
+		/* after the uid change, which clears it */
+		if (daemon) {
+			prctl(PR_SET_PDEATHSIG, SIGINT);
+			if (getppid() != parent)
+				_exit(1);
+		}
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "embedded: could not execute \"%s\": %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(logfd);
+	return pid;
+}
+
+/* Last lines of a file, for error messages. */
+static void tail_file(const char *path, char *out, size_t out_size)
+{
+	out[0] = '\0';
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	char buf[2048];
+	long off = 0;
+	if (fseek(f, 0, SEEK_END) == 0) {
+		long len = ftell(f);
+		off = len > (long)sizeof buf - 1 ? len - (long)sizeof buf + 1 : 0;
+	}
+	fseek(f, off, SEEK_SET);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* keep the last 4 lines */
+	int lines = 0;
+	char *p = buf + n;
+	while (p > buf) {
+		p--;
+		if (*p == '\n' && p + 1 < buf + n && ++lines == 4) {
+			p++;
+			break;
+		}
+	}
+	snprintf(out, out_size, "%s", p);
+	size_t m = strlen(out);
+	while (m > 0 && out[m - 1] == '\n')
+		out[--m] = '\0';
+	for (char *q = out; *q; q++)
+		if (*q == '\n')
+			*q = '|';
+}
+
+static int mkdir_owned(const char *path, mode_t mode, const struct ident *id, char *err, size_t err_size)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST) {
+		fail(err, err_size, "could not create directory \"%s\": %s", path, strerror(errno));
+		return -1;
+	}
+	if (id->drop && chown(path, id->uid, id->gid) < 0) {
+		fail(err, err_size, "could not chown \"%s\" to \"%s\": %s", path, id->name, strerror(errno));
+		return -1;
+	}
+	if (chmod(path, mode) < 0) {
+		fail(err, err_size, "could not chmod \"%s\": %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Can the server's user enter dir? Checked in a child that drops privileges. */
+static bool reachable(const struct ident *id, const char *dir)
+{
+	if (!id->drop)
+		return access(dir, X_OK) == 0;
+	pid_t pid = fork();
+	if (pid < 0)
+		return false;
+	if (pid == 0) {
+		child_become(id);
+		_exit(access(dir, X_OK) == 0 ? 0 : 1);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int run_initdb(const struct embedded *e, const char *bindir, const struct ident *id, bool fast, char *err,
+                      size_t err_size)
+{
+	char exe[PATH_MAX + 16], log_path[PATH_MAX + 16];
+	snprintf(exe, sizeof exe, "%s/initdb", bindir);
+	snprintf(log_path, sizeof log_path, "%s/initdb.log", e->dir);
+	const char *argv[] = {exe, "-D", e->data, "-U", "culprit", "-A", "trust", "-E", "UTF8",
+	                "--locale=C", fast ? "--no-sync" : NULL, NULL};
+	log_info("embedded: initializing a new cluster in \"%s\"", e->data);
+	pid_t pid = spawn(id, argv, log_path, false, err, err_size);
+	if (pid < 0)
+		return -1;
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		char tail[1024];
+		tail_file(log_path, tail, sizeof tail);
+		fail(err, err_size, "initdb failed (see \"%s\"): %s", log_path, tail);
+		return -1;
+	}
+	return 0;
+}
+
+/* pid in postmaster.pid, 0 when none. */
+static pid_t read_pidfile(const struct embedded *e)
+{
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof p, "%s/postmaster.pid", e->data);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return 0;
+	long v = 0;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = 0;
+	fclose(f);
+	return (pid_t)v;
+}
+
+static bool is_postgres(pid_t pid)
+{
+	char p[64], comm[64] = "";
+	snprintf(p, sizeof p, "/proc/%ld/comm", (long)pid);
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof comm, f))
+		comm[0] = '\0';
+	fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+	return strcmp(comm, "postgres") == 0 || strcmp(comm, "postmaster") == 0;
+}
+
+static bool alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+static int wait_ready(struct embedded *e, int timeout_ms, const char *log_path, char *err, size_t err_size)
+{
+	char ping_dsn[sizeof e->dsn];
+	snprintf(ping_dsn, sizeof ping_dsn, "host=%s port=%d user=culprit dbname=postgres connect_timeout=5", e->dir,
+	         PG_PORT);
+	long long deadline = now_ms() + timeout_ms;
+	for (;;) {
+		if (PQping(ping_dsn) == PQPING_OK)
+			return 0;
+		if (e->child) {
+			int st;
+			pid_t r = waitpid(e->pid, &st, WNOHANG);
+			if (r == e->pid) {
+				char tail[1024];
+				tail_file(log_path, tail, sizeof tail);
+				fail(err, err_size, "postgres exited during start-up (see \"%s\"): %s", log_path, tail);
+				e->pid = 0;
+				return -1;
+			}
+		} else if (!alive(e->pid)) {
+			fail(err, err_size, "postgres (pid %ld) exited", (long)e->pid);
+			return -1;
+		}
+		if (now_ms() > deadline) {
+			fail(err, err_size, "postgres not ready after %d ms (see \"%s\")", timeout_ms, log_path);
+			return -1;
+		}
+		sleep_ms(50);
+	}
+}
+
+static int create_database(struct embedded *e, char *err, size_t err_size)
+{
+	char dsn[sizeof e->dsn];
+	snprintf(dsn, sizeof dsn, "host=%s port=%d user=culprit dbname=postgres", e->dir, PG_PORT);
+	PGconn *c = PQconnectdb(dsn);
+	if (PQstatus(c) != CONNECTION_OK) {
+		fail(err, err_size, "could not connect to the embedded server: %s", PQerrorMessage(c));
+		PQfinish(c);
+		return -1;
+	}
+	PGresult *r = PQexec(c, "SELECT 1 FROM pg_database WHERE datname = 'culprit'");
+	bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+	PQclear(r);
+	if (!exists) {
+		r = PQexec(c, "CREATE DATABASE culprit");
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			fail(err, err_size, "could not create database \"culprit\": %s", PQerrorMessage(c));
+			PQclear(r);
+			PQfinish(c);
+			return -1;
+		}
+		PQclear(r);
+		log_info("embedded: created database \"culprit\"");
+	}
+	PQfinish(c);
+	return 0;
+}
+
+/* Sends sig and waits up to ms for the server to exit. */
+static bool signal_wait(struct embedded *e, int sig, int ms)
+{
+	if (kill(e->pid, sig) < 0 && errno == ESRCH)
+		return true;
+	long long deadline = now_ms() + ms;
+	for (;;) {
+		if (e->child) {
+			int st;
+			pid_t r = waitpid(e->pid, &st, WNOHANG);
+			if (r == e->pid || (r < 0 && errno == ECHILD))
+				return true;
+		} else if (!alive(e->pid)) {
+			return true;
+		}
+		if (now_ms() > deadline)
+			return false;
+		sleep_ms(20);
+	}
+}
+
+static void release(struct embedded *e)
+{
+	if (e->lock_fd >= 0)
+		close(e->lock_fd);
+	free(e);
+}
+
+struct embedded *embedded_start(const struct embedded_config *cfg, char *err, size_t err_size)
+{
+	if (!cfg->data_dir || !cfg->data_dir[0]) {
+		fail(err, err_size, "no data directory");
+		return NULL;
+	}
+	struct ident id = {0};
+	if (geteuid() == 0) {
+		const char *user = cfg->run_as ? cfg->run_as : "postgres";
+		struct passwd *pw = getpwnam(user);
+		if (!pw) {
+			fail(err, err_size,
+			     "running as root, and PostgreSQL refuses to: user \"%s\" to run it as does not exist "
+			     "(install the Debian package postgresql, or create the user)",
+			     user);
+			return NULL;
+		}
+		id.drop = true;
+		id.uid = pw->pw_uid;
+		id.gid = pw->pw_gid;
+		snprintf(id.name, sizeof id.name, "%s", user);
+	}
+	char bindir[PATH_MAX];
+	if (cfg->bindir)
+		snprintf(bindir, sizeof bindir, "%s", cfg->bindir);
+	else if (find_bindir(bindir, sizeof bindir) < 0) {
+		fail(err, err_size, "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
+		                    "install the Debian package postgresql");
+		return NULL;
+	}
+	struct embedded *e = calloc(1, sizeof *e);
+	if (!e) {
+		fail(err, err_size, "out of memory");
+		return NULL;
+	}
+	e->lock_fd = -1;
+	if (mkdir(cfg->data_dir, 0755) < 0 && errno != EEXIST) {
+		fail(err, err_size, "could not create data directory \"%s\": %s", cfg->data_dir, strerror(errno));
+		goto fail;
+	}
+	char abs[PATH_MAX];
+	if (!realpath(cfg->data_dir, abs)) {
+		fail(err, err_size, "could not resolve \"%s\": %s", cfg->data_dir, strerror(errno));
+		goto fail;
+	}
+	if ((size_t)snprintf(e->dir, sizeof e->dir, "%s/pg", abs) >= sizeof e->dir ||
+	    (size_t)snprintf(e->data, sizeof e->data, "%s/data", e->dir) >= sizeof e->data) {
+		fail(err, err_size, "data directory path too long");
+		goto fail;
+	}
+	/* the socket path must fit sockaddr_un.sun_path */
+	char sock[PATH_MAX + 32];
+	snprintf(sock, sizeof sock, "%s/.s.PGSQL.%d", e->dir, PG_PORT);
+	if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		fail(err, err_size,
+		     "data directory \"%s\" is too long for PostgreSQL's socket \"%s\" (%zu bytes, at most %zu): "
+		     "use a shorter data_dir",
+		     abs, sock, strlen(sock), sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		goto fail;
+	}
+	snprintf(e->dsn, sizeof e->dsn, "host=%s port=%d user=culprit dbname=culprit", e->dir, PG_PORT);
+	if (id.drop && !reachable(&id, abs)) {
+		fail(err, err_size,
+		     "user \"%s\" cannot reach the data directory \"%s\": make it and its parents searchable "
+		     "(chmod o+x) or use a data_dir elsewhere",
+		     id.name, abs);
+		goto fail;
+	}
+	if (mkdir_owned(e->dir, 0700, &id, err, err_size) < 0)
+		goto fail;
+
+	/* one culpritd per data dir */
+	char lock_path[PATH_MAX + 32];
+	snprintf(lock_path, sizeof lock_path, "%s/embedded.lock", e->dir);
+	e->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (e->lock_fd < 0) {
+		fail(err, err_size, "could not open \"%s\": %s", lock_path, strerror(errno));
+		goto fail;
+	}
+	if (flock(e->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		fail(err, err_size, "data directory \"%s\" is in use by another culpritd (lock \"%s\")", abs, lock_path);
+		goto fail;
+	}
+
+	char pv[PATH_MAX + 32];
+	snprintf(pv, sizeof pv, "%s/PG_VERSION", e->data);
+	if (access(pv, F_OK) != 0 && run_initdb(e, bindir, &id, cfg->fast, err, err_size) < 0)
+		goto fail;
+
+	char log_path[PATH_MAX + 32];
+	snprintf(log_path, sizeof log_path, "%s/postgres.log", e->dir);
+	int timeout = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 120000;
+
+	pid_t old = read_pidfile(e);
+	if (old > 0 && alive(old)) {
+		if (is_postgres(old)) {
+			/* left behind by a culpritd that died: adopt it */
+			log_warning("embedded: adopting postgres (pid %ld) left running on \"%s\"", (long)old, e->data);
+			e->pid = old;
+			e->child = false;
+			if (wait_ready(e, timeout, log_path, err, err_size) < 0)
+				goto fail;
+			if (create_database(e, err, err_size) < 0)
+				goto fail;
+			return e;
+		}
+		/* the pid was reused by an unrelated process after a crash */
+		char pf[PATH_MAX + 32];
+		snprintf(pf, sizeof pf, "%s/postmaster.pid", e->data);
+		log_warning("embedded: removing stale \"%s\" (pid %ld is not postgres)", pf, (long)old);
+		unlink(pf);
+	}
+
+	char exe[PATH_MAX + 16], sockopt[PATH_MAX + 64], portopt[32];
+	snprintf(exe, sizeof exe, "%s/postgres", bindir);
+	snprintf(sockopt, sizeof sockopt, "unix_socket_directories=%s", e->dir);
+	snprintf(portopt, sizeof portopt, "port=%d", PG_PORT);
+	const char *argv[32];
+	int a = 0;
+	argv[a++] = exe;
+	argv[a++] = "-D";
+	argv[a++] = e->data;
+	argv[a++] = "-c";
+	argv[a++] = "listen_addresses=";
+	argv[a++] = "-c";
+	argv[a++] = sockopt;
+	argv[a++] = "-c";
+	argv[a++] = "unix_socket_permissions=0700";
+	argv[a++] = "-c";
+	argv[a++] = portopt;
+	argv[a++] = "-c";
+	argv[a++] = "logging_collector=off";
+	if (cfg->fast) {
+		argv[a++] = "-c";
+		argv[a++] = "fsync=off";
+	}
+	argv[a] = NULL;
+	e->pid = spawn(&id, argv, log_path, true, err, err_size);
+	if (e->pid < 0) {
+		e->pid = 0;
+		goto fail;
+	}
+	e->child = true;
+	if (wait_ready(e, timeout, log_path, err, err_size) < 0)
+		goto fail_stop;
+	if (create_database(e, err, err_size) < 0)
+		goto fail_stop;
+	log_info("embedded: postgres (pid %ld) ready on \"%s\"", (long)e->pid, e->dir);
+	return e;
+fail_stop:
+	if (e->pid > 0 && !signal_wait(e, SIGINT, 10000) && !signal_wait(e, SIGQUIT, 5000))
+		signal_wait(e, SIGKILL, 5000);
+fail:
+	release(e);
+	return NULL;
+}
+
+const char *embedded_dsn(const struct embedded *e) { return e->dsn; }
+
+pid_t embedded_pid(const struct embedded *e) { return e->pid; }
+
+int embedded_stop(struct embedded *e, int timeout_ms)
+{
+	if (!e)
+		return 0;
+	int rc = 0;
+	if (e->pid > 0) {
+		if (!signal_wait(e, SIGINT, timeout_ms)) {
+			log_warning("embedded: postgres (pid %ld) did not stop in %d ms; immediate shutdown", (long)e->pid,
+			            timeout_ms);
+			rc = -1;
+			if (!signal_wait(e, SIGQUIT, timeout_ms)) {
+				log_error("embedded: killing postgres (pid %ld)", (long)e->pid);
+				signal_wait(e, SIGKILL, timeout_ms);
+			}
+		}
+	}
+	release(e);
+	return rc;
+}

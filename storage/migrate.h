@@ -1,0 +1,24 @@
+/* migrate.h: numbered SQL migrations applied in order.
+ *
+ * Files NNN_description.sql (NNN: a positive decimal number, unique) in the migrations
+ * directory are applied in numeric order, each in its own transaction, and recorded in the
+ * table schema_migrations(version, name, applied). The whole run holds a session advisory
+ * lock, so two culpritd starting at once against one database apply each file exactly once;
+ * a second run applies nothing. Files must not contain transaction control. */
+#ifndef CULPRIT_STORAGE_MIGRATE_H
+#define CULPRIT_STORAGE_MIGRATE_H
+
+#include <stddef.h>
+
+#include <libpq-fe.h>
+
+/* The migrations directory: $CULPRIT_MIGRATIONS_DIR, else the source tree's (when it exists,
+ * i.e. running from a build tree), else <install prefix>/share/culprit/migrations. */
+const char *storage_migrations_dir(void);
+
+/* Applies what is missing. dir NULL: storage_migrations_dir(). On success returns the number
+ * of files applied (0 when up to date); on failure -1 with a message in err. */
+int storage_migrate(const char *dsn, const char *dir, char *err, size_t err_size);
+int storage_migrate_conn(PGconn *conn, const char *dir, char *err, size_t err_size);
+
+#endif

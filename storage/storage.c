@@ -1,2 +1,0 @@
-/* placeholder until the storage layer lands */
-#include <stddef.h>

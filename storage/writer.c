@@ -1,0 +1,1261 @@
+/* writer.c: see writer.h.
+ *
+ * One thread, one connection. The thread takes a group of queued ops (up to max_txn_records
+ * records), then:
+ *   1. resolves, in autocommit statements (idempotent upserts, cached only once committed):
+ *      job names -> job ids, batch name dictionaries -> name ids, topology of JOB ops, and the
+ *      durable seq of each (job, agent) (cached; reloaded after every reconnect);
+ *   2. skips batches whose seq is already durable (resends) -- reported done, not written;
+ *   3. BEGIN; binary COPY iterations, phases, kernels; upsert agent_progress to the highest
+ *      seq per (job, agent); COMMIT. A unique violation (a resend we could not tell from the
+ *      cache) rolls back and redoes the group through temporary staging tables with
+ *      INSERT ... ON CONFLICT DO NOTHING;
+ *   4. pushes done items, frees the ops, releases their queue space, calls wake.
+ * Queue space is released only after the commit: the bound covers what is in flight, and
+ * nothing leaves memory before it is durable. When the database goes away the group is kept
+ * and retried after a reconnect with exponential backoff; the queue fills meanwhile and
+ * submit refuses (backpressure). */
+#include "writer.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "log.h"
+
+#define DEFAULT_RECONNECT_MIN_MS 100
+#define DEFAULT_RECONNECT_MAX_MS 5000
+#define COPY_CHUNK (256 * 1024)
+/* Microseconds from the Unix epoch to PostgreSQL's (2000-01-01). */
+#define PG_EPOCH_US INT64_C(946684800000000)
+
+/* ---- string -> int64 map (open addressing) ---- */
+
+struct strmap_entry {
+	char *key;
+	int64_t val;
+};
+struct strmap {
+	struct strmap_entry *e;
+	size_t cap, n;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = UINT64_C(1469598103934665603);
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+	return h;
+}
+
+static struct strmap_entry *strmap_find(const struct strmap *m, const char *key)
+{
+	if (m->cap == 0)
+		return NULL;
+	for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->e[i].key)
+			return NULL;
+		if (strcmp(m->e[i].key, key) == 0)
+			return &m->e[i];
+	}
+}
+
+static int strmap_put(struct strmap *m, const char *key, int64_t val)
+{
+	struct strmap_entry *f = strmap_find(m, key);
+	if (f) {
+		f->val = val;
+		return 0;
+	}
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t ncap = m->cap ? m->cap * 2 : 64;
+		struct strmap_entry *ne = calloc(ncap, sizeof *ne);
+		if (!ne)
+			return -1;
+		for (size_t i = 0; i < m->cap; i++) {
+			if (!m->e[i].key)
+				continue;
+			size_t j = hash_str(m->e[i].key) & (ncap - 1);
+			while (ne[j].key)
+				j = (j + 1) & (ncap - 1);
+			ne[j] = m->e[i];
+		}
+		free(m->e);
+		m->e = ne;
+		m->cap = ncap;
+	}
+	char *k = strdup(key);
+	if (!k)
+		return -1;
+	size_t j = hash_str(key) & (m->cap - 1);
+	while (m->e[j].key)
+		j = (j + 1) & (m->cap - 1);
+	m->e[j].key = k;
+	m->e[j].val = val;
+	m->n++;
+	return 0;
+}
+
+static void strmap_clear(struct strmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->e[i].key);
+	free(m->e);
+	memset(m, 0, sizeof *m);
+}
+
+/* ---- growable byte buffer with a sticky failure flag ---- */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+};
+
+static void buf_need(struct buf *b, size_t n)
+{
+	if (b->failed || b->cap - b->len >= n)
+		return;
+	size_t ncap = b->cap ? b->cap : 4096;
+	while (ncap - b->len < n)
+		ncap *= 2;
+	char *np = realloc(b->p, ncap);
+	if (!np) {
+		b->failed = true;
+		return;
+	}
+	b->p = np;
+	b->cap = ncap;
+}
+
+static void buf_put(struct buf *b, const void *d, size_t n)
+{
+	buf_need(b, n);
+	if (b->failed)
+		return;
+	memcpy(b->p + b->len, d, n);
+	b->len += n;
+}
+
+
+static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void put16(struct buf *b, uint16_t v)
+{
+	unsigned char x[2] = {(unsigned char)(v >> 8), (unsigned char)v};
+	buf_put(b, x, 2);
+}
+
+static void put32(struct buf *b, uint32_t v)
+{
+	unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+	                      (unsigned char)v};
+	buf_put(b, x, 4);
+}
+
+static void put64(struct buf *b, uint64_t v)
+{
+	put32(b, (uint32_t)(v >> 32));
+	put32(b, (uint32_t)v);
+}
+
+/* Binary COPY fields: length then value. */
+static void f_int2(struct buf *b, int v) { put32(b, 2); put16(b, (uint16_t)v); }
+static void f_int4(struct buf *b, uint32_t v) { put32(b, 4); put32(b, v); }
+static void f_int8(struct buf *b, int64_t v) { put32(b, 8); put64(b, (uint64_t)v); }
+static void f_null(struct buf *b) { put32(b, UINT32_MAX); }
+
+/* An element of a PostgreSQL array literal, quoted. */
+static void buf_array_str(struct buf *b, const char *s)
+{
+	buf_put(b, "\"", 1);
+	for (; s && *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_put(b, "\\", 1);
+		buf_put(b, s, 1);
+	}
+	buf_put(b, "\"", 1);
+}
+
+/* ---- the writer ---- */
+
+struct job_cache {
+	char *name;
+	int32_t id;
+	struct strmap names;    /* name -> name_id */
+	struct strmap progress; /* agent -> durable seq (-1: none stored) */
+};
+
+/* Per-op state during one group. */
+struct op_state {
+	int32_t job_id;
+	struct job_cache *job;
+	bool skip;       /* resend of something durable */
+	bool invalid;    /* rejected for its content */
+	int32_t *name_ids;
+};
+
+enum txn_result { TXN_OK, TXN_CONFLICT, TXN_RETRY, TXN_DATA };
+
+struct storage_writer {
+	char *dsn;
+	size_t queue_max, txn_max;
+	void (*wake)(void *);
+	void *wake_arg;
+	int reconnect_min_ms, reconnect_max_ms;
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* under mu */
+	struct storage_op *head, *tail; /* waiting, not yet taken by the thread */
+	size_t q_records, q_ops;        /* waiting + in flight */
+	struct storage_done *done;
+	size_t done_head, done_len, done_cap;
+	bool stopping;
+	struct timespec stop_deadline;
+	uint64_t unwritten;
+	struct storage_writer_stats st;
+
+	/* writer thread only */
+	PGconn *conn;
+	bool staging_ready;
+	struct log_complaint down;
+	struct job_cache **jobs;
+	size_t n_jobs, cap_jobs;
+	struct strmap job_index; /* name -> index in jobs */
+	struct strmap group_seq; /* "job_id:agent" -> highest seq written by the current group */
+	struct buf copy, scratch;
+};
+
+static size_t op_records(const struct storage_op *op)
+{
+	if (op->type != STORAGE_OP_BATCH)
+		return 1;
+	size_t n = op->n_iters + op->n_phases + op->n_kernels;
+	return n ? n : 1;
+}
+
+/* ---- ops ---- */
+
+struct op_arena {
+	size_t cap, used;
+	_Alignas(16) unsigned char mem[];
+};
+
+struct storage_op_full {
+	struct storage_op op;
+	struct op_arena *arena;
+};
+
+struct storage_op *storage_op_new(enum storage_op_type type, size_t arena_bytes)
+{
+	size_t head = (sizeof(struct storage_op_full) + 15) & ~(size_t)15;
+	unsigned char *m = malloc(head + sizeof(struct op_arena) + arena_bytes);
+	if (!m)
+		return NULL;
+	struct storage_op_full *f = (struct storage_op_full *)m;
+	memset(f, 0, sizeof *f);
+	f->op.type = type;
+	f->arena = (struct op_arena *)(m + head);
+	f->arena->cap = arena_bytes;
+	f->arena->used = 0;
+	return &f->op;
+}
+
+void *storage_op_alloc(struct storage_op *op, size_t bytes)
+{
+	struct op_arena *a = ((struct storage_op_full *)op)->arena;
+	size_t off = (a->used + 15) & ~(size_t)15;
+	if (off > a->cap || a->cap - off < bytes)
+		return NULL;
+	a->used = off + bytes;
+	return a->mem + off;
+}
+
+char *storage_op_strdup(struct storage_op *op, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = storage_op_alloc(op, n);
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+void storage_op_free(struct storage_op *op) { free(op); }
+
+/* ---- time ---- */
+
+static struct timespec mono_after(int ms)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+static bool mono_passed(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+/* ---- connection ---- */
+
+static void disconnect(struct storage_writer *w)
+{
+	if (w->conn)
+		PQfinish(w->conn);
+	w->conn = NULL;
+	w->staging_ready = false;
+	/* a commit may have succeeded without our hearing of it: reload durable seqs */
+	for (size_t i = 0; i < w->n_jobs; i++)
+		strmap_clear(&w->jobs[i]->progress);
+	pthread_mutex_lock(&w->mu);
+	w->st.connected = 0;
+	pthread_mutex_unlock(&w->mu);
+}
+
+static int connect_db(struct storage_writer *w)
+{
+	const char *kw[] = {"connect_timeout", "application_name", "dbname", NULL};
+	const char *val[] = {"10", "culprit-writer", w->dsn, NULL};
+	PGconn *c = PQconnectdbParams(kw, val, 1);
+	if (PQstatus(c) != CONNECTION_OK) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+		msg[strcspn(msg, "\n")] = '\0';
+		log_complain(&w->down, LOG_ERROR, "writer: could not connect to the database: %s (retrying)", msg);
+		PQfinish(c);
+		return -1;
+	}
+	w->conn = c;
+	log_release(&w->down, LOG_INFO, "writer: connected to the database again");
+	pthread_mutex_lock(&w->mu);
+	w->st.connected = 1;
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+/* Classifies a failed result (r may be NULL). */
+static enum txn_result classify(struct storage_writer *w, PGresult *r, const char *what)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	char msg[512];
+	snprintf(msg, sizeof msg, "%s", r && PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(w->conn));
+	msg[strcspn(msg, "\n")] = '\0';
+	if (PQstatus(w->conn) != CONNECTION_OK || !state || strncmp(state, "08", 2) == 0 ||
+	    strncmp(state, "57P", 3) == 0 || strncmp(state, "53", 2) == 0 || strncmp(state, "58", 2) == 0 ||
+	    strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 || strcmp(state, "55P03") == 0 ||
+	    strcmp(state, "55006") == 0) {
+		log_complain(&w->down, LOG_ERROR, "writer: %s failed: %s (retrying)", what, msg);
+		return TXN_RETRY;
+	}
+	if (strcmp(state, "23505") == 0)
+		return TXN_CONFLICT;
+	log_error("writer: %s failed: %s [%s]", what, msg, state);
+	return TXN_DATA;
+}
+
+/* Runs a statement expecting COMMAND_OK or TUPLES_OK; returns the result or NULL (*res set). */
+static PGresult *run(struct storage_writer *w, enum txn_result *res, const char *what, const char *sql, int n,
+                     const char *const *params)
+{
+	PGresult *r = n ? PQexecParams(w->conn, sql, n, NULL, params, NULL, NULL, 0) : PQexec(w->conn, sql);
+	ExecStatusType s = PQresultStatus(r);
+	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
+		return r;
+	*res = classify(w, r, what);
+	PQclear(r);
+	return NULL;
+}
+
+/* ---- caches ---- */
+
+static struct job_cache *job_get(struct storage_writer *w, const char *name, enum txn_result *res)
+{
+	struct strmap_entry *e = strmap_find(&w->job_index, name);
+	if (e)
+		return w->jobs[e->val];
+	const char *p[1] = {name};
+	PGresult *r = run(w, res, "job lookup",
+	                  "INSERT INTO jobs (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name "
+	                  "RETURNING id",
+	                  1, p);
+	if (!r)
+		return NULL;
+	int32_t id = (int32_t)atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (w->n_jobs == w->cap_jobs) {
+		size_t nc = w->cap_jobs ? w->cap_jobs * 2 : 16;
+		struct job_cache **nj = realloc(w->jobs, nc * sizeof *nj);
+		if (!nj)
+			goto oom;
+		w->jobs = nj;
+		w->cap_jobs = nc;
+	}
+	struct job_cache *j = calloc(1, sizeof *j);
+	if (!j || !(j->name = strdup(name)) || strmap_put(&w->job_index, name, (int64_t)w->n_jobs) < 0) {
+		if (j)
+			free(j->name);
+		free(j);
+		goto oom;
+	}
+	j->id = id;
+	w->jobs[w->n_jobs++] = j;
+	return j;
+oom:
+	log_error("writer: out of memory caching job \"%s\"", name);
+	*res = TXN_RETRY;
+	return NULL;
+}
+
+/* Durable seq of (job, agent), -1 when none. -2 on failure (*res set). */
+static int64_t progress_get(struct storage_writer *w, struct job_cache *j, const char *agent, enum txn_result *res)
+{
+	struct strmap_entry *e = strmap_find(&j->progress, agent);
+	if (e)
+		return e->val;
+	char id[16];
+	snprintf(id, sizeof id, "%" PRId32, j->id);
+	const char *p[2] = {id, agent};
+	PGresult *r = run(w, res, "progress lookup",
+	                  "SELECT durable_seq FROM agent_progress WHERE job_id = $1 AND agent = $2", 2, p);
+	if (!r)
+		return -2;
+	int64_t v = PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+	PQclear(r);
+	if (strmap_put(&j->progress, agent, v) < 0) {
+		*res = TXN_RETRY;
+		return -2;
+	}
+	return v;
+}
+
+/* Fills st->name_ids for a batch, upserting the names the cache misses. */
+static int names_resolve(struct storage_writer *w, struct storage_op *op, struct op_state *st, enum txn_result *res)
+{
+	struct job_cache *j = st->job;
+	for (int attempt = 0;; attempt++) {
+		struct buf *b = &w->scratch;
+		b->len = 0;
+		buf_put(b, "{", 1);
+		size_t missing = 0;
+		for (size_t i = 0; i < op->n_names; i++) {
+			const char *nm = op->names[i] ? op->names[i] : "";
+			struct strmap_entry *e = strmap_find(&j->names, nm);
+			if (e) {
+				st->name_ids[i] = (int32_t)e->val;
+				continue;
+			}
+			if (missing++)
+				buf_put(b, ",", 1);
+			buf_array_str(b, nm);
+		}
+		buf_put(b, "}", 2);
+		if (b->failed) {
+			b->failed = false;
+			*res = TXN_RETRY;
+			return -1;
+		}
+		if (missing == 0)
+			return 0;
+		if (attempt == 2) {
+			log_error("writer: job \"%s\": could not resolve %zu names", j->name, missing);
+			*res = TXN_DATA;
+			return -1;
+		}
+		char id[16];
+		snprintf(id, sizeof id, "%" PRId32, j->id);
+		const char *p[2] = {id, b->p};
+		PGresult *r = run(w, res, "name lookup",
+		                  "WITH input AS (SELECT DISTINCT unnest($2::text[]) AS name),"
+		                  " ins AS (INSERT INTO names (job_id, name) SELECT $1, name FROM input"
+		                  "  ON CONFLICT (job_id, name) DO NOTHING RETURNING name, name_id)"
+		                  " SELECT name, name_id FROM ins UNION ALL"
+		                  " SELECT n.name, n.name_id FROM names n JOIN input USING (name) WHERE n.job_id = $1",
+		                  2, p);
+		if (!r)
+			return -1;
+		for (int k = 0; k < PQntuples(r); k++) {
+			if (strmap_put(&j->names, PQgetvalue(r, k, 0), atol(PQgetvalue(r, k, 1))) < 0) {
+				PQclear(r);
+				*res = TXN_RETRY;
+				return -1;
+			}
+		}
+		PQclear(r);
+	}
+}
+
+/* Applies a JOB op: topology and ranks (idempotent upserts, autocommit). */
+static int job_apply(struct storage_writer *w, struct storage_op *op, enum txn_result *res)
+{
+	const struct storage_topology *t = &op->topo;
+	char v[8][16];
+	uint32_t nums[7] = {t->world, t->tp, t->cp, t->pp, t->dp, t->ep, t->gpus_per_node};
+	for (int i = 0; i < 7; i++)
+		snprintf(v[i], sizeof v[i], "%" PRIu32, nums[i]);
+	char order[sizeof t->order + 1];
+	memcpy(order, t->order, sizeof t->order);
+	order[sizeof t->order] = '\0';
+	const char *p[9] = {op->job, v[0], v[1], v[2], v[3], v[4], v[5], v[6], order};
+	PGresult *r = run(w, res, "job update",
+	                  "INSERT INTO jobs (name, world, tp, cp, pp, dp, ep, gpus_per_node, rank_order)"
+	                  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO UPDATE SET"
+	                  " world = EXCLUDED.world, tp = EXCLUDED.tp, cp = EXCLUDED.cp, pp = EXCLUDED.pp,"
+	                  " dp = EXCLUDED.dp, ep = EXCLUDED.ep, gpus_per_node = EXCLUDED.gpus_per_node,"
+	                  " rank_order = EXCLUDED.rank_order, updated = now() RETURNING id",
+	                  9, p);
+	if (!r)
+		return -1;
+	int32_t id = (int32_t)atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (op->n_ranks == 0)
+		return 0;
+	/* seven arrays: rank, tp, cp, ep, dp, pp, host, NUL-separated in scratch */
+	struct buf *b = &w->scratch;
+	b->len = 0;
+	size_t off[7];
+	for (int col = 0; col < 7; col++) {
+		off[col] = b->len;
+		buf_put(b, "{", 1);
+		for (size_t i = 0; i < op->n_ranks; i++) {
+			const struct storage_rank *rk = &op->ranks[i];
+			if (i)
+				buf_put(b, ",", 1);
+			uint32_t x = col == 0 ? rk->rank : col == 1 ? rk->tp : col == 2 ? rk->cp : col == 3 ? rk->ep
+			             : col == 4 ? rk->dp : rk->pp;
+			if (col == 6)
+				buf_array_str(b, rk->host ? rk->host : "");
+			else
+				buf_printf(b, "%" PRIu32, x);
+		}
+		buf_put(b, "}", 2);
+	}
+	if (b->failed) {
+		b->failed = false;
+		*res = TXN_RETRY;
+		return -1;
+	}
+	char idb[16];
+	snprintf(idb, sizeof idb, "%" PRId32, id);
+	const char *q[8] = {idb};
+	for (int col = 0; col < 7; col++)
+		q[col + 1] = b->p + off[col];
+	r = run(w, res, "ranks update",
+	        "INSERT INTO ranks (job_id, rank, tp, cp, ep, dp, pp, host)"
+	        " SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::text[])"
+	        " ON CONFLICT (job_id, rank) DO UPDATE SET tp = EXCLUDED.tp, cp = EXCLUDED.cp, ep = EXCLUDED.ep,"
+	        " dp = EXCLUDED.dp, pp = EXCLUDED.pp, host = EXCLUDED.host",
+	        8, q);
+	if (!r)
+		return -1;
+	PQclear(r);
+	return 0;
+}
+
+/* Checks a batch's content against what the database would reject late. */
+static const char *batch_invalid(const struct storage_op *op)
+{
+	for (size_t i = 0; i < op->n_phases; i++)
+		if (op->phases[i].name >= op->n_names)
+			return "phase name index out of range";
+	for (size_t i = 0; i < op->n_kernels; i++)
+		if (op->kernels[i].name >= op->n_names)
+			return "kernel name index out of range";
+	if (op->n_phases && !op->phase_iter_start_us)
+		return "phases without phase_iter_start_us";
+	if (op->n_kernels && !op->kernel_iter_start_us)
+		return "kernels without kernel_iter_start_us";
+	if (!op->agent)
+		return "no agent";
+	return NULL;
+}
+
+/* ---- COPY ---- */
+
+static const char copy_header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+
+static int copy_flush(struct storage_writer *w, bool all)
+{
+	struct buf *b = &w->copy;
+	if (b->failed)
+		return -1;
+	if (b->len == 0 || (!all && b->len < COPY_CHUNK))
+		return 0;
+	if (PQputCopyData(w->conn, b->p, (int)b->len) != 1)
+		return -1;
+	b->len = 0;
+	return 0;
+}
+
+enum table { T_ITER, T_PHASE, T_KERNEL };
+static const char *const table_names[] = {"iterations", "phases", "kernels"};
+static const char *const table_cols[] = {
+	"job_id, rank, iter, ts, dur_us",
+	"job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us",
+	"job_id, rank, iter, name_id, ts, kind, count, sum_us, min_us, max_us, p50_us, p99_us, sketch",
+};
+
+static void copy_row(struct buf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i)
+{
+	if (t == T_ITER) {
+		const struct record_iter *it = &op->iters[i];
+		put16(b, 5);
+		f_int4(b, (uint32_t)st->job_id);
+		f_int4(b, it->rank);
+		f_int4(b, it->iter);
+		f_int8(b, it->start_us - PG_EPOCH_US);
+		f_int8(b, it->dur_us);
+	} else if (t == T_PHASE) {
+		const struct record_phase *ph = &op->phases[i];
+		put16(b, 9);
+		f_int4(b, (uint32_t)st->job_id);
+		f_int4(b, ph->rank);
+		f_int4(b, ph->iter);
+		f_int4(b, (uint32_t)st->name_ids[ph->name]);
+		f_int8(b, op->phase_iter_start_us[i] - PG_EPOCH_US);
+		f_int2(b, ph->kind);
+		f_int2(b, ph->group);
+		if (ph->start_us == RECORD_NO_START)
+			f_null(b);
+		else
+			f_int8(b, ph->start_us);
+		f_int8(b, ph->dur_us);
+	} else {
+		const struct record_kernel *k = &op->kernels[i];
+		put16(b, 13);
+		f_int4(b, (uint32_t)st->job_id);
+		f_int4(b, k->rank);
+		f_int4(b, k->iter);
+		f_int4(b, (uint32_t)st->name_ids[k->name]);
+		f_int8(b, op->kernel_iter_start_us[i] - PG_EPOCH_US);
+		f_int2(b, k->kind);
+		f_int4(b, k->count);
+		f_int8(b, k->sum_us);
+		f_int8(b, k->min_us);
+		f_int8(b, k->max_us);
+		f_int8(b, k->p50_us);
+		f_int8(b, k->p99_us);
+		if (k->sketch && k->sketch_len) {
+			put32(b, k->sketch_len);
+			buf_put(b, k->sketch, k->sketch_len);
+		} else {
+			f_null(b);
+		}
+	}
+}
+
+/* COPYs one table's rows of the group into target (the table or its staging table). */
+static enum txn_result copy_table(struct storage_writer *w, enum table t, const char *target,
+                                  struct storage_op **ops, struct op_state *sts, size_t n)
+{
+	size_t rows = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (sts[i].skip || sts[i].invalid || ops[i]->type != STORAGE_OP_BATCH)
+			continue;
+		rows += t == T_ITER ? ops[i]->n_iters : t == T_PHASE ? ops[i]->n_phases : ops[i]->n_kernels;
+	}
+	if (rows == 0)
+		return TXN_OK;
+	char sql[256];
+	snprintf(sql, sizeof sql, "COPY %s (%s) FROM STDIN (FORMAT binary)", target, table_cols[t]);
+	PGresult *r = PQexec(w->conn, sql);
+	if (PQresultStatus(r) != PGRES_COPY_IN) {
+		enum txn_result res = classify(w, r, "copy");
+		PQclear(r);
+		return res;
+	}
+	PQclear(r);
+	struct buf *b = &w->copy;
+	b->len = 0;
+	b->failed = false;
+	buf_put(b, copy_header, sizeof copy_header);
+	int ok = 0;
+	for (size_t i = 0; i < n && ok == 0; i++) {
+		const struct storage_op *op = ops[i];
+		if (sts[i].skip || sts[i].invalid || op->type != STORAGE_OP_BATCH)
+			continue;
+		size_t m = t == T_ITER ? op->n_iters : t == T_PHASE ? op->n_phases : op->n_kernels;
+		for (size_t k = 0; k < m && ok == 0; k++) {
+			copy_row(b, t, op, &sts[i], k);
+			ok = copy_flush(w, false);
+		}
+	}
+	put16(b, 0xFFFF);
+	if (ok == 0)
+		ok = copy_flush(w, true);
+	if (ok < 0 && b->failed)
+		log_error("writer: out of memory building COPY data");
+	PQputCopyEnd(w->conn, ok < 0 ? "culprit writer: could not send COPY data" : NULL);
+	enum txn_result res = TXN_OK;
+	while ((r = PQgetResult(w->conn)) != NULL) {
+		if (res == TXN_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+			res = classify(w, r, table_names[t]);
+		PQclear(r);
+	}
+	if (res == TXN_OK && ok < 0)
+		res = TXN_RETRY;
+	b->failed = false;
+	return res;
+}
+
+/* Highest seq per (job, agent) among the written batches of the group (w->group_seq). */
+static enum txn_result progress_upsert(struct storage_writer *w)
+{
+	struct buf *b = &w->scratch;
+	b->len = 0;
+	size_t off[3], count = 0;
+	for (int col = 0; col < 3; col++) {
+		off[col] = b->len;
+		buf_put(b, "{", 1);
+		count = 0;
+		for (size_t i = 0; i < w->group_seq.cap; i++) {
+			const struct strmap_entry *e = &w->group_seq.e[i];
+			if (!e->key)
+				continue;
+			const char *colon = strchr(e->key, ':');
+			if (count++)
+				buf_put(b, ",", 1);
+			if (col == 0)
+				buf_put(b, e->key, (size_t)(colon - e->key));
+			else if (col == 1)
+				buf_array_str(b, colon + 1);
+			else
+				buf_printf(b, "%" PRId64, e->val);
+		}
+		buf_put(b, "}", 2);
+	}
+	if (count == 0)
+		return TXN_OK;
+	if (b->failed) {
+		b->failed = false;
+		return TXN_RETRY;
+	}
+	const char *p[3] = {b->p + off[0], b->p + off[1], b->p + off[2]};
+	enum txn_result res = TXN_OK;
+	PGresult *r = run(w, &res, "progress update",
+	                  "INSERT INTO agent_progress (job_id, agent, durable_seq)"
+	                  " SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[])"
+	                  " ON CONFLICT (job_id, agent) DO UPDATE SET"
+	                  " durable_seq = GREATEST(agent_progress.durable_seq, EXCLUDED.durable_seq), updated = now()",
+	                  3, p);
+	if (!r)
+		return res;
+	PQclear(r);
+	return TXN_OK;
+}
+
+static enum txn_result ensure_staging(struct storage_writer *w)
+{
+	if (w->staging_ready)
+		return TXN_OK;
+	enum txn_result res = TXN_OK;
+	PGresult *r = run(w, &res, "staging tables",
+	                  "SET client_min_messages = warning;"
+	                  "CREATE TEMP TABLE IF NOT EXISTS stage_iterations (LIKE iterations) ON COMMIT DELETE ROWS;"
+	                  "CREATE TEMP TABLE IF NOT EXISTS stage_phases (LIKE phases) ON COMMIT DELETE ROWS;"
+	                  "CREATE TEMP TABLE IF NOT EXISTS stage_kernels (LIKE kernels) ON COMMIT DELETE ROWS;"
+	                  "RESET client_min_messages",
+	                  0, NULL);
+	if (!r)
+		return res;
+	PQclear(r);
+	w->staging_ready = true;
+	return TXN_OK;
+}
+
+/* Phase 1 for the whole group (autocommit). */
+static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n)
+{
+	enum txn_result res = TXN_OK;
+	strmap_clear(&w->group_seq);
+	for (size_t i = 0; i < n; i++) {
+		struct storage_op *op = ops[i];
+		struct op_state *st = &sts[i];
+		if (st->invalid)
+			continue;
+		if (!op->job || !op->job[0]) {
+			log_error("writer: op without a job name rejected");
+			st->invalid = true;
+			continue;
+		}
+		if (op->type == STORAGE_OP_JOB) {
+			if (job_apply(w, op, &res) < 0) {
+				if (res != TXN_DATA)
+					return res;
+				st->invalid = true; /* logged by classify */
+			}
+			continue;
+		}
+		const char *why = batch_invalid(op);
+		if (why) {
+			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job,
+			          op->agent ? op->agent : "", op->seq, why);
+			st->invalid = true;
+			continue;
+		}
+		st->job = job_get(w, op->job, &res);
+		if (!st->job)
+			return res == TXN_DATA ? TXN_DATA : res;
+		st->job_id = st->job->id;
+		int64_t durable = progress_get(w, st->job, op->agent, &res);
+		if (durable == -2)
+			return res;
+		/* a resend of something durable, or of an earlier op of this very group */
+		char key[160];
+		snprintf(key, sizeof key, "%" PRId32 ":%s", st->job_id, op->agent);
+		struct strmap_entry *g = strmap_find(&w->group_seq, key);
+		st->skip = (durable >= 0 && op->seq <= (uint64_t)durable) || (g && op->seq <= (uint64_t)g->val);
+		if (st->skip)
+			continue;
+		if (op->n_names > 0) {
+			if (!st->name_ids) {
+				st->name_ids = malloc(op->n_names * sizeof *st->name_ids);
+				if (!st->name_ids)
+					return TXN_RETRY;
+			}
+			if (names_resolve(w, op, st, &res) < 0) {
+				if (res != TXN_DATA)
+					return res;
+				log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: its names were refused",
+				          op->job, op->agent, op->seq);
+				st->invalid = true;
+				continue;
+			}
+		}
+		if (strmap_put(&w->group_seq, key, (int64_t)op->seq) < 0)
+			return TXN_RETRY;
+	}
+	return TXN_OK;
+}
+
+/* One attempt at the group's transaction. */
+static enum txn_result write_txn(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n,
+                                 bool staged)
+{
+	enum txn_result res = TXN_OK;
+	if (staged && (res = ensure_staging(w)) != TXN_OK)
+		return res;
+	PGresult *r = run(w, &res, "begin", "BEGIN", 0, NULL);
+	if (!r)
+		return res;
+	PQclear(r);
+	for (int t = 0; t < 3 && res == TXN_OK; t++) {
+		char target[32];
+		snprintf(target, sizeof target, "%s%s", staged ? "stage_" : "", table_names[t]);
+		res = copy_table(w, (enum table)t, target, ops, sts, n);
+		if (res == TXN_OK && staged) {
+			char sql[256];
+			snprintf(sql, sizeof sql, "INSERT INTO %s SELECT * FROM stage_%s ON CONFLICT DO NOTHING",
+			         table_names[t], table_names[t]);
+			r = run(w, &res, "insert from staging", sql, 0, NULL);
+			if (r)
+				PQclear(r);
+		}
+	}
+	if (res == TXN_OK)
+		res = progress_upsert(w);
+	if (res == TXN_OK) {
+		r = run(w, &res, "commit", "COMMIT", 0, NULL);
+		if (r) {
+			/* COMMIT of a failed transaction answers ROLLBACK */
+			if (strcmp(PQcmdStatus(r), "COMMIT") != 0)
+				res = TXN_RETRY;
+			PQclear(r);
+		}
+		return res;
+	}
+	if (PQstatus(w->conn) == CONNECTION_OK)
+		PQclear(PQexec(w->conn, "ROLLBACK"));
+	return res;
+}
+
+static void backoff_wait(struct storage_writer *w, int *delay_ms)
+{
+	struct timespec until = mono_after(*delay_ms);
+	pthread_mutex_lock(&w->mu);
+	while (!w->stopping && !mono_passed(&until))
+		pthread_cond_timedwait(&w->cv, &w->mu, &until);
+	pthread_mutex_unlock(&w->mu);
+	*delay_ms *= 2;
+	if (*delay_ms > w->reconnect_max_ms)
+		*delay_ms = w->reconnect_max_ms;
+}
+
+static bool give_up(struct storage_writer *w)
+{
+	pthread_mutex_lock(&w->mu);
+	bool g = w->stopping && mono_passed(&w->stop_deadline);
+	pthread_mutex_unlock(&w->mu);
+	return g;
+}
+
+static void push_done(struct storage_writer *w, const struct storage_op *op, bool failed)
+{
+	if (w->done_len == w->done_cap || w->done_head + w->done_len == w->done_cap) {
+		if (w->done_head > 0) {
+			memmove(w->done, w->done + w->done_head, w->done_len * sizeof *w->done);
+			w->done_head = 0;
+		}
+		if (w->done_len == w->done_cap) {
+			size_t nc = w->done_cap ? w->done_cap * 2 : 256;
+			struct storage_done *nd = realloc(w->done, nc * sizeof *nd);
+			if (!nd) {
+				log_error("writer: out of memory: done notification for job \"%s\" seq %" PRIu64 " lost",
+				          op->job, op->seq);
+				return;
+			}
+			w->done = nd;
+			w->done_cap = nc;
+		}
+	}
+	struct storage_done *d = &w->done[w->done_head + w->done_len++];
+	memset(d, 0, sizeof *d);
+	d->source = op->source;
+	snprintf(d->job, sizeof d->job, "%s", op->job ? op->job : "");
+	snprintf(d->agent, sizeof d->agent, "%s", op->agent ? op->agent : "");
+	d->seq = op->seq;
+	d->failed = failed;
+}
+
+/* Releases a finished group: done items, caches, queue space, stats, wake. */
+static void finish(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n, bool committed,
+                   bool staged)
+{
+	if (committed) {
+		for (size_t i = 0; i < n; i++) {
+			if (ops[i]->type != STORAGE_OP_BATCH || sts[i].skip || sts[i].invalid)
+				continue;
+			struct strmap_entry *e = strmap_find(&sts[i].job->progress, ops[i]->agent);
+			if (!e || e->val < (int64_t)ops[i]->seq)
+				strmap_put(&sts[i].job->progress, ops[i]->agent, (int64_t)ops[i]->seq);
+		}
+	}
+	size_t records = 0, written = 0;
+	pthread_mutex_lock(&w->mu);
+	for (size_t i = 0; i < n; i++) {
+		size_t rec = op_records(ops[i]);
+		records += rec;
+		if (ops[i]->type == STORAGE_OP_BATCH) {
+			push_done(w, ops[i], sts[i].invalid);
+			if (sts[i].invalid)
+				w->st.failed_batches++;
+			else if (sts[i].skip)
+				w->st.skipped_batches++;
+			else
+				written += ops[i]->n_iters + ops[i]->n_phases + ops[i]->n_kernels;
+		}
+	}
+	w->q_records -= records;
+	w->q_ops -= n;
+	w->st.committed_records += written;
+	if (committed)
+		w->st.committed_txns++;
+	if (staged)
+		w->st.conflicts++;
+	pthread_mutex_unlock(&w->mu);
+	for (size_t i = 0; i < n; i++) {
+		free(sts[i].name_ids);
+		storage_op_free(ops[i]);
+	}
+	if (w->wake)
+		w->wake(w->wake_arg);
+}
+
+/* Writes a group until it is durable, rejected, or the stop deadline passed (returns -1). */
+static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
+{
+	struct op_state *sts = calloc(n, sizeof *sts);
+	if (!sts) {
+		log_error("writer: out of memory");
+		return -1;
+	}
+	int delay = w->reconnect_min_ms;
+	bool staged = false;
+	for (;;) {
+		if (!w->conn) {
+			if (connect_db(w) < 0) {
+				if (give_up(w))
+					goto fail;
+				backoff_wait(w, &delay);
+				continue;
+			}
+			pthread_mutex_lock(&w->mu);
+			w->st.reconnects++;
+			pthread_mutex_unlock(&w->mu);
+		}
+		enum txn_result res = resolve(w, ops, sts, n);
+		if (res == TXN_OK)
+			res = write_txn(w, ops, sts, n, staged);
+		if (res == TXN_OK) {
+			log_release(&w->down, LOG_INFO, "writer: writing to the database again");
+			finish(w, ops, sts, n, true, staged);
+			free(sts);
+			return 0;
+		}
+		if (res == TXN_CONFLICT && !staged) {
+			staged = true;
+			continue;
+		}
+		if (res == TXN_RETRY || res == TXN_CONFLICT) {
+			if (PQstatus(w->conn) != CONNECTION_OK || res == TXN_CONFLICT)
+				disconnect(w);
+			if (give_up(w))
+				goto fail;
+			backoff_wait(w, &delay);
+			continue;
+		}
+		/* TXN_DATA: the content of some op is refused. Alone, it is rejected; in a group, each
+		 * op is written on its own to find it. */
+		if (n == 1) {
+			sts[0].invalid = true;
+			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected by the database",
+			          ops[0]->job ? ops[0]->job : "", ops[0]->agent ? ops[0]->agent : "", ops[0]->seq);
+			finish(w, ops, sts, n, false, false);
+			free(sts);
+			return 0;
+		}
+		for (size_t i = 0; i < n; i++)
+			free(sts[i].name_ids);
+		free(sts);
+		for (size_t i = 0; i < n; i++) {
+			if (process(w, &ops[i], 1) < 0) {
+				for (size_t k = i + 1; k < n; k++)
+					storage_op_free(ops[k]);
+				return -1;
+			}
+		}
+		return 0;
+	}
+fail:
+	/* given up (stopping, database unreachable): the ops are dropped; q_records keeps
+	 * counting them so that stop can say how many records were not written */
+	for (size_t i = 0; i < n; i++) {
+		free(sts[i].name_ids);
+		storage_op_free(ops[i]);
+	}
+	free(sts);
+	return -1;
+}
+
+static void *writer_main(void *arg)
+{
+	struct storage_writer *w = arg;
+	struct storage_op **group = NULL;
+	size_t group_cap = 0;
+	for (;;) {
+		pthread_mutex_lock(&w->mu);
+		while (!w->head && !w->stopping)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (!w->head) {
+			pthread_mutex_unlock(&w->mu);
+			break;
+		}
+		size_t n = 0, records = 0;
+		while (w->head && (n == 0 || records + op_records(w->head) <= w->txn_max)) {
+			if (n == group_cap) {
+				size_t nc = group_cap ? group_cap * 2 : 64;
+				struct storage_op **ng = realloc(group, nc * sizeof *ng);
+				if (!ng)
+					break;
+				group = ng;
+				group_cap = nc;
+			}
+			struct storage_op *op = w->head;
+			w->head = op->next;
+			if (!w->head)
+				w->tail = NULL;
+			op->next = NULL;
+			group[n++] = op;
+			records += op_records(op);
+		}
+		pthread_mutex_unlock(&w->mu);
+		if (n == 0) {
+			log_error("writer: out of memory");
+			struct timespec ts = {0, 100000000L};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (process(w, group, n) < 0)
+			break; /* stopping with the database unreachable */
+	}
+	free(group);
+	/* Whatever is still queued or in flight was not written (q_records counts both). */
+	pthread_mutex_lock(&w->mu);
+	w->unwritten = w->q_records;
+	struct storage_op *op = w->head;
+	w->head = w->tail = NULL;
+	pthread_mutex_unlock(&w->mu);
+	while (op) {
+		struct storage_op *next = op->next;
+		storage_op_free(op);
+		op = next;
+	}
+	return NULL;
+}
+
+struct storage_writer *storage_writer_start(const struct storage_writer_config *cfg)
+{
+	struct storage_writer *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	w->dsn = strdup(cfg->dsn ? cfg->dsn : "");
+	w->queue_max = cfg->queue_max_records ? cfg->queue_max_records : 1000000;
+	w->txn_max = cfg->max_txn_records ? cfg->max_txn_records : 50000;
+	w->wake = cfg->wake;
+	w->wake_arg = cfg->wake_arg;
+	w->reconnect_min_ms = cfg->reconnect_min_ms > 0 ? cfg->reconnect_min_ms : DEFAULT_RECONNECT_MIN_MS;
+	w->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : DEFAULT_RECONNECT_MAX_MS;
+	if (w->reconnect_max_ms < w->reconnect_min_ms)
+		w->reconnect_max_ms = w->reconnect_min_ms;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (!w->dsn || pthread_mutex_init(&w->mu, NULL) != 0 || pthread_cond_init(&w->cv, &ca) != 0) {
+		pthread_condattr_destroy(&ca);
+		free(w->dsn);
+		free(w);
+		return NULL;
+	}
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+		log_error("writer: could not start the writer thread: %s", strerror(errno));
+		pthread_cond_destroy(&w->cv);
+		pthread_mutex_destroy(&w->mu);
+		free(w->dsn);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
+{
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	w->stopping = true;
+	w->stop_deadline = mono_after(timeout_ms > 0 ? timeout_ms : 0);
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	uint64_t unwritten = w->unwritten;
+	if (unwritten)
+		log_error("writer: stopped with %" PRIu64 " records not written (database unreachable)", unwritten);
+	if (w->conn)
+		PQfinish(w->conn);
+	for (size_t i = 0; i < w->n_jobs; i++) {
+		strmap_clear(&w->jobs[i]->names);
+		strmap_clear(&w->jobs[i]->progress);
+		free(w->jobs[i]->name);
+		free(w->jobs[i]);
+	}
+	free(w->jobs);
+	strmap_clear(&w->job_index);
+	strmap_clear(&w->group_seq);
+	free(w->copy.p);
+	free(w->scratch.p);
+	free(w->done);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w->dsn);
+	free(w);
+	return unwritten;
+}
+
+int storage_writer_submit(struct storage_writer *w, struct storage_op *op)
+{
+	size_t rec = op_records(op);
+	pthread_mutex_lock(&w->mu);
+	if (w->stopping || (w->q_records > 0 && w->q_records + rec > w->queue_max)) {
+		w->st.refused_full++;
+		pthread_mutex_unlock(&w->mu);
+		return -1;
+	}
+	op->next = NULL;
+	if (w->tail)
+		w->tail->next = op;
+	else
+		w->head = op;
+	w->tail = op;
+	w->q_records += rec;
+	w->q_ops++;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+size_t storage_writer_take_done(struct storage_writer *w, struct storage_done *out, size_t max)
+{
+	pthread_mutex_lock(&w->mu);
+	size_t n = w->done_len < max ? w->done_len : max;
+	if (n > 0)
+		memcpy(out, w->done + w->done_head, n * sizeof *out);
+	w->done_head += n;
+	w->done_len -= n;
+	if (w->done_len == 0)
+		w->done_head = 0;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
+void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats *out)
+{
+	pthread_mutex_lock(&w->mu);
+	*out = w->st;
+	out->queued_records = w->q_records;
+	out->queued_ops = w->q_ops;
+	pthread_mutex_unlock(&w->mu);
+}
+
+int storage_progress_load(const char *dsn, void (*cb)(const char *, const char *, uint64_t, void *), void *arg,
+                          char *err, size_t err_size)
+{
+	PGconn *c = PQconnectdb(dsn);
+	if (PQstatus(c) != CONNECTION_OK) {
+		snprintf(err, err_size, "could not connect to the database: %s", PQerrorMessage(c));
+		err[strcspn(err, "\n")] = '\0';
+		PQfinish(c);
+		return -1;
+	}
+	PGresult *r = PQexec(c, "SELECT j.name, p.agent, p.durable_seq FROM agent_progress p"
+	                        " JOIN jobs j ON j.id = p.job_id ORDER BY j.name, p.agent");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		snprintf(err, err_size, "could not read agent progress: %s", PQerrorMessage(c));
+		err[strcspn(err, "\n")] = '\0';
+		PQclear(r);
+		PQfinish(c);
+		return -1;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		cb(PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), strtoull(PQgetvalue(r, i, 2), NULL, 10), arg);
+	PQclear(r);
+	PQfinish(c);
+	return 0;
+}

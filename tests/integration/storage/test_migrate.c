@@ -1,0 +1,127 @@
+/* test_migrate.c: migrations on an empty database, again without change, concurrently from
+ * two processes, a failing migration rolled back, bad directories refused. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "migrate.h"
+#include "pgtest.h"
+
+static int n_files(void)
+{
+	/* 001_initial.sql, 002_partitions.sql, ... as found by the runner itself */
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '^[0-9]*_.*\\.sql$'", storage_migrations_dir());
+	FILE *p = popen(cmd, "r");
+	int n = 0;
+	CHECK(p && fscanf(p, "%d", &n) == 1);
+	pclose(p);
+	return n;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_empty_then_again(const char *base)
+{
+	char dsn[1024], err[512];
+	pgtest_db_create(base, "test_migrate_once", dsn, sizeof dsn);
+	int files = n_files();
+	CHECK(files >= 2);
+	int applied = storage_migrate(dsn, NULL, err, sizeof err);
+	CHECK_MSG(applied == files, "applied %d of %d: %s", applied, files, applied < 0 ? err : "");
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM schema_migrations") == files);
+	/* the tables the rest of culprit relies on */
+	const char *tables[] = {"jobs", "ranks", "names", "iterations", "phases", "kernels", "events",
+	                        "reports", "incidents", "alert_outbox", "agent_progress"};
+	for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+		char sql[256];
+		snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_tables WHERE tablename = '%s'", tables[i]);
+		CHECK_MSG(pgtest_scalar(dsn, sql) == 1, "table %s missing", tables[i]);
+	}
+	/* high-volume tables are partitioned */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid "
+	                         "WHERE c.relname IN ('iterations', 'phases', 'kernels')") == 3);
+	long long stamp = pgtest_scalar(dsn, "SELECT extract(epoch FROM max(applied))::bigint * 1000000 + "
+	                                     "extract(microseconds FROM max(applied))::bigint FROM schema_migrations");
+	applied = storage_migrate(dsn, NULL, err, sizeof err);
+	CHECK_MSG(applied == 0, "second run applied %d: %s", applied, applied < 0 ? err : "");
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM schema_migrations") == files);
+	CHECK(pgtest_scalar(dsn, "SELECT extract(epoch FROM max(applied))::bigint * 1000000 + "
+	                         "extract(microseconds FROM max(applied))::bigint FROM schema_migrations") == stamp);
+}
+
+static void test_concurrent(const char *base)
+{
+	char dsn[1024];
+	pgtest_db_create(base, "test_migrate_concurrent", dsn, sizeof dsn);
+	int files = n_files();
+	pid_t kids[4];
+	for (int i = 0; i < 4; i++) {
+		kids[i] = fork();
+		CHECK(kids[i] >= 0);
+		if (kids[i] == 0) {
+			char err[512];
+			int applied = storage_migrate(dsn, NULL, err, sizeof err);
+			if (applied < 0)
+				fprintf(stderr, "child %d: %s\n", i, err);
+			_exit(applied < 0 ? 100 : applied);
+		}
+	}
+	int total = 0;
+	for (int i = 0; i < 4; i++) {
+		int st;
+		CHECK(waitpid(kids[i], &st, 0) == kids[i]);
+		CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) != 100, "child %d failed", i);
+		total += WEXITSTATUS(st);
+	}
+	/* every file applied exactly once over all processes */
+	CHECK_MSG(total == files, "applied %d in total, want %d", total, files);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM schema_migrations") == files);
+}
+
+static void test_failure_rolls_back(const char *base)
+{
+	char dsn[1024], err[512], dir[256];
+	pgtest_db_create(base, "test_migrate_fail", dsn, sizeof dsn);
+	pgtest_tmpdir("migrations", dir, sizeof dir);
+	write_file(dir, "001_a.sql", "CREATE TABLE a (x int);");
+	write_file(dir, "002_b.sql", "CREATE TABLE b (x int); SELECT no_such_function();");
+	write_file(dir, "README", "not a migration");
+	int applied = storage_migrate(dsn, dir, err, sizeof err);
+	CHECK(applied == -1);
+	CHECK_MSG(strstr(err, "002_b.sql") && strstr(err, "no_such_function"), "message: %s", err);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM schema_migrations") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM pg_tables WHERE tablename = 'b'") == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM pg_tables WHERE tablename = 'a'") == 1);
+	/* fixed: applies the rest */
+	write_file(dir, "002_b.sql", "CREATE TABLE b (x int);");
+	applied = storage_migrate(dsn, dir, err, sizeof err);
+	CHECK_MSG(applied == 1, "applied %d: %s", applied, err);
+	/* two files with one number are refused */
+	write_file(dir, "002_c.sql", "SELECT 1;");
+	CHECK(storage_migrate(dsn, dir, err, sizeof err) == -1);
+	CHECK_MSG(strstr(err, "same number"), "message: %s", err);
+	pgtest_rmdir(dir);
+	/* a missing directory is refused */
+	CHECK(storage_migrate(dsn, "/nonexistent/culprit", err, sizeof err) == -1);
+	CHECK_MSG(strstr(err, "/nonexistent/culprit"), "message: %s", err);
+}
+
+int main(void)
+{
+	const char *base = pgtest_base_dsn();
+	test_empty_then_again(base);
+	test_concurrent(base);
+	test_failure_rolls_back(base);
+	printf("test_migrate: ok\n");
+	return 0;
+}

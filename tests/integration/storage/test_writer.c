@@ -1,0 +1,376 @@
+/* test_writer.c: the storage writer against real PostgreSQL.
+ *   - 1,000,000 phase rows (plus iterations and kernels) stored, durable seq reported;
+ *   - the same batches re-sent store no duplicate (cache path and COPY-conflict path);
+ *   - a batch the database refuses is reported failed without holding up the others;
+ *   - PostgreSQL restarted in the middle of writing loses nothing once it is back, the
+ *     queue refuses submissions while it is down (backpressure), stop reports what is lost. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "migrate.h"
+#include "pgtest.h"
+#include "writer.h"
+
+#define NAMES 10
+#define ITERS_PER_BATCH 100
+#define RANKS 100
+
+static const char *const phase_names[NAMES] = {"fwd", "bwd", "mlp", "attn", "ep_dispatch", "ep_combine",
+                                               "dp_reduce_scatter", "dp_all_gather", "pp_send", "optimizer"};
+static const int64_t base_us = INT64_C(1764633600000000); /* 2025-12-02 00:00 UTC */
+
+/* ---- producer side: wake, done items ---- */
+
+struct sink {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int wakes;
+	size_t done, failed;
+	uint64_t max_seq;
+	uint64_t last_failed_seq;
+};
+
+static void wake(void *arg)
+{
+	struct sink *s = arg;
+	pthread_mutex_lock(&s->mu);
+	s->wakes++;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void drain(struct storage_writer *w, struct sink *s)
+{
+	struct storage_done d[64];
+	size_t n;
+	while ((n = storage_writer_take_done(w, d, 64)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			s->done++;
+			if (d[i].failed) {
+				s->failed++;
+				s->last_failed_seq = d[i].seq;
+			}
+			if (d[i].seq > s->max_seq)
+				s->max_seq = d[i].seq;
+		}
+	}
+}
+
+/* Waits for a wake (or 200 ms), then drains done items. */
+static void wait_wake(struct storage_writer *w, struct sink *s)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->wakes == 0) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += 200 * 1000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->cv, &s->mu, &t);
+	}
+	s->wakes = 0;
+	pthread_mutex_unlock(&s->mu);
+	drain(w, s);
+}
+
+static void submit_wait(struct storage_writer *w, struct sink *s, struct storage_op *op)
+{
+	while (storage_writer_submit(w, op) < 0)
+		wait_wake(w, s);
+	drain(w, s);
+}
+
+static void wait_done(struct storage_writer *w, struct sink *s, size_t want, int timeout_ms)
+{
+	int64_t deadline = pgtest_now_ms() + timeout_ms;
+	drain(w, s);
+	while (s->done < want) {
+		CHECK_MSG(pgtest_now_ms() < deadline, "%zu of %zu batches done", s->done, want);
+		wait_wake(w, s);
+	}
+}
+
+/* ---- batches ---- */
+
+/* Batch seq (1-based) of agent "a0": rank (seq-1) % RANKS, iterations
+ * ((seq-1) / RANKS) * ITERS_PER_BATCH + 0..99, NAMES phases each, one kernel per iteration. */
+static struct storage_op *make_batch(const char *job, uint64_t seq, uint32_t rank_offset)
+{
+	size_t np = ITERS_PER_BATCH * NAMES, ni = ITERS_PER_BATCH, nk = ITERS_PER_BATCH;
+	size_t arena = 1024 + NAMES * 32 + ni * sizeof(struct record_iter) + np * (sizeof(struct record_phase) + 8) +
+	               nk * (sizeof(struct record_kernel) + 8 + 16) + 256;
+	struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, arena);
+	CHECK(op != NULL);
+	op->job = storage_op_strdup(op, job);
+	op->agent = storage_op_strdup(op, "a0");
+	op->source = 7;
+	op->seq = seq;
+	op->names = storage_op_alloc(op, NAMES * sizeof(char *));
+	op->n_names = NAMES;
+	for (int i = 0; i < NAMES; i++)
+		op->names[i] = storage_op_strdup(op, phase_names[(i + (int)seq) % NAMES]); /* order varies */
+	op->iters = storage_op_alloc(op, ni * sizeof *op->iters);
+	op->phases = storage_op_alloc(op, np * sizeof *op->phases);
+	op->phase_iter_start_us = storage_op_alloc(op, np * sizeof(int64_t));
+	op->kernels = storage_op_alloc(op, nk * sizeof *op->kernels);
+	op->kernel_iter_start_us = storage_op_alloc(op, nk * sizeof(int64_t));
+	uint8_t *sketch = storage_op_alloc(op, 16);
+	CHECK(op->job && op->agent && op->iters && op->phases && op->phase_iter_start_us && op->kernels &&
+	      op->kernel_iter_start_us && sketch);
+	memcpy(sketch, "sketch-bytes\0\1\2\3", 16);
+	op->n_iters = ni;
+	op->n_phases = np;
+	op->n_kernels = nk;
+	uint32_t rank = (uint32_t)((seq - 1) % RANKS) + rank_offset;
+	uint32_t iter0 = (uint32_t)((seq - 1) / RANKS) * ITERS_PER_BATCH;
+	size_t p = 0;
+	for (size_t i = 0; i < ni; i++) {
+		int64_t start = base_us + (int64_t)(iter0 + i) * 30000000;
+		op->iters[i] = (struct record_iter){rank, iter0 + (uint32_t)i, start, 30000000};
+		for (uint32_t k = 0; k < NAMES; k++, p++) {
+			op->phases[p] = (struct record_phase){
+				.rank = rank, .iter = iter0 + (uint32_t)i, .name = k, .kind = (uint8_t)(k % 4),
+				.group = (uint8_t)(k % 6), .start_us = k == 0 ? RECORD_NO_START : (int64_t)k * 1000,
+				.dur_us = 1000 + (int64_t)k};
+			op->phase_iter_start_us[p] = start;
+		}
+		op->kernels[i] = (struct record_kernel){.rank = rank, .iter = iter0 + (uint32_t)i, .name = 2, .kind = 0,
+		                                        .count = 96, .sum_us = 96000, .min_us = 900, .max_us = 1100,
+		                                        .p50_us = 1000, .p99_us = 1090, .sketch = sketch, .sketch_len = 16};
+		op->kernel_iter_start_us[i] = start;
+	}
+	return op;
+}
+
+static struct storage_writer *start_writer(const char *dsn, struct sink *s, size_t queue, size_t txn)
+{
+	memset(s, 0, sizeof *s);
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	struct storage_writer_config cfg = {.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn,
+	                                    .wake = wake, .wake_arg = s, .reconnect_min_ms = 50,
+	                                    .reconnect_max_ms = 400};
+	struct storage_writer *w = storage_writer_start(&cfg);
+	CHECK(w != NULL);
+	return w;
+}
+
+static void free_sink(struct sink *s)
+{
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+}
+
+struct progress_seen {
+	int rows;
+	uint64_t seq;
+};
+
+static void progress_cb(const char *job, const char *agent, uint64_t seq, void *arg)
+{
+	struct progress_seen *p = arg;
+	if (strcmp(job, "J") == 0 && strcmp(agent, "a0") == 0) {
+		p->rows++;
+		p->seq = seq;
+	}
+}
+
+/* ---- tests ---- */
+
+static void test_million(const char *base)
+{
+	char dsn[1024], err[512];
+	pgtest_db_create(base, "test_writer_million", dsn, sizeof dsn);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+
+	struct sink s;
+	struct storage_writer *w = start_writer(dsn, &s, 200000, 50000);
+
+	/* a job with its ranks */
+	struct storage_op *job = storage_op_new(STORAGE_OP_JOB, 4096 + RANKS * sizeof(struct storage_rank) + RANKS * 16);
+	CHECK(job != NULL);
+	job->job = storage_op_strdup(job, "J");
+	job->topo = (struct storage_topology){.world = RANKS, .tp = 1, .cp = 1, .pp = 2, .dp = 50, .ep = 10,
+	                                      .gpus_per_node = 8, .order = "tp-cp-ep-dp-pp"};
+	job->ranks = storage_op_alloc(job, RANKS * sizeof *job->ranks);
+	job->n_ranks = RANKS;
+	for (uint32_t r = 0; r < RANKS; r++) {
+		char host[32];
+		snprintf(host, sizeof host, "node-\"%u\"", r / 8); /* quotes survive the array literal */
+		job->ranks[r] = (struct storage_rank){r, 0, 0, r % 10, r % 50, r / 50, storage_op_strdup(job, host)};
+	}
+	submit_wait(w, &s, job);
+
+	int64_t t0 = pgtest_now_ms();
+	for (uint64_t seq = 1; seq <= 1000; seq++)
+		submit_wait(w, &s, make_batch("J", seq, 0));
+	wait_done(w, &s, 1000, 120000);
+	int64_t ms = pgtest_now_ms() - t0;
+	printf("test_writer: 1,000,000 phases + 100,000 iterations + 100,000 kernels in %" PRId64 " ms\n", ms);
+	CHECK(s.failed == 0);
+	CHECK(s.max_seq == 1000);
+	struct storage_writer_stats st;
+	storage_writer_stats(w, &st);
+	CHECK(st.committed_records == 1200000);
+	CHECK(st.queued_records == 0 && st.queued_ops == 0);
+	CHECK(st.connected == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 1000000);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 100000);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM kernels WHERE sketch = '\\x736b657463682d627974657300010203'") ==
+	      100000);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1000);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM names") == NAMES);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM ranks WHERE host LIKE 'node-\"%\"'") == RANKS);
+	CHECK(pgtest_scalar(dsn, "SELECT pp FROM jobs WHERE name = 'J'") == 2);
+	/* a record's values survive: rank 3 (seq 4) iteration 5, dictionary index 0 = phase_names[4] */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 3 AND p.iter = 5"
+	                         " AND n.name = 'ep_dispatch' AND p.start_us IS NULL AND p.dur_us = 1000 AND p.kind = 0"
+	                         " AND p.ts = to_timestamp(1764633600 + 5 * 30)") == 1);
+
+	/* the same batches again: skipped from the cache, no duplicate */
+	for (uint64_t seq = 1; seq <= 1000; seq++)
+		submit_wait(w, &s, make_batch("J", seq, 0));
+	wait_done(w, &s, 2000, 60000);
+	storage_writer_stats(w, &st);
+	CHECK(st.skipped_batches == 1000);
+	CHECK(st.committed_records == 1200000);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 1000000);
+
+	/* start-up load of the durable seqs */
+	struct progress_seen seen = {0};
+	CHECK_MSG(storage_progress_load(dsn, progress_cb, &seen, err, sizeof err) == 0, "%s", err);
+	CHECK(seen.rows == 1 && seen.seq == 1000);
+	CHECK(storage_writer_stop(w, 5000) == 0);
+	free_sink(&s);
+
+	/* a writer that does not know they are durable (progress set back): the COPY hits the
+	 * keys, the transaction is redone through staging, still no duplicate; a batch mixing old
+	 * and new rows stores exactly the new ones */
+	pgtest_scalar(dsn, "UPDATE agent_progress SET durable_seq = 500");
+	w = start_writer(dsn, &s, 200000, 50000);
+	for (uint64_t seq = 490; seq <= 520; seq++)
+		submit_wait(w, &s, make_batch("J", seq, 0));
+	struct storage_op *mixed = make_batch("J", 1, 0); /* the rows of batch 1 ... */
+	mixed->seq = 1001;
+	mixed->phases[0].rank = mixed->iters[0].rank = mixed->kernels[0].rank = 5000; /* ... but one new iteration */
+	for (int k = 1; k < NAMES; k++)
+		mixed->phases[k].rank = 5000;
+	submit_wait(w, &s, mixed);
+	wait_done(w, &s, 32, 60000);
+	storage_writer_stats(w, &st);
+	CHECK_MSG(st.conflicts >= 1, "conflicts %" PRIu64, st.conflicts);
+	CHECK(st.skipped_batches == 11); /* 490 .. 500 */
+	CHECK(s.failed == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 1000000 + NAMES);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 100000 + 1);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1001);
+
+	/* refused content: a bad name index (caught before the database), a name that is not
+	 * UTF-8 (refused by the database); good batches in the same transaction still land */
+	struct storage_op *bad1 = make_batch("J", 1002, 10000);
+	bad1->phases[3].name = NAMES + 5;
+	struct storage_op *good1 = make_batch("J", 1003, 10000);
+	struct storage_op *bad2 = make_batch("J", 1004, 10000);
+	bad2->names[4] = storage_op_strdup(bad2, "\xff\xfe not utf-8");
+	struct storage_op *good2 = make_batch("J", 1005, 10000);
+	submit_wait(w, &s, bad1);
+	submit_wait(w, &s, good1);
+	submit_wait(w, &s, bad2);
+	submit_wait(w, &s, good2);
+	wait_done(w, &s, 36, 60000);
+	CHECK_MSG(s.failed == 2, "failed %zu", s.failed);
+	storage_writer_stats(w, &st);
+	CHECK(st.failed_batches == 2);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 2 * ITERS_PER_BATCH * NAMES);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1005);
+	CHECK(storage_writer_stop(w, 5000) == 0);
+	free_sink(&s);
+}
+
+static void test_restart(void)
+{
+	char dir[256], dsn_pg[1024], dsn[1200], err[512];
+	pgtest_tmpdir("writer-restart", dir, sizeof dir);
+	pgtest_cluster_start(dir, dsn_pg, sizeof dsn_pg);
+	pgtest_scalar(dsn_pg, "CREATE DATABASE culprit");
+	snprintf(dsn, sizeof dsn, "%s dbname=culprit", dsn_pg);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+
+	struct sink s;
+	/* 20 batches of queue, 5 per transaction */
+	struct storage_writer *w = start_writer(dsn, &s, 20 * 1200, 5 * 1200);
+	const uint64_t total = 300;
+	uint64_t seq = 1;
+	for (; seq <= 100; seq++)
+		submit_wait(w, &s, make_batch("J", seq, 0));
+
+	/* PostgreSQL goes away while the writer is busy */
+	pgtest_cluster_stop(dir);
+	struct storage_writer_stats st;
+	int64_t deadline = pgtest_now_ms() + 60000;
+	size_t refused_at = 0;
+	for (;;) {
+		struct storage_op *op = make_batch("J", seq, 0);
+		if (storage_writer_submit(w, op) == 0) {
+			seq++;
+			continue;
+		}
+		storage_op_free(op);
+		storage_writer_stats(w, &st);
+		if (st.connected == 0) {
+			refused_at = (size_t)seq;
+			break;
+		}
+		CHECK_MSG(pgtest_now_ms() < deadline, "writer never noticed the database was gone");
+		wait_wake(w, &s);
+	}
+	/* backpressure: the queue is full and stays full while the database is down */
+	storage_writer_stats(w, &st);
+	CHECK(st.refused_full >= 1);
+	CHECK(st.queued_records > 0);
+	drain(w, &s);
+	size_t done_before = s.done;
+	wait_wake(w, &s);
+	wait_wake(w, &s);
+	CHECK(s.done == done_before);
+	printf("test_writer: database down, queue full at seq %zu with %" PRIu64 " records queued\n", refused_at,
+	       st.queued_records);
+
+	/* back: everything lands, exactly once */
+	pgtest_cluster_start(dir, dsn_pg, sizeof dsn_pg);
+	for (; seq <= total; seq++)
+		submit_wait(w, &s, make_batch("J", seq, 0));
+	wait_done(w, &s, total, 120000);
+	storage_writer_stats(w, &st);
+	CHECK(s.failed == 0);
+	CHECK(st.reconnects >= 2);
+	CHECK_MSG(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == (long long)total * ITERS_PER_BATCH * NAMES,
+	          "phases: %lld", pgtest_scalar(dsn, "SELECT count(*) FROM phases"));
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == (long long)total * ITERS_PER_BATCH);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == (long long)total);
+
+	/* stopping with the database down gives up after the timeout and says what was lost */
+	pgtest_cluster_stop(dir);
+	for (uint64_t k = 1; k <= 3; k++)
+		submit_wait(w, &s, make_batch("J", total + k, 0));
+	uint64_t lost = storage_writer_stop(w, 300);
+	CHECK_MSG(lost == 3 * 1200, "lost %" PRIu64, lost);
+	free_sink(&s);
+	pgtest_rmdir(dir);
+}
+
+int main(void)
+{
+	const char *base = pgtest_base_dsn();
+	test_million(base);
+	test_restart();
+	printf("test_writer: ok\n");
+	return 0;
+}
