@@ -64,7 +64,7 @@ static long long now_ms(void)
 
 static bool is_exe(const char *dir, const char *name)
 {
-	char p[PATH_MAX];
+	char p[PATH_MAX + 64];
 	snprintf(p, sizeof p, "%s/%s", dir, name);
 	return access(p, X_OK) == 0;
 }
@@ -198,8 +198,11 @@ static void tail_file(const char *path, char *out, size_t out_size)
 			break;
 		}
 	}
-	snprintf(out, out_size, "%s", p);
-	size_t m = strlen(out);
+	size_t m = strlen(p);
+	if (m >= out_size)
+		m = out_size - 1;
+	memcpy(out, p, m);
+	out[m] = '\0';
 	while (m > 0 && out[m - 1] == '\n')
 		out[--m] = '\0';
 	for (char *q = out; *q; q++)

@@ -1,0 +1,380 @@
+/* bench_writer.c: rows per second persisted by the storage writer for phase records, beside
+ * a raw COPY of the same rows into a table with the same columns and keys, in the same run.
+ *
+ *   bench_writer [--rows N] [--runs R] [--batch B] [--txn T] [--queue Q] DSN
+ *
+ * DSN names a database the benchmark may drop and create databases next to (a superuser on
+ * a scratch server, e.g. the one of tests/pg.sh). Each run uses a fresh database "bench_writer":
+ *   raw binary: one COPY (FORMAT binary) of all rows in one transaction into raw_phases;
+ *   raw text:   the same in text format;
+ *   writer:     storage_writer_submit of N/B batches of B phase rows (one agent, increasing
+ *               seq, a 10-name dictionary each), timed from the first submit to the last
+ *               done item, so it includes name resolution, progress upserts and commits.
+ * Prints every run, then medians and writer / best raw. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "migrate.h"
+#include "writer.h"
+
+#define NAMES 10
+#define MAX_RUNS 32
+#define PG_EPOCH_US INT64_C(946684800000000)
+
+static const char *const names[NAMES] = {"fwd", "bwd", "mlp", "attn", "ep_dispatch", "ep_combine",
+                                         "dp_reduce_scatter", "dp_all_gather", "pp_send", "optimizer"};
+static const int64_t base_us = INT64_C(1764633600000000);
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void die(const char *what, PGconn *c)
+{
+	fprintf(stderr, "bench_writer: %s: %s\n", what, c ? PQerrorMessage(c) : "");
+	exit(1);
+}
+
+static void exec(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		die(sql, c);
+	PQclear(r);
+}
+
+static long long scalar(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		die(sql, c);
+	long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+/* Row i of the data set: batch b = i / batch_rows holds 1/10 of its rows' iterations of rank
+ * b % 1000, NAMES phases per iteration. */
+struct row {
+	uint32_t rank, iter, name;
+	int64_t iter_start;
+	int64_t dur;
+};
+
+static struct row row_at(size_t i, size_t batch_rows)
+{
+	size_t b = i / batch_rows, k = i % batch_rows;
+	size_t iters_per_batch = batch_rows / NAMES;
+	struct row r;
+	r.rank = (uint32_t)(b % 1000);
+	r.iter = (uint32_t)((b / 1000) * iters_per_batch + k / NAMES);
+	r.name = (uint32_t)(k % NAMES);
+	r.iter_start = base_us + (int64_t)r.iter * 30000000;
+	r.dur = 1000 + (int64_t)(k % 97);
+	return r;
+}
+
+/* ---- raw COPY ---- */
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void put(struct buf *b, const void *d, size_t n)
+{
+	if (b->cap - b->len < n) {
+		b->cap = (b->cap + n) * 2;
+		b->p = realloc(b->p, b->cap);
+		if (!b->p)
+			die("out of memory", NULL);
+	}
+	memcpy(b->p + b->len, d, n);
+	b->len += n;
+}
+
+static void put16(struct buf *b, uint16_t v)
+{
+	unsigned char x[2] = {(unsigned char)(v >> 8), (unsigned char)v};
+	put(b, x, 2);
+}
+
+static void put32(struct buf *b, uint32_t v)
+{
+	unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+	                      (unsigned char)v};
+	put(b, x, 4);
+}
+
+static void put64(struct buf *b, uint64_t v)
+{
+	put32(b, (uint32_t)(v >> 32));
+	put32(b, (uint32_t)v);
+}
+
+static void flush(PGconn *c, struct buf *b, bool all)
+{
+	if (b->len == 0 || (!all && b->len < 256 * 1024))
+		return;
+	if (PQputCopyData(c, b->p, (int)b->len) != 1)
+		die("PQputCopyData", c);
+	b->len = 0;
+}
+
+static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary)
+{
+	exec(c, "DROP TABLE IF EXISTS raw_phases");
+	exec(c, "CREATE TABLE raw_phases (LIKE phases INCLUDING DEFAULTS INCLUDING CONSTRAINTS,"
+	        " PRIMARY KEY (job_id, rank, iter, name_id, ts))");
+	exec(c, "CHECKPOINT");
+	double t0 = now_s();
+	exec(c, "BEGIN");
+	PGresult *r = PQexec(c, binary ? "COPY raw_phases (job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us)"
+	                                 " FROM STDIN (FORMAT binary)"
+	                               : "COPY raw_phases (job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us)"
+	                                 " FROM STDIN");
+	if (PQresultStatus(r) != PGRES_COPY_IN)
+		die("COPY", c);
+	PQclear(r);
+	struct buf b = {0};
+	if (binary)
+		put(&b, "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19);
+	for (size_t i = 0; i < rows; i++) {
+		struct row w = row_at(i, batch_rows);
+		if (binary) {
+			put16(&b, 9);
+			put32(&b, 4), put32(&b, 1);
+			put32(&b, 4), put32(&b, w.rank);
+			put32(&b, 4), put32(&b, w.iter);
+			put32(&b, 4), put32(&b, w.name + 1);
+			put32(&b, 8), put64(&b, (uint64_t)(w.iter_start - PG_EPOCH_US));
+			put32(&b, 2), put16(&b, (uint16_t)(w.name % 4));
+			put32(&b, 2), put16(&b, (uint16_t)(w.name % 6));
+			put32(&b, 8), put64(&b, (uint64_t)w.name * 1000);
+			put32(&b, 8), put64(&b, (uint64_t)w.dur);
+		} else {
+			time_t sec = (time_t)(w.iter_start / 1000000);
+			struct tm tm;
+			gmtime_r(&sec, &tm);
+			char line[160];
+			int n = snprintf(line, sizeof line,
+			                 "1\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32 "\t%04d-%02d-%02d %02d:%02d:%02d.%06d+00\t%u\t%u\t%u\t%" PRId64 "\n",
+			                 w.rank, w.iter, w.name + 1, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+			                 tm.tm_min, tm.tm_sec, (int)(w.iter_start % 1000000), w.name % 4, w.name % 6,
+			                 w.name * 1000, w.dur);
+			put(&b, line, (size_t)n);
+		}
+		flush(c, &b, false);
+	}
+	if (binary)
+		put16(&b, 0xFFFF);
+	flush(c, &b, true);
+	if (PQputCopyEnd(c, NULL) != 1)
+		die("PQputCopyEnd", c);
+	while ((r = PQgetResult(c)) != NULL) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			die("COPY", c);
+		PQclear(r);
+	}
+	exec(c, "COMMIT");
+	double dt = now_s() - t0;
+	free(b.p);
+	if ((size_t)scalar(c, "SELECT count(*) FROM raw_phases") != rows)
+		die("raw COPY stored a wrong number of rows", NULL);
+	exec(c, "DROP TABLE raw_phases");
+	return (double)rows / dt;
+}
+
+/* ---- writer ---- */
+
+struct sink {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int wakes;
+};
+
+static void wake(void *arg)
+{
+	struct sink *s = arg;
+	pthread_mutex_lock(&s->mu);
+	s->wakes++;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void wait_wake(struct sink *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (s->wakes == 0)
+		pthread_cond_wait(&s->cv, &s->mu);
+	s->wakes = 0;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static struct storage_op *make_batch(size_t first_row, size_t n, uint64_t seq, size_t batch_rows)
+{
+	struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 1024 + n * (sizeof(struct record_phase) + 8));
+	if (!op)
+		die("out of memory", NULL);
+	op->job = storage_op_strdup(op, "bench");
+	op->agent = storage_op_strdup(op, "agent-0");
+	op->seq = seq;
+	op->names = storage_op_alloc(op, NAMES * sizeof(char *));
+	op->n_names = NAMES;
+	for (int i = 0; i < NAMES; i++)
+		op->names[i] = storage_op_strdup(op, names[i]);
+	op->phases = storage_op_alloc(op, n * sizeof *op->phases);
+	op->phase_iter_start_us = storage_op_alloc(op, n * sizeof(int64_t));
+	if (!op->phases || !op->phase_iter_start_us || !op->names[NAMES - 1])
+		die("arena too small", NULL);
+	op->n_phases = n;
+	for (size_t i = 0; i < n; i++) {
+		struct row w = row_at(first_row + i, batch_rows);
+		op->phases[i] = (struct record_phase){.rank = w.rank, .iter = w.iter, .name = w.name,
+		                                      .kind = (uint8_t)(w.name % 4), .group = (uint8_t)(w.name % 6),
+		                                      .start_us = (int64_t)w.name * 1000, .dur_us = w.dur};
+		op->phase_iter_start_us[i] = w.iter_start;
+	}
+	return op;
+}
+
+static double writer_run(const char *dsn, PGconn *c, size_t rows, size_t batch_rows, size_t txn, size_t queue)
+{
+	exec(c, "CHECKPOINT");
+	struct sink s = {.wakes = 0};
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cv, NULL);
+	struct storage_writer_config cfg = {.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn,
+	                                    .wake = wake, .wake_arg = &s};
+	struct storage_writer *w = storage_writer_start(&cfg);
+	if (!w)
+		die("storage_writer_start", NULL);
+	size_t nbatches = (rows + batch_rows - 1) / batch_rows, done = 0;
+	struct storage_done d[256];
+	double t0 = now_s();
+	for (size_t b = 0; b < nbatches; b++) {
+		size_t first = b * batch_rows, n = rows - first < batch_rows ? rows - first : batch_rows;
+		struct storage_op *op = make_batch(first, n, b + 1, batch_rows);
+		while (storage_writer_submit(w, op) < 0) {
+			wait_wake(&s);
+			size_t k;
+			while ((k = storage_writer_take_done(w, d, 256)) > 0)
+				done += k;
+		}
+	}
+	while (done < nbatches) {
+		size_t k;
+		while ((k = storage_writer_take_done(w, d, 256)) > 0) {
+			for (size_t i = 0; i < k; i++)
+				if (d[i].failed)
+					die("a batch failed", NULL);
+			done += k;
+		}
+		if (done < nbatches)
+			wait_wake(&s);
+	}
+	double dt = now_s() - t0;
+	struct storage_writer_stats st;
+	storage_writer_stats(w, &st);
+	storage_writer_stop(w, 10000);
+	pthread_cond_destroy(&s.cv);
+	pthread_mutex_destroy(&s.mu);
+	if ((size_t)scalar(c, "SELECT count(*) FROM phases") != rows)
+		die("the writer stored a wrong number of rows", NULL);
+	printf("    writer: %" PRIu64 " transactions, %" PRIu64 " refusals (queue full)\n", st.committed_txns,
+	       st.refused_full);
+	return (double)rows / dt;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	double tmp[MAX_RUNS];
+	memcpy(tmp, v, (size_t)n * sizeof *v);
+	qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+	size_t rows = 2000000, batch = 1000, txn = 50000, queue = 200000;
+	int runs = 3;
+	const char *dsn = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 < argc && strcmp(argv[i], "--rows") == 0)
+			rows = strtoull(argv[++i], NULL, 10);
+		else if (i + 1 < argc && strcmp(argv[i], "--runs") == 0)
+			runs = atoi(argv[++i]);
+		else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0)
+			batch = strtoull(argv[++i], NULL, 10);
+		else if (i + 1 < argc && strcmp(argv[i], "--txn") == 0)
+			txn = strtoull(argv[++i], NULL, 10);
+		else if (i + 1 < argc && strcmp(argv[i], "--queue") == 0)
+			queue = strtoull(argv[++i], NULL, 10);
+		else if (argv[i][0] != '-' && !dsn)
+			dsn = argv[i];
+		else {
+			fprintf(stderr, "usage: bench_writer [--rows N] [--runs R] [--batch B] [--txn T] [--queue Q] DSN\n");
+			return 2;
+		}
+	}
+	if (!dsn)
+		dsn = getenv("CULPRIT_TEST_DSN");
+	if (!dsn || runs < 1 || runs > MAX_RUNS || batch < NAMES || batch % NAMES || rows == 0) {
+		fprintf(stderr, "usage: bench_writer [--rows N] [--runs 1..%d] [--batch B (multiple of %d)] [--txn T] "
+		                "[--queue Q] DSN\n",
+		        MAX_RUNS, NAMES);
+		return 2;
+	}
+	PGconn *admin = PQconnectdb(dsn);
+	if (PQstatus(admin) != CONNECTION_OK)
+		die("connect", admin);
+	exec(admin, "SET client_min_messages = warning");
+	char bdsn[2048];
+	snprintf(bdsn, sizeof bdsn, "%s dbname=bench_writer", dsn);
+	printf("bench_writer: %zu phase rows a run, batches of %zu, transactions of <= %zu, queue %zu, %d runs\n",
+	       rows, batch, txn, queue, runs);
+	double raw_b[MAX_RUNS], raw_t[MAX_RUNS], wr[MAX_RUNS];
+	for (int run = 0; run < runs; run++) {
+		exec(admin, "DROP DATABASE IF EXISTS bench_writer");
+		exec(admin, "CREATE DATABASE bench_writer");
+		char err[512];
+		if (storage_migrate(bdsn, NULL, err, sizeof err) < 0) {
+			fprintf(stderr, "bench_writer: %s\n", err);
+			return 1;
+		}
+		PGconn *c = PQconnectdb(bdsn);
+		if (PQstatus(c) != CONNECTION_OK)
+			die("connect", c);
+		exec(c, "SET client_min_messages = warning");
+		raw_b[run] = raw_copy(c, rows, batch, true);
+		raw_t[run] = raw_copy(c, rows, batch, false);
+		wr[run] = writer_run(bdsn, c, rows, batch, txn, queue);
+		printf("run %d: raw COPY binary %.0f rows/s, raw COPY text %.0f rows/s, writer %.0f rows/s (%.0f%% of raw binary)\n",
+		       run + 1, raw_b[run], raw_t[run], wr[run], 100.0 * wr[run] / raw_b[run]);
+		fflush(stdout);
+		PQfinish(c);
+	}
+	exec(admin, "DROP DATABASE IF EXISTS bench_writer");
+	PQfinish(admin);
+	double mb = median(raw_b, runs), mt = median(raw_t, runs), mw = median(wr, runs);
+	double best = mb > mt ? mb : mt;
+	printf("median: raw COPY binary %.0f rows/s, raw COPY text %.0f rows/s, writer %.0f rows/s\n", mb, mt, mw);
+	printf("writer / best raw COPY = %.2f (target >= 0.70)\n", mw / best);
+	return 0;
+}
