@@ -1,9 +1,455 @@
-/* culprit: the command-line tool (placeholder until the diagnosis engine lands). */
+/* culprit: the command-line tool. One function per subcommand behind a dispatch table. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
-int main(int argc, char **argv)
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "engine.h"
+#include "jsonl.h"
+#include "sim.h"
+
+/* --- culprit diagnose --- */
+
+struct ingest {
+	struct engine *engine;
+	struct store *store;
+	char job[128];
+	uint64_t records;
+};
+
+static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
+{
+	struct ingest *in = ctx;
+	if (in->engine) {
+		if (strcmp(in->job, j->job ? j->job : "") != 0 || store_topo(in->store)->world != j->world) {
+			*why = "a second job in the same input (diagnose one job at a time)";
+			return -1;
+		}
+		return 0;
+	}
+	struct topo t;
+	static char msg[200];
+	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, msg,
+		      sizeof(msg)) < 0) {
+		*why = msg;
+		return -1;
+	}
+	struct engine_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.diagnose_on_close = 1;
+	in->engine = engine_create(&t, &cfg);
+	if (!in->engine) {
+		*why = "out of memory for the window store";
+		return -1;
+	}
+	in->store = engine_store(in->engine);
+	snprintf(in->job, sizeof(in->job), "%s", j->job ? j->job : "");
+	store_set_job(in->store, in->job);
+	return 0;
+}
+
+static int need_job(struct ingest *in, const char **why)
+{
+	if (!in->engine) {
+		*why = "record before the job line";
+		return -1;
+	}
+	in->records++;
+	return 0;
+}
+
+static int on_host(void *ctx, uint32_t rank, const char *host, const char **why)
+{
+	struct ingest *in = ctx;
+	if (need_job(in, why) < 0)
+		return -1;
+	if (store_set_host(in->store, rank, host) < 0) {
+		*why = "rank out of range";
+		return -1;
+	}
+	return 0;
+}
+
+static int on_iter(void *ctx, const struct record_iter *r, const char **why)
+{
+	struct ingest *in = ctx;
+	if (need_job(in, why) < 0)
+		return -1;
+	if (r->rank >= store_topo(in->store)->world) {
+		*why = "rank out of range";
+		return -1;
+	}
+	if (store_add_iter(in->store, r) < 0) {
+		*why = "out of memory";
+		return -1;
+	}
+	engine_poll(in->engine);
+	return 0;
+}
+
+static int on_phase(void *ctx, const struct record_phase *r, const char *name, const char **why)
+{
+	struct ingest *in = ctx;
+	if (need_job(in, why) < 0)
+		return -1;
+	if (r->rank >= store_topo(in->store)->world) {
+		*why = "rank out of range";
+		return -1;
+	}
+	struct record_phase p = *r;
+	int id = store_intern_name(in->store, name);
+	if (id < 0) {
+		*why = "out of memory";
+		return -1;
+	}
+	p.name = (uint32_t)id;
+	if (store_add_phase(in->store, &p) < 0) {
+		*why = "out of memory";
+		return -1;
+	}
+	return 0;
+}
+
+static int on_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *durs,
+		     size_t nd, const char **why)
+{
+	struct ingest *in = ctx;
+	if (need_job(in, why) < 0)
+		return -1;
+	if (r->rank >= store_topo(in->store)->world) {
+		*why = "rank out of range";
+		return -1;
+	}
+	struct record_kernel k = *r;
+	int id = store_intern_name(in->store, name);
+	if (id < 0 || (k.name = (uint32_t)id, store_add_kernel(in->store, &k, durs, nd) < 0)) {
+		*why = "out of memory";
+		return -1;
+	}
+	return 0;
+}
+
+static int on_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
+		    const char *detail, const char **why)
+{
+	struct ingest *in = ctx;
+	if (need_job(in, why) < 0)
+		return -1;
+	if (store_add_event(in->store, host, kind, ts, source, detail) < 0) {
+		*why = "out of memory";
+		return -1;
+	}
+	return 0;
+}
+
+/* "jsonl" when the (possibly gzipped) content starts with '{', else NULL */
+static const char *sniff(const char *path)
+{
+	gzFile f = gzopen(path, "rb");
+	if (!f)
+		return NULL;
+	char buf[64];
+	int n = gzread(f, buf, sizeof(buf));
+	gzclose(f);
+	for (int i = 0; i < n; i++) {
+		if (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
+			continue;
+		return buf[i] == '{' ? "jsonl" : NULL;
+	}
+	return n == 0 ? "jsonl" : NULL; /* empty input: no records */
+}
+
+static void diagnose_usage(FILE *f)
+{
+	fprintf(f, "usage: culprit diagnose [--format auto|jsonl] [--text] PATH...\n");
+}
+
+static int cmd_diagnose(int argc, char **argv)
+{
+	const char *format = "auto";
+	int text = 0;
+	static const struct option opts[] = {
+		{"format", required_argument, NULL, 'f'},
+		{"text", no_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:th", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			format = optarg;
+			break;
+		case 't':
+			text = 1;
+			break;
+		case 'h':
+			diagnose_usage(stdout);
+			return 0;
+		default:
+			diagnose_usage(stderr);
+			return 2;
+		}
+	}
+	if (strcmp(format, "auto") != 0 && strcmp(format, "jsonl") != 0) {
+		if (!strcmp(format, "kineto") || !strcmp(format, "chrome") || !strcmp(format, "csv"))
+			fprintf(stderr, "culprit diagnose: format \"%s\" is not supported yet\n", format);
+		else
+			fprintf(stderr, "culprit diagnose: unknown format \"%s\"\n", format);
+		return 2;
+	}
+	if (optind >= argc) {
+		diagnose_usage(stderr);
+		return 2;
+	}
+	struct ingest in;
+	memset(&in, 0, sizeof(in));
+	struct jsonl_handler h = {&in, on_job, on_host, on_iter, on_phase, on_kernel, on_event};
+	int rc = 0;
+	for (int i = optind; i < argc && !rc; i++) {
+		if (strcmp(format, "auto") == 0 && strcmp(argv[i], "-") != 0 && !sniff(argv[i])) {
+			FILE *f = fopen(argv[i], "rb");
+			if (!f)
+				fprintf(stderr, "culprit diagnose: %s: could not open: %s\n", argv[i], strerror(errno));
+			else {
+				fclose(f);
+				fprintf(stderr, "culprit diagnose: %s: unrecognized format (expected JSONL)\n", argv[i]);
+			}
+			rc = 2;
+			break;
+		}
+		char err[512];
+		uint64_t lines = 0;
+		if (jsonl_read(argv[i], &h, &lines, err, sizeof(err)) < 0) {
+			fprintf(stderr, "culprit diagnose: %s\n", err);
+			rc = 2;
+		}
+	}
+	if (!rc && !in.engine) {
+		fprintf(stderr, "culprit diagnose: no job line in the input\n");
+		rc = 2;
+	}
+	if (rc) {
+		engine_destroy(in.engine);
+		return rc;
+	}
+	struct report rep;
+	if (engine_finish(in.engine, &rep) < 0) {
+		fprintf(stderr, "culprit diagnose: out of memory\n");
+		engine_destroy(in.engine);
+		return 1;
+	}
+	if (text) {
+		char *s = report_to_text(&rep);
+		if (s)
+			fputs(s, stdout);
+		free(s);
+	} else {
+		json_t *o = report_to_json(&rep);
+		char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		json_decref(o);
+	}
+	report_free(&rep);
+	engine_destroy(in.engine);
+	return 0;
+}
+
+/* --- culprit sim --- */
+
+struct sim_out {
+	struct jsonl_writer *w;
+	const char *job;
+	const char *const *names;
+};
+
+static int out_job(void *ctx, const struct jsonl_job *job)
+{
+	struct sim_out *o = ctx;
+	o->job = job->job;
+	jsonl_write_job(o->w, job);
+	return 0;
+}
+
+static int out_rank_iter(void *ctx, const struct sim_rank_iter *ri)
+{
+	struct sim_out *o = ctx;
+	jsonl_write_iter(o->w, o->job, &ri->iter);
+	for (size_t p = 0; p < ri->nphases; p++)
+		jsonl_write_phase(o->w, o->job, &ri->phases[p], o->names[ri->phases[p].name]);
+	for (size_t k = 0; k < ri->nkernels; k++)
+		jsonl_write_kernel(o->w, o->job, &ri->kernels[k], o->names[ri->kernels[k].name],
+				   ri->kernel_durs[k], ri->kernel_ndurs[k]);
+	return 0;
+}
+
+static int out_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
+		     const char *detail)
+{
+	struct sim_out *o = ctx;
+	jsonl_write_event(o->w, o->job, host, kind, ts, source, detail);
+	return 0;
+}
+
+static void sim_usage(FILE *f)
+{
+	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] (--out FILE | --server HOST:PORT)\n"
+		   "scenarios:");
+	for (const char *const *s = sim_scenarios(); *s; s++)
+		fprintf(f, " %s", *s);
+	fprintf(f, "\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int cmd_sim(int argc, char **argv)
+{
+	struct sim_options opt;
+	memset(&opt, 0, sizeof(opt));
+	const char *out = NULL, *server = NULL;
+	static const struct option opts[] = {
+		{"scenario", required_argument, NULL, 's'},
+		{"seed", required_argument, NULL, 'S'},
+		{"iters", required_argument, NULL, 'i'},
+		{"out", required_argument, NULL, 'o'},
+		{"server", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	uint64_t v;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			opt.scenario = optarg;
+			break;
+		case 'S':
+			if (parse_u64(optarg, &opt.seed) < 0) {
+				fprintf(stderr, "culprit sim: invalid --seed \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case 'i':
+			if (parse_u64(optarg, &v) < 0 || v < 1 || v > 1000000) {
+				fprintf(stderr, "culprit sim: invalid --iters \"%s\"\n", optarg);
+				return 2;
+			}
+			opt.iters = (uint32_t)v;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'r':
+			server = optarg;
+			break;
+		case 'h':
+			sim_usage(stdout);
+			return 0;
+		default:
+			sim_usage(stderr);
+			return 2;
+		}
+	}
+	if (!opt.scenario || (!out && !server) || (out && server) || optind != argc) {
+		sim_usage(stderr);
+		return 2;
+	}
+	if (server) {
+		fprintf(stderr, "culprit sim: --server is not yet implemented\n");
+		return 2;
+	}
+	int known = 0;
+	for (const char *const *s = sim_scenarios(); *s; s++)
+		known |= strcmp(*s, opt.scenario) == 0;
+	if (!known) {
+		fprintf(stderr, "culprit sim: unknown scenario \"%s\"\n", opt.scenario);
+		sim_usage(stderr);
+		return 2;
+	}
+	size_t len = strlen(out);
+	int gz = len > 3 && strcmp(out + len - 3, ".gz") == 0;
+	char err[256];
+	struct sim_out so;
+	memset(&so, 0, sizeof(so));
+	so.names = sim_names(NULL);
+	so.w = jsonl_writer_open(out, gz, err, sizeof(err));
+	if (!so.w) {
+		fprintf(stderr, "culprit sim: %s\n", err);
+		return 1;
+	}
+	struct sim_sink sink = {&so, out_job, out_rank_iter, out_event};
+	int rc = sim_run(&opt, &sink, err, sizeof(err));
+	if (jsonl_writer_close(so.w) < 0 && !rc) {
+		fprintf(stderr, "culprit sim: could not write \"%s\"\n", out);
+		return 1;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "culprit sim: %s\n", err);
+		return 1;
+	}
+	return 0;
+}
+
+/* --- culprit replay (another issue) --- */
+
+static int cmd_replay(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	fprintf(stderr, "usage: culprit diagnose|sim|replay ...\n");
+	fprintf(stderr, "culprit replay: not yet implemented\n");
+	return 2;
+}
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct command commands[] = {
+	{"diagnose", cmd_diagnose, "diagnose interchange files and print the report"},
+	{"sim", cmd_sim, "generate a simulated job with a known fault"},
+	{"replay", cmd_replay, "stream files to culpritd (not yet)"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: culprit COMMAND [ARGS...]\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "culprit: unknown command \"%s\"\n", argv[1]);
+	usage(stderr);
 	return 2;
 }

@@ -1,0 +1,843 @@
+/* diagnose.c: attribution of an anomalous window to culprits, late arrivers and victims,
+ * the verdict category, the event verdicts and the time lost per iteration. */
+#include "diagnose.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l3.h"
+#include "record.h"
+#include "stats.h"
+
+void diagnose_config_default(struct diagnose_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	l2_config_default(&c->l2);
+	c->max_window = 32;
+	c->max_baseline = 32;
+	c->max_listed = 32;
+	c->l3_suspects = 64;
+	c->l3_peers = 64;
+	c->hang_factor = 3;
+	c->stage_ratio = 1.25;
+	c->few_fraction = 0.05;
+}
+
+void diagnose_input_from_l1(struct diagnose_input *in, const struct l1 *l, int64_t now_us)
+{
+	memset(in, 0, sizeof(*in));
+	in->has_window = l->windows > 0;
+	in->first_iter = l->first_iter;
+	in->last_iter = l->last_iter;
+	in->baseline_ms = l->windows ? l->baseline_ms : l1_baseline(l);
+	if (l->open || !l->windows)
+		in->baseline_ms = l1_baseline(l);
+	in->window_ms = l1_window_ms(l);
+	in->now_us = now_us;
+}
+
+size_t diagnose_hung(const struct store *s, int64_t now_us, double baseline_ms, double factor,
+		     uint32_t *out, size_t cap)
+{
+	if (!(baseline_ms > 0) || now_us <= 0)
+		return 0;
+	int64_t late = (int64_t)(factor * baseline_ms * 1000.0);
+	size_t n = 0;
+	uint32_t W = store_topo(s)->world;
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t it;
+		int64_t end;
+		if (!store_rank_last(s, r, &it, &end))
+			continue;
+		if (now_us - end > late) {
+			if (n < cap)
+				out[n] = r;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* --- event classification --- */
+
+enum ev_class { EV_OTHER, EV_NET, EV_GPU, EV_HOST };
+
+static int has_word(const char *s, const char *w)
+{
+	return strstr(s, w) != NULL;
+}
+
+static enum ev_class classify_event(const char *kind)
+{
+	char k[64];
+	size_t i = 0;
+	for (; kind[i] && i + 1 < sizeof(k); i++)
+		k[i] = (char)((kind[i] >= 'A' && kind[i] <= 'Z') ? kind[i] + 32 : kind[i]);
+	k[i] = 0;
+	static const char *const net[] = {"port", "link", "nic", "net", "ib_", "infiniband", "switch",
+					  "eth", "rdma", "roce", "nvlink", "cable"};
+	static const char *const gpu[] = {"xid", "gpu", "ecc", "thermal", "throttl", "sm_", "hbm",
+					  "power"};
+	static const char *const host[] = {"cpu", "oom", "disk", "memory", "kernel", "host", "io",
+					   "filesystem", "nfs"};
+	for (size_t j = 0; j < sizeof(net) / sizeof(*net); j++)
+		if (has_word(k, net[j]))
+			return EV_NET;
+	for (size_t j = 0; j < sizeof(gpu) / sizeof(*gpu); j++)
+		if (has_word(k, gpu[j]))
+			return EV_GPU;
+	for (size_t j = 0; j < sizeof(host) / sizeof(*host); j++)
+		if (has_word(k, host[j]))
+			return EV_HOST;
+	return EV_OTHER;
+}
+
+/* --- working state --- */
+
+struct work {
+	const struct store *s;
+	const struct topo *t;
+	const struct diagnose_config *cfg;
+	struct l2 l2;
+	uint32_t P, W;
+	uint8_t *role;   /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
+	uint32_t first, last;
+	struct report *rep;
+};
+
+static int phase_flag_any(const struct work *w, uint32_t r, int kind_mask, int flag)
+{
+	for (uint32_t p = 0; p < w->P; p++)
+		if ((kind_mask >> store_phase_kind(w->s, p)) & 1 && (w->l2.flag[(size_t)r * w->P + p] & flag))
+			return 1;
+	return 0;
+}
+
+#define KM_COMPUTE (1 << RECORD_KIND_COMPUTE)
+#define KM_COMM (1 << RECORD_KIND_COMM)
+#define KM_HOST (1 << RECORD_KIND_HOST)
+
+static void fill_identity(const struct work *w, struct report_suspect *su, uint32_t r)
+{
+	su->rank = r;
+	store_host(w->s, r, su->host, sizeof(su->host));
+	su->coords = topo_coords(w->t, r);
+}
+
+/* evidence: phases of kinds in mask with flag, largest |z| first */
+static double fill_evidence(const struct work *w, struct report_suspect *su, uint32_t r, int mask,
+			    int flag, double *excess_ms)
+{
+	double best = 0;
+	su->nev = 0;
+	*excess_ms = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t c = (size_t)r * w->P + p;
+		if (!((mask >> store_phase_kind(w->s, p)) & 1) || !(w->l2.flag[c] & flag))
+			continue;
+		struct report_evidence e;
+		memset(&e, 0, sizeof(e));
+		snprintf(e.phase, sizeof(e.phase), "%s", store_name(w->s, store_phase_name(w->s, p)));
+		e.kind = store_phase_kind(w->s, p);
+		e.ratio = w->l2.ratio[c];
+		e.z = w->l2.z[c];
+		e.group_cv = w->l2.group_cv[(size_t)w->l2.role[r] * w->P + p];
+		e.value_ms = w->l2.val[c];
+		e.peer_ms = e.ratio > 0 ? e.value_ms / e.ratio : NAN;
+		e.fallback = (w->l2.flag[c] & L2_FALLBACK) != 0;
+		if (isfinite(e.peer_ms))
+			*excess_ms += e.value_ms - e.peer_ms;
+		double key = fabs(e.z);
+		size_t pos = su->nev < REPORT_MAX_EVIDENCE ? su->nev : REPORT_MAX_EVIDENCE;
+		while (pos > 0 && fabs(su->ev[pos - 1].z) < key)
+			pos--;
+		if (pos >= REPORT_MAX_EVIDENCE)
+			continue;
+		size_t end = su->nev < REPORT_MAX_EVIDENCE ? su->nev : REPORT_MAX_EVIDENCE - 1;
+		for (size_t j = end; j > pos; j--)
+			su->ev[j] = su->ev[j - 1];
+		su->ev[pos] = e;
+		if (su->nev < REPORT_MAX_EVIDENCE)
+			su->nev++;
+	}
+	for (size_t i = 0; i < su->nev; i++) {
+		double sc = flag == L2_LOW ? (su->ev[i].ratio > 0 ? 1 / su->ev[i].ratio : 0) : su->ev[i].ratio;
+		if (sc > best)
+			best = sc;
+	}
+	return best;
+}
+
+static int cmp_suspect(const void *a, const void *b)
+{
+	const struct report_suspect *x = a, *y = b;
+	if (x->role != y->role)
+		return x->role == REPORT_CULPRIT ? -1 : 1;
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* L3 for the culprits with a pooled-peer cache per role group */
+struct pool_entry {
+	uint32_t group;
+	struct sketch *pools;
+};
+
+static int run_l3(struct work *w, struct report_suspect *sus, size_t n, int *any_degraded_compute,
+		  int *any_stall, size_t *n_stall_only)
+{
+	uint32_t K = store_kernel_count(w->s);
+	*any_degraded_compute = *any_stall = 0;
+	*n_stall_only = 0;
+	if (!K)
+		return 0;
+	struct pool_entry cache[16];
+	size_t ncache = 0;
+	uint32_t *members = malloc((w->t->dp + 1) * sizeof(uint32_t));
+	uint32_t *peers = malloc((w->t->dp + 1) * sizeof(uint32_t));
+	struct l3_result res[REPORT_MAX_KERNELS];
+	int rc = -1;
+	if (!members || !peers)
+		goto out;
+	for (size_t i = 0; i < n && i < w->cfg->l3_suspects; i++) {
+		struct report_suspect *su = &sus[i];
+		if (su->role != REPORT_CULPRIT)
+			continue;
+		uint32_t g = w->l2.role[su->rank];
+		struct sketch *pools = NULL;
+		for (size_t c = 0; c < ncache; c++)
+			if (cache[c].group == g)
+				pools = cache[c].pools;
+		if (!pools) {
+			size_t m = topo_role_members(w->t, su->rank, members, w->t->dp);
+			size_t np = 0;
+			for (size_t j = 0; j < m; j++)
+				if (w->role[members[j]] != 1)
+					peers[np++] = members[j];
+			if (np < 2) /* small group: pool the other groups' ranks of the same stage */
+				np = 0;
+			size_t step = np > w->cfg->l3_peers ? np / w->cfg->l3_peers : 1, k = 0;
+			for (size_t j = 0; j < np; j += step)
+				peers[k++] = peers[j];
+			pools = calloc(K, sizeof(*pools));
+			if (!pools)
+				goto out;
+			for (uint32_t q = 0; q < K; q++)
+				sketch_init(&pools[q]);
+			if (ncache == sizeof(cache) / sizeof(*cache)) {
+				for (uint32_t q = 0; q < K; q++)
+					sketch_free(&cache[0].pools[q]);
+				free(cache[0].pools);
+				memmove(cache, cache + 1, (ncache - 1) * sizeof(*cache));
+				ncache--;
+			}
+			cache[ncache].group = g;
+			cache[ncache].pools = pools;
+			ncache++;
+			if (l3_pool(w->s, peers, k, w->first, w->last, pools) < 0)
+				goto out;
+		}
+		int nr = l3_compare(w->s, su->rank, pools, w->first, w->last, res, REPORT_MAX_KERNELS);
+		if (nr < 0)
+			goto out;
+		int degraded = 0, stall = 0;
+		su->nk = 0;
+		for (int j = 0; j < nr; j++) {
+			struct report_kernel *k = &su->k[su->nk++];
+			snprintf(k->name, sizeof(k->name), "%s",
+				 store_name(w->s, store_kernel_name(w->s, res[j].kslot)));
+			k->kind = store_kernel_kind(w->s, res[j].kslot);
+			k->ratio = res[j].ratio;
+			k->ks = res[j].ks;
+			k->max_ratio = res[j].max_ratio;
+			if (res[j].degraded && k->kind == RECORD_KIND_COMPUTE)
+				degraded = 1;
+			if (res[j].stall)
+				stall = 1;
+		}
+		if (nr > 0)
+			su->level = "L3";
+		*any_degraded_compute |= degraded;
+		*any_stall |= stall;
+		if (stall && !degraded)
+			(*n_stall_only)++;
+	}
+	rc = 0;
+out:
+	for (size_t c = 0; c < ncache; c++) {
+		for (uint32_t q = 0; q < K; q++)
+			sketch_free(&cache[c].pools[q]);
+		free(cache[c].pools);
+	}
+	free(members);
+	free(peers);
+	return rc;
+}
+
+/* the stage whose compute is heavier than the other stages' (and was not before), or -1 */
+static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
+{
+	const struct topo *t = w->t;
+	if (t->pp < 2)
+		return -1;
+	uint32_t P = w->P, W = w->W;
+	double *cw = calloc(W, sizeof(double)), *cb = calloc(W, sizeof(double));
+	double *sw = calloc(t->pp, sizeof(double)), *sb = calloc(t->pp, sizeof(double));
+	double *tmp = malloc((W + t->pp) * sizeof(double));
+	int best = -1;
+	if (!cw || !cb || !sw || !sb || !tmp)
+		goto out;
+	for (uint32_t pp = 0; pp < t->pp; pp++) {
+		size_t nw = 0, nb = 0;
+		double *bw = tmp;
+		(void)cw;
+		(void)cb;
+		/* per rank compute sum, median over the stage */
+		for (uint32_t r = 0; r < W; r++) {
+			if (topo_coords(t, r).pp != pp)
+				continue;
+			double a = 0, b = 0;
+			int okb = 1;
+			for (uint32_t p = 0; p < P; p++) {
+				if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
+					continue;
+				double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
+				if (isfinite(v))
+					a += v;
+				if (isfinite(u))
+					b += u;
+				else
+					okb = 0;
+			}
+			bw[nw++] = a;
+			if (okb && w->l2.has_base)
+				cb[nb++] = b;
+		}
+		sw[pp] = nw ? stats_median_inplace(bw, nw) : NAN;
+		sb[pp] = nb ? stats_median_inplace(cb, nb) : NAN;
+	}
+	double best_ratio = 0;
+	for (uint32_t pp = 0; pp < t->pp; pp++) {
+		size_t n = 0, nb = 0;
+		double *o = tmp, *ob = tmp + t->pp;
+		(void)ob;
+		for (uint32_t q = 0; q < t->pp; q++)
+			if (q != pp && isfinite(sw[q]))
+				o[n++] = sw[q];
+		if (!n || !isfinite(sw[pp]))
+			continue;
+		double others = stats_median_inplace(o, n);
+		if (!(others > 0))
+			continue;
+		double rw = sw[pp] / others;
+		double rb = NAN;
+		for (uint32_t q = 0; q < t->pp; q++)
+			if (q != pp && isfinite(sb[q]))
+				cw[nb++] = sb[q];
+		if (nb && isfinite(sb[pp])) {
+			double ob2 = stats_median_inplace(cw, nb);
+			if (ob2 > 0)
+				rb = sb[pp] / ob2;
+		}
+		int heavy = rw > w->cfg->stage_ratio && (!isfinite(rb) || rw / rb > 1.15);
+		if (heavy && rw > best_ratio) {
+			best_ratio = rw;
+			best = (int)pp;
+			*excess_ms = sw[pp] - others;
+			*ratio_out = rw;
+		}
+	}
+out:
+	free(cw);
+	free(cb);
+	free(sw);
+	free(sb);
+	free(tmp);
+	return best;
+}
+
+static int explained_by(const struct work *w, uint32_t r, const uint32_t *culprits, size_t nc)
+{
+	struct topo_coords c = topo_coords(w->t, r);
+	for (size_t i = 0; i < nc; i++) {
+		struct topo_coords k = topo_coords(w->t, culprits[i]);
+		/* same EP block of dp indexes: the culprit's EP group, the TP/CP peers of those
+		 * ranks, and their pipeline chains through every stage */
+		if (c.dp / w->t->ep == k.dp / w->t->ep)
+			return 1;
+	}
+	return 0;
+}
+
+static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, double comm_kernel_ratio)
+{
+	struct report *rep = w->rep;
+	size_t ne = store_event_count(w->s);
+	rep->events = ne ? calloc(ne, sizeof(*rep->events)) : NULL;
+	if (!rep->events)
+		return;
+	rep->nevents = ne;
+	char host[REPORT_NAME_MAX];
+	for (size_t i = 0; i < ne; i++) {
+		const struct store_event *e = store_event_at(w->s, i);
+		struct report_event *o = &rep->events[i];
+		snprintf(o->host, sizeof(o->host), "%s", e->host);
+		snprintf(o->kind, sizeof(o->kind), "%s", e->kind);
+		o->ts_us = e->ts_us;
+		int on_culprit = 0, on_affected = 0;
+		for (size_t c = 0; c < nc && !on_culprit; c++)
+			on_culprit = strcmp(store_host(w->s, culprits[c], host, sizeof(host)), e->host) == 0;
+		if (!on_culprit && w->role) {
+			for (uint32_t r = 0; r < w->W && !on_affected; r++)
+				if (w->role[r] >= 2 &&
+				    strcmp(store_host(w->s, r, host, sizeof(host)), e->host) == 0)
+					on_affected = 1;
+		}
+		enum ev_class cl = classify_event(e->kind);
+		const char *cat = rep->category;
+		o->verdict = "unrelated";
+		if (strcmp(cat, "none") == 0) {
+			snprintf(o->reason, sizeof(o->reason), "%s",
+				 rep->has_window ? "no rank, stage or phase stands out in the window"
+						 : "no anomalous window: iteration time is at its baseline");
+		} else if (strcmp(cat, "hang") == 0) {
+			if (on_culprit) {
+				o->verdict = "consistent";
+				snprintf(o->reason, sizeof(o->reason), "%s hosts ranks that stopped reporting", e->host);
+			} else {
+				snprintf(o->reason, sizeof(o->reason), "no hung rank runs on %s", e->host);
+			}
+		} else if (strcmp(cat, "stage_imbalance") == 0) {
+			snprintf(o->reason, sizeof(o->reason),
+				 "a whole pipeline stage is heavier on every host, not one host's fault");
+			if (cl == EV_NET)
+				o->verdict = "contradicted";
+		} else if (strcmp(cat, "compute_degradation") == 0 || strcmp(cat, "kernel_stall") == 0) {
+			if (on_culprit && cl == EV_NET) {
+				o->verdict = "contradicted";
+				if (isfinite(comm_kernel_ratio))
+					snprintf(o->reason, sizeof(o->reason),
+						 "the slowdown on %s is in compute-only phases; its communication "
+						 "kernels run at %.2fx their peers' median",
+						 e->host, comm_kernel_ratio);
+				else
+					snprintf(o->reason, sizeof(o->reason),
+						 "the slowdown on %s is in compute-only phases, not in communication",
+						 e->host);
+			} else if (on_culprit) {
+				o->verdict = cl == EV_GPU || cl == EV_OTHER ? "consistent" : "unrelated";
+				snprintf(o->reason, sizeof(o->reason), "%s hosts the culprit ranks, slow in compute",
+					 e->host);
+			} else if (on_affected && cl == EV_NET) {
+				o->verdict = "contradicted";
+				snprintf(o->reason, sizeof(o->reason),
+					 "communication on %s only waits for the compute culprits", e->host);
+			} else {
+				snprintf(o->reason, sizeof(o->reason), "no culprit runs on %s", e->host);
+			}
+		} else if (strcmp(cat, "communication_degradation") == 0) {
+			if (on_culprit) {
+				o->verdict = cl == EV_NET || cl == EV_OTHER ? "consistent" : "contradicted";
+				snprintf(o->reason, sizeof(o->reason), "%s's ranks are slow in communication with normal compute",
+					 e->host);
+			} else {
+				snprintf(o->reason, sizeof(o->reason), "no culprit runs on %s", e->host);
+			}
+		} else if (strcmp(cat, "host_delay") == 0) {
+			if (on_culprit) {
+				o->verdict = cl == EV_HOST || cl == EV_OTHER ? "consistent" : "contradicted";
+				snprintf(o->reason, sizeof(o->reason),
+					 "%s's ranks arrive late with normal GPU compute and communication", e->host);
+			} else {
+				snprintf(o->reason, sizeof(o->reason), "no culprit runs on %s", e->host);
+			}
+		}
+	}
+}
+
+static void summarize_hosts(const struct work *w, const uint32_t *ranks, size_t n, char *buf, size_t len)
+{
+	char h[REPORT_NAME_MAX], prev[REPORT_NAME_MAX] = "";
+	size_t used = 0, shown = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && shown < 4; i++) {
+		store_host(w->s, ranks[i], h, sizeof(h));
+		if (strcmp(h, prev) == 0)
+			continue;
+		int k = snprintf(buf + used, len - used, "%s%s", shown ? ", " : "", h);
+		if (k < 0 || (size_t)k >= len - used)
+			break;
+		used += (size_t)k;
+		shown++;
+		snprintf(prev, sizeof(prev), "%s", h);
+	}
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int report_hang(struct work *w, const struct diagnose_input *in, uint32_t *hung, size_t nh)
+{
+	struct report *rep = w->rep;
+	uint32_t W = w->W, maxlast = 0, minlast = UINT32_MAX, reporting = 0;
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t it;
+		int64_t end;
+		if (store_rank_last(w->s, r, &it, &end))
+			reporting++;
+	}
+	for (size_t i = 0; i < nh; i++) {
+		uint32_t it;
+		int64_t end;
+		store_rank_last(w->s, hung[i], &it, &end);
+		if (it > maxlast)
+			maxlast = it;
+		if (it < minlast)
+			minlast = it;
+	}
+	size_t nc = nh;
+	if (nh * 2 > reporting) {
+		/* the whole job stopped: the culprits are the ranks that stopped first */
+		nc = 0;
+		if (minlast < maxlast)
+			for (size_t i = 0; i < nh; i++) {
+				uint32_t it;
+				int64_t end;
+				store_rank_last(w->s, hung[i], &it, &end);
+				if (it == minlast)
+					hung[nc++] = hung[i];
+			}
+	}
+	rep->category = "hang";
+	rep->suspects = calloc(nc ? nc : 1, sizeof(*rep->suspects));
+	if (!rep->suspects)
+		return -1;
+	for (size_t i = 0; i < nc; i++) {
+		struct report_suspect *su = &rep->suspects[i];
+		fill_identity(w, su, hung[i]);
+		su->role = REPORT_CULPRIT;
+		su->level = "L1";
+		uint32_t it;
+		int64_t end;
+		store_rank_last(w->s, hung[i], &it, &end);
+		su->score = in->baseline_ms > 0 ? (double)(in->now_us - end) / 1000.0 / in->baseline_ms : 0;
+	}
+	rep->nsuspects = nc < w->cfg->max_listed ? nc : w->cfg->max_listed;
+	rep->culprits_total = nc;
+	for (size_t i = 0; i < nc; i++)
+		w->role[hung[i]] = 1;
+	char hosts[200];
+	summarize_hosts(w, hung, nc, hosts, sizeof(hosts));
+	if (nc)
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "%zu rank%s stopped reporting (last iteration %u, overdue by more than %.0f "
+			 "baseline iterations) on %s",
+			 nc, nc == 1 ? "" : "s", minlast, w->cfg->hang_factor, hosts);
+	else
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "the whole job stopped reporting at iteration %u; no rank stopped first", maxlast);
+	rep->lost_ms = 0;
+	judge_events(w, hung, nc, NAN);
+	return 0;
+}
+
+int diagnose_run(const struct store *s, const struct diagnose_input *in,
+		 const struct diagnose_config *cfgp, struct report *rep)
+{
+	struct diagnose_config cfg;
+	if (cfgp)
+		cfg = *cfgp;
+	else
+		diagnose_config_default(&cfg);
+	report_init(rep);
+	snprintf(rep->job, sizeof(rep->job), "%s", store_job(s));
+	struct work w;
+	memset(&w, 0, sizeof(w));
+	w.s = s;
+	w.t = store_topo(s);
+	w.cfg = &cfg;
+	w.W = w.t->world;
+	w.rep = rep;
+	w.role = calloc(w.W, 1);
+	uint32_t *list = malloc((w.W + 1) * sizeof(uint32_t));
+	int rc = -1;
+	if (!w.role || !list)
+		goto out;
+
+	rep->has_window = in->has_window;
+	rep->first_iter = in->first_iter;
+	rep->last_iter = in->last_iter;
+	rep->baseline_ms = in->baseline_ms;
+	rep->window_ms = in->window_ms;
+
+	/* hang first: it needs no window */
+	if (in->now_us > 0) {
+		size_t nh = diagnose_hung(s, in->now_us, in->baseline_ms, cfg.hang_factor, list, w.W);
+		if (nh) {
+			rc = report_hang(&w, in, list, nh);
+			goto out;
+		}
+	}
+	if (!in->has_window || !store_any(s)) {
+		rep->category = "none";
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "no anomalous window: iteration time stays at its baseline%s",
+			 isfinite(in->baseline_ms) ? "" : " (no data yet)");
+		judge_events(&w, NULL, 0, NAN);
+		rc = 0;
+		goto out;
+	}
+
+	/* the analysed part of the window and its baseline, within the ring */
+	uint32_t R = store_config(s)->ring_iters, maxit = store_max_iter(s);
+	uint32_t lo = maxit + 1 >= R ? maxit + 1 - R : 0;
+	uint32_t last = in->last_iter < maxit ? in->last_iter : maxit;
+	uint32_t first = in->first_iter > lo ? in->first_iter : lo;
+	if (first > last)
+		first = last;
+	if (last - first + 1 > cfg.max_window)
+		first = last - cfg.max_window + 1;
+	uint32_t blast = 0, bfirst = 1; /* empty */
+	if (in->first_iter > lo && in->first_iter > 0) {
+		blast = in->first_iter - 1;
+		bfirst = blast + 1 >= cfg.max_baseline ? blast + 1 - cfg.max_baseline : 0;
+		if (bfirst < lo)
+			bfirst = lo;
+	}
+	w.first = first;
+	w.last = last;
+	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
+		goto out;
+	w.P = w.l2.nphase;
+
+	size_t few = (size_t)(cfg.few_fraction * w.W);
+	if (few < 1)
+		few = 1;
+	size_t nc = 0;
+	const char *what = NULL;
+	int flagmask = 0, flag = L2_HIGH;
+	double stage_excess = 0, stage_ratio = 0;
+	int stage = find_stage(&w, &stage_excess, &stage_ratio);
+	if (stage >= 0) {
+		rep->category = "stage_imbalance";
+		rep->stage = stage;
+	} else {
+		for (uint32_t r = 0; r < w.W; r++)
+			if (phase_flag_any(&w, r, KM_COMPUTE, L2_HIGH))
+				list[nc++] = r;
+		if (nc) {
+			rep->category = "compute_degradation";
+			flagmask = KM_COMPUTE;
+			what = "compute";
+		}
+		if (!nc) {
+			for (uint32_t r = 0; r < w.W; r++)
+				if (phase_flag_any(&w, r, KM_HOST, L2_HIGH))
+					list[nc++] = r;
+			if (nc) {
+				rep->category = "host_delay";
+				flagmask = KM_HOST;
+				what = "host";
+			}
+		}
+		if (!nc) {
+			for (uint32_t r = 0; r < w.W; r++)
+				if (phase_flag_any(&w, r, KM_COMM, L2_HIGH))
+					list[nc++] = r;
+			if (nc && nc <= few) {
+				rep->category = "communication_degradation";
+				flagmask = KM_COMM;
+				what = "communication";
+			} else {
+				nc = 0;
+			}
+		}
+		if (!nc) {
+			for (uint32_t r = 0; r < w.W; r++)
+				if (phase_flag_any(&w, r, KM_COMM, L2_LOW))
+					list[nc++] = r;
+			if (nc && nc <= few) {
+				rep->category = "host_delay";
+				flagmask = KM_COMM;
+				flag = L2_LOW;
+				what = "late arrival";
+			} else {
+				nc = 0;
+			}
+		}
+	}
+	for (size_t i = 0; i < nc; i++)
+		w.role[list[i]] = 1;
+
+	/* late arrivers and victims */
+	size_t nlate = 0, nvict = 0, late_expl = 0;
+	for (uint32_t r = 0; r < w.W; r++) {
+		if (w.role[r])
+			continue;
+		if (phase_flag_any(&w, r, KM_COMM, L2_LOW)) {
+			w.role[r] = 2;
+			nlate++;
+			if (nc && explained_by(&w, r, list, nc))
+				late_expl++;
+		} else if (phase_flag_any(&w, r, KM_COMM, L2_HIGH | L2_SELF_HIGH)) {
+			w.role[r] = 3;
+			nvict++;
+		}
+	}
+	rep->culprits_total = nc;
+	rep->late_total = nlate;
+	rep->late_consistent = nlate > 0 && late_expl == nlate;
+	rep->victims = nvict;
+	{
+		uint32_t counts[64] = {0};
+		for (uint32_t r = 0; r < w.W; r++)
+			if (w.role[r] == 3)
+				for (uint32_t p = 0; p < w.P && p < 64; p++)
+					if (store_phase_kind(s, p) == RECORD_KIND_COMM &&
+					    (w.l2.flag[(size_t)r * w.P + p] & (L2_HIGH | L2_SELF_HIGH)))
+						counts[p]++;
+		for (size_t k = 0; k < REPORT_MAX_VICTIM_PHASES; k++) {
+			uint32_t best = 0, bp = 0;
+			for (uint32_t p = 0; p < w.P && p < 64; p++)
+				if (counts[p] > best) {
+					best = counts[p];
+					bp = p;
+				}
+			if (!best)
+				break;
+			snprintf(rep->victim_phases[rep->nvictim_phases++], REPORT_NAME_MAX, "%s",
+				 store_name(s, store_phase_name(s, bp)));
+			counts[bp] = 0;
+		}
+	}
+
+	/* suspects: every culprit and up to max_listed late arrivers, then trimmed */
+	size_t cap = nc + nlate;
+	rep->suspects = calloc(cap ? cap : 1, sizeof(*rep->suspects));
+	if (!rep->suspects)
+		goto out;
+	double lost = 0;
+	size_t ns = 0;
+	for (size_t i = 0; i < nc; i++) {
+		struct report_suspect *su = &rep->suspects[ns++];
+		fill_identity(&w, su, list[i]);
+		su->role = REPORT_CULPRIT;
+		su->level = "L2";
+		double ex;
+		su->score = fill_evidence(&w, su, list[i], flagmask, flag, &ex);
+		if (flag == L2_HIGH && ex > lost)
+			lost = ex;
+	}
+	for (uint32_t r = 0; r < w.W; r++) {
+		if (w.role[r] != 2)
+			continue;
+		struct report_suspect *su = &rep->suspects[ns++];
+		fill_identity(&w, su, r);
+		su->role = REPORT_LATE_ARRIVER;
+		su->level = "L2";
+		su->consistent = nc && explained_by(&w, r, list, nc);
+		double ex;
+		su->score = fill_evidence(&w, su, r, KM_COMM, L2_LOW, &ex);
+	}
+	qsort(rep->suspects, ns, sizeof(*rep->suspects), cmp_suspect);
+	rep->nsuspects = ns;
+
+	int degraded = 0, stall = 0;
+	size_t stall_only = 0;
+	if (run_l3(&w, rep->suspects, ns, &degraded, &stall, &stall_only) < 0)
+		goto out;
+	if (strcmp(rep->category, "compute_degradation") == 0 && stall && stall_only * 2 >= nc) {
+		rep->category = "kernel_stall";
+		what = "kernel stall";
+	}
+	/* the communication kernels of the culprits, for the event verdicts */
+	double comm_ratio = NAN;
+	for (size_t i = 0; i < ns; i++)
+		for (size_t k = 0; k < rep->suspects[i].nk; k++)
+			if (rep->suspects[i].role == REPORT_CULPRIT &&
+			    rep->suspects[i].k[k].kind == RECORD_KIND_COMM &&
+			    (!isfinite(comm_ratio) || rep->suspects[i].k[k].ratio > comm_ratio))
+				comm_ratio = rep->suspects[i].k[k].ratio;
+	if (nc && !isfinite(comm_ratio)) {
+		/* culprits' comm kernels may be outside the top REPORT_MAX_KERNELS: look again */
+		uint32_t K = store_kernel_count(s);
+		for (uint32_t k = 0; k < K; k++) {
+			if (store_kernel_kind(s, k) != RECORD_KIND_COMM)
+				continue;
+			struct sketch a, b;
+			sketch_init(&a);
+			sketch_init(&b);
+			uint32_t members[64];
+			size_t m = topo_role_members(w.t, list[0], members, 64), np = 0;
+			for (size_t j = 0; j < m && j < 64; j++)
+				if (w.role[members[j]] != 1)
+					members[np++] = members[j];
+			store_kernel_pool(s, list[0], k, first, last, &a);
+			l3_pool(s, members, np, first, last, &b);
+			(void)0;
+			if (a.count && b.count) {
+				double rr = sketch_quantile(&a, 0.5) / sketch_quantile(&b, 0.5);
+				if (!isfinite(comm_ratio) || rr > comm_ratio)
+					comm_ratio = rr;
+			}
+			sketch_free(&a);
+			sketch_free(&b);
+		}
+	}
+	if (rep->nsuspects > cfg.max_listed) {
+		/* keep every culprit up to max_listed, then late arrivers */
+		rep->nsuspects = cfg.max_listed;
+	}
+
+	double gap = rep->window_ms - rep->baseline_ms;
+	if (stage >= 0)
+		lost = stage_excess;
+	else if (flag == L2_LOW || (!nc && isfinite(gap)))
+		lost = isfinite(gap) && gap > 0 ? gap : 0;
+	if (isfinite(gap) && gap > 0 && lost > gap)
+		lost = gap;
+	if (strcmp(rep->category, "none") == 0)
+		lost = 0;
+	rep->lost_ms = lost;
+
+	/* summary */
+	char hosts[200];
+	qsort(list, nc, sizeof(*list), cmp_u32);
+	summarize_hosts(&w, list, nc, hosts, sizeof(hosts));
+	const char *top_phase = rep->nsuspects && rep->suspects[0].nev ? rep->suspects[0].ev[0].phase : "?";
+	double top_ratio = rep->nsuspects && rep->suspects[0].nev ? rep->suspects[0].ev[0].ratio : 0;
+	if (stage >= 0)
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
+			 "stages wait for it",
+			 stage, stage_ratio);
+	else if (nc)
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "%s on %zu rank%s (%u%s) on %s: %s %.2fx their role group; %zu ranks wait as "
+			 "victims, %zu arrive late%s",
+			 what, nc, nc == 1 ? "" : "s", list[0], nc > 1 ? ", ..." : "", hosts, top_phase,
+			 flag == L2_LOW && top_ratio > 0 ? 1 / top_ratio : top_ratio, nvict, nlate,
+			 rep->late_consistent ? " because of them" : "");
+	else {
+		rep->category = "none";
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase stands out",
+			 rep->baseline_ms, rep->window_ms);
+		rep->lost_ms = 0;
+	}
+	judge_events(&w, list, nc, comm_ratio);
+	rc = 0;
+out:
+	if (rc)
+		report_free(rep);
+	l2_free(&w.l2);
+	free(w.role);
+	free(list);
+	return rc;
+}

@@ -1,0 +1,114 @@
+/* engine.c: store + L1 + diagnosis for one job. */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct engine {
+	struct engine_config cfg;
+	struct store *store;
+	struct l1 l1;
+	int have_last;
+	struct report last;
+	int due_sent;
+};
+
+struct engine *engine_create(const struct topo *t, const struct engine_config *cfg)
+{
+	struct engine *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	if (cfg)
+		e->cfg = *cfg;
+	if (!e->cfg.diag.max_window)
+		diagnose_config_default(&e->cfg.diag);
+	if (!e->cfg.due_iters)
+		e->cfg.due_iters = 8;
+	e->store = store_create(t, &e->cfg.store);
+	if (!e->store) {
+		free(e);
+		return NULL;
+	}
+	l1_init(&e->l1, &e->cfg.l1);
+	report_init(&e->last);
+	return e;
+}
+
+void engine_destroy(struct engine *e)
+{
+	if (!e)
+		return;
+	store_destroy(e->store);
+	report_free(&e->last);
+	free(e);
+}
+
+struct store *engine_store(struct engine *e)
+{
+	return e->store;
+}
+
+const struct l1 *engine_l1(const struct engine *e)
+{
+	return &e->l1;
+}
+
+uint32_t engine_windows(const struct engine *e)
+{
+	return e->l1.windows;
+}
+
+int engine_diagnose(struct engine *e, int64_t now_us, struct report *out)
+{
+	struct diagnose_input in;
+	diagnose_input_from_l1(&in, &e->l1, now_us);
+	return diagnose_run(e->store, &in, &e->cfg.diag, out);
+}
+
+int engine_poll(struct engine *e)
+{
+	int ev = 0;
+	uint32_t it;
+	double ms;
+	while (store_next_complete(e->store, &it, &ms)) {
+		enum l1_event x = l1_update(&e->l1, it, ms);
+		if (x == L1_OPENED) {
+			ev |= ENGINE_OPENED;
+			e->due_sent = 0;
+		}
+		if (e->l1.open && !e->due_sent && it + 1 - e->l1.first_iter >= e->cfg.due_iters) {
+			ev |= ENGINE_DUE;
+			e->due_sent = 1;
+		}
+		if (x == L1_CLOSED) {
+			ev |= ENGINE_CLOSED | ENGINE_DUE;
+			if (e->cfg.diagnose_on_close) {
+				struct report r;
+				if (engine_diagnose(e, 0, &r) == 0) {
+					report_free(&e->last);
+					e->last = r;
+					e->have_last = 1;
+				}
+			}
+		}
+	}
+	return ev;
+}
+
+size_t engine_hung(const struct engine *e, int64_t now_us, uint32_t *out, size_t cap)
+{
+	return diagnose_hung(e->store, now_us, l1_baseline(&e->l1), e->cfg.diag.hang_factor, out, cap);
+}
+
+int engine_finish(struct engine *e, struct report *out)
+{
+	store_flush(e->store);
+	engine_poll(e);
+	int64_t now = store_latest_us(e->store);
+	if (engine_hung(e, now, NULL, 0) || e->l1.open || !e->have_last)
+		return engine_diagnose(e, now, out);
+	*out = e->last;
+	report_init(&e->last);
+	e->have_last = 0;
+	return 0;
+}

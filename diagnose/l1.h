@@ -1,0 +1,58 @@
+/* l1.h: L1, anomalous windows in the job's iteration time.
+ *
+ * Fed one completed iteration at a time (store_next_complete), in order. The baseline is
+ * the median of the last cfg.history normal iterations (iterations inside a window never
+ * enter it); an iteration is "high" when it exceeds the baseline by more than
+ * max(cfg.rel_threshold, cfg.mad_k * 1.4826 * MAD / baseline). A window opens when
+ * cfg.open_k of the last cfg.open_m iterations are high (so one checkpoint stall or a
+ * periodic eval step opens nothing) and its first iteration is the earliest high one among
+ * them; it closes after cfg.close_k consecutive iterations that are not high. */
+#ifndef CULPRIT_L1_H
+#define CULPRIT_L1_H
+
+#include <stdint.h>
+
+#define L1_HISTORY_MAX 64
+
+struct l1_config {
+	uint32_t history;     /* baseline length (default 32) */
+	uint32_t min_history; /* iterations needed before anything opens (default 5) */
+	uint32_t open_k, open_m; /* default 5 of 8 */
+	uint32_t close_k;     /* default 5 */
+	double rel_threshold; /* default 0.15 */
+	double mad_k;         /* default 5 */
+};
+
+enum l1_event { L1_NONE = 0, L1_OPENED, L1_CLOSED };
+
+struct l1 {
+	struct l1_config cfg;
+	double hist[L1_HISTORY_MAX]; /* ring of normal iterations (ms) */
+	uint32_t nhist, hpos;
+	/* recent iterations for the k-of-m rule */
+	uint32_t recent_iter[L1_HISTORY_MAX];
+	uint8_t recent_high[L1_HISTORY_MAX];
+	double recent_ms[L1_HISTORY_MAX];
+	uint32_t nrecent, rpos;
+	int open;
+	uint32_t first_iter, last_iter; /* of the current or last window */
+	uint32_t normal_run;            /* consecutive non-high iterations while open */
+	double baseline_ms;             /* frozen when a window opens */
+	double window_sum_ms;           /* iterations first_iter .. last_iter */
+	uint32_t window_n;
+	double pending_sum_ms;          /* normal iterations after last_iter */
+	uint32_t pending_n;
+	uint32_t windows;               /* windows opened so far */
+};
+
+/* cfg may be NULL (defaults). */
+void l1_init(struct l1 *l, const struct l1_config *cfg);
+/* One completed iteration. Returns L1_OPENED when a window opened with this iteration,
+ * L1_CLOSED when it closed (last_iter is then the last high iteration). */
+enum l1_event l1_update(struct l1 *l, uint32_t iter, double iter_ms);
+/* Current baseline (median of the history), NaN before any history. */
+double l1_baseline(const struct l1 *l);
+/* Mean iteration time inside the current / last window. */
+double l1_window_ms(const struct l1 *l);
+
+#endif

@@ -1,0 +1,194 @@
+/* l2.c: per-rank window medians, per-role-group CV, robust z and ratio. */
+#include "l2.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+
+void l2_config_default(struct l2_config *c)
+{
+	c->z_threshold = 6;
+	c->ratio_high = 1.3;
+	c->ratio_low = 0.8;
+	c->min_delta_ms = 1;
+	c->mad_floor_rel = 0.02;
+	c->small_group = 5;
+}
+
+void l2_free(struct l2 *l)
+{
+	free(l->val);
+	free(l->base);
+	free(l->z);
+	free(l->ratio);
+	free(l->flag);
+	free(l->group_cv);
+	free(l->group_med);
+	free(l->role);
+	memset(l, 0, sizeof(*l));
+}
+
+/* per rank per phase medians over [first, last] into out[rank * P + p] */
+static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P,
+		    double *out, double *buf /* P * n */, uint32_t *cnt /* P */)
+{
+	uint32_t world = store_topo(s)->world, n = last - first + 1;
+	for (uint32_t r = 0; r < world; r++) {
+		memset(cnt, 0, P * sizeof(*cnt));
+		for (uint32_t it = first; it <= last; it++) {
+			const uint32_t *ph = store_slot_phases(s, r, it);
+			if (!ph)
+				continue;
+			for (uint32_t p = 0; p < P; p++)
+				if (ph[p] != STORE_ABSENT)
+					buf[(size_t)p * n + cnt[p]++] = ph[p] / 1000.0;
+		}
+		for (uint32_t p = 0; p < P; p++)
+			out[(size_t)r * P + p] = cnt[p] ? stats_median_inplace(buf + (size_t)p * n, cnt[p]) : NAN;
+	}
+}
+
+int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
+	   uint32_t blast, const struct l2_config *cfgp)
+{
+	struct l2_config cfg;
+	if (cfgp)
+		cfg = *cfgp;
+	else
+		l2_config_default(&cfg);
+	const struct topo *t = store_topo(s);
+	memset(l, 0, sizeof(*l));
+	uint32_t W = t->world, P = store_phase_count(s), G = topo_role_group_count(t);
+	l->world = W;
+	l->nphase = P;
+	l->ngroups = G;
+	l->has_base = blast >= bfirst;
+	size_t cells = (size_t)W * (P ? P : 1);
+	uint32_t span = last - first + 1;
+	if (l->has_base && blast - bfirst + 1 > span)
+		span = blast - bfirst + 1;
+	l->val = malloc(cells * sizeof(double));
+	l->base = malloc(cells * sizeof(double));
+	l->z = calloc(cells, sizeof(float));
+	l->ratio = calloc(cells, sizeof(float));
+	l->flag = calloc(cells, 1);
+	l->group_cv = malloc((size_t)G * (P ? P : 1) * sizeof(double));
+	l->group_med = malloc((size_t)G * (P ? P : 1) * sizeof(double));
+	l->role = malloc(W * sizeof(uint32_t));
+	uint32_t *order = malloc(W * sizeof(uint32_t));
+	uint32_t *gstart = calloc(G + 1, sizeof(uint32_t));
+	double *buf = malloc(((size_t)(P ? P : 1) * span + W + 1) * sizeof(double));
+	double *xs = malloc((W + 1) * sizeof(double));
+	double *scratch = malloc((W + 1) * sizeof(double));
+	uint32_t *cnt = malloc((P ? P : 1) * sizeof(uint32_t));
+	uint32_t *idx = malloc((W + 1) * sizeof(uint32_t));
+	int rc = -1;
+	if (!l->val || !l->base || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
+	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx)
+		goto out;
+
+	medians(s, first, last, P, l->val, buf, cnt);
+	if (l->has_base)
+		medians(s, bfirst, blast, P, l->base, buf, cnt);
+	else
+		for (size_t i = 0; i < cells; i++)
+			l->base[i] = NAN;
+
+	/* bucket ranks by role group (counting sort) */
+	for (uint32_t r = 0; r < W; r++) {
+		l->role[r] = topo_role_group(t, r);
+		gstart[l->role[r] + 1]++;
+	}
+	for (uint32_t g = 0; g < G; g++)
+		gstart[g + 1] += gstart[g];
+	{
+		uint32_t *pos = idx; /* reuse as a cursor array of G entries when G <= W */
+		uint32_t *cur = G <= W + 1 ? pos : NULL;
+		if (!cur)
+			goto out;
+		memcpy(cur, gstart, G * sizeof(uint32_t));
+		for (uint32_t r = 0; r < W; r++)
+			order[cur[l->role[r]]++] = r;
+	}
+
+	for (uint32_t p = 0; p < P; p++) {
+		/* pooled own-history ratios for the small-group fallback */
+		double pool_med = NAN, pool_mad = NAN;
+		int need_pool = 0;
+		for (uint32_t g = 0; g < G && !need_pool; g++)
+			need_pool = gstart[g + 1] - gstart[g] < cfg.small_group;
+		if (need_pool && l->has_base) {
+			size_t n = 0;
+			for (uint32_t r = 0; r < W; r++) {
+				double v = l->val[(size_t)r * P + p], b = l->base[(size_t)r * P + p];
+				if (isfinite(v) && isfinite(b) && b > 0)
+					xs[n++] = v / b;
+			}
+			if (n) {
+				memcpy(scratch, xs, n * sizeof(double));
+				pool_med = stats_median_inplace(scratch, n);
+				pool_mad = stats_mad_inplace(scratch, n, pool_med);
+			}
+		}
+		for (uint32_t g = 0; g < G; g++) {
+			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
+			size_t n = 0;
+			for (uint32_t i = n0; i < n1; i++) {
+				double v = l->val[(size_t)order[i] * P + p];
+				if (isfinite(v))
+					xs[n++] = v;
+			}
+			struct stats_group st;
+			stats_group(xs, n, scratch, &st);
+			size_t gp = (size_t)g * P + p;
+			int small = n1 - n0 < cfg.small_group;
+			l->group_cv[gp] = small ? NAN : st.cv;
+			l->group_med[gp] = st.median;
+			for (uint32_t i = n0; i < n1; i++) {
+				uint32_t r = order[i];
+				size_t c = (size_t)r * P + p;
+				double v = l->val[c], b = l->base[c];
+				if (!isfinite(v))
+					continue;
+				double z, ratio, ref;
+				if (!small) {
+					z = stats_robust_z(v, st.median, st.mad, cfg.mad_floor_rel * fabs(st.median));
+					ratio = st.median > 0 ? v / st.median : 1;
+					ref = st.median;
+				} else if (isfinite(b) && b > 0 && isfinite(pool_med) && pool_med > 0) {
+					double self = v / b;
+					z = stats_robust_z(self, pool_med, pool_mad, cfg.mad_floor_rel * pool_med);
+					ratio = self / pool_med;
+					ref = b * pool_med;
+					l->flag[c] |= L2_FALLBACK;
+				} else {
+					z = 0;
+					ratio = 1;
+					ref = v;
+				}
+				l->z[c] = (float)z;
+				l->ratio[c] = (float)ratio;
+				if (z > cfg.z_threshold && ratio > cfg.ratio_high && v - ref > cfg.min_delta_ms)
+					l->flag[c] |= L2_HIGH;
+				if (z < -cfg.z_threshold && ratio < cfg.ratio_low && ref - v > cfg.min_delta_ms)
+					l->flag[c] |= L2_LOW;
+				if (isfinite(b) && v > b * cfg.ratio_high && v - b > cfg.min_delta_ms)
+					l->flag[c] |= L2_SELF_HIGH;
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(order);
+	free(gstart);
+	free(buf);
+	free(xs);
+	free(scratch);
+	free(cnt);
+	free(idx);
+	if (rc)
+		l2_free(l);
+	return rc;
+}

@@ -1,0 +1,53 @@
+/* l2.h: L2, cross-rank comparison of phase durations among ranks of the same role.
+ *
+ * For the window [first, last] every rank's phase duration is the median over the
+ * window's iterations (so one checkpoint stall inside it does not count), likewise over
+ * the baseline iterations [bfirst, blast] before it. Per role group (same pp, tp, cp) and
+ * phase: the group's coefficient of variation, each rank's robust z-score
+ * (x - median) / (1.4826 MAD), with the MAD floored at cfg.mad_floor_rel of the median so
+ * a perfectly uniform group does not make tiny differences infinite, and its ratio to the
+ * group median. Groups smaller than cfg.small_group use a fallback: the rank's ratio to its
+ * own baseline, scored against the same ratio pooled over every rank of that phase (other
+ * groups). */
+#ifndef CULPRIT_L2_H
+#define CULPRIT_L2_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+enum {
+	L2_HIGH = 1,      /* longer than its group (z and ratio past the thresholds) */
+	L2_LOW = 2,       /* shorter than its group */
+	L2_SELF_HIGH = 4, /* longer than its own baseline */
+	L2_FALLBACK = 8,  /* scored by the small-group fallback */
+};
+
+struct l2_config {
+	double z_threshold;   /* default 6 */
+	double ratio_high;    /* default 1.3 */
+	double ratio_low;     /* default 0.8 */
+	double min_delta_ms;  /* default 1 */
+	double mad_floor_rel; /* default 0.02 */
+	uint32_t small_group; /* default 5 */
+};
+
+struct l2 {
+	uint32_t world, nphase, ngroups;
+	double *val;       /* [rank * nphase + p] window median (ms), NaN when absent */
+	double *base;      /* same over the baseline, NaN when absent */
+	float *z, *ratio;  /* [rank * nphase + p] */
+	uint8_t *flag;     /* [rank * nphase + p] L2_* bits */
+	double *group_cv;  /* [group * nphase + p], NaN for small groups */
+	double *group_med; /* [group * nphase + p] */
+	uint32_t *role;    /* [rank] role group */
+	int has_base;
+};
+
+void l2_config_default(struct l2_config *c);
+/* blast < bfirst means no baseline. Returns 0, -1 when out of memory. */
+int l2_run(struct l2 *out, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
+	   uint32_t blast, const struct l2_config *cfg);
+void l2_free(struct l2 *l);
+
+#endif

@@ -1,0 +1,204 @@
+/* report.c: report model, JSON (the contract of DESIGN.md) and text. */
+#include "report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+
+void report_init(struct report *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->category = "none";
+	r->stage = -1;
+	r->baseline_ms = r->window_ms = NAN;
+}
+
+void report_free(struct report *r)
+{
+	free(r->suspects);
+	free(r->events);
+	report_init(r);
+}
+
+static json_t *num(double v, double scale)
+{
+	if (!isfinite(v))
+		return json_null();
+	return json_real(round(v * scale) / scale);
+}
+
+static json_t *integer_ms(double v)
+{
+	if (!isfinite(v))
+		return json_null();
+	return json_integer((json_int_t)llround(v));
+}
+
+json_t *report_to_json(const struct report *r)
+{
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "job", json_string(r->job));
+	if (r->has_window)
+		json_object_set_new(o, "window",
+				    json_pack("{s:i,s:i,s:o,s:o}", "first_iter", (json_int_t)r->first_iter,
+					      "last_iter", (json_int_t)r->last_iter, "baseline_iter_ms",
+					      integer_ms(r->baseline_ms), "window_iter_ms",
+					      integer_ms(r->window_ms)));
+	else
+		json_object_set_new(o, "window", json_null());
+	json_t *verdict = json_pack("{s:s,s:s}", "category", r->category, "summary", r->summary);
+	if (verdict && r->stage >= 0)
+		json_object_set_new(verdict, "stage", json_integer(r->stage));
+	json_object_set_new(o, "verdict", verdict);
+
+	json_t *sus = json_array();
+	for (size_t i = 0; i < r->nsuspects; i++) {
+		const struct report_suspect *s = &r->suspects[i];
+		json_t *ev = json_array(), *ks = json_array();
+		for (size_t e = 0; e < s->nev; e++) {
+			const struct report_evidence *x = &s->ev[e];
+			json_t *je = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "phase", x->phase, "kind",
+					       record_kind_name(x->kind), "ratio", num(x->ratio, 100), "z",
+					       num(x->z, 10), "group_cv", num(x->group_cv, 100), "value_ms",
+					       num(x->value_ms, 10), "peer_ms", num(x->peer_ms, 10));
+			if (je && x->fallback)
+				json_object_set_new(je, "fallback", json_string("own_history"));
+			json_array_append_new(ev, je);
+		}
+		for (size_t k = 0; k < s->nk; k++) {
+			const struct report_kernel *x = &s->k[k];
+			json_array_append_new(ks, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", x->name, "kind",
+							    record_kind_name(x->kind), "ratio",
+							    num(x->ratio, 100), "ks", num(x->ks, 100),
+							    "max_ratio", num(x->max_ratio, 10)));
+		}
+		json_t *js = json_pack("{s:i,s:s,s:{s:i,s:i,s:i,s:i,s:i},s:s,s:o,s:s,s:o,s:o}", "rank",
+				       (json_int_t)s->rank, "host", s->host, "coords", "tp",
+				       (json_int_t)s->coords.tp, "cp", (json_int_t)s->coords.cp, "ep",
+				       (json_int_t)s->coords.ep, "dp", (json_int_t)s->coords.dp, "pp",
+				       (json_int_t)s->coords.pp, "role",
+				       s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", "score",
+				       num(s->score, 100), "level", s->level ? s->level : "L2", "evidence",
+				       ev, "kernels", ks);
+		if (js && s->role == REPORT_LATE_ARRIVER)
+			json_object_set_new(js, "consistent_with_culprits", json_boolean(s->consistent));
+		json_array_append_new(sus, js);
+	}
+	json_object_set_new(o, "suspects", sus);
+
+	json_t *vp = json_array();
+	for (size_t i = 0; i < r->nvictim_phases; i++)
+		json_array_append_new(vp, json_string(r->victim_phases[i]));
+	json_object_set_new(o, "victims",
+			    json_pack("{s:i,s:o}", "ranks", (json_int_t)r->victims, "phases", vp));
+	json_object_set_new(o, "late_arrivers",
+			    json_pack("{s:i,s:b}", "ranks", (json_int_t)r->late_total,
+				      "consistent_with_culprits", r->late_consistent));
+	json_object_set_new(o, "culprits_total", json_integer((json_int_t)r->culprits_total));
+
+	json_t *evs = json_array();
+	for (size_t i = 0; i < r->nevents; i++) {
+		const struct report_event *e = &r->events[i];
+		json_array_append_new(evs, json_pack("{s:s,s:s,s:s,s:s}", "host", e->host, "kind",
+						     e->kind, "verdict", e->verdict, "reason",
+						     e->reason));
+	}
+	json_object_set_new(o, "events", evs);
+	json_object_set_new(o, "lost_ms_per_iter", integer_ms(isfinite(r->lost_ms) ? r->lost_ms : 0));
+	return o;
+}
+
+/* growable string with a sticky failure flag */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int failed;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	if (b->failed)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = 1;
+			return;
+		}
+		if (b->p && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+char *report_to_text(const struct report *r)
+{
+	struct sbuf b = {0};
+	sb_printf(&b, "job %s: %s\n", r->job[0] ? r->job : "(unnamed)", r->category);
+	sb_printf(&b, "  %s\n", r->summary);
+	if (r->has_window)
+		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter against a baseline of %.0f ms; "
+			      "about %.0f ms lost per iteration\n",
+			  r->first_iter, r->last_iter, r->window_ms, r->baseline_ms,
+			  isfinite(r->lost_ms) ? r->lost_ms : 0);
+	else
+		sb_printf(&b, "window: none (no persistent regression of the iteration time)\n");
+	if (r->stage >= 0)
+		sb_printf(&b, "stage: pp %d\n", r->stage);
+	if (r->nsuspects)
+		sb_printf(&b, "suspects (%zu culprit%s, %zu late arriver%s):\n", r->culprits_total,
+			  r->culprits_total == 1 ? "" : "s", r->late_total, r->late_total == 1 ? "" : "s");
+	for (size_t i = 0; i < r->nsuspects; i++) {
+		const struct report_suspect *s = &r->suspects[i];
+		sb_printf(&b, "  %-12s rank %u on %s (tp %u cp %u ep %u dp %u pp %u) score %.2f [%s]%s\n",
+			  s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", s->rank, s->host,
+			  s->coords.tp, s->coords.cp, s->coords.ep, s->coords.dp, s->coords.pp, s->score,
+			  s->level ? s->level : "L2",
+			  s->role == REPORT_LATE_ARRIVER && s->consistent ? " explained by the culprits" : "");
+		for (size_t e = 0; e < s->nev; e++) {
+			const struct report_evidence *x = &s->ev[e];
+			sb_printf(&b, "      phase %-20s %-7s %8.1f ms vs %8.1f ms peers, ratio %.2f, z %.1f, group cv %.2f%s\n",
+				  x->phase, record_kind_name(x->kind), x->value_ms, x->peer_ms, x->ratio, x->z,
+				  x->group_cv, x->fallback ? " (own history)" : "");
+		}
+		for (size_t k = 0; k < s->nk; k++) {
+			const struct report_kernel *x = &s->k[k];
+			sb_printf(&b, "      kernel %-19s %-7s median ratio %.2f, ks %.2f, max/peer p99 %.1f\n",
+				  x->name, record_kind_name(x->kind), x->ratio, x->ks, x->max_ratio);
+		}
+	}
+	if (r->nsuspects < r->culprits_total + r->late_total)
+		sb_printf(&b, "  (%zu more not listed)\n", r->culprits_total + r->late_total - r->nsuspects);
+	sb_printf(&b, "victims: %zu ranks waiting", r->victims);
+	for (size_t i = 0; i < r->nvictim_phases; i++)
+		sb_printf(&b, "%s%s", i ? ", " : " in ", r->victim_phases[i]);
+	sb_printf(&b, "\n");
+	for (size_t i = 0; i < r->nevents; i++) {
+		const struct report_event *e = &r->events[i];
+		sb_printf(&b, "event %s on %s: %s (%s)\n", e->kind, e->host, e->verdict, e->reason);
+	}
+	if (b.failed) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}

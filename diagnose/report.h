@@ -1,0 +1,85 @@
+/* report.h: the diagnosis report (DESIGN.md "Report JSON"), its JSON and text renderings. */
+#ifndef CULPRIT_REPORT_H
+#define CULPRIT_REPORT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "topo.h"
+
+#define REPORT_NAME_MAX 64
+#define REPORT_MAX_EVIDENCE 4
+#define REPORT_MAX_KERNELS 4
+#define REPORT_MAX_VICTIM_PHASES 8
+
+enum report_role { REPORT_CULPRIT = 0, REPORT_LATE_ARRIVER = 1 };
+
+struct report_evidence {
+	char phase[REPORT_NAME_MAX];
+	uint8_t kind;      /* enum record_kind */
+	double ratio;      /* to the group median (or the fallback's pooled ratio) */
+	double z;          /* robust z */
+	double group_cv;   /* NaN when the group was too small */
+	double value_ms, peer_ms;
+	int fallback;      /* small group: own history and other groups */
+};
+
+struct report_kernel {
+	char name[REPORT_NAME_MAX];
+	uint8_t kind;
+	double ratio;      /* median ratio suspect / pooled peers */
+	double ks;         /* two-sample Kolmogorov-Smirnov statistic */
+	double max_ratio;  /* suspect max / peers' p99 */
+};
+
+struct report_suspect {
+	uint32_t rank;
+	char host[REPORT_NAME_MAX];
+	struct topo_coords coords;
+	enum report_role role;
+	double score;
+	const char *level; /* "L2", "L3", "L1" (hang) */
+	int consistent;    /* late arriver explained by the culprits */
+	struct report_evidence ev[REPORT_MAX_EVIDENCE];
+	size_t nev;
+	struct report_kernel k[REPORT_MAX_KERNELS];
+	size_t nk;
+};
+
+struct report_event {
+	char host[REPORT_NAME_MAX];
+	char kind[REPORT_NAME_MAX];
+	int64_t ts_us;
+	const char *verdict; /* "consistent", "contradicted", "unrelated" */
+	char reason[256];
+};
+
+struct report {
+	char job[128];
+	int has_window;
+	uint32_t first_iter, last_iter;
+	double baseline_ms, window_ms;
+	const char *category; /* one of the DESIGN.md verdict categories */
+	char summary[512];
+	int stage;            /* stage_imbalance: the heavier pp stage, else -1 */
+	struct report_suspect *suspects;
+	size_t nsuspects;
+	size_t culprits_total, late_total;
+	int late_consistent;  /* every late arriver is explained by the culprits */
+	size_t victims;
+	char victim_phases[REPORT_MAX_VICTIM_PHASES][REPORT_NAME_MAX];
+	size_t nvictim_phases;
+	struct report_event *events;
+	size_t nevents;
+	double lost_ms;
+};
+
+void report_init(struct report *r);
+void report_free(struct report *r);
+/* The JSON object (a new reference), NULL when out of memory. */
+json_t *report_to_json(const struct report *r);
+/* A readable rendering (malloc'd, NUL-terminated), NULL when out of memory. */
+char *report_to_text(const struct report *r);
+
+#endif

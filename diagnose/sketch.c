@@ -1,0 +1,336 @@
+/* sketch.c: DDSketch-style log-bucket sketch with exact merge and compact bytes. */
+#include "sketch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* log(gamma) with gamma = (1 + a) / (1 - a) */
+static double log_gamma(void)
+{
+	return log1p(2 * SKETCH_ALPHA / (1 - SKETCH_ALPHA));
+}
+
+static int32_t bucket_of(double v)
+{
+	return (int32_t)ceil(log(v) / log_gamma());
+}
+
+/* representative value of bucket i: 2 gamma^i / (gamma + 1), within alpha of any member */
+static double bucket_value(int32_t i)
+{
+	double g = 1 + 2 * SKETCH_ALPHA / (1 - SKETCH_ALPHA);
+	return 2 * exp(i * log_gamma()) / (g + 1);
+}
+
+void sketch_init(struct sketch *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->min = INFINITY;
+	s->max = -INFINITY;
+}
+
+void sketch_free(struct sketch *s)
+{
+	free(s->bins);
+	sketch_init(s);
+}
+
+void sketch_reset(struct sketch *s)
+{
+	uint32_t *bins = s->bins, cap = s->cap;
+	sketch_init(s);
+	s->bins = bins;
+	s->cap = cap;
+}
+
+/* make bucket range [lo, hi] representable; collapses the lowest buckets past MAX_BINS */
+static int ensure(struct sketch *s, int32_t lo, int32_t hi)
+{
+	if (s->n == 0) {
+		if (hi - lo + 1 > SKETCH_MAX_BINS)
+			lo = hi - SKETCH_MAX_BINS + 1;
+		uint32_t need = (uint32_t)(hi - lo + 1);
+		if (need > s->cap) {
+			uint32_t cap = need < 16 ? 16 : need;
+			uint32_t *b = realloc(s->bins, cap * sizeof(*b));
+			if (!b)
+				return -1;
+			s->bins = b;
+			s->cap = cap;
+		}
+		memset(s->bins, 0, need * sizeof(*s->bins));
+		s->lo = lo;
+		s->n = need;
+		return 0;
+	}
+	int32_t cur_hi = s->lo + (int32_t)s->n - 1;
+	int32_t nlo = lo < s->lo ? lo : s->lo;
+	int32_t nhi = hi > cur_hi ? hi : cur_hi;
+	if (nhi - nlo + 1 > SKETCH_MAX_BINS)
+		nlo = nhi - SKETCH_MAX_BINS + 1;
+	if (nlo == s->lo && nhi == cur_hi)
+		return 0;
+	uint32_t need = (uint32_t)(nhi - nlo + 1);
+	uint32_t *b = s->bins;
+	if (need > s->cap) {
+		uint32_t cap = need * 2 > SKETCH_MAX_BINS ? SKETCH_MAX_BINS : need * 2;
+		if (cap < need)
+			cap = need;
+		b = malloc(cap * sizeof(*b));
+		if (!b)
+			return -1;
+		s->cap = cap;
+	} else if (nlo == s->lo) {
+		memset(b + s->n, 0, (need - s->n) * sizeof(*b));
+		s->n = need;
+		return 0;
+	} else {
+		b = malloc(s->cap * sizeof(*b));
+		if (!b)
+			return -1;
+	}
+	memset(b, 0, need * sizeof(*b));
+	for (uint32_t k = 0; k < s->n; k++) {
+		int32_t idx = s->lo + (int32_t)k;
+		int32_t dst = idx < nlo ? 0 : idx - nlo; /* collapse below the new low end */
+		uint64_t v = (uint64_t)b[dst] + s->bins[k];
+		b[dst] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+	}
+	free(s->bins);
+	s->bins = b;
+	s->lo = nlo;
+	s->n = need;
+	return 0;
+}
+
+static void bump(struct sketch *s, int32_t idx, uint64_t w)
+{
+	int32_t k = idx < s->lo ? 0 : idx - s->lo;
+	uint64_t v = (uint64_t)s->bins[k] + w;
+	s->bins[k] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+int sketch_add(struct sketch *s, double v, uint64_t weight)
+{
+	if (!weight || isnan(v))
+		return 0;
+	if (v < SKETCH_MIN_VALUE) {
+		s->zeros += weight;
+	} else {
+		int32_t idx = bucket_of(v);
+		if (ensure(s, idx, idx) < 0)
+			return -1;
+		bump(s, idx, weight);
+	}
+	s->count += weight;
+	s->sum += v * (double)weight;
+	if (v < s->min)
+		s->min = v;
+	if (v > s->max)
+		s->max = v;
+	return 0;
+}
+
+int sketch_merge(struct sketch *dst, const struct sketch *src)
+{
+	if (src->count == 0)
+		return 0;
+	if (src->n) {
+		if (ensure(dst, src->lo, src->lo + (int32_t)src->n - 1) < 0)
+			return -1;
+		for (uint32_t k = 0; k < src->n; k++)
+			if (src->bins[k])
+				bump(dst, src->lo + (int32_t)k, src->bins[k]);
+	}
+	dst->zeros += src->zeros;
+	dst->count += src->count;
+	dst->sum += src->sum;
+	if (src->min < dst->min)
+		dst->min = src->min;
+	if (src->max > dst->max)
+		dst->max = src->max;
+	return 0;
+}
+
+double sketch_quantile(const struct sketch *s, double q)
+{
+	if (s->count == 0)
+		return NAN;
+	if (q <= 0)
+		return s->min;
+	if (q >= 1)
+		return s->max;
+	/* rank of the q-quantile, 0-based, lower */
+	double rank = q * (double)(s->count - 1);
+	if (rank < (double)s->zeros)
+		return s->min < SKETCH_MIN_VALUE ? s->min : 0;
+	double acc = (double)s->zeros;
+	for (uint32_t k = 0; k < s->n; k++) {
+		acc += s->bins[k];
+		if (acc > rank) {
+			double v = bucket_value(s->lo + (int32_t)k);
+			if (v < s->min)
+				v = s->min;
+			if (v > s->max)
+				v = s->max;
+			return v;
+		}
+	}
+	return s->max;
+}
+
+double sketch_cdf(const struct sketch *s, double v)
+{
+	if (s->count == 0)
+		return NAN;
+	if (v < SKETCH_MIN_VALUE)
+		return v >= 0 ? (double)s->zeros / (double)s->count : 0;
+	int32_t idx = bucket_of(v);
+	uint64_t acc = s->zeros;
+	for (uint32_t k = 0; k < s->n && s->lo + (int32_t)k <= idx; k++)
+		acc += s->bins[k];
+	return (double)acc / (double)s->count;
+}
+
+double sketch_ks(const struct sketch *a, const struct sketch *b)
+{
+	if (a->count == 0 || b->count == 0)
+		return NAN;
+	double na = (double)a->count, nb = (double)b->count;
+	double fa = (double)a->zeros / na, fb = (double)b->zeros / nb;
+	double d = fabs(fa - fb);
+	int32_t lo = a->n ? a->lo : b->lo, hi = lo - 1;
+	if (a->n && b->n && b->lo < lo)
+		lo = b->lo;
+	if (a->n)
+		hi = a->lo + (int32_t)a->n - 1;
+	if (b->n && b->lo + (int32_t)b->n - 1 > hi)
+		hi = b->lo + (int32_t)b->n - 1;
+	for (int32_t i = lo; i <= hi; i++) {
+		if (a->n && i >= a->lo && i < a->lo + (int32_t)a->n)
+			fa += a->bins[i - a->lo] / na;
+		if (b->n && i >= b->lo && i < b->lo + (int32_t)b->n)
+			fb += b->bins[i - b->lo] / nb;
+		double x = fabs(fa - fb);
+		if (x > d)
+			d = x;
+	}
+	return d;
+}
+
+/* --- bytes --- */
+
+static size_t put_varint(uint8_t *buf, size_t cap, size_t pos, uint64_t v)
+{
+	do {
+		uint8_t byte = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		if (v)
+			byte |= 0x80;
+		if (pos < cap)
+			buf[pos] = byte;
+		pos++;
+	} while (v);
+	return pos;
+}
+
+static size_t put_f64(uint8_t *buf, size_t cap, size_t pos, double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, sizeof(u));
+	for (int i = 0; i < 8; i++, pos++)
+		if (pos < cap)
+			buf[pos] = (uint8_t)(u >> (8 * i));
+	return pos;
+}
+
+size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap)
+{
+	size_t pos = 0;
+	if (pos < cap)
+		buf[pos] = 0xD5;
+	pos++;
+	if (pos < cap)
+		buf[pos] = 1;
+	pos++;
+	pos = put_varint(buf, cap, pos, s->count);
+	pos = put_varint(buf, cap, pos, s->zeros);
+	pos = put_f64(buf, cap, pos, s->count ? s->min : 0);
+	pos = put_f64(buf, cap, pos, s->count ? s->max : 0);
+	pos = put_f64(buf, cap, pos, s->sum);
+	int64_t lo = s->lo;
+	pos = put_varint(buf, cap, pos, (uint64_t)((lo << 1) ^ (lo >> 63)));
+	pos = put_varint(buf, cap, pos, s->n);
+	for (uint32_t k = 0; k < s->n; k++)
+		pos = put_varint(buf, cap, pos, s->bins[k]);
+	return pos;
+}
+
+static int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out)
+{
+	uint64_t v = 0;
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (*pos >= len)
+			return -1;
+		uint8_t b = buf[(*pos)++];
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int get_f64(const uint8_t *buf, size_t len, size_t *pos, double *out)
+{
+	if (len - *pos < 8 || *pos > len)
+		return -1;
+	uint64_t u = 0;
+	for (int i = 0; i < 8; i++)
+		u |= (uint64_t)buf[*pos + (size_t)i] << (8 * i);
+	*pos += 8;
+	memcpy(out, &u, sizeof(*out));
+	return 0;
+}
+
+int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len)
+{
+	size_t pos = 2;
+	uint64_t count, zeros, zlo, n;
+	double mn, mx, sum;
+	if (len < 2 || buf[0] != 0xD5 || buf[1] != 1)
+		return -1;
+	if (get_varint(buf, len, &pos, &count) || get_varint(buf, len, &pos, &zeros) ||
+	    get_f64(buf, len, &pos, &mn) || get_f64(buf, len, &pos, &mx) ||
+	    get_f64(buf, len, &pos, &sum) || get_varint(buf, len, &pos, &zlo) ||
+	    get_varint(buf, len, &pos, &n))
+		return -1;
+	if (n > SKETCH_MAX_BINS || zeros > count || n > len - pos)
+		return -1;
+	int64_t lo = (int64_t)(zlo >> 1) ^ -(int64_t)(zlo & 1);
+	if (lo < INT32_MIN / 2 || lo > INT32_MAX / 2)
+		return -1;
+	sketch_reset(s);
+	if (n) {
+		if (ensure(s, (int32_t)lo, (int32_t)(lo + (int64_t)n - 1)) < 0)
+			return -1;
+	}
+	uint64_t total = zeros;
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t c;
+		if (get_varint(buf, len, &pos, &c) || c > UINT32_MAX)
+			return -1;
+		s->bins[k] = (uint32_t)c;
+		total += c;
+	}
+	if (pos != len || total != count)
+		return -1;
+	s->count = count;
+	s->zeros = zeros;
+	s->sum = sum;
+	s->min = count ? mn : INFINITY;
+	s->max = count ? mx : -INFINITY;
+	return 0;
+}

@@ -1,0 +1,52 @@
+/* sketch.h: mergeable duration sketch (DDSketch-style logarithmic buckets).
+ *
+ * A value v > 0 falls into bucket i = ceil(log(v) / log(gamma)), gamma = (1 + a) / (1 - a)
+ * with relative accuracy a = SKETCH_ALPHA (1%): every quantile returned is within 1% of a
+ * value of rank q in the data (for values >= SKETCH_MIN_VALUE). Values below
+ * SKETCH_MIN_VALUE (durations under 1 us) count in a zero bucket. Merging is exact bucket
+ * addition, hence associative and commutative. At most SKETCH_MAX_BINS buckets are kept: a
+ * wider range collapses its lowest buckets (low quantiles lose accuracy first).
+ *
+ * Serialization (the Batch.kernel_sketch bytes of the wire protocol), little endian:
+ *   u8 magic 0xD5, u8 version 1, varint count, varint zeros, f64 min, f64 max, f64 sum,
+ *   zigzag varint lowest bucket index, varint number of buckets n, n varint counts. */
+#ifndef CULPRIT_SKETCH_H
+#define CULPRIT_SKETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SKETCH_ALPHA 0.01
+#define SKETCH_MIN_VALUE 1.0
+#define SKETCH_MAX_BINS 2048
+
+struct sketch {
+	int32_t lo;       /* bucket index of bins[0] */
+	uint32_t n;       /* buckets in use */
+	uint32_t cap;     /* allocated buckets */
+	uint32_t *bins;
+	uint64_t count;   /* all values, zeros included */
+	uint64_t zeros;
+	double sum, min, max;
+};
+
+void sketch_init(struct sketch *s);
+void sketch_free(struct sketch *s);
+void sketch_reset(struct sketch *s); /* empty, keeps its memory */
+/* Add value v weight times. Returns 0, -1 when out of memory. */
+int sketch_add(struct sketch *s, double v, uint64_t weight);
+/* dst += src. Returns 0, -1 when out of memory. */
+int sketch_merge(struct sketch *dst, const struct sketch *src);
+/* Quantile q in [0, 1]; NaN when empty. */
+double sketch_quantile(const struct sketch *s, double q);
+/* Fraction of values <= v (bucket resolution). */
+double sketch_cdf(const struct sketch *s, double v);
+/* Two-sample Kolmogorov-Smirnov statistic sup |F_a - F_b| at bucket resolution. */
+double sketch_ks(const struct sketch *a, const struct sketch *b);
+
+/* Serialize into buf (cap bytes); returns the bytes needed (write happened only if <= cap). */
+size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap);
+/* Replace *s (initialized) with the decoded bytes. Returns 0, -1 on malformed input. */
+int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len);
+
+#endif

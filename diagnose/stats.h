@@ -1,0 +1,31 @@
+/* stats.h: small robust statistics on arrays of doubles (no allocation unless stated). */
+#ifndef CULPRIT_STATS_H
+#define CULPRIT_STATS_H
+
+#include <stddef.h>
+
+/* Consistency constant: MAD * 1.4826 estimates sigma for normal data. */
+#define STATS_MAD_SCALE 1.4826
+
+/* Median of x[0..n), reordering x in place (quickselect). NaN when n == 0. */
+double stats_median_inplace(double *x, size_t n);
+/* Median absolute deviation around med, reordering x in place (x is overwritten with
+ * |x - med|). NaN when n == 0. */
+double stats_mad_inplace(double *x, size_t n, double med);
+/* Arithmetic mean and sample standard deviation (n - 1); NaN when undefined. */
+double stats_mean(const double *x, size_t n);
+double stats_sd(const double *x, size_t n);
+/* Coefficient of variation sd / mean (sample sd); NaN when mean is 0 or n < 2. */
+double stats_cv(const double *x, size_t n);
+/* Robust z-score (v - med) / (STATS_MAD_SCALE * mad), with mad floored at floor. */
+double stats_robust_z(double v, double med, double mad, double floor);
+
+/* Group summary filled by stats_group(): median, MAD, mean, sd, cv. scratch must hold n
+ * doubles; x is not modified. */
+struct stats_group {
+	size_t n;
+	double median, mad, mean, sd, cv;
+};
+void stats_group(const double *x, size_t n, double *scratch, struct stats_group *out);
+
+#endif

@@ -1,0 +1,756 @@
+/* store.c: per-job ring of recent iterations per rank, name dictionary, kernel sketches. */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* string interning: ids in insertion order, open addressing on a power-of-two table */
+struct intern {
+	char **str;
+	uint32_t n, cap;
+	uint32_t *tab; /* id + 1, 0 empty */
+	uint32_t tabcap;
+};
+
+struct store {
+	struct topo topo;
+	struct store_config cfg;
+	char *job;
+	struct intern names;
+	struct intern hosts;
+	uint32_t *host_of; /* per rank: host id or STORE_NO_SLOT */
+
+	/* name id -> phase / kernel slot */
+	uint32_t *phase_of_name, *kernel_of_name, map_cap;
+	uint32_t nphase, *phase_name;
+	uint8_t *phase_kind, *phase_group;
+	uint32_t nkernel, *kernel_name;
+	uint8_t *kernel_kind;
+
+	/* ring: [rank * R + iter % R] */
+	uint32_t *tag; /* iter + 1, 0 empty */
+	uint32_t *dur;
+	uint32_t *pdur; /* [(rank * R + slot) * P + phase] */
+
+	uint32_t *last_p1; /* per rank: last iteration + 1 */
+	int64_t *last_end;
+	int64_t latest;
+
+	/* job completion, [iter % R] */
+	uint32_t *jtag, *jcount;
+	double *jsum;
+	uint32_t next;
+	int started, handed, flushing;
+	uint32_t max_iter;
+	int any;
+
+	/* kernels: [(rank * K + k) * NB + block % NB] */
+	uint32_t nb;
+	struct sketch **ks;
+	uint32_t *ktag; /* block + 1 */
+	struct sketch scratch;
+
+	struct store_event *events;
+	size_t nevents, events_cap;
+	uint64_t dropped;
+};
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static int intern_grow(struct intern *in)
+{
+	uint32_t cap = in->tabcap ? in->tabcap * 2 : 64;
+	uint32_t *tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return -1;
+	for (uint32_t i = 0; i < in->n; i++) {
+		uint32_t h = hash_str(in->str[i]) & (cap - 1);
+		while (tab[h])
+			h = (h + 1) & (cap - 1);
+		tab[h] = i + 1;
+	}
+	free(in->tab);
+	in->tab = tab;
+	in->tabcap = cap;
+	return 0;
+}
+
+static int64_t intern_find(const struct intern *in, const char *s)
+{
+	if (!in->tabcap)
+		return -1;
+	uint32_t h = hash_str(s) & (in->tabcap - 1);
+	while (in->tab[h]) {
+		if (strcmp(in->str[in->tab[h] - 1], s) == 0)
+			return in->tab[h] - 1;
+		h = (h + 1) & (in->tabcap - 1);
+	}
+	return -1;
+}
+
+static int64_t intern_add(struct intern *in, const char *s)
+{
+	int64_t id = intern_find(in, s);
+	if (id >= 0)
+		return id;
+	if ((in->n + 1) * 2 > in->tabcap && intern_grow(in) < 0)
+		return -1;
+	if (in->n == in->cap) {
+		uint32_t cap = in->cap ? in->cap * 2 : 16;
+		char **str = realloc(in->str, cap * sizeof(*str));
+		if (!str)
+			return -1;
+		in->str = str;
+		in->cap = cap;
+	}
+	char *copy = strdup(s);
+	if (!copy)
+		return -1;
+	in->str[in->n] = copy;
+	uint32_t h = hash_str(s) & (in->tabcap - 1);
+	while (in->tab[h])
+		h = (h + 1) & (in->tabcap - 1);
+	in->tab[h] = in->n + 1;
+	return in->n++;
+}
+
+static void intern_free(struct intern *in)
+{
+	for (uint32_t i = 0; i < in->n; i++)
+		free(in->str[i]);
+	free(in->str);
+	free(in->tab);
+	memset(in, 0, sizeof(*in));
+}
+
+static int intern_copy(struct intern *dst, const struct intern *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (uint32_t i = 0; i < src->n; i++)
+		if (intern_add(dst, src->str[i]) < 0)
+			return -1;
+	return 0;
+}
+
+static void *dup_array(const void *p, size_t bytes)
+{
+	if (!p)
+		return NULL;
+	void *q = malloc(bytes ? bytes : 1);
+	if (q)
+		memcpy(q, p, bytes);
+	return q;
+}
+
+static size_t ring_cells(const struct store *s)
+{
+	return (size_t)s->topo.world * s->cfg.ring_iters;
+}
+
+static size_t kcells(const struct store *s)
+{
+	return (size_t)s->topo.world * s->cfg.max_kernels * s->nb;
+}
+
+struct store *store_create(const struct topo *t, const struct store_config *cfg)
+{
+	struct store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->topo = *t;
+	if (cfg)
+		s->cfg = *cfg;
+	if (!s->cfg.ring_iters)
+		s->cfg.ring_iters = 64;
+	if (!s->cfg.max_phases)
+		s->cfg.max_phases = 16;
+	if (!s->cfg.max_kernels)
+		s->cfg.max_kernels = 16;
+	if (!s->cfg.kernel_block_iters)
+		s->cfg.kernel_block_iters = 8;
+	if (!(s->cfg.quorum > 0 && s->cfg.quorum <= 1))
+		s->cfg.quorum = 0.95;
+	s->nb = (s->cfg.ring_iters + s->cfg.kernel_block_iters - 1) / s->cfg.kernel_block_iters + 1;
+	size_t cells = ring_cells(s), R = s->cfg.ring_iters, P = s->cfg.max_phases;
+	s->tag = calloc(cells, sizeof(*s->tag));
+	s->dur = malloc(cells * sizeof(*s->dur));
+	s->pdur = malloc(cells * P * sizeof(*s->pdur));
+	s->last_p1 = calloc(t->world, sizeof(*s->last_p1));
+	s->last_end = calloc(t->world, sizeof(*s->last_end));
+	s->host_of = malloc(t->world * sizeof(*s->host_of));
+	s->jtag = calloc(R, sizeof(*s->jtag));
+	s->jcount = calloc(R, sizeof(*s->jcount));
+	s->jsum = calloc(R, sizeof(*s->jsum));
+	s->phase_name = calloc(P, sizeof(*s->phase_name));
+	s->phase_kind = calloc(P, 1);
+	s->phase_group = calloc(P, 1);
+	s->kernel_name = calloc(s->cfg.max_kernels, sizeof(*s->kernel_name));
+	s->kernel_kind = calloc(s->cfg.max_kernels, 1);
+	sketch_init(&s->scratch);
+	if (!s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
+	    !s->jtag || !s->jcount || !s->jsum || !s->phase_name || !s->phase_kind ||
+	    !s->phase_group || !s->kernel_name || !s->kernel_kind) {
+		store_destroy(s);
+		return NULL;
+	}
+	for (size_t r = 0; r < t->world; r++)
+		s->host_of[r] = STORE_NO_SLOT;
+	return s;
+}
+
+void store_destroy(struct store *s)
+{
+	if (!s)
+		return;
+	if (s->ks) {
+		size_t n = kcells(s);
+		for (size_t i = 0; i < n; i++)
+			if (s->ks[i]) {
+				sketch_free(s->ks[i]);
+				free(s->ks[i]);
+			}
+	}
+	free(s->ks);
+	free(s->ktag);
+	sketch_free(&s->scratch);
+	for (size_t i = 0; i < s->nevents; i++) {
+		free(s->events[i].host);
+		free(s->events[i].kind);
+		free(s->events[i].source);
+		free(s->events[i].detail);
+	}
+	free(s->events);
+	intern_free(&s->names);
+	intern_free(&s->hosts);
+	free(s->job);
+	free(s->host_of);
+	free(s->phase_of_name);
+	free(s->kernel_of_name);
+	free(s->phase_name);
+	free(s->phase_kind);
+	free(s->phase_group);
+	free(s->kernel_name);
+	free(s->kernel_kind);
+	free(s->tag);
+	free(s->dur);
+	free(s->pdur);
+	free(s->last_p1);
+	free(s->last_end);
+	free(s->jtag);
+	free(s->jcount);
+	free(s->jsum);
+	free(s);
+}
+
+struct store *store_snapshot(const struct store *src)
+{
+	struct store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	*s = *src;
+	/* reset every owned pointer, then copy */
+	s->job = NULL;
+	memset(&s->names, 0, sizeof(s->names));
+	memset(&s->hosts, 0, sizeof(s->hosts));
+	s->ks = NULL;
+	s->ktag = NULL;
+	s->events = NULL;
+	s->nevents = s->events_cap = 0;
+	sketch_init(&s->scratch);
+	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases;
+	size_t W = src->topo.world, K = src->cfg.max_kernels;
+	s->tag = dup_array(src->tag, cells * sizeof(*s->tag));
+	s->dur = dup_array(src->dur, cells * sizeof(*s->dur));
+	s->pdur = dup_array(src->pdur, cells * P * sizeof(*s->pdur));
+	s->last_p1 = dup_array(src->last_p1, W * sizeof(*s->last_p1));
+	s->last_end = dup_array(src->last_end, W * sizeof(*s->last_end));
+	s->host_of = dup_array(src->host_of, W * sizeof(*s->host_of));
+	s->jtag = dup_array(src->jtag, R * sizeof(*s->jtag));
+	s->jcount = dup_array(src->jcount, R * sizeof(*s->jcount));
+	s->jsum = dup_array(src->jsum, R * sizeof(*s->jsum));
+	s->phase_of_name = dup_array(src->phase_of_name, src->map_cap * sizeof(uint32_t));
+	s->kernel_of_name = dup_array(src->kernel_of_name, src->map_cap * sizeof(uint32_t));
+	s->phase_name = dup_array(src->phase_name, P * sizeof(uint32_t));
+	s->phase_kind = dup_array(src->phase_kind, P);
+	s->phase_group = dup_array(src->phase_group, P);
+	s->kernel_name = dup_array(src->kernel_name, K * sizeof(uint32_t));
+	s->kernel_kind = dup_array(src->kernel_kind, K);
+	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
+		  !s->jtag || !s->jcount || !s->jsum || !s->phase_name || !s->phase_kind ||
+		  !s->phase_group || !s->kernel_name || !s->kernel_kind ||
+		  (src->map_cap && (!s->phase_of_name || !s->kernel_of_name));
+	if (!bad && src->job)
+		bad = !(s->job = strdup(src->job));
+	if (!bad)
+		bad = intern_copy(&s->names, &src->names) < 0 || intern_copy(&s->hosts, &src->hosts) < 0;
+	if (!bad && src->ks) {
+		size_t n = kcells(src);
+		s->ks = calloc(n, sizeof(*s->ks));
+		s->ktag = dup_array(src->ktag, n * sizeof(*s->ktag));
+		bad = !s->ks || !s->ktag;
+		for (size_t i = 0; !bad && i < n; i++) {
+			if (!src->ks[i])
+				continue;
+			s->ks[i] = malloc(sizeof(struct sketch));
+			if (!s->ks[i]) {
+				bad = 1;
+				break;
+			}
+			sketch_init(s->ks[i]);
+			bad = sketch_merge(s->ks[i], src->ks[i]) < 0;
+		}
+	}
+	for (size_t i = 0; !bad && i < src->nevents; i++) {
+		const struct store_event *e = &src->events[i];
+		bad = store_add_event(s, e->host, e->kind, e->ts_us, e->source, e->detail) < 0;
+	}
+	if (bad) {
+		store_destroy(s);
+		return NULL;
+	}
+	return s;
+}
+
+size_t store_memory(const struct store *s)
+{
+	size_t cells = ring_cells(s), W = s->topo.world;
+	size_t m = sizeof(*s) + cells * (2 * sizeof(uint32_t) + s->cfg.max_phases * sizeof(uint32_t));
+	m += W * (sizeof(uint32_t) * 2 + sizeof(int64_t));
+	if (s->ks) {
+		size_t n = kcells(s);
+		m += n * (sizeof(*s->ks) + sizeof(*s->ktag));
+		for (size_t i = 0; i < n; i++)
+			if (s->ks[i])
+				m += sizeof(struct sketch) + s->ks[i]->cap * sizeof(uint32_t);
+	}
+	return m;
+}
+
+const struct topo *store_topo(const struct store *s)
+{
+	return &s->topo;
+}
+
+const struct store_config *store_config(const struct store *s)
+{
+	return &s->cfg;
+}
+
+void store_set_job(struct store *s, const char *job)
+{
+	char *j = strdup(job ? job : "");
+	if (j) {
+		free(s->job);
+		s->job = j;
+	}
+}
+
+const char *store_job(const struct store *s)
+{
+	return s->job ? s->job : "";
+}
+
+int store_intern_name(struct store *s, const char *name)
+{
+	int64_t id = intern_add(&s->names, name);
+	if (id < 0)
+		return -1;
+	if ((uint32_t)id >= s->map_cap) {
+		uint32_t cap = s->map_cap ? s->map_cap * 2 : 64;
+		while (cap <= (uint32_t)id)
+			cap *= 2;
+		uint32_t *p = realloc(s->phase_of_name, cap * sizeof(*p));
+		if (!p)
+			return -1;
+		s->phase_of_name = p;
+		uint32_t *k = realloc(s->kernel_of_name, cap * sizeof(*k));
+		if (!k)
+			return -1;
+		s->kernel_of_name = k;
+		for (uint32_t i = s->map_cap; i < cap; i++)
+			p[i] = k[i] = STORE_NO_SLOT;
+		s->map_cap = cap;
+	}
+	return (int)id;
+}
+
+const char *store_name(const struct store *s, uint32_t id)
+{
+	return id < s->names.n ? s->names.str[id] : "?";
+}
+
+int store_set_host(struct store *s, uint32_t rank, const char *host)
+{
+	if (rank >= s->topo.world)
+		return -1;
+	int64_t id = intern_add(&s->hosts, host);
+	if (id < 0)
+		return -1;
+	s->host_of[rank] = (uint32_t)id;
+	return 0;
+}
+
+const char *store_host(const struct store *s, uint32_t rank, char *buf, size_t len)
+{
+	if (rank < s->topo.world && s->host_of[rank] != STORE_NO_SLOT)
+		snprintf(buf, len, "%s", s->hosts.str[s->host_of[rank]]);
+	else
+		snprintf(buf, len, "node-%u", topo_node(&s->topo, rank));
+	return buf;
+}
+
+/* the ring cell of (rank, iter), claiming it for iter when it holds an older one */
+static size_t claim(struct store *s, uint32_t rank, uint32_t iter)
+{
+	size_t R = s->cfg.ring_iters, P = s->cfg.max_phases;
+	size_t idx = (size_t)rank * R + iter % R;
+	if (s->tag[idx] == iter + 1)
+		return idx;
+	if (s->tag[idx] > iter + 1)
+		return SIZE_MAX;
+	s->tag[idx] = iter + 1;
+	s->dur[idx] = STORE_ABSENT;
+	uint32_t *p = s->pdur + idx * P;
+	for (size_t i = 0; i < P; i++)
+		p[i] = STORE_ABSENT;
+	if (!s->any || iter > s->max_iter)
+		s->max_iter = iter;
+	s->any = 1;
+	return idx;
+}
+
+static uint32_t clamp_us(int64_t v)
+{
+	if (v < 0)
+		return 0;
+	return v >= (int64_t)STORE_ABSENT ? STORE_ABSENT - 1 : (uint32_t)v;
+}
+
+int store_add_iter(struct store *s, const struct record_iter *rec)
+{
+	if (rec->rank >= s->topo.world || rec->iter >= UINT32_MAX - 1) {
+		s->dropped++;
+		return 1;
+	}
+	size_t idx = claim(s, rec->rank, rec->iter);
+	if (idx == SIZE_MAX) {
+		s->dropped++;
+		return 1;
+	}
+	int fresh = s->dur[idx] == STORE_ABSENT;
+	s->dur[idx] = clamp_us(rec->dur_us);
+	if (rec->iter + 1 > s->last_p1[rec->rank]) {
+		s->last_p1[rec->rank] = rec->iter + 1;
+		s->last_end[rec->rank] = rec->start_us + rec->dur_us;
+		if (s->last_end[rec->rank] > s->latest)
+			s->latest = s->last_end[rec->rank];
+	}
+	/* job completion */
+	if (!s->started || (!s->handed && rec->iter < s->next)) {
+		s->next = rec->iter;
+		s->started = 1;
+	}
+	uint32_t R = s->cfg.ring_iters, j = rec->iter % R;
+	if (s->jtag[j] != rec->iter + 1) {
+		if (s->jtag[j] > rec->iter + 1)
+			return 0;
+		s->jtag[j] = rec->iter + 1;
+		s->jcount[j] = 0;
+		s->jsum[j] = 0;
+	}
+	if (fresh) {
+		s->jcount[j]++;
+		s->jsum[j] += rec->dur_us / 1000.0;
+	}
+	return 0;
+}
+
+int store_add_phase(struct store *s, const struct record_phase *rec)
+{
+	if (rec->rank >= s->topo.world || rec->name >= s->names.n || rec->iter >= UINT32_MAX - 1) {
+		s->dropped++;
+		return 1;
+	}
+	uint32_t slot = s->phase_of_name[rec->name];
+	if (slot == STORE_NO_SLOT) {
+		if (s->nphase == s->cfg.max_phases) {
+			s->dropped++;
+			return 1;
+		}
+		slot = s->nphase++;
+		s->phase_of_name[rec->name] = slot;
+		s->phase_name[slot] = rec->name;
+		s->phase_kind[slot] = rec->kind;
+		s->phase_group[slot] = rec->group;
+	}
+	size_t idx = claim(s, rec->rank, rec->iter);
+	if (idx == SIZE_MAX) {
+		s->dropped++;
+		return 1;
+	}
+	uint32_t *p = &s->pdur[idx * s->cfg.max_phases + slot];
+	uint32_t v = clamp_us(rec->dur_us);
+	/* the same phase twice in one iteration (e.g. per micro-batch): durations add up */
+	*p = *p == STORE_ABSENT ? v : clamp_us((int64_t)*p + v);
+	return 0;
+}
+
+static int add_summary(struct sketch *sk, const struct record_kernel *rec)
+{
+	uint64_t n = rec->count ? rec->count : 1;
+	if (n == 1)
+		return sketch_add(sk, (double)(rec->max_us ? rec->max_us : rec->sum_us), 1);
+	if (n == 2)
+		return sketch_add(sk, (double)rec->min_us, 1) | sketch_add(sk, (double)rec->max_us, 1);
+	uint64_t tail = n / 100;
+	uint64_t mid = n - 2 - tail;
+	int rc = sketch_add(sk, (double)rec->min_us, 1) | sketch_add(sk, (double)rec->max_us, 1);
+	rc |= sketch_add(sk, (double)rec->p50_us, mid);
+	if (tail)
+		rc |= sketch_add(sk, (double)rec->p99_us, tail);
+	return rc;
+}
+
+int store_add_kernel(struct store *s, const struct record_kernel *rec, const int64_t *durs,
+		     size_t ndurs)
+{
+	if (rec->rank >= s->topo.world || rec->name >= s->names.n || rec->iter >= UINT32_MAX - 1) {
+		s->dropped++;
+		return 1;
+	}
+	uint32_t k = s->kernel_of_name[rec->name];
+	if (k == STORE_NO_SLOT) {
+		if (s->nkernel == s->cfg.max_kernels) {
+			s->dropped++;
+			return 1;
+		}
+		k = s->nkernel++;
+		s->kernel_of_name[rec->name] = k;
+		s->kernel_name[k] = rec->name;
+		s->kernel_kind[k] = rec->kind;
+	}
+	if (!s->ks) {
+		size_t n = kcells(s);
+		s->ks = calloc(n, sizeof(*s->ks));
+		s->ktag = calloc(n, sizeof(*s->ktag));
+		if (!s->ks || !s->ktag)
+			return -1;
+	}
+	uint32_t block = rec->iter / s->cfg.kernel_block_iters;
+	size_t idx = ((size_t)rec->rank * s->cfg.max_kernels + k) * s->nb + block % s->nb;
+	if (s->ktag[idx] > block + 1) {
+		s->dropped++;
+		return 1;
+	}
+	if (!s->ks[idx]) {
+		s->ks[idx] = malloc(sizeof(struct sketch));
+		if (!s->ks[idx])
+			return -1;
+		sketch_init(s->ks[idx]);
+	}
+	if (s->ktag[idx] != block + 1) {
+		sketch_reset(s->ks[idx]);
+		s->ktag[idx] = block + 1;
+	}
+	struct sketch *sk = s->ks[idx];
+	if (rec->sketch && rec->sketch_len) {
+		if (sketch_deserialize(&s->scratch, rec->sketch, rec->sketch_len) < 0) {
+			s->dropped++;
+			return 1;
+		}
+		return sketch_merge(sk, &s->scratch);
+	}
+	if (durs && ndurs) {
+		for (size_t i = 0; i < ndurs; i++)
+			if (sketch_add(sk, (double)durs[i], 1) < 0)
+				return -1;
+		return 0;
+	}
+	return add_summary(sk, rec) ? -1 : 0;
+}
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+int store_add_event(struct store *s, const char *host, const char *kind, int64_t ts_us,
+		    const char *source, const char *detail)
+{
+	if (s->nevents == s->events_cap) {
+		size_t cap = s->events_cap ? s->events_cap * 2 : 8;
+		struct store_event *e = realloc(s->events, cap * sizeof(*e));
+		if (!e)
+			return -1;
+		s->events = e;
+		s->events_cap = cap;
+	}
+	struct store_event *e = &s->events[s->nevents];
+	e->host = dup_or_empty(host);
+	e->kind = dup_or_empty(kind);
+	e->source = dup_or_empty(source);
+	e->detail = dup_or_empty(detail);
+	e->ts_us = ts_us;
+	if (!e->host || !e->kind || !e->source || !e->detail) {
+		free(e->host);
+		free(e->kind);
+		free(e->source);
+		free(e->detail);
+		return -1;
+	}
+	s->nevents++;
+	return 0;
+}
+
+size_t store_event_count(const struct store *s)
+{
+	return s->nevents;
+}
+
+const struct store_event *store_event_at(const struct store *s, size_t i)
+{
+	return i < s->nevents ? &s->events[i] : NULL;
+}
+
+uint64_t store_dropped(const struct store *s)
+{
+	return s->dropped;
+}
+
+int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
+{
+	if (!s->started)
+		return 0;
+	uint32_t R = s->cfg.ring_iters;
+	double need = s->flushing ? 1 : s->cfg.quorum * s->topo.world;
+	while (s->next <= s->max_iter) {
+		uint32_t j = s->next % R;
+		if (s->jtag[j] == s->next + 1 && s->jcount[j] >= need && s->jcount[j] > 0) {
+			*iter = s->next;
+			*mean_ms = s->jsum[j] / s->jcount[j];
+			s->next++;
+			s->handed = 1;
+			return 1;
+		}
+		/* lost: the ring moved past it, or (flushing) nobody reported it */
+		if (s->jtag[j] > s->next + 1 || s->max_iter >= s->next + R ||
+		    (s->flushing && s->jtag[j] != s->next + 1)) {
+			s->next++;
+			continue;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+void store_flush(struct store *s)
+{
+	s->flushing = 1;
+}
+
+uint32_t store_phase_count(const struct store *s)
+{
+	return s->nphase;
+}
+
+uint32_t store_phase_name(const struct store *s, uint32_t slot)
+{
+	return s->phase_name[slot];
+}
+
+uint8_t store_phase_kind(const struct store *s, uint32_t slot)
+{
+	return s->phase_kind[slot];
+}
+
+uint8_t store_phase_group(const struct store *s, uint32_t slot)
+{
+	return s->phase_group[slot];
+}
+
+uint32_t store_kernel_count(const struct store *s)
+{
+	return s->nkernel;
+}
+
+uint32_t store_kernel_name(const struct store *s, uint32_t slot)
+{
+	return s->kernel_name[slot];
+}
+
+uint8_t store_kernel_kind(const struct store *s, uint32_t slot)
+{
+	return s->kernel_kind[slot];
+}
+
+int store_has_iter(const struct store *s, uint32_t rank, uint32_t iter)
+{
+	return s->tag[(size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters] == iter + 1;
+}
+
+uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter)
+{
+	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	return s->tag[idx] == iter + 1 ? s->dur[idx] : STORE_ABSENT;
+}
+
+uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot)
+{
+	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	return s->tag[idx] == iter + 1 ? s->pdur[idx * s->cfg.max_phases + slot] : STORE_ABSENT;
+}
+
+const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter)
+{
+	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	return s->tag[idx] == iter + 1 ? s->pdur + idx * s->cfg.max_phases : NULL;
+}
+
+uint32_t store_max_iter(const struct store *s)
+{
+	return s->max_iter;
+}
+
+int store_any(const struct store *s)
+{
+	return s->any;
+}
+
+int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_t *end_us)
+{
+	if (rank >= s->topo.world || !s->last_p1[rank])
+		return 0;
+	*iter = s->last_p1[rank] - 1;
+	*end_us = s->last_end[rank];
+	return 1;
+}
+
+int64_t store_latest_us(const struct store *s)
+{
+	return s->latest;
+}
+
+int store_kernel_pool(const struct store *s, uint32_t rank, uint32_t kslot, uint32_t first,
+		      uint32_t last, struct sketch *out)
+{
+	if (!s->ks || kslot >= s->nkernel || rank >= s->topo.world)
+		return 0;
+	uint32_t B = s->cfg.kernel_block_iters;
+	int merged = 0;
+	for (uint32_t b = first / B; b <= last / B; b++) {
+		size_t idx = ((size_t)rank * s->cfg.max_kernels + kslot) * s->nb + b % s->nb;
+		if (s->ktag[idx] != b + 1 || !s->ks[idx])
+			continue;
+		if (sketch_merge(out, s->ks[idx]) < 0)
+			return -1;
+		merged++;
+	}
+	return merged;
+}

@@ -1,0 +1,121 @@
+/* store.h: the per-job window store — the last N iterations of every rank, in memory.
+ *
+ * Online use (culpritd): create one store per job from its topology, intern the names of
+ * each batch's dictionary (store_intern_name), add records as they arrive in any order
+ * across ranks (O(1) amortized each, no allocation on the hot path except the first kernel
+ * sketch of a (rank, kernel, block)), then after each batch drain store_next_complete()
+ * into an l1 detector (l1.h) and run diagnose_run() (diagnose.h) when it asks for it.
+ *
+ * Memory: a ring of cfg.ring_iters slots per rank, each slot 8 bytes + 4 bytes per phase
+ * slot (cfg.max_phases), plus per-rank kernel sketch pointers. 100,000 ranks x 64
+ * iterations x 16 phases = 461 MB (store_memory() reports the exact figure).
+ *
+ * Concurrency: the store is not locked. diagnose_run() only reads it; while it runs nobody
+ * may call store_add_* / store_intern_name / store_set_host / store_add_event on the same
+ * store. A server that diagnoses off its event loop either queues the job's records while
+ * the diagnosis runs, or diagnoses a private copy made with store_snapshot(). */
+#ifndef CULPRIT_STORE_H
+#define CULPRIT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+#include "sketch.h"
+#include "topo.h"
+
+#define STORE_ABSENT UINT32_MAX /* a duration not (yet) reported */
+#define STORE_NO_SLOT UINT32_MAX
+
+struct store_config {
+	uint32_t ring_iters;          /* iterations kept per rank (default 64) */
+	uint32_t max_phases;          /* distinct phase names per job (default 16) */
+	uint32_t max_kernels;         /* distinct kernel names per job (default 16) */
+	uint32_t kernel_block_iters;  /* iterations pooled in one kernel sketch (default 8) */
+	double quorum;                /* fraction of ranks that completes an iteration (0.95) */
+};
+
+struct store_event {
+	char *host;
+	char *kind;
+	char *source;
+	char *detail;
+	int64_t ts_us;
+};
+
+struct store;
+
+/* Defaults for every zero field of cfg (cfg may be NULL). Returns NULL when out of memory. */
+struct store *store_create(const struct topo *t, const struct store_config *cfg);
+void store_destroy(struct store *s);
+/* Deep copy (for a diagnosis off the event loop); NULL when out of memory. */
+struct store *store_snapshot(const struct store *s);
+size_t store_memory(const struct store *s);
+
+const struct topo *store_topo(const struct store *s);
+const struct store_config *store_config(const struct store *s);
+void store_set_job(struct store *s, const char *job);
+const char *store_job(const struct store *s);
+
+/* Name dictionary of the job: returns the id of name (interning it), -1 when out of memory. */
+int store_intern_name(struct store *s, const char *name);
+const char *store_name(const struct store *s, uint32_t id);
+
+/* Host of a rank (default "node-<rank / gpus_per_node>"). 0, or -1 (bad rank / memory). */
+int store_set_host(struct store *s, uint32_t rank, const char *host);
+/* Writes the host name of rank into buf. */
+const char *store_host(const struct store *s, uint32_t rank, char *buf, size_t len);
+
+/* Records. Names in phase/kernel records are ids from store_intern_name. Returns 0 when
+ * stored, 1 when dropped (too old for the ring, rank out of range, no phase/kernel slot
+ * left), -1 when out of memory. A kernel's distribution comes from rec->sketch when
+ * present, else from durs[0..ndurs) when given, else from its summary fields. */
+int store_add_iter(struct store *s, const struct record_iter *rec);
+int store_add_phase(struct store *s, const struct record_phase *rec);
+int store_add_kernel(struct store *s, const struct record_kernel *rec, const int64_t *durs,
+		     size_t ndurs);
+int store_add_event(struct store *s, const char *host, const char *kind, int64_t ts_us,
+		    const char *source, const char *detail);
+size_t store_event_count(const struct store *s);
+const struct store_event *store_event_at(const struct store *s, size_t i);
+uint64_t store_dropped(const struct store *s);
+
+/* Completion: iterations are handed out in order once a quorum of ranks reported them.
+ * Returns 1 and fills *iter and *mean_ms (mean iteration time over the reporting ranks),
+ * or 0 when the next iteration is not complete yet. Cheap: call after every batch. An
+ * iteration that fell out of the ring unreported is skipped. */
+int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms);
+/* End of input (offline): hands out the remaining iterations that have any report. */
+void store_flush(struct store *s);
+
+/* Phase slots: phases are stored by slot; each slot has the name, kind and group of the
+ * first record seen with that name. */
+uint32_t store_phase_count(const struct store *s);
+uint32_t store_phase_name(const struct store *s, uint32_t slot);
+uint8_t store_phase_kind(const struct store *s, uint32_t slot);
+uint8_t store_phase_group(const struct store *s, uint32_t slot);
+uint32_t store_kernel_count(const struct store *s);
+uint32_t store_kernel_name(const struct store *s, uint32_t slot);
+uint8_t store_kernel_kind(const struct store *s, uint32_t slot);
+
+/* Read access for the diagnosis. The slot of (rank, iter) holds that iteration only when
+ * store_has_iter() says so. Durations are microseconds, STORE_ABSENT when missing. */
+int store_has_iter(const struct store *s, uint32_t rank, uint32_t iter);
+uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter);
+uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot);
+/* The max_phases durations of (rank, iter), or NULL when the ring does not hold it. */
+const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter);
+/* Highest iteration seen of any rank; 0 with nothing seen (check store_any). */
+uint32_t store_max_iter(const struct store *s);
+int store_any(const struct store *s);
+/* Per-rank last report: iteration, its end (start + dur, us). Returns 0 if never seen. */
+int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_t *end_us);
+/* Latest end time (us) of any rank's iteration: "now" for offline input. */
+int64_t store_latest_us(const struct store *s);
+
+/* Pool into out the kernel sketches of (rank, kernel slot) whose blocks lie within
+ * [first, last]. Returns the number of sketches merged, -1 when out of memory. */
+int store_kernel_pool(const struct store *s, uint32_t rank, uint32_t kslot, uint32_t first,
+		      uint32_t last, struct sketch *out);
+
+#endif
