@@ -12,14 +12,21 @@ werror=OFF
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCULPRIT_SANITIZE=ON -DCULPRIT_WERROR=$werror >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
-pgdir=$(pwd)/$build/testpg
-# As root PostgreSQL runs as "postgres", which must reach the directory; a checkout under a
-# private home cannot be, so fall back to a private directory under /tmp.
-if [ "$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$(pwd)/$build"; then
-	pgdir=$(mktemp -d /tmp/culprit-testpg.XXXXXX)
-	chmod 755 "$pgdir"
+# Scratch space of the tests, with the test PostgreSQL in it. As root PostgreSQL runs as
+# "postgres", which must reach these directories; a checkout under a private home cannot be
+# reached, so then they go to a directory of their own under /tmp.
+export CULPRIT_TEST_TMP=$(pwd)/$build/tmp
+mkdir -p "$CULPRIT_TEST_TMP"
+if [ "$(id -u)" -eq 0 ] && ! runuser -u postgres -- test -x "$CULPRIT_TEST_TMP"; then
+	CULPRIT_TEST_TMP=$(mktemp -d /tmp/culprit-test.XXXXXX)
+	chmod 755 "$CULPRIT_TEST_TMP"
 fi
-stop_pg() { tests/pg.sh stop "$pgdir"; }
+pgdir=$CULPRIT_TEST_TMP/testpg
+stop_pg() {
+	# whatever a failed test left running under the scratch directory, then the database
+	pkill -TERM -f "culpritd .*$CULPRIT_TEST_TMP" 2>/dev/null && sleep 2 || true
+	tests/pg.sh stop "$pgdir"
+}
 trap stop_pg EXIT
 export CULPRIT_TEST_DSN
 CULPRIT_TEST_DSN=$(tests/pg.sh start "$pgdir")

@@ -1,1 +1,405 @@
-#include <stddef.h>
+/* config.c: the settings table and what reads and renders it (see config.h). */
+#include "config.h"
+
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum setting_type { SETTING_STRING, SETTING_INT, SETTING_BOOL };
+
+struct setting {
+	const char *name;
+	enum setting_type type;
+	size_t offset;
+	const char *def;
+	int64_t min, max;
+	bool reloadable;
+	const char *help;
+};
+
+#define STR(field, def, reload, help) {#field, SETTING_STRING, offsetof(struct config, field), def, 0, 0, reload, help}
+#define INT(field, def, lo, hi, reload, help) {#field, SETTING_INT, offsetof(struct config, field), #def, lo, hi, reload, help}
+#define BOOL(field, def, reload, help) {#field, SETTING_BOOL, offsetof(struct config, field), def, 0, 1, reload, help}
+
+static const struct setting settings[] = {
+	STR(data_dir, "./var", false,
+	    "Directory for culpritd's own files: the embedded PostgreSQL cluster (pg/) and its socket."),
+	STR(db, "", false,
+	    "PostgreSQL connection string (postgresql://... or key=value). Empty: run a private, embedded "
+	    "PostgreSQL under data_dir/pg."),
+	BOOL(storage, "true", false,
+	     "Store records in PostgreSQL. false keeps everything in memory only (benchmarks, dry runs): "
+	     "agents are acknowledged at once and nothing survives a restart."),
+	STR(agent_listen, "0.0.0.0:7433", false, "Address and port for agent connections (protobuf frames over TCP)."),
+	STR(http_listen, "127.0.0.1:7434", false, "Address and port for the REST API, /metrics and health checks."),
+	STR(log_level, "info", true, "Least severe level logged: debug, info, warning or error."),
+	INT(max_connections, 20000, 1, 1000000, false,
+	    "Most agent connections at once; more are accepted and closed at once. culpritd raises its "
+	    "open-file limit to fit (see docs/operations.md)."),
+	INT(max_connections_per_addr, 20000, 1, 1000000, true,
+	    "Most agent connections from one IP address at once."),
+	INT(max_frame, 4194304, 1024, 67108864, true, "Largest frame body an agent may send, in bytes, after Hello."),
+	INT(max_frame_before_hello, 65536, 256, 1048576, true,
+	    "Largest frame body accepted before a connection has said Hello, in bytes."),
+	INT(hello_timeout_ms, 5000, 100, 600000, true, "Time a new connection has to say Hello before it is closed."),
+	INT(idle_timeout_s, 120, 5, 86400, true,
+	    "A connection that sends nothing (not even a heartbeat) for this long is closed."),
+	INT(max_ranks_per_agent, 4096, 1, 1048576, true, "Most ranks one agent may serve."),
+	INT(writer_queue_records, 2000000, 1000, 100000000, false,
+	    "Bound of the storage writer's queue, in records. When full, culpritd stops reading from "
+	    "agents until the database catches up (backpressure); nothing is dropped."),
+	INT(writer_txn_records, 200000, 100, 10000000, false, "Most records the writer puts in one transaction."),
+	INT(retention_days, 14, 1, 3650, true,
+	    "Days of iteration, phase and kernel records kept; older daily partitions are dropped whole."),
+	INT(window_iters, 64, 8, 1024, false, "Iterations of each rank kept in memory for diagnosis."),
+	INT(http_max_body, 1048576, 1024, 67108864, true, "Largest REST request body, in bytes (413 beyond)."),
+	INT(http_max_headers, 16384, 1024, 1048576, true, "Largest REST request header block, in bytes."),
+	INT(http_timeout_s, 30, 1, 3600, true, "Time limit for reading a REST request and writing its answer."),
+};
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static const struct setting *find(const char *name)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+static void fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, size, fmt, ap);
+	va_end(ap);
+}
+
+static int parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+	int64_t mult = 1;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s || errno)
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		mult = 1024, end++;
+	else if (*end == 'M')
+		mult = 1024 * 1024, end++;
+	else if (*end == 'G')
+		mult = 1024LL * 1024 * 1024, end++;
+	if (*end != '\0')
+		return -1;
+	if (v > INT64_MAX / mult || v < INT64_MIN / mult)
+		return -1;
+	*out = v * mult;
+	return 0;
+}
+
+static int set_one(struct config *cfg, const struct setting *s, const char *value, char *err, size_t err_size)
+{
+	void *field = (char *)cfg + s->offset;
+
+	switch (s->type) {
+	case SETTING_STRING: {
+		char *copy = strdup(value);
+
+		if (!copy) {
+			fail(err, err_size, "out of memory");
+			return -1;
+		}
+		free(*(char **)field);
+		*(char **)field = copy;
+		return 0;
+	}
+	case SETTING_INT: {
+		int64_t v;
+
+		if (parse_int(value, &v) < 0) {
+			fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not an integer", s->name, value);
+			return -1;
+		}
+		if (v < s->min || v > s->max) {
+			fail(err, err_size,
+			     "invalid value for setting \"%s\": %lld is outside the allowed range %lld .. %lld", s->name,
+			     (long long)v, (long long)s->min, (long long)s->max);
+			return -1;
+		}
+		*(int64_t *)field = v;
+		return 0;
+	}
+	case SETTING_BOOL:
+		if (!strcmp(value, "true") || !strcmp(value, "on") || !strcmp(value, "yes") || !strcmp(value, "1"))
+			*(bool *)field = true;
+		else if (!strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no") || !strcmp(value, "0"))
+			*(bool *)field = false;
+		else {
+			fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not true or false", s->name, value);
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+void config_defaults(struct config *cfg)
+{
+	char err[256];
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (set_one(cfg, &settings[i], settings[i].def, err, sizeof(err)) < 0)
+			abort(); /* a default outside its own bounds is a programming error */
+}
+
+void config_free(struct config *cfg)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (settings[i].type == SETTING_STRING) {
+			char **p = (char **)((char *)cfg + settings[i].offset);
+
+			free(*p);
+			*p = NULL;
+		}
+}
+
+int config_copy(struct config *dst, const struct config *src)
+{
+	*dst = *src;
+	for (size_t i = 0; i < N_SETTINGS; i++)
+		if (settings[i].type == SETTING_STRING) {
+			char **p = (char **)((char *)dst + settings[i].offset);
+
+			*p = strdup(*p);
+			if (!*p) {
+				for (size_t j = 0; j < i; j++)
+					if (settings[j].type == SETTING_STRING)
+						free(*(char **)((char *)dst + settings[j].offset));
+				return -1;
+			}
+		}
+	return 0;
+}
+
+int config_set(struct config *cfg, const char *name, const char *value, bool reload, char *err, size_t err_size)
+{
+	const struct setting *s = find(name);
+
+	if (!s) {
+		fail(err, err_size, "unrecognized setting \"%s\"", name);
+		return -1;
+	}
+	if (reload && !s->reloadable) {
+		void *field = (char *)cfg + s->offset;
+		struct config probe;
+		int same;
+
+		/* an unchanged value is fine; a change needs a restart */
+		config_defaults(&probe);
+		if (set_one(&probe, s, value, err, err_size) < 0) {
+			config_free(&probe);
+			return -1;
+		}
+		if (s->type == SETTING_STRING)
+			same = strcmp(*(char **)field, *(char **)((char *)&probe + s->offset)) == 0;
+		else if (s->type == SETTING_INT)
+			same = *(int64_t *)field == *(int64_t *)((char *)&probe + s->offset);
+		else
+			same = *(bool *)field == *(bool *)((char *)&probe + s->offset);
+		config_free(&probe);
+		if (!same) {
+			fail(err, err_size, "setting \"%s\" cannot be changed without restarting culpritd", name);
+			return -1;
+		}
+		return 0;
+	}
+	return set_one(cfg, s, value, err, err_size);
+}
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && isspace((unsigned char)end[-1]))
+		*--end = '\0';
+	return s;
+}
+
+int config_load_file(struct config *cfg, const char *path, bool reload, char *err, size_t err_size)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096], msg[512];
+	int lineno = 0;
+
+	if (!f) {
+		fail(err, err_size, "could not open configuration file \"%s\": %s", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *p, *eq, *name, *value;
+
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			fail(err, err_size, "%s:%d: line too long", path, lineno);
+			fclose(f);
+			return -1;
+		}
+		p = strchr(line, '#');
+		if (p)
+			*p = '\0';
+		p = trim(line);
+		if (*p == '\0')
+			continue;
+		eq = strchr(p, '=');
+		if (!eq) {
+			fail(err, err_size, "%s:%d: expected \"name = value\"", path, lineno);
+			fclose(f);
+			return -1;
+		}
+		*eq = '\0';
+		name = trim(p);
+		value = trim(eq + 1);
+		if (value[0] == '"' && strlen(value) >= 2 && value[strlen(value) - 1] == '"') {
+			value[strlen(value) - 1] = '\0';
+			value++;
+		}
+		if (config_set(cfg, name, value, reload, msg, sizeof(msg)) < 0) {
+			fail(err, err_size, "%s:%d: %s", path, lineno, msg);
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+static int check_hostport(const char *name, const char *v, char *err, size_t err_size)
+{
+	const char *colon = strrchr(v, ':');
+	int64_t port;
+
+	if (!colon || colon == v || parse_int(colon + 1, &port) < 0 || port < 0 || port > 65535) {
+		fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not HOST:PORT", name, v);
+		return -1;
+	}
+	return 0;
+}
+
+int config_check(const struct config *cfg, char *err, size_t err_size)
+{
+	if (check_hostport("agent_listen", cfg->agent_listen, err, err_size) < 0 ||
+	    check_hostport("http_listen", cfg->http_listen, err, err_size) < 0)
+		return -1;
+	if (log_level_parse(cfg->log_level) < 0) {
+		fail(err, err_size, "invalid value for setting \"log_level\": \"%s\" is not debug, info, warning or error",
+		     cfg->log_level);
+		return -1;
+	}
+	if (cfg->max_frame_before_hello > cfg->max_frame) {
+		fail(err, err_size, "setting \"max_frame_before_hello\" (%lld) must not exceed \"max_frame\" (%lld)",
+		     (long long)cfg->max_frame_before_hello, (long long)cfg->max_frame);
+		return -1;
+	}
+	if (cfg->writer_txn_records > cfg->writer_queue_records) {
+		fail(err, err_size, "setting \"writer_txn_records\" must not exceed \"writer_queue_records\"");
+		return -1;
+	}
+	if (cfg->data_dir[0] == '\0') {
+		fail(err, err_size, "setting \"data_dir\" must not be empty");
+		return -1;
+	}
+	return 0;
+}
+
+const char *config_option_name(const char *option, char *buf, size_t size)
+{
+	size_t n;
+
+	if (strncmp(option, "--", 2) != 0)
+		return NULL;
+	option += 2;
+	n = strlen(option);
+	if (n == 0 || n >= size)
+		return NULL;
+	for (size_t i = 0; i <= n; i++)
+		buf[i] = option[i] == '-' ? '_' : option[i];
+	return find(buf) ? buf : NULL;
+}
+
+static const char *type_name(enum setting_type t)
+{
+	return t == SETTING_STRING ? "string" : t == SETTING_INT ? "integer" : "boolean";
+}
+
+void config_print_help(FILE *out)
+{
+	fprintf(out, "usage: culpritd [--config FILE] [-t] [--SETTING VALUE ...]\n\n"
+		     "  --config FILE   read settings from FILE (\"name = value\" lines); flags override it\n"
+		     "  -t              check the configuration, print it, and exit\n"
+		     "  --config-doc    print the settings as Markdown (docs/config.md) and exit\n"
+		     "  --help          this text\n\nsettings:\n");
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "--%s", s->name);
+		for (char *p = opt + 2; *p; p++)
+			if (*p == '_')
+				*p = '-';
+		fprintf(out, "  %-28s %s (default \"%s\")\n", opt, s->help, s->def);
+	}
+}
+
+void config_print_doc(FILE *out)
+{
+	fprintf(out, "# culpritd configuration\n\n"
+		     "Generated from the settings table in `server/config.c` by `culpritd --config-doc`; "
+		     "do not edit by hand.\n\n"
+		     "Settings come from the file given with `--config FILE` (lines `name = value`, `#` starts a "
+		     "comment), then from the command line, where `--name value` sets a setting (underscores "
+		     "written as dashes: `--agent-listen 0.0.0.0:7433`). `culpritd -t` checks the result, prints it "
+		     "and exits: 0 when valid, 2 with a message naming the setting otherwise. Integers accept the "
+		     "suffixes k, M and G (powers of 1024). SIGHUP re-reads the file: settings marked reloadable "
+		     "take effect, a change to any other is refused, and a file with any error keeps the whole "
+		     "old configuration.\n\n"
+		     "| setting | type | default | allowed | reloadable | meaning |\n"
+		     "|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		char allowed[64] = "";
+
+		if (s->type == SETTING_INT)
+			snprintf(allowed, sizeof(allowed), "%lld .. %lld", (long long)s->min, (long long)s->max);
+		else if (s->type == SETTING_BOOL)
+			snprintf(allowed, sizeof(allowed), "true, false");
+		fprintf(out, "| `%s` | %s | `%s` | %s | %s | %s |\n", s->name, type_name(s->type), s->def, allowed,
+			s->reloadable ? "yes" : "no", s->help);
+	}
+}
+
+void config_print_values(const struct config *cfg, FILE *out)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		const void *field = (const char *)cfg + s->offset;
+
+		if (s->type == SETTING_STRING)
+			fprintf(out, "%s = \"%s\"\n", s->name, *(char *const *)field);
+		else if (s->type == SETTING_INT)
+			fprintf(out, "%s = %lld\n", s->name, (long long)*(const int64_t *)field);
+		else
+			fprintf(out, "%s = %s\n", s->name, *(const bool *)field ? "true" : "false");
+	}
+}

@@ -1,2 +1,342 @@
+/* main.c: culpritd's start-up, signals and shutdown.
+ *
+ * Start-up (may exit): settings, the database (embedded or by DSN), migrations, the writer,
+ * the listeners. Then one libevent loop owns every socket. SIGHUP reloads the settings
+ * atomically (a bad file keeps the old ones); SIGTERM or SIGINT drains (stop accepting and
+ * reading, let the writer commit and the agents get their Acks, then exit); a second one
+ * exits at once. SIGPIPE is ignored. */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void) { fprintf(stderr, "culpritd: not yet\n"); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "config.h"
+#include "embedded.h"
+#include "http.h"
+#include "ingest.h"
+#include "jobs.h"
+#include "log.h"
+#include "migrate.h"
+#include "server.h"
+#include "writer.h"
+
+#define DRAIN_TIMEOUT_MS 30000
+
+static struct embedded *pg;
+
+static int parse_args(struct server *s, int argc, char **argv, int *check_only)
+{
+	char err[512], name[128];
+
+	/* the file first, so that flags override it */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--config") == 0) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "culpritd: --config needs a file\n");
+				return -1;
+			}
+			s->config_path = argv[i + 1];
+			if (config_load_file(&s->cfg, s->config_path, false, err, sizeof(err)) < 0) {
+				fprintf(stderr, "culpritd: %s\n", err);
+				return -1;
+			}
+		}
+	for (int i = 1; i < argc; i++) {
+		const char *setting;
+
+		if (strcmp(argv[i], "--config") == 0) {
+			i++;
+		} else if (strcmp(argv[i], "-t") == 0) {
+			*check_only = 1;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			config_print_help(stdout);
+			exit(0);
+		} else if (strcmp(argv[i], "--config-doc") == 0) {
+			config_print_doc(stdout);
+			exit(0);
+		} else if ((setting = config_option_name(argv[i], name, sizeof(name)))) {
+			const char *value = NULL;
+
+			if (i + 1 < argc)
+				value = argv[++i];
+			if (!value) {
+				fprintf(stderr, "culpritd: %s needs a value\n", argv[i]);
+				return -1;
+			}
+			if (config_set(&s->cfg, setting, value, false, err, sizeof(err)) < 0) {
+				fprintf(stderr, "culpritd: %s\n", err);
+				return -1;
+			}
+		} else {
+			fprintf(stderr, "culpritd: unknown argument \"%s\" (try --help)\n", argv[i]);
+			return -1;
+		}
+	}
+	if (config_check(&s->cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "culpritd: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void raise_nofile(const struct config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_connections + 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = want;
+	if (rl.rlim_max < want)
+		rl.rlim_max = want; /* works as root; otherwise fall back below */
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		getrlimit(RLIMIT_NOFILE, &rl);
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		log_warning("open-file limit is %llu, below max_connections + 1024 = %llu: raise it (ulimit -n, "
+			    "LimitNOFILE= in the systemd unit)",
+			    (unsigned long long)rl.rlim_cur, (unsigned long long)want);
+	}
+}
+
+/* ---- the writer's wake-up reaches the loop through an event ---- */
+
+static void writer_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	ingest_writer_progress(arg);
+}
+
+static void writer_wake(void *arg)
+{
+	struct server *s = arg;
+
+	event_active(s->writer_wake, EV_READ, 0);
+}
+
+static int open_storage(struct server *s)
+{
+	char err[512];
+	struct storage_writer_config wc = {0};
+	int applied;
+
+	if (!s->cfg.storage) {
+		log_warning("storage is off: records are kept in memory only and acknowledged on receipt");
+		return 0;
+	}
+	if (s->cfg.db[0] == '\0') {
+		struct embedded_config ec = {.data_dir = s->cfg.data_dir};
+
+		pg = embedded_start(&ec, err, sizeof(err));
+		if (!pg) {
+			log_error("could not start the embedded PostgreSQL: %s", err);
+			return -1;
+		}
+		s->db_dsn = strdup(embedded_dsn(pg));
+		s->embedded = true;
+	} else {
+		s->db_dsn = strdup(s->cfg.db);
+	}
+	if (!s->db_dsn)
+		return -1;
+	applied = storage_migrate(s->db_dsn, NULL, err, sizeof(err));
+	if (applied < 0) {
+		log_error("could not migrate the database: %s", err);
+		return -1;
+	}
+	if (applied > 0)
+		log_info("applied %d schema migrations", applied);
+	s->writer_wake = event_new(s->base, -1, 0, writer_wake_cb, s);
+	wc.dsn = s->db_dsn;
+	wc.queue_max_records = (size_t)s->cfg.writer_queue_records;
+	wc.max_txn_records = (size_t)s->cfg.writer_txn_records;
+	wc.wake = writer_wake;
+	wc.wake_arg = s;
+	s->writer = s->writer_wake ? storage_writer_start(&wc) : NULL;
+	if (!s->writer) {
+		log_error("could not start the storage writer");
+		return -1;
+	}
+	return ingest_load_progress(s);
+}
+
+/* ---- signals ---- */
+
+static void drain_check_cb(evutil_socket_t fd, short what, void *arg);
+
+static void begin_drain(struct server *s)
+{
+	static struct event *timer;
+	struct timeval tv = {0, 100000};
+
+	s->stopping = 1;
+	log_info("shutting down: no new connections; committing what agents sent (a second signal exits at once)");
+	ingest_stop_accepting(s);
+	timer = event_new(s->base, -1, EV_PERSIST, drain_check_cb, s);
+	if (timer)
+		event_add(timer, &tv);
+	else
+		event_base_loopbreak(s->base);
+}
+
+static void drain_check_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *s = arg;
+	struct storage_writer_stats st = {0};
+	static int waited_ms;
+
+	(void)fd;
+	(void)what;
+	if (s->writer)
+		storage_writer_stats(s->writer, &st);
+	waited_ms += 100;
+	/* done when nothing is queued and no connection waits for queue space */
+	if ((st.queued_records == 0 && st.queued_ops == 0 && !s->blocked_head) || waited_ms >= DRAIN_TIMEOUT_MS) {
+		if (waited_ms >= DRAIN_TIMEOUT_MS)
+			log_warning("gave up waiting for the database after %d ms", waited_ms);
+		if (s->writer)
+			ingest_writer_progress(s); /* last Acks */
+		event_base_loopexit(s->base, NULL);
+	}
+}
+
+static void reload(struct server *s)
+{
+	struct config next;
+	char err[512];
+
+	if (!s->config_path) {
+		log_info("SIGHUP: no configuration file to reload");
+		return;
+	}
+	if (config_copy(&next, &s->cfg) < 0) {
+		log_error("SIGHUP: out of memory; keeping the configuration");
+		return;
+	}
+	if (config_load_file(&next, s->config_path, true, err, sizeof(err)) < 0 ||
+	    config_check(&next, err, sizeof(err)) < 0) {
+		log_error("SIGHUP: %s; keeping the old configuration", err);
+		config_free(&next);
+		return;
+	}
+	config_free(&s->cfg);
+	s->cfg = next;
+	log_set_level((enum log_level)log_level_parse(s->cfg.log_level));
+	if (s->http)
+		http_apply_limits(s);
+	log_info("SIGHUP: configuration reloaded from \"%s\"", s->config_path);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct server *s = arg;
+
+	(void)what;
+	if (sig == SIGHUP) {
+		reload(s);
+		return;
+	}
+	if (s->stopping) {
+		log_info("second signal: exiting now");
+		s->stopping = 2;
+		event_base_loopbreak(s->base);
+		return;
+	}
+	begin_drain(s);
+}
+
+static int setup_signals(struct server *s)
+{
+	const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+
+	signal(SIGPIPE, SIG_IGN);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		s->signals[i] = evsignal_new(s->base, sigs[i], signal_cb, s);
+		if (!s->signals[i] || event_add(s->signals[i], NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void free_progress(const char *key, void *value, void *arg)
+{
+	(void)key;
+	(void)arg;
+	free(value);
+}
+
+static void shutdown_all(struct server *s)
+{
+	ingest_close_all(s);
+	http_stop(s);
+	if (s->writer) {
+		struct storage_writer_stats st;
+
+		uint64_t lost;
+
+		storage_writer_stats(s->writer, &st);
+		lost = storage_writer_stop(s->writer, s->stopping == 2 ? 0 : DRAIN_TIMEOUT_MS);
+		if (lost)
+			log_warning("%llu received records were not committed (the agents still hold them and will resend)",
+				    (unsigned long long)lost);
+	}
+	if (s->writer_wake)
+		event_free(s->writer_wake);
+	for (size_t i = 0; i < sizeof(s->signals) / sizeof(s->signals[0]); i++)
+		if (s->signals[i])
+			event_free(s->signals[i]);
+	if (pg && embedded_stop(pg, 30000) < 0)
+		log_warning("the embedded PostgreSQL did not stop in time and was killed");
+	jobs_free_all(s);
+	strmap_each(&s->agents, free_progress, NULL);
+	strmap_free(&s->agents);
+	strmap_free(&s->per_addr);
+	free(s->scratch);
+	free(s->db_dsn);
+	if (s->base)
+		event_base_free(s->base);
+	config_free(&s->cfg);
+}
+
+int main(int argc, char **argv)
+{
+	static struct server s;
+	int check_only = 0, rc = 1;
+
+	config_defaults(&s.cfg);
+	if (parse_args(&s, argc, argv, &check_only) < 0) {
+		config_free(&s.cfg);
+		return 2;
+	}
+	if (check_only) {
+		config_print_values(&s.cfg, stdout);
+		printf("configuration is valid\n");
+		config_free(&s.cfg);
+		return 0;
+	}
+	log_set_level((enum log_level)log_level_parse(s.cfg.log_level));
+	raise_nofile(&s.cfg);
+	if (evthread_use_pthreads() < 0) {
+		log_error("could not enable libevent's thread support");
+		return 1;
+	}
+	s.base = event_base_new();
+	if (!s.base || setup_signals(&s) < 0) {
+		log_error("could not set up the event loop");
+		goto out;
+	}
+	if (open_storage(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
+		goto out;
+	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
+	event_base_dispatch(s.base);
+	rc = 0;
+out:
+	shutdown_all(&s);
+	log_info("culpritd stopped");
+	return rc;
+}

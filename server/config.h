@@ -1,0 +1,60 @@
+/* config.h: culpritd's settings, all in one table (config.c).
+ *
+ * The table gives each setting its name, type, default, bounds, whether SIGHUP may change
+ * it, and its help. The same table reads the config file ("name = value" lines, '#'
+ * comments), the command line (--name value, with '_' written '-'), renders --help and
+ * docs/config.md (culpritd --config-doc). */
+#ifndef CULPRIT_CONFIG_H
+#define CULPRIT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct config {
+	char *data_dir;
+	char *db;
+	char *agent_listen;
+	char *http_listen;
+	char *log_level;
+	int64_t max_connections;
+	int64_t max_connections_per_addr;
+	int64_t max_frame;
+	int64_t max_frame_before_hello;
+	int64_t hello_timeout_ms;
+	int64_t idle_timeout_s;
+	int64_t max_ranks_per_agent;
+	int64_t writer_queue_records;
+	int64_t writer_txn_records;
+	int64_t retention_days;
+	int64_t window_iters;
+	int64_t http_max_body;
+	int64_t http_max_headers;
+	int64_t http_timeout_s;
+	bool storage;
+};
+
+/* Fills cfg with every default. */
+void config_defaults(struct config *cfg);
+void config_free(struct config *cfg);
+/* Sets one setting from text. Returns 0, or -1 with a message in err naming the setting and
+ * what is allowed. reload: refuse settings that cannot change at run time. */
+int config_set(struct config *cfg, const char *name, const char *value, bool reload, char *err,
+	       size_t err_size);
+/* Reads a file of "name = value" lines. -1 with "FILE:LINE: message" in err. */
+int config_load_file(struct config *cfg, const char *path, bool reload, char *err, size_t err_size);
+/* Cross-setting checks after everything is set. */
+int config_check(const struct config *cfg, char *err, size_t err_size);
+/* Deep copy (for an atomic reload: build a new one, check it, then swap). */
+int config_copy(struct config *dst, const struct config *src);
+
+/* The setting a --long-option names, or NULL ("--agent-listen" -> "agent_listen"). */
+const char *config_option_name(const char *option, char *buf, size_t size);
+
+void config_print_help(FILE *out);
+void config_print_doc(FILE *out);
+/* "name = value" for every setting (what -t prints). */
+void config_print_values(const struct config *cfg, FILE *out);
+
+#endif

@@ -1,0 +1,173 @@
+/* http.c: the REST API (see docs/api.md). Every answer is JSON, errors are
+ * {"error": ..., "detail": ...} with the matching status. Limits on body size, header size
+ * and time are set explicitly: libevent's defaults are unlimited. */
+#include "http.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ingest.h"
+#include "log.h"
+#include "server.h"
+#include "writer.h"
+
+static void reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+	struct evbuffer *out = evhttp_request_get_output_buffer(req);
+	char *text = json_dumps(body, JSON_COMPACT);
+
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	if (text) {
+		evbuffer_add(out, text, strlen(text));
+		evbuffer_add(out, "\n", 1);
+	}
+	free(text);
+	json_decref(body);
+	evhttp_send_reply(req, status, NULL, NULL);
+}
+
+static void reply_error(struct evhttp_request *req, int status, const char *error, const char *detail)
+{
+	reply_json(req, status, json_pack("{s:s, s:s}", "error", error, "detail", detail));
+}
+
+static int only_get(struct evhttp_request *req)
+{
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
+		return 1;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
+	reply_error(req, 405, "method not allowed", "this resource answers GET only");
+	return 0;
+}
+
+static void healthz(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	if (only_get(req))
+		reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void readyz(struct evhttp_request *req, void *arg)
+{
+	struct server *s = arg;
+	struct storage_writer_stats st = {0};
+
+	if (!only_get(req))
+		return;
+	if (s->writer)
+		storage_writer_stats(s->writer, &st);
+	if (s->stopping)
+		reply_error(req, 503, "not ready", "culpritd is shutting down");
+	else if (s->writer && !st.connected)
+		reply_error(req, 503, "not ready", "the database is not connected");
+	else
+		reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static void metrics(struct evhttp_request *req, void *arg)
+{
+	struct server *s = arg;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (!only_get(req))
+		return;
+	f = open_memstream(&text, &len);
+	if (!f) {
+		reply_error(req, 500, "internal error", "out of memory");
+		return;
+	}
+	metrics_render(&s->m, f);
+	if (s->writer) {
+		struct storage_writer_stats st;
+
+		storage_writer_stats(s->writer, &st);
+		fprintf(f,
+			"# HELP culprit_writer_queue_records Records waiting in the storage writer's queue.\n"
+			"# TYPE culprit_writer_queue_records gauge\nculprit_writer_queue_records %llu\n"
+			"# HELP culprit_writer_queue_limit_records Bound of the storage writer's queue.\n"
+			"# TYPE culprit_writer_queue_limit_records gauge\nculprit_writer_queue_limit_records %lld\n"
+			"# HELP culprit_writer_committed_records_total Records committed to PostgreSQL.\n"
+			"# TYPE culprit_writer_committed_records_total counter\nculprit_writer_committed_records_total %llu\n"
+			"# HELP culprit_writer_transactions_total Transactions committed by the storage writer.\n"
+			"# TYPE culprit_writer_transactions_total counter\nculprit_writer_transactions_total %llu\n"
+			"# HELP culprit_writer_refused_full_total Submissions refused because the writer queue was full.\n"
+			"# TYPE culprit_writer_refused_full_total counter\nculprit_writer_refused_full_total %llu\n"
+			"# HELP culprit_writer_conflicts_total Batches that met a key conflict and were stored as no-ops.\n"
+			"# TYPE culprit_writer_conflicts_total counter\nculprit_writer_conflicts_total %llu\n"
+			"# HELP culprit_writer_reconnects_total Times the writer reconnected to PostgreSQL.\n"
+			"# TYPE culprit_writer_reconnects_total counter\nculprit_writer_reconnects_total %llu\n"
+			"# HELP culprit_database_up Whether the storage writer is connected to PostgreSQL.\n"
+			"# TYPE culprit_database_up gauge\nculprit_database_up %d\n",
+			(unsigned long long)st.queued_records, (long long)s->cfg.writer_queue_records,
+			(unsigned long long)st.committed_records, (unsigned long long)st.committed_txns,
+			(unsigned long long)st.refused_full, (unsigned long long)st.conflicts,
+			(unsigned long long)st.reconnects, st.connected);
+	}
+	fclose(f);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; version=0.0.4");
+	evbuffer_add(evhttp_request_get_output_buffer(req), text, len);
+	free(text);
+	evhttp_send_reply(req, 200, NULL, NULL);
+}
+
+static void not_found(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	reply_error(req, 404, "not found", evhttp_request_get_uri(req));
+}
+
+void http_apply_limits(struct server *s)
+{
+	evhttp_set_max_body_size(s->http, (ev_ssize_t)s->cfg.http_max_body);
+	evhttp_set_max_headers_size(s->http, (ev_ssize_t)s->cfg.http_max_headers);
+	evhttp_set_timeout(s->http, (int)s->cfg.http_timeout_s);
+}
+
+int http_start(struct server *s)
+{
+	char host[256];
+	const char *colon = strrchr(s->cfg.http_listen, ':');
+	size_t n = colon ? (size_t)(colon - s->cfg.http_listen) : 0;
+
+	if (!colon || n >= sizeof(host)) {
+		log_error("invalid http_listen address \"%s\"", s->cfg.http_listen);
+		return -1;
+	}
+	memcpy(host, s->cfg.http_listen, n);
+	host[n] = '\0';
+	if (host[0] == '[' && n > 1 && host[n - 1] == ']') {
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = '\0';
+	}
+	s->http = evhttp_new(s->base);
+	if (!s->http)
+		return -1;
+	http_apply_limits(s);
+	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+	evhttp_set_default_content_type(s->http, "application/json");
+	evhttp_set_cb(s->http, "/healthz", healthz, s);
+	evhttp_set_cb(s->http, "/readyz", readyz, s);
+	evhttp_set_cb(s->http, "/metrics", metrics, s);
+	evhttp_set_gencb(s->http, not_found, s);
+	if (!evhttp_bind_socket_with_handle(s->http, host, (uint16_t)atoi(colon + 1))) {
+		log_error("could not listen for HTTP on %s", s->cfg.http_listen);
+		return -1;
+	}
+	log_info("REST API on http://%s", s->cfg.http_listen);
+	return 0;
+}
+
+void http_stop(struct server *s)
+{
+	if (s->http)
+		evhttp_free(s->http);
+	s->http = NULL;
+}

@@ -1,0 +1,13 @@
+/* http.h: the REST API and health endpoints (libevent evhttp, jansson). */
+#ifndef CULPRIT_HTTP_H
+#define CULPRIT_HTTP_H
+
+struct server;
+
+/* Binds cfg.http_listen and registers every route. -1 with a log line on failure. */
+int http_start(struct server *s);
+/* Applies the reloadable limits (body, headers, timeout) after SIGHUP. */
+void http_apply_limits(struct server *s);
+void http_stop(struct server *s);
+
+#endif

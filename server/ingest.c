@@ -1,0 +1,1117 @@
+/* ingest.c: the agent listener and the per-connection state machine (see ingest.h).
+ *
+ * Frames are parsed as they arrive with three outcomes kept apart (need more, malformed,
+ * ok). A malformed frame or a message out of place closes that connection only, with one
+ * log line (peer and a hex sample) and a counter. An invalid batch is refused with a Reject
+ * carrying the reason, and the connection stays. Accepted batches go to the job's window and
+ * to the storage writer; Acks carry only what the writer reports committed. When the
+ * writer's queue is full the connection keeps its batch and stops being read until the
+ * writer makes room (backpressure to the agent through TCP). */
+#include "ingest.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "frame.h"
+#include "jobs.h"
+#include "log.h"
+#include "server.h"
+#include "writer.h"
+
+#define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
+#define MAX_NAMES 65536         /* names in one batch's dictionary */
+#define MAX_SKETCH 65536        /* bytes in one kernel sketch */
+#define MAX_DUR_US (7LL * 86400 * 1000000) /* a week: longer is not a duration we believe */
+#define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
+
+enum conn_state { CONN_HELLO, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
+
+struct conn {
+	uint64_t id;
+	enum conn_state state;
+	struct server *srv;
+	struct bufferevent *bev;
+	char peer[64];
+	char addr[48];
+	struct job *job;
+	char agent[128];
+	char host[128];
+	uint32_t *ranks; /* sorted */
+	size_t n_ranks;
+	uint64_t acked_seq;          /* highest Ack sent */
+	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
+	struct timespec blocked_since;
+	struct conn *blocked_next;
+	struct conn *closing_next;
+};
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- state ---- */
+
+static uint64_t *state_gauge(struct server *s, enum conn_state st)
+{
+	switch (st) {
+	case CONN_HELLO:
+	case CONN_REFUSING:
+		return &s->m.conns_hello;
+	case CONN_ACTIVE:
+		return &s->m.conns_active;
+	case CONN_BLOCKED:
+		return &s->m.conns_blocked;
+	case CONN_CLOSING:
+		return NULL;
+	}
+	return NULL;
+}
+
+static void conn_set_state(struct conn *c, enum conn_state to)
+{
+	struct server *s = c->srv;
+	enum conn_state from = c->state;
+	uint64_t *g;
+
+	switch (from) {
+	case CONN_HELLO:
+		assert(to == CONN_ACTIVE || to == CONN_REFUSING || to == CONN_CLOSING);
+		break;
+	case CONN_REFUSING:
+		assert(to == CONN_CLOSING);
+		break;
+	case CONN_ACTIVE:
+		assert(to == CONN_BLOCKED || to == CONN_CLOSING);
+		break;
+	case CONN_BLOCKED:
+		assert(to == CONN_ACTIVE || to == CONN_CLOSING);
+		break;
+	case CONN_CLOSING:
+		assert(!"a closing connection changes state no more");
+		break;
+	}
+	if ((g = state_gauge(s, from)))
+		(*g)--;
+	if ((g = state_gauge(s, to)))
+		(*g)++;
+	if (to == CONN_BLOCKED) {
+		clock_gettime(CLOCK_MONOTONIC, &c->blocked_since);
+		s->m.backpressure_events++;
+	}
+	if (from == CONN_BLOCKED) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		s->m.backpressure_us += (uint64_t)((now.tv_sec - c->blocked_since.tv_sec) * 1000000 +
+						   (now.tv_nsec - c->blocked_since.tv_nsec) / 1000);
+	}
+	c->state = to;
+}
+
+/* ---- closing and reclaiming ---- */
+
+static void unlink_blocked(struct server *s, struct conn *c)
+{
+	struct conn **pp = &s->blocked_head, *prev = NULL;
+
+	for (; *pp; prev = *pp, pp = &(*pp)->blocked_next)
+		if (*pp == c) {
+			*pp = c->blocked_next;
+			if (s->blocked_tail == c)
+				s->blocked_tail = prev;
+			c->blocked_next = NULL;
+			return;
+		}
+}
+
+static void per_addr_adjust(struct server *s, const char *addr, int delta)
+{
+	intptr_t n = (intptr_t)strmap_get(&s->per_addr, addr) + delta;
+
+	if (n <= 0)
+		strmap_del(&s->per_addr, addr);
+	else if (strmap_put(&s->per_addr, addr, (void *)n) < 0)
+		log_warning("out of memory counting connections of %s", addr);
+}
+
+static char *agent_key(const char *job, const char *agent, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s\x1f%s", job, agent);
+	return buf;
+}
+
+static void conn_close(struct conn *c, enum metrics_close_reason why)
+{
+	struct server *s = c->srv;
+
+	if (c->state == CONN_CLOSING)
+		return;
+	if (c->state == CONN_BLOCKED)
+		unlink_blocked(s, c);
+	conn_set_state(c, CONN_CLOSING);
+	s->m.closed[why]++;
+	if (c->job) {
+		char key[300];
+		struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
+
+		if (p && p->conn_id == c->id)
+			p->conn_id = 0;
+	}
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	c->closing_next = s->closing;
+	s->closing = c;
+	event_active(s->reclaim, 0, 0);
+}
+
+static void conn_free(struct conn *c)
+{
+	struct server *s = c->srv;
+	uint32_t slot = (uint32_t)c->id;
+
+	bufferevent_free(c->bev);
+	per_addr_adjust(s, c->addr, -1);
+	s->slots[slot] = NULL;
+	s->generations[slot]++;
+	s->free_slots[s->n_free++] = slot;
+	storage_op_free(c->pending);
+	free(c->ranks);
+	free(c);
+}
+
+static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *s = arg;
+
+	(void)fd;
+	(void)what;
+	while (s->closing) {
+		struct conn *c = s->closing;
+
+		s->closing = c->closing_next;
+		conn_free(c);
+	}
+}
+
+static void protocol_error(struct conn *c, const char *why, const uint8_t *sample, size_t len)
+{
+	char hex[80];
+
+	frame_hex_sample(sample, len, hex, sizeof(hex));
+	log_warning("agent %s: protocol violation: %s (first bytes: %s); closing the connection", c->peer, why, hex);
+	c->srv->m.frames_malformed++;
+	conn_close(c, CLOSE_PROTOCOL);
+}
+
+static struct conn *conn_by_id(struct server *s, uint64_t id)
+{
+	uint32_t slot = (uint32_t)id;
+
+	if (slot >= s->n_slots || s->generations[slot] != (uint32_t)(id >> 32))
+		return NULL;
+	return s->slots[slot];
+}
+
+/* ---- sending ---- */
+
+static int conn_send(struct conn *c, const frame_envelope *env)
+{
+	struct server *s = c->srv;
+	size_t need = frame_packed_size(env);
+
+	if (need > s->scratch_size) {
+		uint8_t *p = realloc(s->scratch, need);
+
+		if (!p) {
+			conn_close(c, CLOSE_NOMEM);
+			return -1;
+		}
+		s->scratch = p;
+		s->scratch_size = need;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > MAX_OUTPUT) {
+		log_warning("agent %s: does not read what culpritd sends; closing the connection", c->peer);
+		conn_close(c, CLOSE_PROTOCOL);
+		return -1;
+	}
+	if (bufferevent_write(c->bev, s->scratch, frame_pack(env, s->scratch)) < 0) {
+		conn_close(c, CLOSE_NOMEM);
+		return -1;
+	}
+	return 0;
+}
+
+static void send_hello_ack(struct conn *c, int accepted, const char *reason, uint64_t durable)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__HelloAck ack = CULPRIT__V1__HELLO_ACK__INIT;
+
+	ack.accepted = accepted;
+	ack.reason = (char *)(reason ? reason : "");
+	ack.server_time_us = wall_us();
+	ack.durable_seq = durable;
+	ack.max_frame = (uint32_t)c->srv->cfg.max_frame;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK;
+	env.hello_ack = &ack;
+	conn_send(c, &env);
+}
+
+/* Acks up to seq, unless already said on this connection (again is for a resend). */
+static void send_ack(struct conn *c, uint64_t seq, int again)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Ack ack = CULPRIT__V1__ACK__INIT;
+
+	if (seq <= c->acked_seq && !again)
+		return;
+	ack.durable_seq = seq;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_ACK;
+	env.ack = &ack;
+	if (conn_send(c, &env) == 0) {
+		c->acked_seq = seq;
+		c->srv->m.acks_sent++;
+	}
+}
+
+static void send_reject(struct conn *c, uint64_t seq, const char *reason)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Reject rej = CULPRIT__V1__REJECT__INIT;
+
+	rej.seq = seq;
+	rej.reason = (char *)reason;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_REJECT;
+	env.reject = &rej;
+	conn_send(c, &env);
+}
+
+/* Closes after what is queued for the agent (a refusal) has been written. */
+static void close_after_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	conn_close(c, CLOSE_REFUSED);
+}
+
+static void refusing_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	conn_close(arg, CLOSE_REFUSED);
+}
+
+static void refuse_hello(struct conn *c, const char *reason)
+{
+	struct timeval tv = {2, 0};
+
+	log_info("agent %s: hello refused: %s", c->peer, reason);
+	send_hello_ack(c, 0, reason, 0);
+	if (c->state == CONN_CLOSING)
+		return;
+	/* stop reading, let the refusal drain, then close */
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_setcb(c->bev, NULL, close_after_write_cb, refusing_event_cb, c);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	conn_set_state(c, CONN_REFUSING);
+}
+
+/* ---- Hello ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int name_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return 0;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
+{
+	struct server *s = c->srv;
+	struct storage_topology topo = {0};
+	char err[256], key[300];
+	struct job *job;
+	struct agent_progress *p;
+	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
+
+	if (h->protocol_version != FRAME_PROTOCOL_VERSION) {
+		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)", h->protocol_version,
+			 FRAME_PROTOCOL_VERSION);
+		refuse_hello(c, err);
+		return;
+	}
+	if (!name_ok(h->job, 127) || !name_ok(h->agent_id, 127) || strlen(h->host) > 127) {
+		refuse_hello(c, "job and agent_id must be 1 to 127 printable bytes, host at most 127");
+		return;
+	}
+	if (!h->topology) {
+		refuse_hello(c, "hello carries no topology");
+		return;
+	}
+	topo.world = h->topology->world;
+	topo.tp = h->topology->tp;
+	topo.cp = h->topology->cp;
+	topo.pp = h->topology->pp;
+	topo.dp = h->topology->dp;
+	topo.ep = h->topology->ep;
+	topo.gpus_per_node = h->topology->gpus_per_node;
+	if (strlen(h->topology->order) >= sizeof(topo.order)) {
+		refuse_hello(c, "rank order too long");
+		return;
+	}
+	strcpy(topo.order, h->topology->order);
+	if (jobs_check_topology(&topo, err, sizeof(err)) < 0) {
+		refuse_hello(c, err);
+		return;
+	}
+	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
+		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu", (long long)s->cfg.max_ranks_per_agent,
+			 h->n_ranks);
+		refuse_hello(c, err);
+		return;
+	}
+	c->ranks = malloc(h->n_ranks * sizeof(uint32_t));
+	if (!c->ranks) {
+		conn_close(c, CLOSE_NOMEM);
+		return;
+	}
+	memcpy(c->ranks, h->ranks, h->n_ranks * sizeof(uint32_t));
+	c->n_ranks = h->n_ranks;
+	qsort(c->ranks, c->n_ranks, sizeof(uint32_t), cmp_u32);
+	for (size_t i = 0; i < c->n_ranks; i++) {
+		if (c->ranks[i] >= topo.world || (i && c->ranks[i] == c->ranks[i - 1])) {
+			snprintf(err, sizeof(err), "rank %u is outside the job (world %u) or listed twice", c->ranks[i],
+				 topo.world);
+			refuse_hello(c, err);
+			return;
+		}
+	}
+	job = jobs_get_or_create(s, h->job, &topo, err, sizeof(err));
+	if (!job) {
+		refuse_hello(c, err);
+		return;
+	}
+	c->job = job;
+	snprintf(c->agent, sizeof(c->agent), "%s", h->agent_id);
+	snprintf(c->host, sizeof(c->host), "%s", h->host[0] ? h->host : c->addr);
+
+	agent_key(job->name, c->agent, key, sizeof(key));
+	p = strmap_get(&s->agents, key);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || strmap_put(&s->agents, key, p) < 0) {
+			free(p);
+			conn_close(c, CLOSE_NOMEM);
+			return;
+		}
+	}
+	if (p->conn_id) {
+		struct conn *old = conn_by_id(s, p->conn_id);
+
+		if (old && old != c) {
+			log_info("agent %s: replaces the connection %s of agent \"%s\"", c->peer, old->peer, c->agent);
+			conn_close(old, CLOSE_REPLACED);
+		}
+	}
+	p->conn_id = c->id;
+	c->acked_seq = p->durable_seq;
+
+	if (s->writer) {
+		struct storage_op *op = storage_op_new(STORAGE_OP_JOB, 256 + c->n_ranks * (sizeof(struct storage_rank)) +
+								       strlen(c->host) + 1);
+
+		if (op) {
+			op->job = storage_op_strdup(op, job->name);
+			op->topo = job->topo;
+			op->ranks = storage_op_alloc(op, c->n_ranks * sizeof(struct storage_rank));
+			char *host = storage_op_strdup(op, c->host);
+			if (op->job && op->ranks && host) {
+				for (size_t i = 0; i < c->n_ranks; i++) {
+					memset(&op->ranks[i], 0, sizeof(op->ranks[i]));
+					op->ranks[i].rank = c->ranks[i];
+					op->ranks[i].host = host;
+				}
+				op->n_ranks = c->n_ranks;
+				op->source = c->id;
+			}
+			/* the ranks' hosts are worth a retry but not worth blocking Hello for */
+			if (!op->job || !op->ranks || !host || storage_writer_submit(s->writer, op) < 0) {
+				log_warning("agent %s: hosts of job \"%s\" not stored now (writer queue full)", c->peer,
+					    job->name);
+				storage_op_free(op);
+			}
+		}
+	}
+	conn_set_state(c, CONN_ACTIVE);
+	bufferevent_set_timeouts(c->bev, &idle, NULL);
+	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer, job->name,
+		  c->agent, c->host, c->n_ranks, (unsigned long long)p->durable_seq);
+	send_hello_ack(c, 1, NULL, p->durable_seq);
+}
+
+/* ---- Batch ---- */
+
+static int serves(const struct conn *c, uint32_t rank)
+{
+	return bsearch(&rank, c->ranks, c->n_ranks, sizeof(uint32_t), cmp_u32) != NULL;
+}
+
+static int bad(char *err, size_t size, const char *what, size_t i)
+{
+	snprintf(err, size, "%s (record %zu)", what, i);
+	return -1;
+}
+
+/* Checks a batch against the protocol's and the job's rules. */
+static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, char *err, size_t size)
+{
+	size_t n;
+
+	if (b->n_names > MAX_NAMES)
+		return bad(err, size, "too many names in the dictionary", b->n_names);
+	for (size_t i = 0; i < b->n_names; i++)
+		if (!name_ok(b->names[i], MAX_NAME_LEN))
+			return bad(err, size, "name empty, too long or not printable", i);
+
+	n = b->n_iter_rank;
+	if (b->n_iter_iter != n || b->n_iter_start_us != n || b->n_iter_dur_us != n)
+		return bad(err, size, "iteration columns differ in length", n);
+	for (size_t i = 0; i < n; i++) {
+		if (!serves(c, b->iter_rank[i]))
+			return bad(err, size, "iteration of a rank this agent does not serve", i);
+		if (b->iter_dur_us[i] < 0 || b->iter_dur_us[i] > MAX_DUR_US)
+			return bad(err, size, "iteration duration negative or over a week", i);
+	}
+
+	n = b->n_phase_rank;
+	if (b->n_phase_iter != n || b->n_phase_name != n || b->n_phase_kind != n || b->n_phase_group != n ||
+	    b->n_phase_start_us != n || b->n_phase_dur_us != n)
+		return bad(err, size, "phase columns differ in length", n);
+	for (size_t i = 0; i < n; i++) {
+		if (!serves(c, b->phase_rank[i]))
+			return bad(err, size, "phase of a rank this agent does not serve", i);
+		if (b->phase_name[i] >= b->n_names)
+			return bad(err, size, "phase name index outside the dictionary", i);
+		if (b->phase_kind[i] >= RECORD_KIND_COUNT || b->phase_group[i] >= RECORD_GROUP_COUNT)
+			return bad(err, size, "phase kind or group unknown", i);
+		if (b->phase_dur_us[i] < 0 || b->phase_dur_us[i] > MAX_DUR_US)
+			return bad(err, size, "phase duration negative or over a week", i);
+		if (b->phase_start_us[i] < -1 || b->phase_start_us[i] > MAX_DUR_US)
+			return bad(err, size, "phase start offset out of range", i);
+	}
+
+	n = b->n_kernel_rank;
+	if (b->n_kernel_iter != n || b->n_kernel_name != n || b->n_kernel_kind != n || b->n_kernel_count != n ||
+	    b->n_kernel_sum_us != n || b->n_kernel_min_us != n || b->n_kernel_max_us != n ||
+	    b->n_kernel_p50_us != n || b->n_kernel_p99_us != n || (b->n_kernel_sketch != 0 && b->n_kernel_sketch != n))
+		return bad(err, size, "kernel columns differ in length", n);
+	for (size_t i = 0; i < n; i++) {
+		if (!serves(c, b->kernel_rank[i]))
+			return bad(err, size, "kernel summary of a rank this agent does not serve", i);
+		if (b->kernel_name[i] >= b->n_names)
+			return bad(err, size, "kernel name index outside the dictionary", i);
+		if (b->kernel_kind[i] >= RECORD_KIND_COUNT)
+			return bad(err, size, "kernel kind unknown", i);
+		if (b->kernel_sum_us[i] < 0 || b->kernel_min_us[i] < 0 || b->kernel_max_us[i] < b->kernel_min_us[i] ||
+		    b->kernel_max_us[i] > MAX_DUR_US || b->kernel_p50_us[i] < 0 || b->kernel_p99_us[i] < 0)
+			return bad(err, size, "kernel durations inconsistent or out of range", i);
+		if (b->n_kernel_sketch && b->kernel_sketch[i].len > MAX_SKETCH)
+			return bad(err, size, "kernel sketch too large", i);
+	}
+	return 0;
+}
+
+/* Iteration start of (rank, iter) in this batch, for partitioning the phases and kernels. */
+struct start_index {
+	uint64_t *keys;
+	int64_t *starts;
+	size_t cap;
+};
+
+static int start_index_build(struct start_index *x, const Culprit__V1__Batch *b)
+{
+	size_t cap = 16;
+
+	while (cap < b->n_iter_rank * 2)
+		cap *= 2;
+	x->keys = malloc(cap * sizeof(uint64_t));
+	x->starts = malloc(cap * sizeof(int64_t));
+	if (!x->keys || !x->starts)
+		return -1;
+	x->cap = cap;
+	memset(x->keys, 0xff, cap * sizeof(uint64_t));
+	for (size_t i = 0; i < b->n_iter_rank; i++) {
+		uint64_t k = ((uint64_t)b->iter_rank[i] << 32) | b->iter_iter[i];
+		size_t j = (k * 0x9E3779B97F4A7C15ULL) >> 40 & (cap - 1);
+
+		while (x->keys[j] != UINT64_MAX && x->keys[j] != k)
+			j = (j + 1) & (cap - 1);
+		x->keys[j] = k;
+		x->starts[j] = b->iter_start_us[i];
+	}
+	return 0;
+}
+
+static int64_t start_index_get(const struct start_index *x, uint32_t rank, uint32_t iter, int64_t fallback)
+{
+	uint64_t k = ((uint64_t)rank << 32) | iter;
+	size_t j = (k * 0x9E3779B97F4A7C15ULL) >> 40 & (x->cap - 1);
+
+	for (; x->keys[j] != UINT64_MAX; j = (j + 1) & (x->cap - 1))
+		if (x->keys[j] == k)
+			return x->starts[j];
+	return fallback;
+}
+
+/* Builds the storage operation (and the window's view: names mapped to job ids). */
+static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, uint32_t *name_map)
+{
+	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
+	struct storage_op *op;
+	struct start_index starts = {0};
+	int64_t fallback = wall_us();
+
+	arena += b->n_names * sizeof(char *);
+	for (size_t i = 0; i < b->n_names; i++)
+		arena += strlen(b->names[i]) + 1;
+	arena += b->n_iter_rank * sizeof(struct record_iter);
+	arena += b->n_phase_rank * (sizeof(struct record_phase) + sizeof(int64_t));
+	arena += b->n_kernel_rank * (sizeof(struct record_kernel) + sizeof(int64_t));
+	for (size_t i = 0; i < b->n_kernel_sketch; i++)
+		arena += b->kernel_sketch[i].len;
+	arena += 8 * 8; /* alignment slack per array */
+
+	op = storage_op_new(STORAGE_OP_BATCH, arena);
+	if (!op)
+		return NULL;
+	if (start_index_build(&starts, b) < 0)
+		goto fail;
+	op->job = storage_op_strdup(op, c->job->name);
+	op->agent = storage_op_strdup(op, c->agent);
+	op->source = c->id;
+	op->seq = b->seq;
+	op->n_names = b->n_names;
+	op->names = storage_op_alloc(op, b->n_names * sizeof(char *) + 1);
+	op->n_iters = b->n_iter_rank;
+	op->iters = storage_op_alloc(op, op->n_iters * sizeof(struct record_iter) + 1);
+	op->n_phases = b->n_phase_rank;
+	op->phases = storage_op_alloc(op, op->n_phases * sizeof(struct record_phase) + 1);
+	op->phase_iter_start_us = storage_op_alloc(op, op->n_phases * sizeof(int64_t) + 1);
+	op->n_kernels = b->n_kernel_rank;
+	op->kernels = storage_op_alloc(op, op->n_kernels * sizeof(struct record_kernel) + 1);
+	op->kernel_iter_start_us = storage_op_alloc(op, op->n_kernels * sizeof(int64_t) + 1);
+	if (!op->job || !op->agent || !op->names || !op->iters || !op->phases || !op->phase_iter_start_us ||
+	    !op->kernels || !op->kernel_iter_start_us)
+		goto fail;
+	for (size_t i = 0; i < b->n_names; i++)
+		if (!(op->names[i] = storage_op_strdup(op, b->names[i])))
+			goto fail;
+	for (size_t i = 0; i < op->n_iters; i++) {
+		struct record_iter *r = &op->iters[i];
+
+		r->rank = b->iter_rank[i];
+		r->iter = b->iter_iter[i];
+		r->start_us = b->iter_start_us[i];
+		r->dur_us = b->iter_dur_us[i];
+	}
+	for (size_t i = 0; i < op->n_phases; i++) {
+		struct record_phase *r = &op->phases[i];
+
+		r->rank = b->phase_rank[i];
+		r->iter = b->phase_iter[i];
+		r->name = b->phase_name[i];
+		r->kind = (uint8_t)b->phase_kind[i];
+		r->group = (uint8_t)b->phase_group[i];
+		r->start_us = b->phase_start_us[i] < 0 ? RECORD_NO_START : b->phase_start_us[i];
+		r->dur_us = b->phase_dur_us[i];
+		op->phase_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
+	}
+	for (size_t i = 0; i < op->n_kernels; i++) {
+		struct record_kernel *r = &op->kernels[i];
+
+		r->rank = b->kernel_rank[i];
+		r->iter = b->kernel_iter[i];
+		r->name = b->kernel_name[i];
+		r->kind = (uint8_t)b->kernel_kind[i];
+		r->count = b->kernel_count[i];
+		r->sum_us = b->kernel_sum_us[i];
+		r->min_us = b->kernel_min_us[i];
+		r->max_us = b->kernel_max_us[i];
+		r->p50_us = b->kernel_p50_us[i];
+		r->p99_us = b->kernel_p99_us[i];
+		r->sketch = NULL;
+		r->sketch_len = 0;
+		if (b->n_kernel_sketch && b->kernel_sketch[i].len) {
+			uint8_t *sk = storage_op_alloc(op, b->kernel_sketch[i].len);
+
+			if (!sk)
+				goto fail;
+			memcpy(sk, b->kernel_sketch[i].data, b->kernel_sketch[i].len);
+			r->sketch = sk;
+			r->sketch_len = (uint32_t)b->kernel_sketch[i].len;
+		}
+		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
+	}
+	for (size_t i = 0; i < b->n_names; i++)
+		if ((name_map[i] = jobs_intern(c->job, b->names[i])) == UINT32_MAX)
+			goto fail;
+	free(starts.keys);
+	free(starts.starts);
+	return op;
+fail:
+	free(starts.keys);
+	free(starts.starts);
+	storage_op_free(op);
+	return NULL;
+}
+
+/* Feeds the job's window from the op, with names mapped to the job's ids. */
+static void op_to_window(struct job *job, struct storage_op *op, const uint32_t *name_map)
+{
+	/* the op keeps batch-local name indexes for the writer; the window wants job ids, so map
+	 * in place, hand over, and map back */
+	for (size_t i = 0; i < op->n_phases; i++)
+		op->phases[i].name = name_map[op->phases[i].name];
+	for (size_t i = 0; i < op->n_kernels; i++)
+		op->kernels[i].name = name_map[op->kernels[i].name];
+	jobs_add_records(job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
+}
+
+static void block(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	conn_set_state(c, CONN_BLOCKED);
+	bufferevent_disable(c->bev, EV_READ);
+	c->blocked_next = NULL;
+	if (s->blocked_tail)
+		s->blocked_tail->blocked_next = c;
+	else
+		s->blocked_head = c;
+	s->blocked_tail = c;
+}
+
+static void handle_batch(struct conn *c, const Culprit__V1__Batch *b)
+{
+	struct server *s = c->srv;
+	char err[256], key[300];
+	struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
+	size_t n_records = b->n_iter_rank + b->n_phase_rank + b->n_kernel_rank;
+	uint32_t *name_map;
+	struct storage_op *op;
+
+	if (b->seq == 0) {
+		s->m.batches_rejected++;
+		s->m.records_rejected += n_records;
+		send_reject(c, 0, "batch sequence numbers start at 1");
+		return;
+	}
+	if (p && b->seq <= p->durable_seq) {
+		/* a resend of something already durable: a no-op, acknowledged again */
+		s->m.batches_duplicate++;
+		send_ack(c, p->durable_seq, 1);
+		return;
+	}
+	if (validate_batch(c, b, err, sizeof(err)) < 0) {
+		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)b->seq, err);
+		s->m.batches_rejected++;
+		s->m.records_rejected += n_records;
+		send_reject(c, b->seq, err);
+		return;
+	}
+	name_map = malloc((b->n_names + 1) * sizeof(uint32_t));
+	op = name_map ? batch_to_op(c, b, name_map) : NULL;
+	if (!op) {
+		free(name_map);
+		log_warning("agent %s: out of memory for a batch of %zu records", c->peer, n_records);
+		conn_close(c, CLOSE_NOMEM);
+		return;
+	}
+	op_to_window(c->job, op, name_map);
+	s->m.batches_ok++;
+	s->m.records_in[0] += b->n_iter_rank;
+	s->m.records_in[1] += b->n_phase_rank;
+	s->m.records_in[2] += b->n_kernel_rank;
+
+	if (!s->writer) {
+		/* without storage, received is as durable as it gets */
+		if (p && b->seq > p->durable_seq)
+			p->durable_seq = b->seq;
+		send_ack(c, b->seq, 0);
+		storage_op_free(op);
+		free(name_map);
+		return;
+	}
+	/* the writer stores batch-local name indexes with the batch's dictionary */
+	for (size_t i = 0; i < op->n_phases; i++)
+		op->phases[i].name = b->phase_name[i];
+	for (size_t i = 0; i < op->n_kernels; i++)
+		op->kernels[i].name = b->kernel_name[i];
+	free(name_map);
+	if (storage_writer_submit(s->writer, op) < 0) {
+		c->pending = op;
+		block(c);
+	}
+}
+
+/* ---- reading ---- */
+
+static void handle_envelope(struct conn *c, frame_envelope *env)
+{
+	switch (env->msg_case) {
+	case CULPRIT__V1__ENVELOPE__MSG_HELLO:
+		if (c->state != CONN_HELLO) {
+			protocol_error(c, "hello sent twice", NULL, 0);
+			return;
+		}
+		handle_hello(c, env->hello);
+		return;
+	case CULPRIT__V1__ENVELOPE__MSG_BATCH:
+		if (c->state == CONN_HELLO) {
+			protocol_error(c, "batch before hello", NULL, 0);
+			return;
+		}
+		handle_batch(c, env->batch);
+		return;
+	case CULPRIT__V1__ENVELOPE__MSG_HEARTBEAT:
+		if (c->state == CONN_HELLO) {
+			protocol_error(c, "heartbeat before hello", NULL, 0);
+			return;
+		}
+		return;
+	case CULPRIT__V1__ENVELOPE__MSG_GOODBYE:
+		log_debug("agent %s: goodbye: %s", c->peer, env->goodbye->reason);
+		conn_close(c, CLOSE_PEER);
+		return;
+	default:
+		protocol_error(c, "message an agent does not send", NULL, 0);
+		return;
+	}
+}
+
+static void read_frames(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	while (c->state == CONN_HELLO || c->state == CONN_ACTIVE) { /* not REFUSING, BLOCKED, CLOSING */
+		size_t len = evbuffer_get_length(in);
+		uint32_t max = c->state == CONN_HELLO ? (uint32_t)c->srv->cfg.max_frame_before_hello
+						      : (uint32_t)c->srv->cfg.max_frame;
+		const char *why = NULL;
+		uint32_t body = 0;
+		uint8_t *data;
+		frame_envelope *env;
+		enum frame_status st;
+
+		if (len == 0)
+			return;
+		data = evbuffer_pullup(in, len < FRAME_HEADER ? (ssize_t)len : FRAME_HEADER);
+		st = frame_check(data, len, max, &body, &why);
+		if (st == FRAME_MALFORMED) {
+			protocol_error(c, why, data, len < 16 ? len : 16);
+			return;
+		}
+		if (st == FRAME_NEED_MORE) {
+			/* wake only when the whole frame can be there */
+			if (body)
+				bufferevent_setwatermark(c->bev, EV_READ, FRAME_HEADER + body, 0);
+			return;
+		}
+		bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+		data = evbuffer_pullup(in, (ssize_t)(FRAME_HEADER + body));
+		if (!data) {
+			conn_close(c, CLOSE_NOMEM);
+			return;
+		}
+		env = frame_unpack(data + FRAME_HEADER, body);
+		if (!env) {
+			protocol_error(c, "frame body is not a protocol message", data + FRAME_HEADER,
+				       body < 16 ? body : 16);
+			return;
+		}
+		c->srv->m.frames_ok++;
+		handle_envelope(c, env);
+		frame_free(env);
+		evbuffer_drain(in, FRAME_HEADER + body);
+	}
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	read_frames(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_TIMEOUT) {
+		if (c->state == CONN_HELLO) {
+			log_info("agent %s: no hello within %lld ms; closing the connection", c->peer,
+				 (long long)c->srv->cfg.hello_timeout_ms);
+			conn_close(c, CLOSE_HELLO_TIMEOUT);
+		} else {
+			log_info("agent %s: silent for %lld s; closing the connection", c->peer,
+				 (long long)c->srv->cfg.idle_timeout_s);
+			conn_close(c, CLOSE_IDLE);
+		}
+		return;
+	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		if (what & BEV_EVENT_ERROR)
+			log_debug("agent %s: connection error: %s", c->peer, strerror(errno));
+		conn_close(c, CLOSE_PEER);
+	}
+}
+
+/* ---- accepting ---- */
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	struct server *s = arg;
+	struct conn *c;
+	char addr[48] = "?";
+	int port = 0, one = 1;
+	struct timeval hello = {(time_t)(s->cfg.hello_timeout_ms / 1000), (suseconds_t)(s->cfg.hello_timeout_ms % 1000) * 1000};
+	uint32_t slot;
+
+	(void)l;
+	(void)salen;
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+		port = ntohs(in->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+		port = ntohs(in6->sin6_port);
+	}
+	s->m.accepted++;
+	if (s->n_free == 0 || ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections) {
+		s->m.closed[CLOSE_LIMIT]++;
+		log_warning("agent %s:%d: over max_connections (%lld); closing", addr, port, (long long)s->cfg.max_connections);
+		evutil_closesocket(fd);
+		return;
+	}
+	if ((intptr_t)strmap_get(&s->per_addr, addr) >= s->cfg.max_connections_per_addr) {
+		s->m.closed[CLOSE_LIMIT]++;
+		log_warning("agent %s:%d: over max_connections_per_addr (%lld); closing", addr, port,
+			    (long long)s->cfg.max_connections_per_addr);
+		evutil_closesocket(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		s->m.closed[CLOSE_NOMEM]++;
+		evutil_closesocket(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev) {
+		s->m.closed[CLOSE_NOMEM]++;
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	slot = s->free_slots[--s->n_free];
+	c->id = ((uint64_t)s->generations[slot] << 32) | slot;
+	s->slots[slot] = c;
+	c->srv = s;
+	c->state = CONN_HELLO;
+	s->m.conns_hello++;
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	snprintf(c->peer, sizeof(c->peer), "%s:%d", addr, port);
+	per_addr_adjust(s, addr, +1);
+	bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
+	bufferevent_set_timeouts(c->bev, &hello, NULL);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+static void accept_error_cb(struct evconnlistener *l, void *arg)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+	static struct log_complaint complaint;
+
+	(void)l;
+	(void)arg;
+	/* EMFILE and the like: say so once, keep listening */
+	log_complain(&complaint, LOG_ERROR, "could not accept an agent connection: %s", evutil_socket_error_to_string(err));
+}
+
+int ingest_start(struct server *s)
+{
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	size_t n = (size_t)s->cfg.max_connections;
+
+	if (evutil_parse_sockaddr_port(s->cfg.agent_listen, (struct sockaddr *)&ss, &sslen) < 0) {
+		log_error("invalid agent_listen address \"%s\"", s->cfg.agent_listen);
+		return -1;
+	}
+	s->slots = calloc(n, sizeof(*s->slots));
+	s->generations = calloc(n, sizeof(*s->generations));
+	s->free_slots = malloc(n * sizeof(*s->free_slots));
+	if (!s->slots || !s->generations || !s->free_slots) {
+		log_error("out of memory for %zu connection slots", n);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		s->free_slots[i] = (uint32_t)(n - 1 - i);
+		s->generations[i] = 1;
+	}
+	s->n_free = s->n_slots = n;
+	s->reclaim = event_new(s->base, -1, 0, reclaim_cb, s);
+	s->agent_listener = evconnlistener_new_bind(s->base, accept_cb, s,
+						    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+						    1024, (struct sockaddr *)&ss, sslen);
+	if (!s->agent_listener || !s->reclaim) {
+		log_error("could not listen for agents on %s: %s", s->cfg.agent_listen, strerror(errno));
+		return -1;
+	}
+	evconnlistener_set_error_cb(s->agent_listener, accept_error_cb);
+	log_info("listening for agents on %s", s->cfg.agent_listen);
+	return 0;
+}
+
+void ingest_stop_accepting(struct server *s)
+{
+	if (s->agent_listener)
+		evconnlistener_disable(s->agent_listener);
+}
+
+void ingest_close_all(struct server *s)
+{
+	for (size_t i = 0; i < s->n_slots; i++)
+		if (s->slots && s->slots[i] && s->slots[i]->state != CONN_CLOSING)
+			conn_close(s->slots[i], CLOSE_SHUTDOWN);
+	reclaim_cb(-1, 0, s);
+	if (s->agent_listener)
+		evconnlistener_free(s->agent_listener);
+	s->agent_listener = NULL;
+	if (s->reclaim)
+		event_free(s->reclaim);
+	s->reclaim = NULL;
+	free(s->slots);
+	free(s->generations);
+	free(s->free_slots);
+	s->slots = NULL;
+	s->n_slots = 0;
+}
+
+uint64_t ingest_open_connections(const struct server *s)
+{
+	return s->m.conns_hello + s->m.conns_active + s->m.conns_blocked;
+}
+
+void ingest_writer_progress(struct server *s)
+{
+	struct storage_done done[256];
+	size_t n;
+	char key[300];
+
+	while ((n = storage_writer_take_done(s->writer, done, 256)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct agent_progress *p;
+			struct conn *c;
+
+			if (done[i].agent[0] == '\0')
+				continue; /* a job op */
+			p = strmap_get(&s->agents, agent_key(done[i].job, done[i].agent, key, sizeof(key)));
+			c = conn_by_id(s, done[i].source);
+			if (done[i].failed) {
+				/* the database refused its content: the agent must not resend it */
+				if (c && c->state != CONN_CLOSING)
+					send_reject(c, done[i].seq, "the database refused this batch's content");
+				continue;
+			}
+			if (p && done[i].seq > p->durable_seq)
+				p->durable_seq = done[i].seq;
+			if (c && c->state != CONN_CLOSING && p)
+				send_ack(c, p->durable_seq, 0);
+		}
+	}
+	/* resume blocked connections in arrival order while the writer takes their batch */
+	while (s->blocked_head) {
+		struct conn *c = s->blocked_head;
+
+		if (storage_writer_submit(s->writer, c->pending) < 0)
+			break;
+		c->pending = NULL;
+		s->blocked_head = c->blocked_next;
+		if (!s->blocked_head)
+			s->blocked_tail = NULL;
+		c->blocked_next = NULL;
+		conn_set_state(c, CONN_ACTIVE);
+		bufferevent_enable(c->bev, EV_READ);
+		read_frames(c); /* frames that arrived while blocked */
+	}
+}
+
+struct progress_load {
+	struct server *s;
+	int failed;
+};
+
+static void progress_row(const char *job, const char *agent, uint64_t seq, void *arg)
+{
+	struct progress_load *pl = arg;
+	char key[300];
+	struct agent_progress *p = calloc(1, sizeof(*p));
+
+	if (!p || strmap_put(&pl->s->agents, agent_key(job, agent, key, sizeof(key)), p) < 0) {
+		free(p);
+		pl->failed = 1;
+		return;
+	}
+	p->durable_seq = seq;
+}
+
+int ingest_load_progress(struct server *s)
+{
+	struct progress_load pl = {s, 0};
+	char err[512] = "out of memory";
+
+	if (!s->writer)
+		return 0;
+
+	if (storage_progress_load(s->db_dsn, progress_row, &pl, err, sizeof(err)) < 0 || pl.failed) {
+		log_error("could not load the agents' durable sequences: %s", err);
+		return -1;
+	}
+	log_info("loaded durable sequences of %zu agents", s->agents.len);
+	return 0;
+}

@@ -1,0 +1,31 @@
+/* ingest.h: the agent listener and one state machine per agent connection.
+ *
+ * States (changed only in conn_set_state, which keeps the gauges right):
+ *   HELLO    -> ACTIVE (Hello accepted) | REFUSING (HelloAck with the reason being written) | CLOSING
+ *   REFUSING -> CLOSING (once the refusal is written, or after 2 s)
+ *   ACTIVE  -> BLOCKED (writer queue full: stop reading) | CLOSING
+ *   BLOCKED -> ACTIVE (queue space again) | CLOSING
+ * A connection is never freed inside its own callback: CLOSING connections are freed by a
+ * separate event after the loop pass. */
+#ifndef CULPRIT_INGEST_H
+#define CULPRIT_INGEST_H
+
+#include <stdint.h>
+
+struct server;
+
+/* Starts listening on cfg.agent_listen. -1 with a log line on failure. */
+int ingest_start(struct server *s);
+/* Stops accepting new connections (SIGTERM). */
+void ingest_stop_accepting(struct server *s);
+/* Closes every connection (shutdown). */
+void ingest_close_all(struct server *s);
+/* Called on the loop when the writer has done items or queue space: sends Acks and
+ * resumes blocked connections. */
+void ingest_writer_progress(struct server *s);
+/* Loads the durable sequences of every (job, agent) from the database (start-up only). */
+int ingest_load_progress(struct server *s);
+/* Connections open (any state). */
+uint64_t ingest_open_connections(const struct server *s);
+
+#endif

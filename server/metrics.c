@@ -1,0 +1,62 @@
+/* metrics.c: Prometheus text rendering of struct metrics. */
+#include "metrics.h"
+
+#include <inttypes.h>
+
+static const char *const close_names[CLOSE_REASONS] = {
+	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem",
+};
+
+const char *metrics_close_reason_name(enum metrics_close_reason r)
+{
+	return (unsigned)r < CLOSE_REASONS ? close_names[r] : "unknown";
+}
+
+static void one(FILE *out, const char *name, const char *type, const char *help, uint64_t v)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name, v);
+}
+
+void metrics_render(const struct metrics *m, FILE *out)
+{
+	static const char *const record_names[3] = {"iteration", "phase", "kernel"};
+
+	one(out, "culprit_agent_connections_accepted_total", "counter", "Agent connections accepted.", m->accepted);
+	fprintf(out, "# HELP culprit_agent_connections_closed_total Agent connections closed, by reason.\n"
+		     "# TYPE culprit_agent_connections_closed_total counter\n");
+	for (int r = 0; r < CLOSE_REASONS; r++)
+		fprintf(out, "culprit_agent_connections_closed_total{reason=\"%s\"} %" PRIu64 "\n", close_names[r],
+			m->closed[r]);
+	fprintf(out, "# HELP culprit_agent_connections Agent connections open, by state.\n"
+		     "# TYPE culprit_agent_connections gauge\n"
+		     "culprit_agent_connections{state=\"hello\"} %" PRIu64 "\n"
+		     "culprit_agent_connections{state=\"active\"} %" PRIu64 "\n"
+		     "culprit_agent_connections{state=\"blocked\"} %" PRIu64 "\n",
+		m->conns_hello, m->conns_active, m->conns_blocked);
+	fprintf(out, "# HELP culprit_agent_frames_total Agent frames received, by outcome.\n"
+		     "# TYPE culprit_agent_frames_total counter\n"
+		     "culprit_agent_frames_total{outcome=\"ok\"} %" PRIu64 "\n"
+		     "culprit_agent_frames_total{outcome=\"malformed\"} %" PRIu64 "\n",
+		m->frames_ok, m->frames_malformed);
+	one(out, "culprit_agent_received_bytes_total", "counter", "Bytes read from agents.", m->bytes_in);
+	fprintf(out, "# HELP culprit_agent_batches_total Agent batches, by outcome.\n"
+		     "# TYPE culprit_agent_batches_total counter\n"
+		     "culprit_agent_batches_total{outcome=\"accepted\"} %" PRIu64 "\n"
+		     "culprit_agent_batches_total{outcome=\"rejected\"} %" PRIu64 "\n"
+		     "culprit_agent_batches_total{outcome=\"duplicate\"} %" PRIu64 "\n",
+		m->batches_ok, m->batches_rejected, m->batches_duplicate);
+	fprintf(out, "# HELP culprit_records_total Records received from agents, by type and outcome.\n"
+		     "# TYPE culprit_records_total counter\n");
+	for (int i = 0; i < 3; i++)
+		fprintf(out, "culprit_records_total{type=\"%s\",outcome=\"accepted\"} %" PRIu64 "\n", record_names[i],
+			m->records_in[i]);
+	fprintf(out, "culprit_records_total{type=\"any\",outcome=\"rejected\"} %" PRIu64 "\n", m->records_rejected);
+	one(out, "culprit_agent_acks_total", "counter", "Ack frames sent to agents.", m->acks_sent);
+	one(out, "culprit_backpressure_events_total", "counter",
+	    "Times a connection stopped being read because the storage queue was full.", m->backpressure_events);
+	fprintf(out, "# HELP culprit_backpressure_seconds_total Time connections spent unread because the storage queue was full.\n"
+		     "# TYPE culprit_backpressure_seconds_total counter\n"
+		     "culprit_backpressure_seconds_total %.6f\n",
+		(double)m->backpressure_us / 1e6);
+	one(out, "culprit_jobs", "gauge", "Jobs known to this culpritd.", m->jobs);
+}

@@ -1,0 +1,41 @@
+/* metrics.h: culpritd's own counters and gauges, rendered in Prometheus text format.
+ * Only the event loop thread touches them (the writer's figures are read through its
+ * stats call), so they are plain integers. No per-rank labels. */
+#ifndef CULPRIT_METRICS_H
+#define CULPRIT_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum metrics_close_reason {
+	CLOSE_PEER,            /* the agent closed or said Goodbye */
+	CLOSE_PROTOCOL,        /* malformed frame or message out of place */
+	CLOSE_HELLO_TIMEOUT,   /* did not say Hello in time */
+	CLOSE_IDLE,            /* silent past idle_timeout_s */
+	CLOSE_REFUSED,         /* Hello refused */
+	CLOSE_LIMIT,           /* over max_connections or per-address limit */
+	CLOSE_REPLACED,        /* the same agent connected again */
+	CLOSE_SHUTDOWN,        /* culpritd stopping */
+	CLOSE_NOMEM,           /* out of memory on this connection */
+	CLOSE_REASONS
+};
+
+struct metrics {
+	uint64_t accepted;
+	uint64_t closed[CLOSE_REASONS];
+	uint64_t conns_hello, conns_active, conns_blocked; /* gauges, by state */
+	uint64_t frames_ok, frames_malformed;
+	uint64_t bytes_in;
+	uint64_t batches_ok, batches_rejected, batches_duplicate;
+	uint64_t records_in[3];                         /* iterations, phases, kernels accepted */
+	uint64_t records_rejected;                      /* in refused batches */
+	uint64_t acks_sent;
+	uint64_t backpressure_events;
+	uint64_t backpressure_us;                       /* total time connections spent blocked */
+	uint64_t jobs;
+};
+
+const char *metrics_close_reason_name(enum metrics_close_reason r);
+void metrics_render(const struct metrics *m, FILE *out);
+
+#endif

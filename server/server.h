@@ -1,0 +1,57 @@
+/* server.h: the state of one culpritd process, passed down to every part of the server. */
+#ifndef CULPRIT_SERVER_H
+#define CULPRIT_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "metrics.h"
+#include "strmap.h"
+
+struct event_base;
+struct event;
+struct evconnlistener;
+struct evhttp;
+struct storage_writer;
+struct conn;
+
+/* What culpritd knows of one (job, agent) pair across its connections. */
+struct agent_progress {
+	uint64_t durable_seq; /* highest sequence committed (or, without storage, received) */
+	uint64_t conn_id;     /* the live connection of this agent, 0 when none */
+};
+
+struct server {
+	struct config cfg;
+	const char *config_path;     /* NULL without --config */
+	struct event_base *base;
+	struct evconnlistener *agent_listener;
+	struct evhttp *http;
+	struct storage_writer *writer; /* NULL when cfg.storage is false */
+	struct event *writer_wake;
+	struct event *reclaim;         /* frees closed connections after the loop pass */
+	struct event *signals[4];
+	char *db_dsn;                  /* the DSN in use (embedded or configured) */
+	bool embedded;
+
+	/* connections: a slot table; a connection's id is (generation << 32) | slot */
+	struct conn **slots;
+	uint32_t *generations;
+	uint32_t *free_slots;
+	size_t n_free, n_slots;
+	struct conn *blocked_head, *blocked_tail; /* waiting for writer queue space, FIFO */
+	struct conn *closing;                     /* to be freed by reclaim */
+	struct strmap per_addr;                   /* peer address -> open connections (intptr) */
+
+	struct strmap jobs;   /* name -> struct job */
+	struct strmap agents; /* "job\x1fagent" -> struct agent_progress */
+
+	uint8_t *scratch; /* frame packing buffer, event loop only */
+	size_t scratch_size;
+
+	struct metrics m;
+	int stopping; /* 0 running, 1 draining after SIGTERM, 2 exit now */
+};
+
+#endif

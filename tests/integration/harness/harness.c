@@ -1,0 +1,315 @@
+/* harness.c: see harness.h. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t h_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_db_create(const char *name, char *dsn, size_t size)
+{
+	const char *base = getenv("CULPRIT_TEST_DSN");
+	char sql[256];
+	PGconn *c;
+	PGresult *r;
+
+	if (!base || !*base) {
+		fprintf(stderr, "CULPRIT_TEST_DSN is not set: run the tests through ./test.sh\n");
+		exit(1);
+	}
+	c = PQconnectdb(base);
+	if (PQstatus(c) != CONNECTION_OK) {
+		fprintf(stderr, "could not connect to the test database: %s", PQerrorMessage(c));
+		exit(1);
+	}
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+	PQclear(PQexec(c, sql));
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+	r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "could not create database %s: %s", name, PQerrorMessage(c));
+		exit(1);
+	}
+	PQclear(r);
+	PQfinish(c);
+	snprintf(dsn, size, "%s dbname=%s", base, name);
+}
+
+int h_free_port(void)
+{
+	struct sockaddr_in a = {0};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		perror("h_free_port");
+		exit(1);
+	}
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+void h_tmpdir(const char *name, char *out, size_t size)
+{
+	char cmd[1100];
+
+	const char *base = getenv("CULPRIT_TEST_TMP");
+
+	snprintf(out, size, "%s/%s.%d", base && *base ? base : CULPRIT_TEST_TMP, name, (int)getpid());
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", out, out);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "could not make %s\n", out);
+		exit(1);
+	}
+}
+
+/* Processes started and not yet stopped: stopped at exit, so a failing test leaves nothing
+ * running (SIGTERM first, so that an embedded PostgreSQL is stopped too). */
+#define MAX_PROCS 16
+static struct h_proc *running[MAX_PROCS];
+
+static void stop_running(void)
+{
+	for (int i = 0; i < MAX_PROCS; i++)
+		if (running[i] && running[i]->pid > 0)
+			h_proc_stop(running[i], SIGTERM, 20000);
+}
+
+static void track(struct h_proc *p)
+{
+	static int registered;
+
+	if (!registered && atexit(stop_running) == 0)
+		registered = 1;
+	for (int i = 0; i < MAX_PROCS; i++)
+		if (running[i] == p)
+			return;
+	for (int i = 0; i < MAX_PROCS; i++)
+		if (!running[i]) {
+			running[i] = p;
+			return;
+		}
+}
+
+int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra)
+{
+	char agent[64], http[64];
+	const char *argv[64];
+	int n = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->agent_port = h_free_port();
+	p->http_port = h_free_port();
+	snprintf(p->data_dir, sizeof(p->data_dir), "%s", dir);
+	snprintf(p->log_path, sizeof(p->log_path), "%s/culpritd.log", dir);
+	snprintf(agent, sizeof(agent), "127.0.0.1:%d", p->agent_port);
+	snprintf(http, sizeof(http), "127.0.0.1:%d", p->http_port);
+	argv[n++] = CULPRITD_BIN;
+	argv[n++] = "--data-dir";
+	argv[n++] = dir;
+	argv[n++] = "--agent-listen";
+	argv[n++] = agent;
+	argv[n++] = "--http-listen";
+	argv[n++] = http;
+	for (int i = 0; extra && extra[i] && n < 62; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+
+	p->pid = fork();
+	if (p->pid < 0)
+		return -1;
+	if (p->pid == 0) {
+		int fd = open(p->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	track(p);
+	for (int64_t deadline = h_now_ms() + 60000; h_now_ms() < deadline;) {
+		char *body = NULL;
+		int status;
+
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			fprintf(stderr, "culpritd exited during start-up\n");
+			p->pid = 0;
+			h_dump_log(p);
+			return -1;
+		}
+		if (h_http(p->http_port, "GET", "/healthz", NULL, &body) == 200) {
+			free(body);
+			return 0;
+		}
+		free(body);
+		poll(NULL, 0, 20);
+	}
+	fprintf(stderr, "culpritd did not answer /healthz within 60 s\n");
+	h_dump_log(p);
+	return -1;
+}
+
+int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
+{
+	int status = 0;
+
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, sig);
+	for (int64_t deadline = h_now_ms() + timeout_ms; h_now_ms() < deadline;) {
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			p->pid = 0;
+			return status;
+		}
+		poll(NULL, 0, 10);
+	}
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, &status, 0);
+	p->pid = 0;
+	return -1;
+}
+
+void h_dump_log(const struct h_proc *p)
+{
+	char cmd[700];
+
+	if (!p || !p->log_path[0])
+		return;
+	fprintf(stderr, "---- %s (last 80 lines) ----\n", p->log_path);
+	snprintf(cmd, sizeof(cmd), "tail -n 80 '%s' >&2", p->log_path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(no log)\n");
+	fprintf(stderr, "----\n");
+}
+
+int h_connect(int port)
+{
+	struct sockaddr_in a = {0};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int h_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int h_peer_closed(int fd, int timeout_ms)
+{
+	char buf[4096];
+
+	for (int64_t deadline = h_now_ms() + timeout_ms;;) {
+		struct pollfd pfd = {fd, POLLIN, 0};
+		int64_t left = deadline - h_now_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			return 0;
+		if (poll(&pfd, 1, (int)left) <= 0)
+			return 0;
+		n = recv(fd, buf, sizeof(buf), 0);
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			return 1;
+	}
+}
+
+int h_http(int port, const char *method, const char *path, const char *req_body, char **body)
+{
+	int fd = h_connect(port), status = -1;
+	char *req = NULL, *resp = NULL, *p;
+	size_t len = 0, cap = 0, blen = req_body ? strlen(req_body) : 0;
+
+	*body = NULL;
+	if (fd < 0)
+		return -1;
+	if (asprintf(&req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+		     method, path, blen) < 0) {
+		close(fd);
+		return -1;
+	}
+	if (h_write_all(fd, req, strlen(req)) < 0 || (blen && h_write_all(fd, req_body, blen) < 0)) {
+		free(req);
+		close(fd);
+		return -1;
+	}
+	free(req);
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			resp = realloc(resp, cap);
+		}
+		n = recv(fd, resp + len, cap - len - 1, 0);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (!resp)
+		return -1;
+	resp[len] = '\0';
+	if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
+		status = -1;
+	p = strstr(resp, "\r\n\r\n");
+	*body = strdup(p ? p + 4 : "");
+	free(resp);
+	return status;
+}
+
+double h_metric(const char *text, const char *sample)
+{
+	size_t n = strlen(sample);
+
+	for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+		if (strncmp(line, sample, n) == 0 && line[n] == ' ')
+			return atof(line + n + 1);
+	return -1;
+}

@@ -1,0 +1,61 @@
+/* harness.h: what integration tests share: a database of their own on the test PostgreSQL
+ * (CULPRIT_TEST_DSN, started by test.sh), the real culpritd binary as a child process with
+ * readiness waits (never sleeps), raw TCP and HTTP on loopback, and the server log printed
+ * when a test fails. */
+#ifndef CULPRIT_HARNESS_H
+#define CULPRIT_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct h_proc {
+	pid_t pid;
+	char log_path[512];
+	int agent_port;
+	int http_port;
+	char data_dir[512];
+};
+
+/* Creates (or empties) database `name`; writes its DSN. Exits the test on failure. */
+void h_db_create(const char *name, char *dsn, size_t size);
+/* A TCP port free on 127.0.0.1 right now. */
+int h_free_port(void);
+/* A fresh directory under the build tree for this test. */
+void h_tmpdir(const char *name, char *out, size_t size);
+
+/* Starts culpritd with --agent-listen/--http-listen on free ports, --data-dir dir, and the
+ * extra arguments (NULL-terminated). Waits until /healthz answers. Returns 0 or -1. */
+int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra);
+/* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1 on timeout
+ * after which it SIGKILLs). */
+int h_proc_stop(struct h_proc *p, int sig, int timeout_ms);
+/* Prints the last lines of the process log to stderr (nothing when p is NULL). */
+void h_dump_log(const struct h_proc *p);
+
+/* A connected TCP socket to 127.0.0.1:port, or -1. */
+int h_connect(int port);
+/* Writes all of buf; 0 or -1. */
+int h_write_all(int fd, const void *buf, size_t len);
+/* 1 when the peer closed the connection within timeout_ms (reads and discards data), 0 if
+ * still open. */
+int h_peer_closed(int fd, int timeout_ms);
+
+/* GET path on 127.0.0.1:port: returns the status, the body in a malloc'd *body. */
+int h_http(int port, const char *method, const char *path, const char *req_body, char **body);
+/* Value of a Prometheus sample line "name{labels} value" in text (exact name with labels). */
+double h_metric(const char *text, const char *sample);
+
+/* Monotonic milliseconds. */
+int64_t h_now_ms(void);
+
+#define H_CHECK(cond, proc)                                                                        \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+			h_dump_log(proc);                                                          \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+#endif
