@@ -129,6 +129,69 @@ int main(void)
 	CHECK(embedded_stop(e, 30000) == 0);
 	CHECK(procs_using(dir) == 0);
 
+	/* postgres killed (a crash): its stale postmaster.pid names a dead pid; the next start
+	 * recovers */
+	e = start(dir, err, sizeof err);
+	CHECK_MSG(e != NULL, "%s", err);
+	pid = embedded_pid(e);
+	CHECK(kill(pid, SIGKILL) == 0);
+	CHECK(embedded_stop(e, 30000) == 0); /* reaps it */
+	snprintf(sock, sizeof sock, "%s/pg/data/postmaster.pid", dir);
+	CHECK(access(sock, F_OK) == 0);
+	/* its backends notice the postmaster's death and exit by themselves */
+	int64_t deadline = pgtest_now_ms() + 30000;
+	while (procs_using(dir) > 0) {
+		CHECK_MSG(pgtest_now_ms() < deadline, "children of a killed postmaster still running");
+		usleep(50000);
+	}
+	e = start(dir, err, sizeof err);
+	CHECK_MSG(e != NULL, "after a crash: %s", err);
+	CHECK(pgtest_scalar(embedded_dsn(e), "SELECT x FROM marker") == 42);
+	CHECK(embedded_stop(e, 30000) == 0);
+
+	/* a stale postmaster.pid whose pid now belongs to another process (pid reuse) */
+	pid_t other = fork();
+	CHECK(other >= 0);
+	if (other == 0) {
+		pause();
+		_exit(0);
+	}
+	FILE *f = fopen(sock, "w");
+	CHECK(f != NULL);
+	fprintf(f, "%ld\n%s/pg/data\n", (long)other, dir);
+	fclose(f);
+	e = start(dir, err, sizeof err);
+	CHECK_MSG(e != NULL, "with a reused pid in postmaster.pid: %s", err);
+	CHECK(embedded_stop(e, 30000) == 0);
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+
+	/* a postgres started by hand on the data dir (no culpritd holds it) is adopted, then
+	 * stopped by embedded_stop */
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd,
+	         "%s\"$(pg_config --bindir)/pg_ctl\" -D '%s/pg/data' -l '%s/pg/manual.log' -w -s "
+	         "-o \"-c listen_addresses= -c unix_socket_directories='%s/pg' -c fsync=off\" start",
+	         geteuid() == 0 ? "runuser -u postgres -- " : "", dir, dir, dir);
+	if (geteuid() == 0) {
+		char log_path[512];
+		snprintf(log_path, sizeof log_path, "%s/pg/manual.log", dir);
+		FILE *lf = fopen(log_path, "a");
+		CHECK(lf != NULL);
+		fclose(lf);
+		char chown_cmd[600];
+		snprintf(chown_cmd, sizeof chown_cmd, "chown postgres '%s'", log_path);
+		CHECK(system(chown_cmd) == 0);
+	}
+	CHECK_MSG(system(cmd) == 0, "%s", cmd);
+	e = start(dir, err, sizeof err);
+	CHECK_MSG(e != NULL, "adopting: %s", err);
+	pid = embedded_pid(e);
+	CHECK(pgtest_scalar(embedded_dsn(e), "SELECT x FROM marker") == 42);
+	CHECK(embedded_stop(e, 30000) == 0);
+	CHECK(gone(pid, 1000));
+	CHECK(procs_using(dir) == 0);
+
 	/* a data dir whose socket path would not fit */
 	char longdir[400];
 	snprintf(longdir, sizeof longdir, "%s/%s", base,
