@@ -387,10 +387,6 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		return;
 	}
 	strcpy(topo.order, h->topology->order);
-	if (jobs_check_topology(&topo, err, sizeof(err)) < 0) {
-		refuse_hello(c, err);
-		return;
-	}
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
 		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu", (long long)s->cfg.max_ranks_per_agent,
 			 h->n_ranks);
@@ -421,6 +417,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	c->job = job;
 	snprintf(c->agent, sizeof(c->agent), "%s", h->agent_id);
 	snprintf(c->host, sizeof(c->host), "%s", h->host[0] ? h->host : c->addr);
+	jobs_set_hosts(job, c->ranks, c->n_ranks, c->host);
 
 	agent_key(job->name, c->agent, key, sizeof(key));
 	p = strmap_get(&s->agents, key);
@@ -449,14 +446,15 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 		if (op) {
 			op->job = storage_op_strdup(op, job->name);
-			op->topo = job->topo;
+			op->topo = job->wire_topo;
 			op->ranks = storage_op_alloc(op, c->n_ranks * sizeof(struct storage_rank));
 			char *host = storage_op_strdup(op, c->host);
 			if (op->job && op->ranks && host) {
 				for (size_t i = 0; i < c->n_ranks; i++) {
-					memset(&op->ranks[i], 0, sizeof(op->ranks[i]));
-					op->ranks[i].rank = c->ranks[i];
-					op->ranks[i].host = host;
+					struct topo_coords xy = topo_coords(&job->topo, c->ranks[i]);
+
+					op->ranks[i] = (struct storage_rank){.rank = c->ranks[i], .tp = xy.tp, .cp = xy.cp,
+									     .ep = xy.ep, .dp = xy.dp, .pp = xy.pp, .host = host};
 				}
 				op->n_ranks = c->n_ranks;
 				op->source = c->id;

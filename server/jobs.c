@@ -9,55 +9,20 @@
 #include "log.h"
 #include "server.h"
 
-static const char *const known_orders[] = {"tp-cp-ep-dp-pp", "tp-cp-dp-pp", "tp-dp-pp", "tp-pp-dp"};
-
-int jobs_check_topology(const struct storage_topology *t, char *err, size_t err_size)
-{
-	uint64_t product = (uint64_t)t->tp * t->cp * t->pp * t->dp;
-	size_t i;
-
-	if (t->world == 0 || t->tp == 0 || t->cp == 0 || t->pp == 0 || t->dp == 0 || t->ep == 0) {
-		snprintf(err, err_size, "topology sizes must all be at least 1");
-		return -1;
-	}
-	if (product != t->world) {
-		snprintf(err, err_size, "topology does not multiply out: tp*cp*pp*dp = %llu but world = %u",
-			 (unsigned long long)product, t->world);
-		return -1;
-	}
-	if (t->dp % t->ep != 0) {
-		snprintf(err, err_size, "ep (%u) does not divide dp (%u)", t->ep, t->dp);
-		return -1;
-	}
-	if (t->gpus_per_node == 0) {
-		snprintf(err, err_size, "gpus_per_node must be at least 1");
-		return -1;
-	}
-	if (t->order[0] == '\0')
-		return 0;
-	for (i = 0; i < sizeof(known_orders) / sizeof(known_orders[0]); i++)
-		if (strcmp(t->order, known_orders[i]) == 0)
-			return 0;
-	snprintf(err, err_size, "unknown rank order \"%s\"", t->order);
-	return -1;
-}
-
 static int same_topology(const struct storage_topology *a, const struct storage_topology *b)
 {
-	const char *oa = a->order[0] ? a->order : "tp-cp-ep-dp-pp";
-	const char *ob = b->order[0] ? b->order : "tp-cp-ep-dp-pp";
-
 	return a->world == b->world && a->tp == b->tp && a->cp == b->cp && a->pp == b->pp && a->dp == b->dp &&
-	       a->ep == b->ep && a->gpus_per_node == b->gpus_per_node && strcmp(oa, ob) == 0;
+	       a->ep == b->ep && a->gpus_per_node == b->gpus_per_node && strcmp(a->order, b->order) == 0;
 }
 
-struct job *jobs_get_or_create(struct server *s, const char *name, const struct storage_topology *topo,
+struct job *jobs_get_or_create(struct server *s, const char *name, const struct storage_topology *wire,
 			       char *err, size_t err_size)
 {
 	struct job *job = strmap_get(&s->jobs, name);
+	struct engine_config ec;
 
 	if (job) {
-		if (!same_topology(&job->topo, topo)) {
+		if (!same_topology(&job->wire_topo, wire)) {
 			snprintf(err, err_size, "job \"%s\" is known with another topology (world %u, pp %u, dp %u)",
 				 name, job->topo.world, job->topo.pp, job->topo.dp);
 			return NULL;
@@ -65,42 +30,74 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 		return job;
 	}
 	job = calloc(1, sizeof(*job));
-	if (!job || strmap_put(&s->jobs, name, job) < 0) {
-		free(job);
+	if (!job) {
 		snprintf(err, err_size, "out of memory");
 		return NULL;
 	}
+	if (topo_init(&job->topo, wire->world, wire->tp, wire->cp, wire->pp, wire->dp, wire->ep, wire->order,
+		      wire->gpus_per_node, err, err_size) < 0) {
+		free(job);
+		return NULL;
+	}
+	memset(&ec, 0, sizeof(ec));
+	ec.store.ring_iters = (uint32_t)s->cfg.window_iters;
+	job->engine = engine_create(&job->topo, &ec);
+	if (!job->engine || strmap_put(&s->jobs, name, job) < 0) {
+		if (job->engine)
+			engine_destroy(job->engine);
+		free(job);
+		snprintf(err, err_size, "out of memory for the window of job \"%s\"", name);
+		return NULL;
+	}
+	store_set_job(engine_store(job->engine), name);
 	snprintf(job->name, sizeof(job->name), "%s", name);
-	job->topo = *topo;
-	if (job->topo.order[0] == '\0')
-		snprintf(job->topo.order, sizeof(job->topo.order), "tp-cp-ep-dp-pp");
+	job->wire_topo = *wire;
 	s->m.jobs++;
-	log_info("job \"%s\": new, world %u (tp %u, cp %u, pp %u, dp %u, ep %u, order %s)", name, topo->world,
-		 topo->tp, topo->cp, topo->pp, topo->dp, topo->ep, job->topo.order);
+	log_info("job \"%s\": new, world %u (tp %u, cp %u, pp %u, dp %u, ep %u), window of %lld iterations: %.1f MiB",
+		 name, wire->world, wire->tp, wire->cp, wire->pp, wire->dp, wire->ep, (long long)s->cfg.window_iters,
+		 (double)store_memory(engine_store(job->engine)) / (1 << 20));
 	return job;
 }
 
 uint32_t jobs_intern(struct job *job, const char *name)
 {
-	void *v = strmap_get(&job->names, name);
+	int id = store_intern_name(engine_store(job->engine), name);
 
-	if (v)
-		return (uint32_t)((uintptr_t)v - 1);
-	if (strmap_put(&job->names, name, (void *)(uintptr_t)(job->n_names + 1)) < 0)
-		return UINT32_MAX;
-	return job->n_names++;
+	return id < 0 ? UINT32_MAX : (uint32_t)id;
+}
+
+void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host)
+{
+	for (size_t i = 0; i < n; i++)
+		store_set_host(engine_store(job->engine), ranks[i], host);
 }
 
 void jobs_add_records(struct job *job, const struct record_iter *iters, size_t n_iters,
 		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
 		      size_t n_kernels)
 {
-	(void)phases;
-	(void)kernels;
+	struct store *st = engine_store(job->engine);
+	int ev;
+
 	for (size_t i = 0; i < n_iters; i++)
-		if (iters[i].iter > job->last_iter)
-			job->last_iter = iters[i].iter;
+		job->dropped += store_add_iter(st, &iters[i]) != 0;
+	for (size_t i = 0; i < n_phases; i++)
+		job->dropped += store_add_phase(st, &phases[i]) != 0;
+	for (size_t i = 0; i < n_kernels; i++)
+		job->dropped += store_add_kernel(st, &kernels[i], NULL, 0) != 0;
 	job->records += n_iters + n_phases + n_kernels;
+	ev = engine_poll(job->engine);
+	if (ev & ENGINE_OPENED) {
+		const struct l1 *l = engine_l1(job->engine);
+
+		log_info("job \"%s\": anomalous window opened at iteration %u (baseline %.0f ms)", job->name,
+			 l->first_iter, l->baseline_ms);
+	}
+	if (ev & ENGINE_CLOSED) {
+		const struct l1 *l = engine_l1(job->engine);
+
+		log_info("job \"%s\": anomalous window %u-%u closed", job->name, l->first_iter, l->last_iter);
+	}
 }
 
 static void free_job(const char *key, void *value, void *arg)
@@ -109,7 +106,7 @@ static void free_job(const char *key, void *value, void *arg)
 
 	(void)key;
 	(void)arg;
-	strmap_free(&job->names);
+	engine_destroy(job->engine);
 	free(job);
 }
 

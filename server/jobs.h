@@ -1,36 +1,37 @@
-/* jobs.h: the jobs culpritd knows: topology, rank hosts, the job's name dictionary, and
- * (through diagnose/) its in-memory window of recent iterations. */
+/* jobs.h: the jobs culpritd knows: topology and, through diagnose/'s engine, each job's
+ * in-memory window of recent iterations (names, hosts, records) and its L1 detector. */
 #ifndef CULPRIT_JOBS_H
 #define CULPRIT_JOBS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h"
 #include "record.h"
-#include "strmap.h"
+#include "topo.h"
 #include "writer.h"
 
 struct server;
 
 struct job {
 	char name[128];
-	struct storage_topology topo;
-	struct strmap names; /* name -> id + 1 */
-	uint32_t n_names;
+	struct storage_topology wire_topo; /* as agents state it (compared on every Hello) */
+	struct topo topo;
+	struct engine *engine;
 	uint64_t records;
-	uint32_t last_iter; /* highest iteration seen on any rank */
+	uint64_t dropped; /* records the window could not hold (too old, too many names) */
 };
 
-/* Checks a topology: world = tp * cp * pp * dp, ep divides dp, gpus_per_node >= 1, a known
- * rank order. -1 with the reason in err. */
-int jobs_check_topology(const struct storage_topology *t, char *err, size_t err_size);
-/* The job called name, created with topo when new. NULL with err when topo differs from the
- * job's, or out of memory. */
+/* The job called name, created from topo when new. NULL with err when topo is invalid,
+ * differs from the job's, or out of memory. */
 struct job *jobs_get_or_create(struct server *s, const char *name, const struct storage_topology *topo,
 			       char *err, size_t err_size);
-/* Job-wide id of a name (interned on first use); UINT32_MAX when out of memory. */
+/* Job-wide id of a name (interned on first use); UINT32_MAX when it cannot be held. */
 uint32_t jobs_intern(struct job *job, const char *name);
-/* Adds a batch's records to the job's window (names already mapped to job ids). */
+/* Hosts of ranks, as an agent's Hello states them. */
+void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host);
+/* Adds a batch's records to the job's window (names already mapped to job ids) and lets
+ * L1 look at the iterations that completed. */
 void jobs_add_records(struct job *job, const struct record_iter *iters, size_t n_iters,
 		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
 		      size_t n_kernels);
