@@ -340,10 +340,20 @@ static void disconnect(struct storage_writer *w)
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* Server notices (and the FATAL of a shutdown) go to the log, not raw to stderr. */
+static void notice(void *arg, const char *message)
+{
+	(void)arg;
+	log_debug("writer: server says: %.*s", (int)strcspn(message, "\n"), message);
+}
+
 static int connect_db(struct storage_writer *w)
 {
-	const char *kw[] = {"connect_timeout", "application_name", "dbname", NULL};
-	const char *val[] = {"10", "culprit-writer", w->dsn, NULL};
+	/* TCP only: notice a dead server within about a minute instead of hanging in a call;
+	 * the DSN (dbname, expanded last) overrides any of these */
+	const char *kw[] = {"connect_timeout", "application_name", "keepalives_idle", "keepalives_interval",
+	                    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+	const char *val[] = {"10", "culprit-writer", "30", "10", "3", "60000", w->dsn, NULL};
 	PGconn *c = PQconnectdbParams(kw, val, 1);
 	if (PQstatus(c) != CONNECTION_OK) {
 		char msg[512];
@@ -353,6 +363,7 @@ static int connect_db(struct storage_writer *w)
 		PQfinish(c);
 		return -1;
 	}
+	PQsetNoticeProcessor(c, notice, NULL);
 	w->conn = c;
 	log_release(&w->down, LOG_INFO, "writer: connected to the database again");
 	pthread_mutex_lock(&w->mu);
@@ -991,10 +1002,16 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 /* Writes a group until it is durable, rejected, or the stop deadline passed (returns -1). */
 static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 {
-	struct op_state *sts = calloc(n, sizeof *sts);
-	if (!sts) {
+	struct op_state *sts;
+	while ((sts = calloc(n, sizeof *sts)) == NULL) {
 		log_error("writer: out of memory");
-		return -1;
+		if (give_up(w)) {
+			for (size_t i = 0; i < n; i++)
+				storage_op_free(ops[i]);
+			return -1;
+		}
+		struct timespec ts = {0, 100000000L};
+		nanosleep(&ts, NULL);
 	}
 	int delay = w->reconnect_min_ms;
 	bool staged = false;
@@ -1024,8 +1041,9 @@ static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 			continue;
 		}
 		if (res == TXN_RETRY || res == TXN_CONFLICT) {
-			if (PQstatus(w->conn) != CONNECTION_OK || res == TXN_CONFLICT)
-				disconnect(w);
+			/* a fresh session: the server may have ended this one (admin shutdown) before
+			 * libpq noticed, and the durable seqs are reloaded */
+			disconnect(w);
 			if (give_up(w))
 				goto fail;
 			backoff_wait(w, &delay);
