@@ -277,78 +277,83 @@ out:
 	return rc;
 }
 
-/* the stage whose compute is heavier than the other stages' (and was not before), or -1 */
+/* The stage whose compute is heavier than the other stages' (and was not before), or -1.
+ * Per rank: the sum of its compute phases (window medians); per stage: the median over its
+ * ranks. A stage is heavy when its median exceeds the median of the other stages by
+ * cfg.stage_ratio, by 15% more than in the baseline, and when at least 3/4 of its ranks are
+ * individually heavy (so a few slow ranks in a small stage stay culprits). */
 static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 {
 	const struct topo *t = w->t;
 	if (t->pp < 2)
 		return -1;
-	uint32_t P = w->P, W = w->W;
-	double *cw = calloc(W, sizeof(double)), *cb = calloc(W, sizeof(double));
-	double *sw = calloc(t->pp, sizeof(double)), *sb = calloc(t->pp, sizeof(double));
-	double *tmp = malloc((W + t->pp) * sizeof(double));
+	uint32_t P = w->P, W = w->W, S = t->pp;
+	double *cw = malloc(W * sizeof(double)), *cb = malloc(W * sizeof(double));
+	double *sw = malloc(S * sizeof(double)), *sb = malloc(S * sizeof(double));
+	double *tmp = malloc((W + S) * sizeof(double));
+	uint32_t *stage = malloc(W * sizeof(uint32_t));
 	int best = -1;
-	if (!cw || !cb || !sw || !sb || !tmp)
+	if (!cw || !cb || !sw || !sb || !tmp || !stage)
 		goto out;
-	for (uint32_t pp = 0; pp < t->pp; pp++) {
-		size_t nw = 0, nb = 0;
-		double *bw = tmp;
-		(void)cw;
-		(void)cb;
-		/* per rank compute sum, median over the stage */
-		for (uint32_t r = 0; r < W; r++) {
-			if (topo_coords(t, r).pp != pp)
+	for (uint32_t r = 0; r < W; r++) {
+		double a = 0, b = 0;
+		for (uint32_t p = 0; p < P; p++) {
+			if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
 				continue;
-			double a = 0, b = 0;
-			int okb = 1;
-			for (uint32_t p = 0; p < P; p++) {
-				if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
-					continue;
-				double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
-				if (isfinite(v))
-					a += v;
-				if (isfinite(u))
-					b += u;
-				else
-					okb = 0;
-			}
-			bw[nw++] = a;
-			if (okb && w->l2.has_base)
-				cb[nb++] = b;
+			double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
+			a += isfinite(v) ? v : 0;
+			b += isfinite(u) ? u : NAN;
 		}
-		sw[pp] = nw ? stats_median_inplace(bw, nw) : NAN;
-		sb[pp] = nb ? stats_median_inplace(cb, nb) : NAN;
+		cw[r] = a;
+		cb[r] = w->l2.has_base ? b : NAN;
+		stage[r] = topo_coords(t, r).pp;
+	}
+	for (uint32_t pp = 0; pp < S; pp++) {
+		size_t nw = 0, nb = 0;
+		for (uint32_t r = 0; r < W; r++)
+			if (stage[r] == pp)
+				tmp[nw++] = cw[r];
+		sw[pp] = nw ? stats_median_inplace(tmp, nw) : NAN;
+		for (uint32_t r = 0; r < W; r++)
+			if (stage[r] == pp && isfinite(cb[r]))
+				tmp[nb++] = cb[r];
+		sb[pp] = nb ? stats_median_inplace(tmp, nb) : NAN;
 	}
 	double best_ratio = 0;
-	for (uint32_t pp = 0; pp < t->pp; pp++) {
+	for (uint32_t pp = 0; pp < S; pp++) {
 		size_t n = 0, nb = 0;
-		double *o = tmp, *ob = tmp + t->pp;
-		(void)ob;
-		for (uint32_t q = 0; q < t->pp; q++)
+		for (uint32_t q = 0; q < S; q++)
 			if (q != pp && isfinite(sw[q]))
-				o[n++] = sw[q];
+				tmp[n++] = sw[q];
 		if (!n || !isfinite(sw[pp]))
 			continue;
-		double others = stats_median_inplace(o, n);
+		double others = stats_median_inplace(tmp, n);
 		if (!(others > 0))
 			continue;
-		double rw = sw[pp] / others;
-		double rb = NAN;
-		for (uint32_t q = 0; q < t->pp; q++)
+		double rw = sw[pp] / others, rb = NAN;
+		for (uint32_t q = 0; q < S; q++)
 			if (q != pp && isfinite(sb[q]))
-				cw[nb++] = sb[q];
+				tmp[nb++] = sb[q];
 		if (nb && isfinite(sb[pp])) {
-			double ob2 = stats_median_inplace(cw, nb);
-			if (ob2 > 0)
-				rb = sb[pp] / ob2;
+			double ob = stats_median_inplace(tmp, nb);
+			if (ob > 0)
+				rb = sb[pp] / ob;
 		}
-		int heavy = rw > w->cfg->stage_ratio && (!isfinite(rb) || rw / rb > 1.15);
-		if (heavy && rw > best_ratio) {
-			best_ratio = rw;
-			best = (int)pp;
-			*excess_ms = sw[pp] - others;
-			*ratio_out = rw;
-		}
+		if (!(rw > w->cfg->stage_ratio) || (isfinite(rb) && rw / rb <= 1.15) || rw <= best_ratio)
+			continue;
+		size_t members = 0, heavy = 0;
+		double cut = others * (1 + (w->cfg->stage_ratio - 1) / 2);
+		for (uint32_t r = 0; r < W; r++)
+			if (stage[r] == pp) {
+				members++;
+				heavy += cw[r] > cut;
+			}
+		if (heavy * 4 < members * 3)
+			continue;
+		best_ratio = rw;
+		best = (int)pp;
+		*excess_ms = sw[pp] - others;
+		*ratio_out = rw;
 	}
 out:
 	free(cw);
@@ -356,6 +361,7 @@ out:
 	free(sw);
 	free(sb);
 	free(tmp);
+	free(stage);
 	return best;
 }
 

@@ -259,11 +259,28 @@ size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap)
 	pos = put_f64(buf, cap, pos, s->count ? s->min : 0);
 	pos = put_f64(buf, cap, pos, s->count ? s->max : 0);
 	pos = put_f64(buf, cap, pos, s->sum);
-	int64_t lo = s->lo;
-	pos = put_varint(buf, cap, pos, (uint64_t)((lo << 1) ^ (lo >> 63)));
-	pos = put_varint(buf, cap, pos, s->n);
+	/* non-empty buckets only: their number, then (index delta, count) pairs; the first
+	 * delta is from the zigzag-encoded lowest index */
+	uint64_t m = 0;
 	for (uint32_t k = 0; k < s->n; k++)
+		m += s->bins[k] != 0;
+	int64_t lo = s->n ? s->lo : 0;
+	uint32_t k0 = 0;
+	while (k0 < s->n && !s->bins[k0])
+		k0++;
+	if (m)
+		lo = s->lo + (int64_t)k0;
+	pos = put_varint(buf, cap, pos, (uint64_t)((lo << 1) ^ (lo >> 63)));
+	pos = put_varint(buf, cap, pos, m);
+	int64_t prev = lo;
+	for (uint32_t k = k0; k < s->n; k++) {
+		if (!s->bins[k])
+			continue;
+		int64_t idx = s->lo + (int64_t)k;
+		pos = put_varint(buf, cap, pos, (uint64_t)(idx - prev));
 		pos = put_varint(buf, cap, pos, s->bins[k]);
+		prev = idx;
+	}
 	return pos;
 }
 
@@ -313,16 +330,19 @@ int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len)
 	if (lo < INT32_MIN / 2 || lo > INT32_MAX / 2)
 		return -1;
 	sketch_reset(s);
-	if (n) {
-		if (ensure(s, (int32_t)lo, (int32_t)(lo + (int64_t)n - 1)) < 0)
-			return -1;
-	}
 	uint64_t total = zeros;
+	int64_t idx = lo;
 	for (uint64_t k = 0; k < n; k++) {
-		uint64_t c;
-		if (get_varint(buf, len, &pos, &c) || c > UINT32_MAX)
+		uint64_t d, c;
+		if (get_varint(buf, len, &pos, &d) || get_varint(buf, len, &pos, &c) || c == 0 ||
+		    c > UINT32_MAX || (k > 0 && d == 0) || d > SKETCH_MAX_BINS)
 			return -1;
-		s->bins[k] = (uint32_t)c;
+		idx += (int64_t)d;
+		if (idx - lo >= SKETCH_MAX_BINS)
+			return -1;
+		if (ensure(s, (int32_t)idx, (int32_t)idx) < 0)
+			return -1;
+		bump(s, (int32_t)idx, c);
 		total += c;
 	}
 	if (pos != len || total != count)

@@ -9,7 +9,8 @@
  *
  * Serialization (the Batch.kernel_sketch bytes of the wire protocol), little endian:
  *   u8 magic 0xD5, u8 version 1, varint count, varint zeros, f64 min, f64 max, f64 sum,
- *   zigzag varint lowest bucket index, varint number of buckets n, n varint counts. */
+ *   zigzag varint lowest non-empty bucket index, varint number m of non-empty buckets,
+ *   then m pairs (varint index delta from the previous one (0 for the first), varint count). */
 #ifndef CULPRIT_SKETCH_H
 #define CULPRIT_SKETCH_H
 

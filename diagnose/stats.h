@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 /* Consistency constant: MAD * 1.4826 estimates sigma for normal data. */
-#define STATS_MAD_SCALE 1.4826
+#define STATS_MAD_SCALE 1.482602218505602 /* 1 / Phi^-1(3/4) */
 
 /* Median of x[0..n), reordering x in place (quickselect). NaN when n == 0. */
 double stats_median_inplace(double *x, size_t n);

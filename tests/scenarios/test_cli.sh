@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# test_cli.sh CULPRIT: `culprit sim --out` then `culprit diagnose`, end to end, and the
+# exit codes and messages on bad input.
+set -euo pipefail
+culprit=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$culprit" sim --scenario compute_straggler --iters 30 --seed 3 --out "$dir/s.jsonl.gz"
+gzip -t "$dir/s.jsonl.gz" || fail "sim --out .gz did not write gzip"
+"$culprit" diagnose "$dir/s.jsonl.gz" >"$dir/r.json"
+jq -e '.verdict.category == "compute_degradation"' "$dir/r.json" >/dev/null || fail "category"
+jq -e '[.suspects[] | select(.role == "culprit") | .rank] == [517]' "$dir/r.json" >/dev/null || fail "culprit set"
+jq -e '[.suspects[] | select(.role == "culprit") | .host] == ["node-64"]' "$dir/r.json" >/dev/null || fail "host"
+jq -e '.suspects[0].evidence[0].phase == "mlp" and .suspects[0].coords.pp == 2' "$dir/r.json" >/dev/null || fail "evidence"
+jq -e '(.window.first_iter | type) == "number" and .lost_ms_per_iter > 0 and (.victims.ranks > 0)' "$dir/r.json" >/dev/null || fail "window fields"
+"$culprit" diagnose --text "$dir/s.jsonl.gz" >"$dir/r.txt"
+grep -q "compute_degradation" "$dir/r.txt" && grep -q "rank 517 on node-64" "$dir/r.txt" || fail "--text"
+
+# plain JSONL, hang
+"$culprit" sim --scenario hang --iters 30 --out "$dir/h.jsonl"
+"$culprit" diagnose --format jsonl "$dir/h.jsonl" >"$dir/h.json"
+jq -e '.verdict.category == "hang" and ([.suspects[].rank] == [777])' "$dir/h.json" >/dev/null || fail "hang"
+
+# malformed line: exit 2 with file:line
+head -5 "$dir/h.jsonl" >"$dir/bad.jsonl"
+echo '{"type":"iter","rank":1,' >>"$dir/bad.jsonl"
+set +e
+"$culprit" diagnose "$dir/bad.jsonl" >/dev/null 2>"$dir/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "malformed line exit $rc"
+grep -q "bad.jsonl:6:" "$dir/err" || fail "no file:line in: $(cat "$dir/err")"
+
+# a record with a missing field
+head -3 "$dir/h.jsonl" >"$dir/bad2.jsonl"
+echo '{"type":"iter","job":"x","rank":1,"iter":2}' >>"$dir/bad2.jsonl"
+set +e
+"$culprit" diagnose "$dir/bad2.jsonl" >/dev/null 2>"$dir/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'bad2.jsonl:4: missing field "dur_us"' "$dir/err" || fail "missing field: $(cat "$dir/err")"
+
+# unknown format
+set +e
+"$culprit" diagnose --format kineto "$dir/h.jsonl" >/dev/null 2>&1; rc1=$?
+"$culprit" diagnose --format bogus "$dir/h.jsonl" >/dev/null 2>&1; rc2=$?
+"$culprit" diagnose "$dir/nonexistent" >/dev/null 2>&1; rc3=$?
+"$culprit" sim --scenario nope --out "$dir/x" >/dev/null 2>&1; rc4=$?
+set -e
+[ "$rc1" -eq 2 ] && [ "$rc2" -eq 2 ] && [ "$rc3" -eq 2 ] && [ "$rc4" -eq 2 ] || fail "exit codes $rc1 $rc2 $rc3 $rc4"
+echo ok

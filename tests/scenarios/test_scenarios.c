@@ -1,0 +1,260 @@
+/* test_scenarios.c: every `culprit sim` scenario through the diagnosis engine (library
+ * level, the same engine the CLI and culpritd use): verdict category, the exact culprit
+ * set and their hosts; for case5 also the contradicted port_down and that no rank at
+ * DP=256-287 outside node-1294 is a culprit. Also: `healthy` at 12,960 ranks over 2,000
+ * iterations opens no window. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "sim.h"
+
+struct feed {
+	struct engine *e;
+	uint32_t ids[32];
+	int iters_only;
+};
+
+static int feed_job(void *ctx, const struct jsonl_job *j)
+{
+	struct feed *f = ctx;
+	struct topo t;
+	char err[128];
+	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, err,
+		      sizeof(err)) < 0)
+		return -1;
+	struct engine_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.diagnose_on_close = 1;
+	if (f->iters_only)
+		cfg.store.max_phases = 1;
+	f->e = engine_create(&t, &cfg);
+	if (!f->e)
+		return -1;
+	store_set_job(engine_store(f->e), j->job);
+	return sim_intern_names(engine_store(f->e), f->ids);
+}
+
+static int feed_rank_iter(void *ctx, const struct sim_rank_iter *ri)
+{
+	struct feed *f = ctx;
+	if (sim_add_to_store(engine_store(f->e), f->ids, ri) < 0)
+		return -1;
+	/* poll once per rank block, as a server would per batch */
+	if (ri->iter.rank % 256 == 255)
+		engine_poll(f->e);
+	return 0;
+}
+
+static int feed_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
+		      const char *detail)
+{
+	struct feed *f = ctx;
+	return store_add_event(engine_store(f->e), host, kind, ts, source, detail);
+}
+
+static void run_scenario(const char *name, uint32_t iters, struct feed *f, struct report *rep)
+{
+	memset(f, 0, sizeof(*f));
+	struct sim_options opt = {name, 7, iters, 0};
+	struct sim_sink sink = {f, feed_job, feed_rank_iter, feed_event};
+	char err[128];
+	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
+	assert_int_equal(engine_finish(f->e, rep), 0);
+}
+
+/* the culprit ranks of the report, sorted, and every culprit's host checked */
+static size_t culprits(const struct report *r, uint32_t *out, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nsuspects; i++)
+		if (r->suspects[i].role == REPORT_CULPRIT && n < cap)
+			out[n++] = r->suspects[i].rank;
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			uint32_t t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return n;
+}
+
+static void expect(const char *scenario, uint32_t iters, const char *category, uint32_t lo,
+		   uint32_t n, const char *host)
+{
+	struct feed f;
+	struct report rep;
+	run_scenario(scenario, iters, &f, &rep);
+	if (strcmp(rep.category, category) != 0) {
+		char *t = report_to_text(&rep);
+		print_error("%s", t ? t : "");
+		free(t);
+	}
+	assert_string_equal(rep.category, category);
+	uint32_t got[64];
+	size_t k = culprits(&rep, got, 64);
+	assert_int_equal(rep.culprits_total, n);
+	assert_int_equal(k, n);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(got[i], lo + i);
+		for (size_t s = 0; s < rep.nsuspects; s++)
+			if (rep.suspects[s].rank == got[i])
+				assert_string_equal(rep.suspects[s].host, host);
+	}
+	report_free(&rep);
+	engine_destroy(f.e);
+}
+
+static void compute_straggler(void **state)
+{
+	(void)state;
+	expect("compute_straggler", 40, "compute_degradation", 517, 1, "node-64");
+}
+
+static void link_degradation(void **state)
+{
+	(void)state;
+	expect("link_degradation", 40, "communication_degradation", 336, 8, "node-42");
+}
+
+static void stage_imbalance(void **state)
+{
+	(void)state;
+	struct feed f;
+	struct report rep;
+	run_scenario("stage_imbalance", 40, &f, &rep);
+	assert_string_equal(rep.category, "stage_imbalance");
+	assert_int_equal(rep.stage, 2);
+	assert_int_equal(rep.culprits_total, 0);
+	report_free(&rep);
+	engine_destroy(f.e);
+}
+
+static void kernel_stall(void **state)
+{
+	(void)state;
+	expect("kernel_stall", 40, "kernel_stall", 300, 2, "node-37");
+}
+
+static void host_delay(void **state)
+{
+	(void)state;
+	expect("host_delay", 40, "host_delay", 600, 1, "node-75");
+}
+
+static void hang(void **state)
+{
+	(void)state;
+	expect("hang", 40, "hang", 777, 1, "node-97");
+}
+
+static void healthy_small(void **state)
+{
+	(void)state;
+	struct feed f;
+	struct report rep;
+	run_scenario("healthy", 60, &f, &rep);
+	assert_string_equal(rep.category, "none");
+	assert_int_equal(rep.culprits_total, 0);
+	assert_int_equal(engine_windows(f.e), 0);
+	report_free(&rep);
+	engine_destroy(f.e);
+}
+
+static void case5(void **state)
+{
+	(void)state;
+	struct feed f;
+	struct report rep;
+	run_scenario("case5", 20, &f, &rep);
+	if (strcmp(rep.category, "compute_degradation") != 0) {
+		char *t = report_to_text(&rep);
+		print_error("%s", t ? t : "");
+		free(t);
+	}
+	assert_string_equal(rep.category, "compute_degradation");
+	uint32_t got[64];
+	size_t k = culprits(&rep, got, 64);
+	assert_int_equal(rep.culprits_total, 8);
+	assert_int_equal(k, 8);
+	const struct topo *t = store_topo(engine_store(f.e));
+	for (uint32_t i = 0; i < 8; i++) {
+		assert_int_equal(got[i], 10352 + i);
+		struct topo_coords c = topo_coords(t, got[i]);
+		assert_int_equal(c.pp, 7);
+		assert_int_equal(c.dp, 272 + i);
+	}
+	for (size_t s = 0; s < rep.nsuspects; s++) {
+		const struct report_suspect *su = &rep.suspects[s];
+		if (su->role == REPORT_CULPRIT) {
+			assert_string_equal(su->host, "node-1294");
+			assert_true(su->nev >= 1);
+			assert_string_equal(su->ev[0].phase, "mlp");
+			assert_true(su->ev[0].ratio > 5 && su->ev[0].ratio < 6.5);
+			assert_true(su->nk >= 1);
+			assert_string_equal(su->k[0].name, "sm90_gemm");
+		} else {
+			/* late arrivers at DP=256-287 are explained by the culprits */
+			assert_true(su->coords.dp >= 256 && su->coords.dp < 288);
+			assert_true(su->consistent);
+		}
+	}
+	/* DP=256-287 of every stage arrive late, minus the 8 culprits */
+	assert_int_equal(rep.late_total, 9 * 32 - 8);
+	assert_true(rep.late_consistent);
+	assert_true(rep.victims > 10000);
+	assert_int_equal(rep.nevents, 1);
+	assert_string_equal(rep.events[0].host, "node-1294");
+	assert_string_equal(rep.events[0].kind, "port_down");
+	assert_string_equal(rep.events[0].verdict, "contradicted");
+	assert_true(rep.has_window);
+	assert_true(rep.baseline_ms > 28000 && rep.baseline_ms < 32000);
+	assert_true(rep.window_ms > 88000);
+	assert_true(rep.lost_ms > 55000 && rep.lost_ms < 65000);
+	report_free(&rep);
+	engine_destroy(f.e);
+}
+
+static void healthy_2000_iterations_12960_ranks(void **state)
+{
+	(void)state;
+	struct feed f;
+	memset(&f, 0, sizeof(f));
+	f.iters_only = 1;
+	struct sim_options opt = {"healthy", 3, 2000, 1};
+	struct sim_sink sink = {&f, feed_job, feed_rank_iter, feed_event};
+	char err[128];
+	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
+	engine_poll(f.e);
+	/* every iteration was handed to L1, none opened a window */
+	assert_true(engine_l1(f.e)->nhist > 0);
+	assert_int_equal(engine_windows(f.e), 0);
+	struct report rep;
+	assert_int_equal(engine_finish(f.e, &rep), 0);
+	assert_string_equal(rep.category, "none");
+	report_free(&rep);
+	engine_destroy(f.e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(compute_straggler),
+		cmocka_unit_test(link_degradation),
+		cmocka_unit_test(stage_imbalance),
+		cmocka_unit_test(kernel_stall),
+		cmocka_unit_test(host_delay),
+		cmocka_unit_test(hang),
+		cmocka_unit_test(healthy_small),
+		cmocka_unit_test(case5),
+		cmocka_unit_test(healthy_2000_iterations_12960_ranks),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,99 @@
+/* test_l1.c: anomalous windows open on a persistent regression only. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "l1.h"
+
+static double jitter(uint32_t i)
+{
+	/* deterministic ±5% */
+	uint32_t h = i * 2654435761u;
+	return ((h >> 8) % 10001) / 10000.0 * 0.10 - 0.05;
+}
+
+static double healthy_ms(uint32_t i)
+{
+	double t = 30000 * (1 + jitter(i));
+	if (i % 50 == 49)
+		t += 75000; /* checkpoint */
+	else if (i % 25 == 12)
+		t += 12000; /* eval */
+	return t;
+}
+
+static void noise_opens_nothing(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 5000; i++)
+		assert_int_equal(l1_update(&l, i, healthy_ms(i)), L1_NONE);
+	assert_int_equal(l.windows, 0);
+	assert_true(fabs(l1_baseline(&l) - 30000) < 1000);
+	/* two checkpoints close together still open nothing */
+	for (uint32_t i = 5000; i < 5010; i++)
+		assert_int_equal(l1_update(&l, i, i == 5003 || i == 5005 ? 100000 : 30000), L1_NONE);
+}
+
+static void regression_opens_and_closes(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t opened = 0, closed = 0;
+	for (uint32_t i = 0; i < 200; i++) {
+		double t = 30000 * (1 + jitter(i));
+		if (i >= 100 && i < 150)
+			t = 91000 * (1 + jitter(i));
+		enum l1_event e = l1_update(&l, i, t);
+		if (e == L1_OPENED)
+			opened = i;
+		if (e == L1_CLOSED)
+			closed = i;
+	}
+	assert_int_equal(l.windows, 1);
+	/* opens on the 5th high iteration, starting at the first */
+	assert_int_equal(opened, 104);
+	assert_int_equal(l.first_iter, 100);
+	assert_int_equal(l.last_iter, 149);
+	assert_int_equal(closed, 154);
+	assert_true(fabs(l.baseline_ms - 30000) < 1000);
+	assert_true(fabs(l1_window_ms(&l) - 91000) < 3000);
+	assert_false(l.open);
+	/* a second regression opens a second window */
+	for (uint32_t i = 200; i < 220; i++)
+		l1_update(&l, i, 45000);
+	assert_int_equal(l.windows, 2);
+	assert_true(l.open);
+	assert_int_equal(l.first_iter, 200);
+}
+
+static void small_regression_below_threshold(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 300; i++)
+		l1_update(&l, i, (i < 100 ? 30000 : 33000) * (1 + jitter(i) / 5));
+	assert_int_equal(l.windows, 0); /* +10% stays under the 15% threshold */
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 300; i++)
+		l1_update(&l, i, (i < 100 ? 30000 : 36000) * (1 + jitter(i) / 5));
+	assert_int_equal(l.windows, 1); /* +20% persists */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(noise_opens_nothing),
+		cmocka_unit_test(regression_opens_and_closes),
+		cmocka_unit_test(small_regression_below_threshold),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

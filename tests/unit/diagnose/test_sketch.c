@@ -1,0 +1,204 @@
+/* test_sketch.c: quantiles within the stated 1% relative error, exact and associative
+ * merge, bytes round trip and rejection of malformed bytes, KS statistic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sketch.h"
+
+static void fill(struct sketch *s, double *x, size_t n, gsl_rng *rng, double mu, double sigma)
+{
+	for (size_t i = 0; i < n; i++) {
+		x[i] = 1 + gsl_ran_lognormal(rng, mu, sigma);
+		assert_int_equal(sketch_add(s, x[i], 1), 0);
+	}
+}
+
+static void quantiles_within_error(void **state)
+{
+	(void)state;
+	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(rng, 7);
+	const double qs[] = {0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999};
+	for (int rep = 0; rep < 10; rep++) {
+		size_t n = 1000 + 3000 * (size_t)rep;
+		double *x = malloc(n * sizeof(double));
+		struct sketch s;
+		sketch_init(&s);
+		fill(&s, x, n, rng, 5 + rep, 0.3 + 0.3 * rep);
+		gsl_sort(x, 1, n);
+		assert_int_equal(s.count, n);
+		for (size_t i = 0; i < sizeof(qs) / sizeof(*qs); i++) {
+			double est = sketch_quantile(&s, qs[i]);
+			/* the estimate is within 1% of the value of rank floor(q (n - 1)) */
+			double exact = x[(size_t)(qs[i] * (double)(n - 1))];
+			if (fabs(est - exact) > SKETCH_ALPHA * exact * (1 + 1e-9))
+				fail_msg("q %.3f: %.6g vs exact %.6g", qs[i], est, exact);
+		}
+		assert_true(sketch_quantile(&s, 0) == x[0]);
+		assert_true(sketch_quantile(&s, 1) == x[n - 1]);
+		sketch_free(&s);
+		free(x);
+	}
+	gsl_rng_free(rng);
+}
+
+static size_t bytes_of(const struct sketch *s, uint8_t *buf, size_t cap)
+{
+	size_t n = sketch_serialize(s, buf, cap);
+	assert_true(n <= cap);
+	return n;
+}
+
+static void merge_associative(void **state)
+{
+	(void)state;
+	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(rng, 11);
+	double x[3000];
+	struct sketch a, b, c, ab, ab_c, bc, a_bc, all;
+	sketch_init(&a);
+	sketch_init(&b);
+	sketch_init(&c);
+	sketch_init(&all);
+	fill(&a, x, 1000, rng, 3, 0.2);
+	for (int i = 0; i < 1000; i++)
+		sketch_add(&all, x[i], 1);
+	fill(&b, x, 1000, rng, 7, 1.0);
+	for (int i = 0; i < 1000; i++)
+		sketch_add(&all, x[i], 1);
+	fill(&c, x, 1000, rng, 10, 0.5);
+	for (int i = 0; i < 1000; i++)
+		sketch_add(&all, x[i], 1);
+	sketch_init(&ab);
+	sketch_merge(&ab, &a);
+	sketch_merge(&ab, &b);
+	sketch_init(&ab_c);
+	sketch_merge(&ab_c, &ab);
+	sketch_merge(&ab_c, &c);
+	sketch_init(&bc);
+	sketch_merge(&bc, &b);
+	sketch_merge(&bc, &c);
+	sketch_init(&a_bc);
+	sketch_merge(&a_bc, &a);
+	sketch_merge(&a_bc, &bc);
+	static uint8_t b1[65536], b2[65536], b3[65536];
+	size_t n1 = bytes_of(&ab_c, b1, sizeof(b1)), n2 = bytes_of(&a_bc, b2, sizeof(b2));
+	size_t n3 = bytes_of(&all, b3, sizeof(b3));
+	/* identical buckets and counts; the f64 sum may differ in the last bits, compare the
+	 * parts without it: the quantiles */
+	assert_int_equal(ab_c.count, 3000);
+	assert_int_equal(ab_c.lo, a_bc.lo);
+	assert_int_equal(ab_c.n, a_bc.n);
+	assert_memory_equal(ab_c.bins, a_bc.bins, ab_c.n * sizeof(uint32_t));
+	assert_int_equal(all.lo, a_bc.lo);
+	assert_int_equal(all.n, a_bc.n);
+	assert_memory_equal(all.bins, a_bc.bins, all.n * sizeof(uint32_t));
+	assert_int_equal(n1, n2);
+	assert_int_equal(n1, n3);
+	for (double q = 0.05; q < 1; q += 0.05)
+		assert_true(sketch_quantile(&ab_c, q) == sketch_quantile(&a_bc, q));
+	sketch_free(&a);
+	sketch_free(&b);
+	sketch_free(&c);
+	sketch_free(&ab);
+	sketch_free(&ab_c);
+	sketch_free(&bc);
+	sketch_free(&a_bc);
+	sketch_free(&all);
+	gsl_rng_free(rng);
+}
+
+static void bytes_round_trip(void **state)
+{
+	(void)state;
+	struct sketch s, t;
+	sketch_init(&s);
+	sketch_init(&t);
+	double vals[] = {0.2, 2510, 2490, 2500, 2600, 14000, 6e6};
+	for (size_t i = 0; i < sizeof(vals) / sizeof(*vals); i++)
+		sketch_add(&s, vals[i], i + 1);
+	uint8_t buf[4096];
+	size_t n = sketch_serialize(&s, buf, sizeof(buf));
+	assert_true(n < 200); /* compact: varints */
+	assert_int_equal(sketch_serialize(&s, NULL, 0), n);
+	assert_int_equal(sketch_deserialize(&t, buf, n), 0);
+	assert_int_equal(t.count, s.count);
+	assert_int_equal(t.zeros, 1);
+	assert_true(t.min == s.min && t.max == s.max && t.sum == s.sum);
+	for (double q = 0; q <= 1; q += 0.1)
+		assert_true(sketch_quantile(&t, q) == sketch_quantile(&s, q));
+	/* every truncation and a corrupted magic are rejected */
+	for (size_t k = 0; k < n; k++)
+		assert_int_equal(sketch_deserialize(&t, buf, k), -1);
+	buf[0] ^= 1;
+	assert_int_equal(sketch_deserialize(&t, buf, n), -1);
+	buf[0] ^= 1;
+	buf[n - 1] ^= 0x7f; /* a count that no longer adds up */
+	assert_int_equal(sketch_deserialize(&t, buf, n), -1);
+	sketch_free(&s);
+	sketch_free(&t);
+}
+
+static void ks_statistic(void **state)
+{
+	(void)state;
+	struct sketch a, b, c;
+	sketch_init(&a);
+	sketch_init(&b);
+	sketch_init(&c);
+	for (int i = 0; i < 1000; i++) {
+		sketch_add(&a, 100 + i % 10, 1);
+		sketch_add(&b, 100 + i % 10, 1);
+		sketch_add(&c, 570 + i % 50, 1);
+	}
+	assert_true(sketch_ks(&a, &b) < 1e-12);
+	assert_true(fabs(sketch_ks(&a, &c) - 1) < 1e-12);
+	/* one huge value in eight: the median holds, KS stays small */
+	struct sketch d;
+	sketch_init(&d);
+	for (int i = 0; i < 1000; i++)
+		sketch_add(&d, i % 8 ? 100 + i % 10 : 6e6, 1);
+	assert_true(sketch_ks(&a, &d) < 0.2);
+	assert_true(sketch_quantile(&d, 0.5) < 115);
+	assert_true(sketch_cdf(&a, 1e9) == 1);
+	sketch_free(&a);
+	sketch_free(&b);
+	sketch_free(&c);
+	sketch_free(&d);
+}
+
+static void wide_range_collapses(void **state)
+{
+	(void)state;
+	struct sketch s;
+	sketch_init(&s);
+	for (double v = 1; v < 1e18; v *= 1.5)
+		assert_int_equal(sketch_add(&s, v, 1), 0);
+	assert_true(s.n <= SKETCH_MAX_BINS);
+	/* high quantiles keep their accuracy */
+	double top = sketch_quantile(&s, 0.99);
+	assert_true(top > 1e16);
+	sketch_free(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(quantiles_within_error),
+		cmocka_unit_test(merge_associative),
+		cmocka_unit_test(bytes_round_trip),
+		cmocka_unit_test(ks_statistic),
+		cmocka_unit_test(wide_range_collapses),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,158 @@
+/* test_store.c: out-of-order adds, completion quorum, ring replacement, names, snapshot. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "store.h"
+
+static struct store *make(uint32_t world, uint32_t ring)
+{
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, world, 1, 1, 1, world, 1, NULL, 8, err, sizeof(err)), 0);
+	struct store_config cfg = {.ring_iters = ring};
+	struct store *s = store_create(&t, &cfg);
+	assert_non_null(s);
+	return s;
+}
+
+static void add_iter(struct store *s, uint32_t rank, uint32_t iter, int64_t dur)
+{
+	struct record_iter r = {rank, iter, (int64_t)iter * 1000000, dur};
+	assert_int_equal(store_add_iter(s, &r), 0);
+}
+
+static void completion_in_order(void **state)
+{
+	(void)state;
+	struct store *s = make(20, 8);
+	uint32_t it;
+	double ms;
+	/* iteration 11 arrives on 18 ranks before iteration 10 does */
+	for (uint32_t r = 0; r < 18; r++)
+		add_iter(s, r, 11, 2000);
+	assert_int_equal(store_next_complete(s, &it, &ms), 0);
+	for (uint32_t r = 18; r > 0; r--)
+		add_iter(s, r - 1, 10, 1000);
+	assert_int_equal(store_next_complete(s, &it, &ms), 0);
+	add_iter(s, 19, 10, 1000);
+	/* 19 of 20 = 95%: complete */
+	assert_int_equal(store_next_complete(s, &it, &ms), 1);
+	assert_int_equal(it, 10);
+	assert_true(ms == 1.0);
+	assert_int_equal(store_next_complete(s, &it, &ms), 0);
+	add_iter(s, 19, 11, 2000);
+	assert_int_equal(store_next_complete(s, &it, &ms), 1);
+	assert_int_equal(it, 11);
+	assert_true(ms == 2.0);
+	assert_int_equal(store_next_complete(s, &it, &ms), 0);
+	/* a duplicate report does not count twice */
+	add_iter(s, 0, 12, 1000);
+	for (int k = 0; k < 30; k++)
+		add_iter(s, 1, 12, 1000);
+	assert_int_equal(store_next_complete(s, &it, &ms), 0);
+	store_flush(s);
+	assert_int_equal(store_next_complete(s, &it, &ms), 1);
+	assert_int_equal(it, 12);
+	store_destroy(s);
+}
+
+static void ring_and_phases(void **state)
+{
+	(void)state;
+	struct store *s = make(4, 8);
+	int mlp = store_intern_name(s, "mlp"), rs = store_intern_name(s, "dp_reduce_scatter");
+	assert_int_equal(store_intern_name(s, "mlp"), mlp);
+	assert_string_equal(store_name(s, (uint32_t)rs), "dp_reduce_scatter");
+	struct record_phase p = {2, 5, (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, 250000};
+	/* a phase before its iteration record */
+	assert_int_equal(store_add_phase(s, &p), 0);
+	add_iter(s, 2, 5, 900000);
+	assert_int_equal(store_phase_dur(s, 2, 5, 0), 250000);
+	assert_int_equal(store_phase_kind(s, 0), RECORD_KIND_COMPUTE);
+	/* the same phase again in the same iteration adds up (micro-batches) */
+	assert_int_equal(store_add_phase(s, &p), 0);
+	assert_int_equal(store_phase_dur(s, 2, 5, 0), 500000);
+	/* iteration 13 takes the slot of 5; 5 is then too old */
+	add_iter(s, 2, 13, 1);
+	assert_false(store_has_iter(s, 2, 5));
+	assert_int_equal(store_phase_dur(s, 2, 5, 0), STORE_ABSENT);
+	assert_int_equal(store_phase_dur(s, 2, 13, 0), STORE_ABSENT);
+	struct record_iter old = {2, 5, 0, 1};
+	assert_int_equal(store_add_iter(s, &old), 1);
+	assert_int_equal(store_dropped(s), 1);
+	/* out of range rank */
+	struct record_iter bad = {4, 1, 0, 1};
+	assert_int_equal(store_add_iter(s, &bad), 1);
+	/* hosts */
+	char h[32];
+	assert_string_equal(store_host(s, 3, h, sizeof(h)), "node-0");
+	assert_int_equal(store_set_host(s, 3, "gpu-a"), 0);
+	assert_string_equal(store_host(s, 3, h, sizeof(h)), "gpu-a");
+	store_destroy(s);
+}
+
+static void kernels_and_snapshot(void **state)
+{
+	(void)state;
+	struct store *s = make(4, 16);
+	int g = store_intern_name(s, "sm90_gemm");
+	for (uint32_t it = 0; it < 16; it++) {
+		struct record_kernel k;
+		memset(&k, 0, sizeof(k));
+		k.rank = 1;
+		k.iter = it;
+		k.name = (uint32_t)g;
+		k.kind = RECORD_KIND_COMPUTE;
+		k.count = 3;
+		int64_t d[3] = {2500, 2510, 2490};
+		assert_int_equal(store_add_kernel(s, &k, d, 3), 0);
+		add_iter(s, 1, it, 1000);
+	}
+	/* a serialized sketch as the wire carries it */
+	struct sketch sk, out;
+	sketch_init(&sk);
+	sketch_add(&sk, 9000, 5);
+	uint8_t buf[256];
+	size_t n = sketch_serialize(&sk, buf, sizeof(buf));
+	struct record_kernel k;
+	memset(&k, 0, sizeof(k));
+	k.rank = 2;
+	k.iter = 3;
+	k.name = (uint32_t)g;
+	k.sketch = buf;
+	k.sketch_len = (uint32_t)n;
+	assert_int_equal(store_add_kernel(s, &k, NULL, 0), 0);
+	sketch_init(&out);
+	assert_true(store_kernel_pool(s, 1, 0, 0, 15, &out) >= 2);
+	assert_int_equal(out.count, 48);
+	sketch_reset(&out);
+	store_kernel_pool(s, 2, 0, 0, 15, &out);
+	assert_int_equal(out.count, 5);
+	/* the snapshot is a deep copy */
+	struct store *c = store_snapshot(s);
+	assert_non_null(c);
+	store_destroy(s);
+	sketch_reset(&out);
+	assert_true(store_kernel_pool(c, 1, 0, 8, 15, &out) >= 1);
+	assert_int_equal(out.count, 24);
+	assert_int_equal(store_iter_dur(c, 1, 15), 1000);
+	assert_string_equal(store_name(c, (uint32_t)g), "sm90_gemm");
+	store_destroy(c);
+	sketch_free(&sk);
+	sketch_free(&out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(completion_in_order),
+		cmocka_unit_test(ring_and_phases),
+		cmocka_unit_test(kernels_and_snapshot),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
