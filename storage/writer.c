@@ -1091,7 +1091,8 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&w->mu);
 		while (!w->head && !w->stopping)
 			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->head) {
+		/* stopping: drain until the deadline, then leave the rest unwritten */
+		if (!w->head || (w->stopping && mono_passed(&w->stop_deadline))) {
 			pthread_mutex_unlock(&w->mu);
 			break;
 		}
@@ -1185,7 +1186,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	pthread_join(w->thread, NULL);
 	uint64_t unwritten = w->unwritten;
 	if (unwritten)
-		log_error("writer: stopped with %" PRIu64 " records not written (database unreachable)", unwritten);
+		log_error("writer: stopped with %" PRIu64 " records not written", unwritten);
 	if (w->conn)
 		PQfinish(w->conn);
 	for (size_t i = 0; i < w->n_jobs; i++) {

@@ -97,8 +97,9 @@ struct storage_writer_stats {
 };
 
 struct storage_writer *storage_writer_start(const struct storage_writer_config *cfg);
-/* Drains the queue (waits for the database up to timeout_ms, then gives up and says how
- * many records were not written) and stops the thread. */
+/* Drains the queue for up to timeout_ms (also while the database is unreachable), then gives
+ * up: the transaction in flight is finished if the database answers, the rest is dropped.
+ * Stops the thread, frees w, and returns (and logs) how many records were not written. */
 uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms); /* returns the records not written */
 /* 0: queued (the writer owns op). -1: queue full (the caller keeps op; wait for wake).
  * An op larger than queue_max_records is accepted when the queue is empty. A STORAGE_OP_JOB

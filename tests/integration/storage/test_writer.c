@@ -292,6 +292,19 @@ static void test_million(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1005);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
+
+	/* stop at once (timeout 0) with a full queue: whole batches are either stored or counted
+	 * as not written, nothing in between */
+	w = start_writer(dsn, &s, 200000, 50000);
+	for (uint64_t seq = 2001; seq <= 2100; seq++)
+		submit_wait(w, &s, make_batch("J", seq, 20000));
+	uint64_t lost = storage_writer_stop(w, 0);
+	long long stored = pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 20000");
+	CHECK(stored % (ITERS_PER_BATCH * NAMES) == 0);
+	CHECK_MSG((uint64_t)stored / (ITERS_PER_BATCH * NAMES) * 1200 + lost == 100 * 1200, "stored %lld, lost %" PRIu64,
+	          stored, lost);
+	printf("test_writer: stop at once: %lld phases stored, %" PRIu64 " records not written\n", stored, lost);
+	free_sink(&s);
 }
 
 static void test_restart(void)
