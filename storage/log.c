@@ -31,6 +31,7 @@ int log_level_parse(const char *s)
 	return -1;
 }
 
+__attribute__((format(printf, 2, 0)))
 static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 {
 	char line[2048];
