@@ -30,12 +30,11 @@
 #include <libpq-fe.h>
 
 #include "log.h"
+#include "pgbuf.h"
 
 #define DEFAULT_RECONNECT_MIN_MS 100
 #define DEFAULT_RECONNECT_MAX_MS 5000
 #define COPY_CHUNK (256 * 1024)
-/* Microseconds from the Unix epoch to PostgreSQL's (2000-01-01). */
-#define PG_EPOCH_US INT64_C(946684800000000)
 
 /* ---- string -> int64 map (open addressing) ---- */
 
@@ -112,89 +111,6 @@ static void strmap_clear(struct strmap *m)
 	memset(m, 0, sizeof *m);
 }
 
-/* ---- growable byte buffer with a sticky failure flag ---- */
-
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool failed;
-};
-
-static void buf_need(struct buf *b, size_t n)
-{
-	if (b->failed || b->cap - b->len >= n)
-		return;
-	size_t ncap = b->cap ? b->cap : 4096;
-	while (ncap - b->len < n)
-		ncap *= 2;
-	char *np = realloc(b->p, ncap);
-	if (!np) {
-		b->failed = true;
-		return;
-	}
-	b->p = np;
-	b->cap = ncap;
-}
-
-static void buf_put(struct buf *b, const void *d, size_t n)
-{
-	buf_need(b, n);
-	if (b->failed)
-		return;
-	memcpy(b->p + b->len, d, n);
-	b->len += n;
-}
-
-
-static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_printf(struct buf *b, const char *fmt, ...)
-{
-	char tmp[64];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void put16(struct buf *b, uint16_t v)
-{
-	unsigned char x[2] = {(unsigned char)(v >> 8), (unsigned char)v};
-	buf_put(b, x, 2);
-}
-
-static void put32(struct buf *b, uint32_t v)
-{
-	unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-	                      (unsigned char)v};
-	buf_put(b, x, 4);
-}
-
-static void put64(struct buf *b, uint64_t v)
-{
-	put32(b, (uint32_t)(v >> 32));
-	put32(b, (uint32_t)v);
-}
-
-/* Binary COPY fields: length then value. */
-static void f_int2(struct buf *b, int v) { put32(b, 2); put16(b, (uint16_t)v); }
-static void f_int4(struct buf *b, uint32_t v) { put32(b, 4); put32(b, v); }
-static void f_int8(struct buf *b, int64_t v) { put32(b, 8); put64(b, (uint64_t)v); }
-static void f_null(struct buf *b) { put32(b, UINT32_MAX); }
-
-/* An element of a PostgreSQL array literal, quoted. */
-static void buf_array_str(struct buf *b, const char *s)
-{
-	buf_put(b, "\"", 1);
-	for (; s && *s; s++) {
-		if (*s == '"' || *s == '\\')
-			buf_put(b, "\\", 1);
-		buf_put(b, s, 1);
-	}
-	buf_put(b, "\"", 1);
-}
-
 /* ---- the writer ---- */
 
 struct job_cache {
@@ -243,7 +159,7 @@ struct storage_writer {
 	size_t n_jobs, cap_jobs;
 	struct strmap job_index; /* name -> index in jobs */
 	struct strmap group_seq; /* "job_id:agent" -> highest seq written by the current group */
-	struct buf copy, scratch;
+	struct pgbuf copy, scratch;
 };
 
 static size_t op_records(const struct storage_op *op)
@@ -472,9 +388,9 @@ static int names_resolve(struct storage_writer *w, struct storage_op *op, struct
 {
 	struct job_cache *j = st->job;
 	for (int attempt = 0;; attempt++) {
-		struct buf *b = &w->scratch;
+		struct pgbuf *b = &w->scratch;
 		b->len = 0;
-		buf_put(b, "{", 1);
+		pgbuf_put(b, "{", 1);
 		size_t missing = 0;
 		for (size_t i = 0; i < op->n_names; i++) {
 			const char *nm = op->names[i] ? op->names[i] : "";
@@ -484,10 +400,10 @@ static int names_resolve(struct storage_writer *w, struct storage_op *op, struct
 				continue;
 			}
 			if (missing++)
-				buf_put(b, ",", 1);
-			buf_array_str(b, nm);
+				pgbuf_put(b, ",", 1);
+			pgbuf_array_str(b, nm);
 		}
-		buf_put(b, "}", 2);
+		pgbuf_put(b, "}", 2);
 		if (b->failed) {
 			b->failed = false;
 			*res = TXN_RETRY;
@@ -549,24 +465,24 @@ static int job_apply(struct storage_writer *w, struct storage_op *op, enum txn_r
 	if (op->n_ranks == 0)
 		return 0;
 	/* seven arrays: rank, tp, cp, ep, dp, pp, host, NUL-separated in scratch */
-	struct buf *b = &w->scratch;
+	struct pgbuf *b = &w->scratch;
 	b->len = 0;
 	size_t off[7];
 	for (int col = 0; col < 7; col++) {
 		off[col] = b->len;
-		buf_put(b, "{", 1);
+		pgbuf_put(b, "{", 1);
 		for (size_t i = 0; i < op->n_ranks; i++) {
 			const struct storage_rank *rk = &op->ranks[i];
 			if (i)
-				buf_put(b, ",", 1);
+				pgbuf_put(b, ",", 1);
 			uint32_t x = col == 0 ? rk->rank : col == 1 ? rk->tp : col == 2 ? rk->cp : col == 3 ? rk->ep
 			             : col == 4 ? rk->dp : rk->pp;
 			if (col == 6)
-				buf_array_str(b, rk->host ? rk->host : "");
+				pgbuf_array_str(b, rk->host ? rk->host : "");
 			else
-				buf_printf(b, "%" PRIu32, x);
+				pgbuf_printf(b, "%" PRIu32, x);
 		}
-		buf_put(b, "}", 2);
+		pgbuf_put(b, "}", 2);
 	}
 	if (b->failed) {
 		b->failed = false;
@@ -610,11 +526,9 @@ static const char *batch_invalid(const struct storage_op *op)
 
 /* ---- COPY ---- */
 
-static const char copy_header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
-
 static int copy_flush(struct storage_writer *w, bool all)
 {
-	struct buf *b = &w->copy;
+	struct pgbuf *b = &w->copy;
 	if (b->failed)
 		return -1;
 	if (b->len == 0 || (!all && b->len < COPY_CHUNK))
@@ -633,51 +547,50 @@ static const char *const table_cols[] = {
 	"job_id, rank, iter, name_id, ts, kind, count, sum_us, min_us, max_us, p50_us, p99_us, sketch",
 };
 
-static void copy_row(struct buf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i)
+static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i)
 {
 	if (t == T_ITER) {
 		const struct record_iter *it = &op->iters[i];
-		put16(b, 5);
-		f_int4(b, (uint32_t)st->job_id);
-		f_int4(b, it->rank);
-		f_int4(b, it->iter);
-		f_int8(b, it->start_us - PG_EPOCH_US);
-		f_int8(b, it->dur_us);
+		pgbuf_copy_tuple(b, 5);
+		pgbuf_copy_int4(b, (int32_t)st->job_id);
+		pgbuf_copy_int4(b, (int32_t)it->rank);
+		pgbuf_copy_int4(b, (int32_t)it->iter);
+		pgbuf_copy_timestamptz(b, it->start_us);
+		pgbuf_copy_int8(b, it->dur_us);
 	} else if (t == T_PHASE) {
 		const struct record_phase *ph = &op->phases[i];
-		put16(b, 9);
-		f_int4(b, (uint32_t)st->job_id);
-		f_int4(b, ph->rank);
-		f_int4(b, ph->iter);
-		f_int4(b, (uint32_t)st->name_ids[ph->name]);
-		f_int8(b, op->phase_iter_start_us[i] - PG_EPOCH_US);
-		f_int2(b, ph->kind);
-		f_int2(b, ph->group);
+		pgbuf_copy_tuple(b, 9);
+		pgbuf_copy_int4(b, (int32_t)st->job_id);
+		pgbuf_copy_int4(b, (int32_t)ph->rank);
+		pgbuf_copy_int4(b, (int32_t)ph->iter);
+		pgbuf_copy_int4(b, (int32_t)st->name_ids[ph->name]);
+		pgbuf_copy_timestamptz(b, op->phase_iter_start_us[i]);
+		pgbuf_copy_int2(b, (int16_t)ph->kind);
+		pgbuf_copy_int2(b, (int16_t)ph->group);
 		if (ph->start_us == RECORD_NO_START)
-			f_null(b);
+			pgbuf_copy_null(b);
 		else
-			f_int8(b, ph->start_us);
-		f_int8(b, ph->dur_us);
+			pgbuf_copy_int8(b, ph->start_us);
+		pgbuf_copy_int8(b, ph->dur_us);
 	} else {
 		const struct record_kernel *k = &op->kernels[i];
-		put16(b, 13);
-		f_int4(b, (uint32_t)st->job_id);
-		f_int4(b, k->rank);
-		f_int4(b, k->iter);
-		f_int4(b, (uint32_t)st->name_ids[k->name]);
-		f_int8(b, op->kernel_iter_start_us[i] - PG_EPOCH_US);
-		f_int2(b, k->kind);
-		f_int4(b, k->count);
-		f_int8(b, k->sum_us);
-		f_int8(b, k->min_us);
-		f_int8(b, k->max_us);
-		f_int8(b, k->p50_us);
-		f_int8(b, k->p99_us);
+		pgbuf_copy_tuple(b, 13);
+		pgbuf_copy_int4(b, (int32_t)st->job_id);
+		pgbuf_copy_int4(b, (int32_t)k->rank);
+		pgbuf_copy_int4(b, (int32_t)k->iter);
+		pgbuf_copy_int4(b, (int32_t)st->name_ids[k->name]);
+		pgbuf_copy_timestamptz(b, op->kernel_iter_start_us[i]);
+		pgbuf_copy_int2(b, (int16_t)k->kind);
+		pgbuf_copy_int4(b, (int32_t)k->count);
+		pgbuf_copy_int8(b, k->sum_us);
+		pgbuf_copy_int8(b, k->min_us);
+		pgbuf_copy_int8(b, k->max_us);
+		pgbuf_copy_int8(b, k->p50_us);
+		pgbuf_copy_int8(b, k->p99_us);
 		if (k->sketch && k->sketch_len) {
-			put32(b, k->sketch_len);
-			buf_put(b, k->sketch, k->sketch_len);
+			pgbuf_copy_bytea(b, k->sketch, k->sketch_len);
 		} else {
-			f_null(b);
+			pgbuf_copy_null(b);
 		}
 	}
 }
@@ -703,10 +616,9 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 		return res;
 	}
 	PQclear(r);
-	struct buf *b = &w->copy;
-	b->len = 0;
-	b->failed = false;
-	buf_put(b, copy_header, sizeof copy_header);
+	struct pgbuf *b = &w->copy;
+	pgbuf_reset(b);
+	pgbuf_copy_header(b);
 	int ok = 0;
 	for (size_t i = 0; i < n && ok == 0; i++) {
 		const struct storage_op *op = ops[i];
@@ -718,7 +630,7 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 			ok = copy_flush(w, false);
 		}
 	}
-	put16(b, 0xFFFF);
+	pgbuf_copy_trailer(b);
 	if (ok == 0)
 		ok = copy_flush(w, true);
 	if (ok < 0 && b->failed)
@@ -739,12 +651,12 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 /* Highest seq per (job, agent) among the written batches of the group (w->group_seq). */
 static enum txn_result progress_upsert(struct storage_writer *w)
 {
-	struct buf *b = &w->scratch;
+	struct pgbuf *b = &w->scratch;
 	b->len = 0;
 	size_t off[3], count = 0;
 	for (int col = 0; col < 3; col++) {
 		off[col] = b->len;
-		buf_put(b, "{", 1);
+		pgbuf_put(b, "{", 1);
 		count = 0;
 		for (size_t i = 0; i < w->group_seq.cap; i++) {
 			const struct strmap_entry *e = &w->group_seq.e[i];
@@ -752,15 +664,15 @@ static enum txn_result progress_upsert(struct storage_writer *w)
 				continue;
 			const char *colon = strchr(e->key, ':');
 			if (count++)
-				buf_put(b, ",", 1);
+				pgbuf_put(b, ",", 1);
 			if (col == 0)
-				buf_put(b, e->key, (size_t)(colon - e->key));
+				pgbuf_put(b, e->key, (size_t)(colon - e->key));
 			else if (col == 1)
-				buf_array_str(b, colon + 1);
+				pgbuf_array_str(b, colon + 1);
 			else
-				buf_printf(b, "%" PRId64, e->val);
+				pgbuf_printf(b, "%" PRId64, e->val);
 		}
-		buf_put(b, "}", 2);
+		pgbuf_put(b, "}", 2);
 	}
 	if (count == 0)
 		return TXN_OK;
@@ -1198,8 +1110,8 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	free(w->jobs);
 	strmap_clear(&w->job_index);
 	strmap_clear(&w->group_seq);
-	free(w->copy.p);
-	free(w->scratch.p);
+	pgbuf_free(&w->copy);
+	pgbuf_free(&w->scratch);
 	free(w->done);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
