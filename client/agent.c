@@ -57,7 +57,7 @@ struct batch {
 
 /* The batch being built: columns that protobuf-c packs directly. */
 struct building {
-	size_t cap, n_iter, n_phase, n_kernel;
+	size_t iter_cap, ph_cap, k_cap, n_iter, n_phase, n_kernel;
 	uint32_t *iter_rank, *iter_iter;
 	int64_t *iter_start, *iter_dur;
 	uint32_t *ph_rank, *ph_iter, *ph_name, *ph_kind, *ph_group;
@@ -127,6 +127,7 @@ struct agent {
 	uint64_t next_seq;
 	uint64_t sealed_total, done_total; /* batches; done = acked or rejected */
 	bool ever_accepted;
+	uint64_t max_sent_seq;      /* highest sequence written whole (resend accounting) */
 	struct agent_stats st;
 	bool have_cmd;
 	struct agent_command cmd;
@@ -328,20 +329,25 @@ out:
 
 #define GROW(field) do { void *p_ = realloc(b->field, cap * sizeof(*b->field)); if (!p_) return -1; b->field = p_; } while (0)
 
-static int building_reserve(struct building *b, size_t need)
+/* Room for one more record of type t (0 iter, 1 phase, 2 kernel); columns grow by type. */
+static int building_reserve(struct building *b, int t)
 {
-	size_t cap;
+	size_t *capp = t == 0 ? &b->iter_cap : t == 1 ? &b->ph_cap : &b->k_cap;
+	size_t n = t == 0 ? b->n_iter : t == 1 ? b->n_phase : b->n_kernel, cap;
 
-	if (need <= b->cap)
+	if (n < *capp)
 		return 0;
-	cap = b->cap ? b->cap * 2 : 64;
-	while (cap < need)
-		cap *= 2;
-	GROW(iter_rank); GROW(iter_iter); GROW(iter_start); GROW(iter_dur);
-	GROW(ph_rank); GROW(ph_iter); GROW(ph_name); GROW(ph_kind); GROW(ph_group); GROW(ph_start); GROW(ph_dur);
-	GROW(k_rank); GROW(k_iter); GROW(k_name); GROW(k_kind); GROW(k_count); GROW(k_sum); GROW(k_min);
-	GROW(k_max); GROW(k_p50); GROW(k_p99); GROW(k_sketch_off); GROW(k_sketch_len);
-	b->cap = cap;
+	cap = *capp ? *capp * 2 : 32;
+	if (t == 0) {
+		GROW(iter_rank); GROW(iter_iter); GROW(iter_start); GROW(iter_dur);
+	} else if (t == 1) {
+		GROW(ph_rank); GROW(ph_iter); GROW(ph_name); GROW(ph_kind); GROW(ph_group); GROW(ph_start);
+		GROW(ph_dur);
+	} else {
+		GROW(k_rank); GROW(k_iter); GROW(k_name); GROW(k_kind); GROW(k_count); GROW(k_sum); GROW(k_min);
+		GROW(k_max); GROW(k_p50); GROW(k_p99); GROW(k_sketch_off); GROW(k_sketch_len);
+	}
+	*capp = cap;
 	return 0;
 }
 #undef GROW
@@ -511,14 +517,14 @@ static bool wait_space(struct agent *a, int timeout_ms)
 	return true;
 }
 
-/* Makes room for one more record of est bytes in the batch being built (a.mu held):
- * seals a full batch, waiting for space as the policy says. */
-static int make_room(struct agent *a, size_t est)
+/* Makes room for count records of est bytes in the batch being built (a.mu held): seals
+ * the batch first when they would not fit, waiting for space as the policy says. */
+static int make_room(struct agent *a, size_t count, size_t est)
 {
 	struct building *b = &a->b;
 	size_t n = building_records(b);
 
-	if (n && (n >= a->max_records || b->est_bytes + est > BATCH_SOFT_BYTES)) {
+	if (n && (n + count > a->max_records || b->est_bytes + est > BATCH_SOFT_BYTES)) {
 		if (!wait_space(a, a->append_timeout))
 			return AGENT_EFULL;
 		if (agent_seal(a) < 0)
@@ -530,8 +536,6 @@ static int make_room(struct agent *a, size_t est)
 		b->started_ms = now_ms();
 		loop_wake(a->loop); /* so the loop schedules the flush interval */
 	}
-	if (building_reserve(b, b->n_iter + b->n_phase + b->n_kernel + 1) < 0)
-		return AGENT_ENOMEM;
 	return 0;
 }
 
@@ -561,27 +565,134 @@ static int append_done(struct agent *a, size_t done, size_t n, int rc)
 	return rc;
 }
 
+/* Validation without the lock (names are checked under it, see names_ok). */
+static bool iters_ok(const struct agent *a, const struct record_iter *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!rank_served(a, r[i].rank) || r[i].dur_us < 0)
+			return false;
+	return true;
+}
+
+static bool phases_ok(const struct agent *a, const struct record_phase *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT || r[i].group >= RECORD_GROUP_COUNT ||
+		    r[i].dur_us < 0 || (r[i].start_us < 0 && r[i].start_us != RECORD_NO_START))
+			return false;
+	return true;
+}
+
+static bool kernels_ok(const struct agent *a, const struct record_kernel *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT || (r[i].sketch_len && !r[i].sketch) ||
+		    r[i].sketch_len > BATCH_SOFT_BYTES / 2)
+			return false;
+	return true;
+}
+
+/* a.mu held */
+static bool names_ok(const struct agent *a, const struct record_phase *ph, size_t nph, const struct record_kernel *k,
+		     size_t nk)
+{
+	for (size_t i = 0; i < nph; i++)
+		if (ph[i].name >= a->n_names)
+			return false;
+	for (size_t i = 0; i < nk; i++)
+		if (k[i].name >= a->n_names)
+			return false;
+	return true;
+}
+
+/* Writers of one record into the batch being built (a.mu held, make_room done). */
+static int put_iter(struct agent *a, const struct record_iter *r)
+{
+	struct building *b = &a->b;
+
+	if (building_reserve(b, 0) < 0)
+		return AGENT_ENOMEM;
+	b->iter_rank[b->n_iter] = r->rank;
+	b->iter_iter[b->n_iter] = r->iter;
+	b->iter_start[b->n_iter] = r->start_us;
+	b->iter_dur[b->n_iter] = r->dur_us;
+	b->n_iter++;
+	b->est_bytes += 30;
+	return 0;
+}
+
+static int put_phase(struct agent *a, const struct record_phase *r)
+{
+	struct building *b = &a->b;
+	int64_t local;
+
+	if (building_reserve(b, 1) < 0 || (local = building_local_name(a, r->name)) < 0)
+		return AGENT_ENOMEM;
+	b->ph_rank[b->n_phase] = r->rank;
+	b->ph_iter[b->n_phase] = r->iter;
+	b->ph_name[b->n_phase] = (uint32_t)local;
+	b->ph_kind[b->n_phase] = r->kind;
+	b->ph_group[b->n_phase] = r->group;
+	b->ph_start[b->n_phase] = r->start_us == RECORD_NO_START ? -1 : r->start_us;
+	b->ph_dur[b->n_phase] = r->dur_us;
+	b->n_phase++;
+	b->est_bytes += 50;
+	return 0;
+}
+
+static int put_kernel(struct agent *a, const struct record_kernel *r)
+{
+	struct building *b = &a->b;
+	int64_t local;
+	size_t k;
+
+	if (building_reserve(b, 2) < 0 || (local = building_local_name(a, r->name)) < 0)
+		return AGENT_ENOMEM;
+	if (b->sketch_len + r->sketch_len > b->sketch_cap) {
+		size_t cap = b->sketch_cap ? b->sketch_cap : 4096;
+		uint8_t *p;
+
+		while (cap < b->sketch_len + r->sketch_len)
+			cap *= 2;
+		if (!(p = realloc(b->sketch, cap)))
+			return AGENT_ENOMEM;
+		b->sketch = p;
+		b->sketch_cap = cap;
+	}
+	k = b->n_kernel;
+	b->k_rank[k] = r->rank;
+	b->k_iter[k] = r->iter;
+	b->k_name[k] = (uint32_t)local;
+	b->k_kind[k] = r->kind;
+	b->k_count[k] = r->count;
+	b->k_sum[k] = r->sum_us;
+	b->k_min[k] = r->min_us;
+	b->k_max[k] = r->max_us;
+	b->k_p50[k] = r->p50_us;
+	b->k_p99[k] = r->p99_us;
+	b->k_sketch_off[k] = b->sketch_len;
+	b->k_sketch_len[k] = r->sketch_len;
+	if (r->sketch_len) {
+		memcpy(b->sketch + b->sketch_len, r->sketch, r->sketch_len);
+		b->sketch_len += r->sketch_len;
+		b->any_sketch = true;
+	}
+	b->n_kernel++;
+	b->est_bytes += 110 + r->sketch_len;
+	return 0;
+}
+
 int agent_add_iters(struct agent *a, const struct record_iter *r, size_t n)
 {
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < n; i++)
-		if (!rank_served(a, r[i].rank) || r[i].dur_us < 0)
-			return AGENT_EINVAL;
+	if (!iters_ok(a, r, n))
+		return AGENT_EINVAL;
 	pthread_mutex_lock(&a->mu);
-	for (i = 0; i < n; i++) {
-		struct building *b = &a->b;
-
-		if ((rc = make_room(a, 30)) < 0)
+	for (i = 0; i < n; i++)
+		if ((rc = make_room(a, 1, 30)) < 0 || (rc = put_iter(a, &r[i])) < 0)
 			break;
-		b->iter_rank[b->n_iter] = r[i].rank;
-		b->iter_iter[b->n_iter] = r[i].iter;
-		b->iter_start[b->n_iter] = r[i].start_us;
-		b->iter_dur[b->n_iter] = r[i].dur_us;
-		b->n_iter++;
-		b->est_bytes += 30;
-	}
 	return append_done(a, i, n, rc);
 }
 
@@ -590,36 +701,16 @@ int agent_add_phases(struct agent *a, const struct record_phase *r, size_t n)
 	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < n; i++)
-		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT || r[i].group >= RECORD_GROUP_COUNT ||
-		    r[i].dur_us < 0 || (r[i].start_us < 0 && r[i].start_us != RECORD_NO_START))
-			return AGENT_EINVAL;
+	if (!phases_ok(a, r, n))
+		return AGENT_EINVAL;
 	pthread_mutex_lock(&a->mu);
-	for (i = 0; i < n; i++)
-		if (r[i].name >= a->n_names) {
-			pthread_mutex_unlock(&a->mu);
-			return AGENT_EINVAL;
-		}
-	for (i = 0; i < n; i++) {
-		struct building *b = &a->b;
-		int64_t local;
-
-		if ((rc = make_room(a, 50)) < 0)
-			break;
-		if ((local = building_local_name(a, r[i].name)) < 0) {
-			rc = AGENT_ENOMEM;
-			break;
-		}
-		b->ph_rank[b->n_phase] = r[i].rank;
-		b->ph_iter[b->n_phase] = r[i].iter;
-		b->ph_name[b->n_phase] = (uint32_t)local;
-		b->ph_kind[b->n_phase] = r[i].kind;
-		b->ph_group[b->n_phase] = r[i].group;
-		b->ph_start[b->n_phase] = r[i].start_us == RECORD_NO_START ? -1 : r[i].start_us;
-		b->ph_dur[b->n_phase] = r[i].dur_us;
-		b->n_phase++;
-		b->est_bytes += 50;
+	if (!names_ok(a, r, n, NULL, 0)) {
+		pthread_mutex_unlock(&a->mu);
+		return AGENT_EINVAL;
 	}
+	for (i = 0; i < n; i++)
+		if ((rc = make_room(a, 1, 50)) < 0 || (rc = put_phase(a, &r[i])) < 0)
+			break;
 	return append_done(a, i, n, rc);
 }
 
@@ -628,62 +719,52 @@ int agent_add_kernels(struct agent *a, const struct record_kernel *r, size_t n)
 	size_t i;
 	int rc = 0;
 
+	if (!kernels_ok(a, r, n))
+		return AGENT_EINVAL;
+	pthread_mutex_lock(&a->mu);
+	if (!names_ok(a, NULL, 0, r, n)) {
+		pthread_mutex_unlock(&a->mu);
+		return AGENT_EINVAL;
+	}
 	for (i = 0; i < n; i++)
-		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT ||
-		    (r[i].sketch_len && !r[i].sketch) || r[i].sketch_len > BATCH_SOFT_BYTES / 2)
+		if ((rc = make_room(a, 1, 110 + r[i].sketch_len)) < 0 || (rc = put_kernel(a, &r[i])) < 0)
+			break;
+	return append_done(a, i, n, rc);
+}
+
+int agent_add_iteration(struct agent *a, const struct record_iter *it, const struct record_phase *ph, size_t nph,
+			const struct record_kernel *k, size_t nk)
+{
+	size_t total = 1 + nph + nk, est = 30 + 50 * nph, i, done = 0;
+	int rc = 0;
+
+	for (i = 0; i < nk; i++)
+		est += 110 + k[i].sketch_len;
+	if (!iters_ok(a, it, 1) || !phases_ok(a, ph, nph) || !kernels_ok(a, k, nk))
+		return AGENT_EINVAL;
+	for (i = 0; i < nph; i++)
+		if (ph[i].rank != it->rank || ph[i].iter != it->iter)
+			return AGENT_EINVAL;
+	for (i = 0; i < nk; i++)
+		if (k[i].rank != it->rank || k[i].iter != it->iter)
 			return AGENT_EINVAL;
 	pthread_mutex_lock(&a->mu);
-	for (i = 0; i < n; i++)
-		if (r[i].name >= a->n_names) {
-			pthread_mutex_unlock(&a->mu);
-			return AGENT_EINVAL;
-		}
-	for (i = 0; i < n; i++) {
-		struct building *b = &a->b;
-		size_t k;
-		int64_t local;
-
-		if ((rc = make_room(a, 110 + r[i].sketch_len)) < 0)
-			break;
-		if ((local = building_local_name(a, r[i].name)) < 0) {
-			rc = AGENT_ENOMEM;
-			break;
-		}
-		if (b->sketch_len + r[i].sketch_len > b->sketch_cap) {
-			size_t cap = b->sketch_cap ? b->sketch_cap : 4096;
-			uint8_t *p;
-
-			while (cap < b->sketch_len + r[i].sketch_len)
-				cap *= 2;
-			if (!(p = realloc(b->sketch, cap))) {
-				rc = AGENT_ENOMEM;
-				break;
-			}
-			b->sketch = p;
-			b->sketch_cap = cap;
-		}
-		k = b->n_kernel;
-		b->k_rank[k] = r[i].rank;
-		b->k_iter[k] = r[i].iter;
-		b->k_name[k] = (uint32_t)local;
-		b->k_kind[k] = r[i].kind;
-		b->k_count[k] = r[i].count;
-		b->k_sum[k] = r[i].sum_us;
-		b->k_min[k] = r[i].min_us;
-		b->k_max[k] = r[i].max_us;
-		b->k_p50[k] = r[i].p50_us;
-		b->k_p99[k] = r[i].p99_us;
-		b->k_sketch_off[k] = b->sketch_len;
-		b->k_sketch_len[k] = r[i].sketch_len;
-		if (r[i].sketch_len) {
-			memcpy(b->sketch + b->sketch_len, r[i].sketch, r[i].sketch_len);
-			b->sketch_len += r[i].sketch_len;
-			b->any_sketch = true;
-		}
-		b->n_kernel++;
-		b->est_bytes += 110 + r[i].sketch_len;
+	if (!names_ok(a, ph, nph, k, nk)) {
+		pthread_mutex_unlock(&a->mu);
+		return AGENT_EINVAL;
 	}
-	return append_done(a, i, n, rc);
+	if ((rc = make_room(a, total, est)) < 0)
+		return append_done(a, 0, total, rc);
+	if ((rc = put_iter(a, it)) < 0)
+		return append_done(a, done, total, rc);
+	done++;
+	for (i = 0; i < nph; i++, done++)
+		if ((rc = put_phase(a, &ph[i])) < 0)
+			return append_done(a, done, total, rc);
+	for (i = 0; i < nk; i++, done++)
+		if ((rc = put_kernel(a, &k[i])) < 0)
+			return append_done(a, done, total, rc);
+	return append_done(a, done, total, 0);
 }
 
 /* ---- the queue, from the network thread ---- */
@@ -770,6 +851,7 @@ static void agent_rebase(struct agent *a, uint64_t durable)
 		batch_set_seq(bt, bt->seq + durable);
 	a->next_seq += durable;
 	a->st.durable_seq = durable;
+	a->max_sent_seq = durable;
 }
 
 /* ---- the connection (network thread) ---- */
@@ -979,7 +1061,13 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		pthread_mutex_unlock(&a->mu);
 		c->max_frame = env->hello_ack->max_frame ? env->hello_ack->max_frame : 4u << 20;
 		c->state = CONN_STREAMING;
-		c->attempts = 0;
+		/* the backoff resets on progress (an Ack that frees batches), not on an accepted
+		 * Hello alone: a batch that makes the server drop the connection every time must
+		 * not turn into a tight reconnect loop */
+		pthread_mutex_lock(&a->mu);
+		if (!a->head)
+			c->attempts = 0;
+		pthread_mutex_unlock(&a->mu);
 		c->last_sent = NULL;
 		if (c->complaining) {
 			alog(a, AGENT_LOG_INFO, "connected to \"%s:%s\" again; resending after sequence %llu",
@@ -992,6 +1080,8 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		break;
 	case CULPRIT__V1__ENVELOPE__MSG_ACK:
 		pthread_mutex_lock(&a->mu);
+		if (a->head && a->head->seq <= env->ack->durable_seq)
+			c->attempts = 0;
 		queue_ack(a, env->ack->durable_seq);
 		pthread_mutex_unlock(&a->mu);
 		break;
@@ -1166,6 +1256,10 @@ static void conn_write(struct agent *a)
 				pthread_mutex_lock(&a->mu);
 				c->last_sent = c->cur;
 				a->st.batches_sent++;
+				if (c->cur->seq <= a->max_sent_seq)
+					a->st.batches_resent++;
+				else
+					a->max_sent_seq = c->cur->seq;
 				pthread_mutex_unlock(&a->mu);
 				c->cur = NULL;
 				c->cur_off = 0;

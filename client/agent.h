@@ -90,6 +90,7 @@ struct agent_stats {
 	uint64_t batches_acked;     /* committed (or found already committed) by the server */
 	uint64_t batches_rejected;
 	uint64_t batches_sent;      /* frames written, resends included */
+	uint64_t batches_resent;    /* of which written again after a reconnect */
 	uint64_t connects;          /* accepted HelloAcks */
 	uint64_t disconnects;
 	uint64_t durable_seq;       /* highest sequence the server has acknowledged */
@@ -128,6 +129,13 @@ int32_t agent_intern(struct agent *a, const char *name);
 int agent_add_iters(struct agent *a, const struct record_iter *r, size_t n);
 int agent_add_phases(struct agent *a, const struct record_phase *r, size_t n);
 int agent_add_kernels(struct agent *a, const struct record_kernel *r, size_t n);
+
+/* One rank's finished iteration: its iteration record and that iteration's phases and
+ * kernels (same rank and iter, else AGENT_EINVAL), appended atomically: they travel in one
+ * batch (which may then exceed max_batch_records), so the server always sees a phase with
+ * its iteration. The call to prefer from a training loop. Returns as agent_add_*. */
+int agent_add_iteration(struct agent *a, const struct record_iter *it, const struct record_phase *ph, size_t nph,
+			const struct record_kernel *k, size_t nk);
 
 /* Seals the current batch and waits until everything appended before the call is
  * acknowledged (or rejected). timeout_ms < 0: no limit. 0 or AGENT_ETIMEDOUT. */

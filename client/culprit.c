@@ -10,7 +10,9 @@
 
 #include "engine.h"
 #include "jsonl.h"
+#include "replay.h"
 #include "sim.h"
+#include "sim_stream.h"
 
 /* --- culprit diagnose --- */
 
@@ -323,6 +325,10 @@ static int cmd_sim(int argc, char **argv)
 	struct sim_options opt;
 	memset(&opt, 0, sizeof(opt));
 	const char *out = NULL, *server = NULL;
+	/* streaming to culpritd: client/sim_stream.c */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
+			return sim_stream_main(argc, argv);
 	static const struct option opts[] = {
 		{"scenario", required_argument, NULL, 's'},
 		{"seed", required_argument, NULL, 'S'},
@@ -407,15 +413,7 @@ static int cmd_sim(int argc, char **argv)
 	return 0;
 }
 
-/* --- culprit replay (another issue) --- */
-
-static int cmd_replay(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "culprit replay: not yet implemented\n");
-	return 2;
-}
+/* --- culprit replay: client/replay.c --- */
 
 struct command {
 	const char *name;
@@ -426,7 +424,7 @@ struct command {
 static const struct command commands[] = {
 	{"diagnose", cmd_diagnose, "diagnose interchange files and print the report"},
 	{"sim", cmd_sim, "generate a simulated job with a known fault"},
-	{"replay", cmd_replay, "stream files to culpritd (not yet)"},
+	{"replay", replay_main, "stream interchange files to culpritd as agents"},
 };
 
 static void usage(FILE *f)

@@ -35,6 +35,7 @@ struct fs_agent {
 	uint64_t checksum;   /* sum over records of rank * 1000003 + iter * 31 + dur */
 	uint64_t name_errors; /* phase names that did not decode to "phase-<iter % 7>" */
 	uint64_t gaps;        /* batches with seq > durable + 1 */
+	uint64_t orphans;     /* phases of an even iteration without their iteration in the batch */
 	uint64_t dups;        /* batches with seq <= durable (resends: no-ops) */
 	uint64_t hellos;
 	uint64_t resume_seq;
@@ -181,6 +182,13 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 				a->checksum += b->phase_rank[i] * 1000003ull + b->phase_iter[i] * 31ull +
 					       (uint64_t)b->phase_dur_us[i];
 				snprintf(want, sizeof(want), "phase-%u", b->phase_iter[i] % 7);
+				if (b->phase_iter[i] % 2 == 0) {
+					bool found = false;
+
+					for (size_t j = 0; j < b->n_iter_rank && !found; j++)
+						found = b->iter_rank[j] == b->phase_rank[i] && b->iter_iter[j] == b->phase_iter[i];
+					a->orphans += !found;
+				}
 				if (b->phase_name[i] >= b->n_names || strcmp(b->names[b->phase_name[i]], want) != 0)
 					a->name_errors++;
 			}
@@ -385,9 +393,13 @@ static void stream(struct agent *a, uint32_t first, uint32_t n, struct stream_su
 							      .sum_us = 500 + q, .min_us = 1, .max_us = 99, .p50_us = 50,
 							      .p99_us = 98, .sketch = (const uint8_t *)"abc",
 							      .sketch_len = q ? 3 : 0};
-			assert_int_equal(agent_add_iters(a, &ri, 1), 0);
-			assert_int_equal(agent_add_phases(a, ph, 7), 0);
-			assert_int_equal(agent_add_kernels(a, k, 2), 0);
+			if (it % 2 == 0) { /* one call: never split across batches (checked by the server) */
+				assert_int_equal(agent_add_iteration(a, &ri, ph, 7, k, 2), 0);
+			} else {
+				assert_int_equal(agent_add_iters(a, &ri, 1), 0);
+				assert_int_equal(agent_add_phases(a, ph, 7), 0);
+				assert_int_equal(agent_add_kernels(a, k, 2), 0);
+			}
 			sum->iters++;
 			sum->phases += 7;
 			sum->kernels += 2;
@@ -411,6 +423,7 @@ static void check_exact(struct fake_server *s, const char *id, const struct stre
 	assert_int_equal(a->checksum, sum->checksum);
 	assert_int_equal(a->name_errors, 0);
 	assert_int_equal(a->gaps, 0);
+	assert_int_equal(a->orphans, 0);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -467,6 +480,8 @@ static void test_reconnect_resend(void **state)
 	assert_true(st.connects >= 5);
 	assert_true(st.disconnects >= 4);
 	assert_true(st.batches_sent > st.batches_sealed); /* some were sent twice */
+	assert_int_equal(st.batches_sent, st.batches_sealed + st.batches_resent);
+	assert_true(st.batches_resent > 0);
 	assert_int_equal(st.batches_acked, st.batches_sealed);
 	check_exact(s, "a2", &sum);
 	pthread_mutex_lock(&s->mu);
@@ -714,6 +729,13 @@ static void test_invalid_input(void **state)
 	ph.dur_us = 1;
 	assert_int_equal(agent_add_phases(a, &ph, 1), 0);
 	assert_int_equal(agent_add_iters(a, &it, 1), AGENT_EINVAL); /* rank 8 not served */
+	it.rank = 3;
+	assert_int_equal(agent_add_iteration(a, &it, &ph, 1, NULL, 0), AGENT_EINVAL); /* phase of rank 2 */
+	ph.rank = 3;
+	ph.iter = 1;
+	assert_int_equal(agent_add_iteration(a, &it, &ph, 1, NULL, 0), AGENT_EINVAL); /* another iteration */
+	ph.iter = 0;
+	assert_int_equal(agent_add_iteration(a, &it, &ph, 1, NULL, 0), 0);
 	assert_int_equal(agent_close(a, 5000), 0);
 
 	cfg.ranks = bad_ranks;

@@ -1,0 +1,577 @@
+/* fanout.c: one job's records to one agent per node or per rank (see fanout.h). */
+#include "fanout.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sketch.h"
+
+#define NO_AGENT UINT32_MAX
+
+struct fanout_host {
+	char *name;
+	uint32_t agent; /* node mode: index in agents, NO_AGENT before the first record */
+};
+
+struct fanout {
+	struct fanout_config cfg;
+	char *job, *order, *token, *server;
+	struct agent_topology topo;
+	struct agent_loop **loops;
+	uint32_t n_loops;
+	/* hosts */
+	struct fanout_host *hosts;
+	size_t n_hosts, hosts_cap;
+	uint32_t *rank_host;  /* per rank: index in hosts */
+	uint32_t *rank_agent; /* per rank: index in agents, NO_AGENT before its first record */
+	bool moved;           /* a host line moved a rank off its default node */
+	/* agents */
+	struct agent **agents;
+	size_t n_agents, agents_cap;
+	uint64_t records;
+	/* scratch */
+	int64_t *sorted;
+	size_t sorted_cap;
+	struct record_phase *ph;
+	size_t ph_cap;
+	struct record_kernel *k;
+	size_t k_cap;
+	uint8_t *sk_buf;
+	size_t sk_cap;
+	struct sketch sk;
+	/* default log: rate limit */
+	pthread_mutex_t log_mu;
+	time_t log_sec;
+	uint64_t log_suppressed;
+};
+
+static void default_log(void *arg, enum agent_log_level level, const char *msg)
+{
+	struct fanout *f = arg;
+	time_t now = time(NULL);
+
+	if (level < AGENT_LOG_WARNING)
+		return;
+	pthread_mutex_lock(&f->log_mu);
+	if (now != f->log_sec) {
+		if (f->log_suppressed)
+			fprintf(stderr, "warning: %llu more agent messages suppressed\n",
+				(unsigned long long)f->log_suppressed);
+		fprintf(stderr, "%s: %s\n", level == AGENT_LOG_ERROR ? "error" : "warning", msg);
+		f->log_sec = now;
+		f->log_suppressed = 0;
+	} else {
+		f->log_suppressed++;
+	}
+	pthread_mutex_unlock(&f->log_mu);
+}
+
+static int64_t host_find_or_add(struct fanout *f, const char *name)
+{
+	/* linear over hosts would be O(n^2) for 1,620 nodes from host lines; a node name
+	 * "node-K" that matches the default naming is looked up directly */
+	unsigned long k;
+	char tail;
+
+	if (sscanf(name, "node-%lu%c", &k, &tail) == 1 && k < f->n_hosts &&
+	    strcmp(f->hosts[k].name, name) == 0)
+		return (int64_t)k;
+	for (size_t i = 0; i < f->n_hosts; i++)
+		if (strcmp(f->hosts[i].name, name) == 0)
+			return (int64_t)i;
+	if (f->n_hosts == f->hosts_cap) {
+		size_t cap = f->hosts_cap ? f->hosts_cap * 2 : 64;
+		struct fanout_host *h = realloc(f->hosts, cap * sizeof(*h));
+
+		if (!h)
+			return -1;
+		f->hosts = h;
+		f->hosts_cap = cap;
+	}
+	if (!(f->hosts[f->n_hosts].name = strdup(name)))
+		return -1;
+	f->hosts[f->n_hosts].agent = NO_AGENT;
+	return (int64_t)f->n_hosts++;
+}
+
+struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t errlen)
+{
+	struct fanout *f;
+	uint32_t gpn = job->topo.gpus_per_node ? job->topo.gpus_per_node : 8;
+
+	if (!job->job || !*job->job || job->topo.world == 0 || job->topo.world > 10000000) {
+		snprintf(err, errlen, "a job needs a name and a world size of 1 to 10000000");
+		return NULL;
+	}
+	if (!(f = calloc(1, sizeof(*f)))) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&f->log_mu, NULL);
+	sketch_init(&f->sk);
+	f->cfg = *cfg;
+	f->job = strdup(job->job);
+	f->order = strdup(job->topo.order ? job->topo.order : "");
+	f->token = strdup(cfg->token ? cfg->token : "");
+	f->server = strdup(cfg->server ? cfg->server : "");
+	f->topo = job->topo;
+	f->topo.order = f->order;
+	f->topo.gpus_per_node = gpn;
+	f->cfg.server = f->server;
+	f->cfg.token = f->token;
+	f->n_loops = cfg->loops ? cfg->loops : 2;
+	f->loops = calloc(f->n_loops, sizeof(*f->loops));
+	f->rank_host = malloc(job->topo.world * sizeof(*f->rank_host));
+	f->rank_agent = malloc(job->topo.world * sizeof(*f->rank_agent));
+	if (!f->job || !f->order || !f->token || !f->server || !f->loops || !f->rank_host || !f->rank_agent)
+		goto oom;
+	for (uint32_t i = 0; i < f->n_loops; i++)
+		if (!(f->loops[i] = agent_loop_new()))
+			goto oom;
+	/* default hosts: node-K for K = rank / gpus_per_node, in order, so that node-K is hosts[K] */
+	for (uint32_t r = 0; r < job->topo.world; r++) {
+		if (r % gpn == 0) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "node-%u", r / gpn);
+			if (f->n_hosts == f->hosts_cap) {
+				size_t cap = f->hosts_cap ? f->hosts_cap * 2 : 64;
+				struct fanout_host *h = realloc(f->hosts, cap * sizeof(*h));
+
+				if (!h)
+					goto oom;
+				f->hosts = h;
+				f->hosts_cap = cap;
+			}
+			if (!(f->hosts[f->n_hosts].name = strdup(name)))
+				goto oom;
+			f->hosts[f->n_hosts++].agent = NO_AGENT;
+		}
+		f->rank_host[r] = r / gpn;
+		f->rank_agent[r] = NO_AGENT;
+	}
+	return f;
+oom:
+	snprintf(err, errlen, "out of memory");
+	fanout_close(f, 0, NULL);
+	return NULL;
+}
+
+const char *fanout_job_name(const struct fanout *f)
+{
+	return f->job;
+}
+
+int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why)
+{
+	int64_t h;
+
+	if (rank >= f->topo.world) {
+		*why = "rank outside the job's world";
+		return -1;
+	}
+	if (!host || !*host || strlen(host) > 200) {
+		*why = "host must be 1 to 200 bytes";
+		return -1;
+	}
+	if ((h = host_find_or_add(f, host)) < 0) {
+		*why = "out of memory";
+		return -1;
+	}
+	if ((uint32_t)h == f->rank_host[rank])
+		return 0;
+	if (f->rank_agent[rank] != NO_AGENT || f->hosts[h].agent != NO_AGENT ||
+	    f->hosts[f->rank_host[rank]].agent != NO_AGENT) {
+		*why = "host line after records of that rank or host (host lines must come first)";
+		return -1;
+	}
+	f->rank_host[rank] = (uint32_t)h;
+	f->moved = true;
+	return 0;
+}
+
+static int add_agent(struct fanout *f, struct agent *a)
+{
+	if (f->n_agents == f->agents_cap) {
+		size_t cap = f->agents_cap ? f->agents_cap * 2 : 64;
+		struct agent **p = realloc(f->agents, cap * sizeof(*p));
+
+		if (!p)
+			return -1;
+		f->agents = p;
+		f->agents_cap = cap;
+	}
+	f->agents[f->n_agents++] = a;
+	return 0;
+}
+
+/* The agent serving rank, created on first use. */
+static struct agent *agent_of(struct fanout *f, uint32_t rank, const char **why)
+{
+	struct agent_config cfg = {0};
+	uint32_t h, *ranks = NULL, one = rank;
+	size_t n = 0;
+	char id[256];
+	struct agent *a;
+
+	if (rank >= f->topo.world) {
+		*why = "rank outside the job's world";
+		return NULL;
+	}
+	if (f->rank_agent[rank] != NO_AGENT)
+		return f->agents[f->rank_agent[rank]];
+	h = f->rank_host[rank];
+	if (!f->cfg.per_rank && f->hosts[h].agent != NO_AGENT) {
+		/* cannot happen: a node agent is recorded for each of its ranks */
+		f->rank_agent[rank] = f->hosts[h].agent;
+		return f->agents[f->hosts[h].agent];
+	}
+	cfg.server = f->cfg.server;
+	cfg.job = f->job;
+	cfg.topo = f->topo;
+	cfg.host = f->hosts[h].name;
+	cfg.token = f->token;
+	cfg.flush_interval_ms = f->cfg.flush_interval_ms;
+	cfg.max_batch_records = f->cfg.max_batch_records ? f->cfg.max_batch_records : 4096;
+	cfg.max_unacked_bytes = f->cfg.max_unacked_bytes ? f->cfg.max_unacked_bytes : (size_t)4 << 20;
+	cfg.append_timeout_ms = AGENT_WAIT_FOREVER;
+	cfg.backoff_min_ms = 50;
+	cfg.backoff_max_ms = 2000;
+	cfg.loop = f->loops[f->n_agents % f->n_loops];
+	cfg.log = f->cfg.log ? f->cfg.log : default_log;
+	cfg.log_arg = f->cfg.log ? f->cfg.log_arg : f;
+	if (f->cfg.per_rank) {
+		snprintf(id, sizeof(id), "%s/rank-%u", f->hosts[h].name, rank);
+		cfg.agent_id = id;
+		cfg.ranks = &one;
+		cfg.n_ranks = 1;
+	} else {
+		uint32_t gpn = f->topo.gpus_per_node;
+
+		cfg.agent_id = f->hosts[h].name;
+		if (!(ranks = malloc(f->topo.world * sizeof(*ranks)))) {
+			*why = "out of memory";
+			return NULL;
+		}
+		if (!f->moved) { /* every rank on its default node: the node's block */
+			for (uint32_t r = h * gpn; r < f->topo.world && r < (h + 1) * gpn; r++)
+				ranks[n++] = r;
+		} else {
+			for (uint32_t r = 0; r < f->topo.world; r++)
+				if (f->rank_host[r] == h)
+					ranks[n++] = r;
+		}
+		cfg.ranks = ranks;
+		cfg.n_ranks = n;
+	}
+	a = agent_new(&cfg);
+	if (!a || add_agent(f, a) < 0) {
+		if (a)
+			agent_close(a, 0);
+		free(ranks);
+		*why = "could not create an agent";
+		return NULL;
+	}
+	if (f->cfg.per_rank) {
+		f->rank_agent[rank] = (uint32_t)(f->n_agents - 1);
+	} else {
+		f->hosts[h].agent = (uint32_t)(f->n_agents - 1);
+		for (size_t i = 0; i < n; i++)
+			f->rank_agent[ranks[i]] = (uint32_t)(f->n_agents - 1);
+	}
+	free(ranks);
+	return a;
+}
+
+static int append_rc(int rc, const char **why)
+{
+	if (rc == 0)
+		return 0;
+	*why = rc == AGENT_EINVAL ? "invalid record (negative duration, bad kind or group)" : agent_strerror(rc);
+	return -1;
+}
+
+int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why)
+{
+	struct agent *a = agent_of(f, r->rank, why);
+
+	if (!a)
+		return -1;
+	f->records++;
+	return append_rc(agent_add_iters(a, r, 1), why);
+}
+
+int fanout_phase(struct fanout *f, const struct record_phase *r, const char *name, const char **why)
+{
+	struct agent *a = agent_of(f, r->rank, why);
+	struct record_phase p = *r;
+	int32_t id;
+
+	if (!a)
+		return -1;
+	if ((id = agent_intern(a, name)) < 0) {
+		*why = "phase name empty or longer than 255 bytes";
+		return -1;
+	}
+	p.name = (uint32_t)id;
+	f->records++;
+	return append_rc(agent_add_phases(a, &p, 1), why);
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Fills count and the summary fields of k from durs and appends its sketch to f->sk_buf at
+ * *sk_off (the caller points k->sketch into the buffer once all kernels are done). */
+static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *durs, size_t ndurs, size_t *sk_off,
+		     const char **why)
+{
+	size_t need;
+
+	if (ndurs > f->sorted_cap) {
+		int64_t *p = realloc(f->sorted, ndurs * sizeof(*p));
+
+		if (!p) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->sorted = p;
+		f->sorted_cap = ndurs;
+	}
+	memcpy(f->sorted, durs, ndurs * sizeof(*durs));
+	qsort(f->sorted, ndurs, sizeof(*f->sorted), cmp_i64);
+	sketch_reset(&f->sk);
+	k->sum_us = 0;
+	for (size_t i = 0; i < ndurs; i++) {
+		if (f->sorted[i] < 0) {
+			*why = "negative kernel duration";
+			return -1;
+		}
+		k->sum_us += f->sorted[i];
+		if (sketch_add(&f->sk, (double)f->sorted[i], 1) < 0) {
+			*why = "out of memory";
+			return -1;
+		}
+	}
+	if (!k->count)
+		k->count = (uint32_t)ndurs;
+	k->min_us = f->sorted[0];
+	k->max_us = f->sorted[ndurs - 1];
+	k->p50_us = f->sorted[(ndurs - 1) / 2];
+	k->p99_us = f->sorted[(size_t)((double)(ndurs - 1) * 0.99 + 0.5)];
+	need = sketch_serialize(&f->sk, NULL, 0);
+	if (*sk_off + need > f->sk_cap) {
+		size_t cap = f->sk_cap ? f->sk_cap : 4096;
+		uint8_t *p;
+
+		while (cap < *sk_off + need)
+			cap *= 2;
+		if (!(p = realloc(f->sk_buf, cap))) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->sk_buf = p;
+		f->sk_cap = cap;
+	}
+	sketch_serialize(&f->sk, f->sk_buf + *sk_off, need);
+	k->sketch = NULL;
+	k->sketch_len = (uint32_t)need;
+	*sk_off += need;
+	return 0;
+}
+
+int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs,
+		  size_t ndurs, const char **why)
+{
+	struct agent *a = agent_of(f, r->rank, why);
+	struct record_kernel k = *r;
+	size_t off = 0;
+	int32_t id;
+
+	if (!a)
+		return -1;
+	if ((id = agent_intern(a, name)) < 0) {
+		*why = "kernel name empty or longer than 255 bytes";
+		return -1;
+	}
+	k.name = (uint32_t)id;
+	if (durs && ndurs) {
+		if (summarize(f, &k, durs, ndurs, &off, why) < 0)
+			return -1;
+		k.sketch = f->sk_buf;
+	}
+	f->records++;
+	return append_rc(agent_add_kernels(a, &k, 1), why);
+}
+
+int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struct record_phase *ph,
+		     const char *const *pnames, size_t nph, const struct record_kernel *k, const char *const *knames,
+		     const int64_t *const *kdurs, const size_t *kndurs, size_t nk, const char **why)
+{
+	struct agent *a = agent_of(f, it->rank, why);
+	size_t off = 0;
+
+	if (!a)
+		return -1;
+	if (nph > f->ph_cap) {
+		struct record_phase *p = realloc(f->ph, nph * sizeof(*p));
+
+		if (!p) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->ph = p;
+		f->ph_cap = nph;
+	}
+	if (nk > f->k_cap) {
+		struct record_kernel *p = realloc(f->k, nk * sizeof(*p));
+
+		if (!p) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->k = p;
+		f->k_cap = nk;
+	}
+	for (size_t i = 0; i < nph; i++) {
+		int32_t id = agent_intern(a, pnames[i]);
+
+		if (id < 0) {
+			*why = "phase name empty or longer than 255 bytes";
+			return -1;
+		}
+		f->ph[i] = ph[i];
+		f->ph[i].name = (uint32_t)id;
+	}
+	for (size_t i = 0; i < nk; i++) {
+		int32_t id = agent_intern(a, knames[i]);
+
+		if (id < 0) {
+			*why = "kernel name empty or longer than 255 bytes";
+			return -1;
+		}
+		f->k[i] = k[i];
+		f->k[i].name = (uint32_t)id;
+		f->k[i].sketch = NULL;
+		f->k[i].sketch_len = 0;
+		if (kdurs && kndurs && kdurs[i] && kndurs[i] && summarize(f, &f->k[i], kdurs[i], kndurs[i], &off, why) < 0)
+			return -1;
+	}
+	/* the sketch buffer may have moved while it grew: point into it now */
+	off = 0;
+	for (size_t i = 0; i < nk; i++)
+		if (f->k[i].sketch_len) {
+			f->k[i].sketch = f->sk_buf + off;
+			off += f->k[i].sketch_len;
+		}
+	f->records += 1 + nph + nk;
+	return append_rc(agent_add_iteration(a, it, f->ph, nph, f->k, nk), why);
+}
+
+void fanout_kick(struct fanout *f)
+{
+	for (size_t i = 0; i < f->n_agents; i++)
+		agent_flush(f->agents[i], 0);
+}
+
+static void add_stats(struct fanout_stats *st, const struct agent_stats *as)
+{
+	st->agents++;
+	st->connected += as->connected;
+	st->acked_batches += as->batches_acked;
+	st->sealed_batches += as->batches_sealed;
+	st->rejected_batches += as->batches_rejected;
+	st->rejected_records += as->records_rejected;
+	st->dropped_records += as->records_dropped;
+	st->resent_batches += as->batches_resent;
+	st->connects += as->connects;
+}
+
+void fanout_get_stats(struct fanout *f, struct fanout_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < f->n_agents; i++) {
+		struct agent_stats as;
+
+		agent_get_stats(f->agents[i], &as);
+		add_stats(st, &as);
+	}
+	st->records = f->records;
+}
+
+void fanout_print_progress(struct fanout *f, const char *prefix, double secs)
+{
+	struct fanout_stats st;
+
+	fanout_get_stats(f, &st);
+	fprintf(stderr,
+		"%s: %llu records in %.1f s (%.0f/s), %llu agents (%llu connected), %llu/%llu batches acknowledged",
+		prefix, (unsigned long long)st.records, secs, secs > 0 ? (double)st.records / secs : 0.0,
+		(unsigned long long)st.agents, (unsigned long long)st.connected, (unsigned long long)st.acked_batches,
+		(unsigned long long)st.sealed_batches);
+	if (st.rejected_batches)
+		fprintf(stderr, ", %llu rejected", (unsigned long long)st.rejected_batches);
+	if (st.resent_batches)
+		fprintf(stderr, ", %llu resent", (unsigned long long)st.resent_batches);
+	fprintf(stderr, "\n");
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
+{
+	long long deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int rc = 0;
+
+	if (!f)
+		return 0;
+	fanout_kick(f);
+	for (size_t i = 0; i < f->n_agents; i++) {
+		long long left = deadline - mono_ms();
+
+		if (agent_flush(f->agents[i], timeout_ms < 0 ? -1 : left > 0 ? (int)left : 0) != 0)
+			rc = -1;
+	}
+	if (st) {
+		fanout_get_stats(f, st);
+		if (st->rejected_batches || st->dropped_records)
+			rc = -1;
+	}
+	for (size_t i = 0; i < f->n_agents; i++)
+		agent_close(f->agents[i], 0);
+	for (uint32_t i = 0; f->loops && i < f->n_loops; i++)
+		agent_loop_free(f->loops[i]);
+	for (size_t i = 0; i < f->n_hosts; i++)
+		free(f->hosts[i].name);
+	free(f->hosts);
+	free(f->loops);
+	free(f->agents);
+	free(f->rank_host);
+	free(f->rank_agent);
+	free(f->sorted);
+	free(f->ph);
+	free(f->k);
+	free(f->sk_buf);
+	sketch_free(&f->sk);
+	free(f->job);
+	free(f->order);
+	free(f->token);
+	free(f->server);
+	pthread_mutex_destroy(&f->log_mu);
+	free(f);
+	return rc;
+}

@@ -1,0 +1,305 @@
+/* sim_stream.c: `culprit sim --server` (see sim_stream.h). The simulator (client/sim.h)
+ * calls a sink per rank and iteration; the sink paces the records to accelerated time and
+ * hands them to the job's fanout (client/fanout.h). */
+#include "sim_stream.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fanout.h"
+#include "sim.h"
+
+struct sim_stream {
+	struct fanout_config cfg;
+	struct fanout *f;
+	const char *const *names;
+	size_t n_names;
+	double speed;          /* simulated seconds per wall second; 0: no pacing */
+	int64_t sim_t0_us;     /* first iteration start seen */
+	double wall_t0;        /* wall clock then */
+	double t0, last_progress;
+	uint32_t last_iter, iters;
+	uint64_t events;
+	const char **pnames, **knames; /* scratch: names of one rank-iteration's records */
+	size_t names_cap;
+	bool quiet;
+	char err[256];
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress(struct sim_stream *s, bool force)
+{
+	double now = mono_s();
+	char prefix[64];
+
+	if (s->quiet || !s->f || (!force && now - s->last_progress < 1.0))
+		return;
+	s->last_progress = now;
+	if (s->iters)
+		snprintf(prefix, sizeof(prefix), "sim: iteration %u/%u", s->last_iter + 1, s->iters);
+	else
+		snprintf(prefix, sizeof(prefix), "sim: iteration %u", s->last_iter + 1);
+	fanout_print_progress(s->f, prefix, now - s->t0);
+}
+
+static int on_job(void *ctx, const struct jsonl_job *j)
+{
+	struct sim_stream *s = ctx;
+	struct fanout_job fj = {.job = j->job,
+				.topo = {.world = j->world, .tp = j->tp, .cp = j->cp, .pp = j->pp, .dp = j->dp, .ep = j->ep,
+					 .gpus_per_node = j->gpus_per_node, .order = j->order}};
+
+	if (s->f)
+		return -1; /* one job per scenario */
+	if (!(s->f = fanout_new(&s->cfg, &fj, s->err, sizeof(s->err))))
+		return -1;
+	if (!s->quiet)
+		fprintf(stderr, "sim: job %s, %u ranks, streaming to %s as %s agents\n", j->job, j->world, s->cfg.server,
+			s->cfg.per_rank ? "rank" : "node");
+	return 0;
+}
+
+/* Sleeps until the simulated time start_us is due on the accelerated clock. */
+static void pace(struct sim_stream *s, int64_t start_us)
+{
+	double due, now;
+
+	if (s->speed <= 0)
+		return;
+	if (!s->sim_t0_us) {
+		s->sim_t0_us = start_us;
+		s->wall_t0 = mono_s();
+		return;
+	}
+	due = s->wall_t0 + (double)(start_us - s->sim_t0_us) / 1e6 / s->speed;
+	now = mono_s();
+	if (due > now + 0.001) {
+		struct timespec ts;
+		double d = due - now;
+
+		if (d > 60)
+			d = 60; /* a clock jump in the scenario must not stall us for long */
+		ts.tv_sec = (time_t)d;
+		ts.tv_nsec = (long)((d - (double)ts.tv_sec) * 1e9);
+		fanout_kick(s->f); /* what is due now goes out before we sleep */
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+}
+
+static int on_rank_iter(void *ctx, const struct sim_rank_iter *ri)
+{
+	struct sim_stream *s = ctx;
+	const char *why = NULL;
+
+	if (!s->f) {
+		snprintf(s->err, sizeof(s->err), "records before the job");
+		return -1;
+	}
+	pace(s, ri->iter.start_us);
+	if (ri->iter.iter != s->last_iter) {
+		s->last_iter = ri->iter.iter;
+		progress(s, false);
+	}
+	if (ri->nphases > s->names_cap || ri->nkernels > s->names_cap) {
+		size_t cap = ri->nphases > ri->nkernels ? ri->nphases : ri->nkernels;
+		const char **p = realloc(s->pnames, cap * sizeof(*p)), **k;
+
+		if (p)
+			s->pnames = p;
+		k = p ? realloc(s->knames, cap * sizeof(*k)) : NULL;
+		if (!p || !k) {
+			why = "out of memory";
+			goto fail;
+		}
+		s->knames = k;
+		s->names_cap = cap;
+	}
+	for (size_t i = 0; i < ri->nphases; i++) {
+		if (ri->phases[i].name >= s->n_names) {
+			why = "phase name index outside the simulator's names";
+			goto fail;
+		}
+		s->pnames[i] = s->names[ri->phases[i].name];
+	}
+	for (size_t i = 0; i < ri->nkernels; i++) {
+		if (ri->kernels[i].name >= s->n_names) {
+			why = "kernel name index outside the simulator's names";
+			goto fail;
+		}
+		s->knames[i] = s->names[ri->kernels[i].name];
+	}
+	if (fanout_rank_iter(s->f, &ri->iter, ri->phases, s->pnames, ri->nphases, ri->kernels, s->knames,
+			     ri->kernel_durs, ri->kernel_ndurs, ri->nkernels, &why) < 0)
+		goto fail;
+	return 0;
+fail:
+	snprintf(s->err, sizeof(s->err), "rank %u iteration %u: %s", ri->iter.rank, ri->iter.iter, why);
+	return -1;
+}
+
+static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us, const char *source,
+		    const char *detail)
+{
+	struct sim_stream *s = ctx;
+
+	(void)ts_us, (void)source;
+	s->events++;
+	if (!s->quiet)
+		fprintf(stderr, "sim: out-of-band event %s on %s (%s) not sent: the agent protocol carries no events\n",
+			kind, host, detail ? detail : "");
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] --server HOST:PORT [--per-rank]\n"
+		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--quiet]\n");
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int sim_stream_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"scenario", required_argument, NULL, 's'},
+		{"seed", required_argument, NULL, 'S'},
+		{"iters", required_argument, NULL, 'i'},
+		{"server", required_argument, NULL, 'r'},
+		{"per-rank", no_argument, NULL, 'p'},
+		{"speed", required_argument, NULL, 'x'},
+		{"token", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct sim_stream s;
+	struct sim_options opt;
+	struct sim_sink sink = {.ctx = &s, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
+	struct fanout_stats st;
+	double v, timeout_s = -1, secs;
+	int c, rc;
+	char err[256];
+
+	memset(&s, 0, sizeof(s));
+	memset(&opt, 0, sizeof(opt));
+	s.speed = 100;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			opt.scenario = optarg;
+			break;
+		case 'S':
+		{
+			char *end;
+
+			errno = 0;
+			opt.seed = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-') {
+				fprintf(stderr, "culprit sim: invalid --seed \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'i':
+			if (parse_num(optarg, 1, 1000000, &v) < 0) {
+				fprintf(stderr, "culprit sim: invalid --iters \"%s\"\n", optarg);
+				return 2;
+			}
+			opt.iters = (uint32_t)v;
+			break;
+		case 'r':
+			s.cfg.server = optarg;
+			break;
+		case 'p':
+			s.cfg.per_rank = true;
+			break;
+		case 'x':
+			if (parse_num(optarg, 0, 1e9, &s.speed) < 0) {
+				fprintf(stderr, "culprit sim: invalid --speed \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			s.cfg.token = optarg;
+			break;
+		case 'T':
+			if (parse_num(optarg, 0, 86400 * 7, &timeout_s) < 0) {
+				fprintf(stderr, "culprit sim: invalid --timeout \"%s\" (seconds)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'q':
+			s.quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!opt.scenario || !s.cfg.server || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	s.names = sim_names(&s.n_names);
+	s.iters = opt.iters;
+	s.t0 = s.last_progress = mono_s();
+	rc = sim_run(&opt, &sink, err, sizeof(err));
+	free(s.pnames);
+	free(s.knames);
+	if (rc < 0) {
+		fprintf(stderr, "culprit sim: %s\n", s.err[0] ? s.err : err);
+		if (s.f)
+			fanout_close(s.f, 10000, NULL);
+		return s.f ? 1 : 2;
+	}
+	if (!s.f) {
+		fprintf(stderr, "culprit sim: the scenario produced no job\n");
+		return 1;
+	}
+	progress(&s, true);
+	if (!s.quiet)
+		fprintf(stderr, "sim: waiting for culpritd to acknowledge everything\n");
+	rc = fanout_close(s.f, timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st);
+	secs = mono_s() - s.t0;
+	fprintf(stderr,
+		"sim: %llu records from %llu agents in %.1f s (%.0f/s); %llu/%llu batches acknowledged, %llu rejected "
+		"(%llu records), %llu resent after reconnects\n",
+		(unsigned long long)st.records, (unsigned long long)st.agents, secs,
+		secs > 0 ? (double)st.records / secs : 0.0, (unsigned long long)st.acked_batches,
+		(unsigned long long)st.sealed_batches, (unsigned long long)st.rejected_batches,
+		(unsigned long long)st.rejected_records, (unsigned long long)st.resent_batches);
+	if (rc < 0) {
+		fprintf(stderr, "culprit sim: not every record was acknowledged by \"%s\"\n", s.cfg.server);
+		return 1;
+	}
+	return 0;
+}
