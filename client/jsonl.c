@@ -433,7 +433,7 @@ void jsonl_write_iter(struct jsonl_writer *w, const char *job, const struct reco
 void jsonl_write_phase(struct jsonl_writer *w, const char *job, const struct record_phase *r,
 		       const char *name)
 {
-	char a[256], b[256], st[32] = "";
+	char a[256], b[256], st[48] = "";
 	if (r->start_us != RECORD_NO_START)
 		snprintf(st, sizeof(st), ",\"start_us\":%" PRId64, r->start_us);
 	emit(w, "{\"type\":\"phase\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\",\"kind\":\"%s\","

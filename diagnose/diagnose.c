@@ -16,7 +16,7 @@ void diagnose_config_default(struct diagnose_config *c)
 	memset(c, 0, sizeof(*c));
 	l2_config_default(&c->l2);
 	c->max_window = 32;
-	c->max_baseline = 32;
+	c->max_baseline = 16;
 	c->max_listed = 32;
 	c->l3_suspects = 64;
 	c->l3_peers = 64;
@@ -105,12 +105,14 @@ struct work {
 	uint8_t *role;   /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
 	uint32_t first, last;
 	struct report *rep;
+	uint8_t kind[256]; /* phase slot -> enum record_kind */
 };
 
 static int phase_flag_any(const struct work *w, uint32_t r, int kind_mask, int flag)
 {
+	const uint8_t *f = w->l2.flag + (size_t)r * w->P;
 	for (uint32_t p = 0; p < w->P; p++)
-		if ((kind_mask >> store_phase_kind(w->s, p)) & 1 && (w->l2.flag[(size_t)r * w->P + p] & flag))
+		if ((kind_mask >> w->kind[p]) & 1 && (f[p] & flag))
 			return 1;
 	return 0;
 }
@@ -621,6 +623,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;
+	for (uint32_t p = 0; p < w.P && p < 256; p++)
+		w.kind[p] = store_phase_kind(s, p);
 
 	size_t few = (size_t)(cfg.few_fraction * w.W);
 	if (few < 1)

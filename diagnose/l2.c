@@ -30,23 +30,113 @@ void l2_free(struct l2 *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* per rank per phase medians over [first, last] into out[rank * P + p] */
+/* Median of a few values without branches on the data: each element's rank is counted
+ * against all others (n^2 compares that vectorize) and the element(s) covering the middle
+ * rank(s) are taken; ties are handled through the less / less-or-equal counts. */
+static double median_small(const double *x, uint32_t n)
+{
+	uint32_t k1 = (n - 1) / 2, k2 = n / 2;
+	double a = 0, b = 0;
+	int fa = 0, fb = 0;
+	for (uint32_t i = 0; i < n && !(fa && fb); i++) {
+		double v = x[i];
+		uint32_t lt = 0, le = 0;
+		for (uint32_t j = 0; j < n; j++) {
+			lt += x[j] < v;
+			le += x[j] <= v;
+		}
+		if (!fa && lt <= k1 && k1 < le) {
+			a = v;
+			fa = 1;
+		}
+		if (!fb && lt <= k2 && k2 < le) {
+			b = v;
+			fb = 1;
+		}
+	}
+	return (a + b) / 2;
+}
+
+#define L2_BLOCKS 8 /* robust_value's sorting network is written for 8 */
+
+/* A rank's robust value of one phase over a window: the median of L2_BLOCKS block means
+ * (consecutive iterations pooled in blocks of cnt / L2_BLOCKS), or the plain median when
+ * there are fewer iterations than blocks. Up to 3 of 8 blocks may hold outliers
+ * (checkpoint stalls, eval steps) without moving it; it costs O(cnt) + 64 compares instead
+ * of a selection per rank, phase and window (see docs/method.md). */
+static double robust_value(const uint32_t *x, uint32_t cnt)
+{
+	double m[L2_BLOCKS > 1 ? L2_BLOCKS * 2 : 2];
+	if (cnt < L2_BLOCKS) {
+		for (uint32_t i = 0; i < cnt; i++)
+			m[i] = x[i];
+		return median_small(m, cnt);
+	}
+	uint32_t per = cnt / L2_BLOCKS, i = 0;
+	for (uint32_t b = 0; b < L2_BLOCKS; b++) {
+		uint32_t end = b == L2_BLOCKS - 1 ? cnt : i + per;
+		uint64_t sum = 0;
+		uint32_t n = end - i;
+		for (; i < end; i++)
+			sum += x[i];
+		m[b] = (double)sum / n;
+	}
+	/* sorting network for 8 (19 compare-exchanges, unrolled to min/max in registers) */
+	double v0 = m[0], v1 = m[1], v2 = m[2], v3 = m[3], v4 = m[4], v5 = m[5], v6 = m[6], v7 = m[7];
+#define CE(a, b)                                  \
+	do {                                      \
+		double lo_ = a < b ? a : b;       \
+		b = a < b ? b : a;                \
+		a = lo_;                          \
+	} while (0)
+	CE(v0, v2);
+	CE(v1, v3);
+	CE(v4, v6);
+	CE(v5, v7);
+	CE(v0, v4);
+	CE(v1, v5);
+	CE(v2, v6);
+	CE(v3, v7);
+	CE(v0, v1);
+	CE(v2, v3);
+	CE(v4, v5);
+	CE(v6, v7);
+	CE(v2, v4);
+	CE(v3, v5);
+	CE(v1, v4);
+	CE(v3, v6);
+	CE(v1, v2);
+	CE(v3, v4);
+	CE(v5, v6);
+#undef CE
+	(void)v0;
+	(void)v7;
+	return (v3 + v4) / 2;
+}
+
+/* per rank per phase robust values over [first, last] into out[rank * P + p] (ms) */
 static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P,
-		    double *out, double *buf /* P * n */, uint32_t *cnt /* P */)
+		    double *out, uint32_t *buf /* P * n */, uint32_t *cnt /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
 	for (uint32_t r = 0; r < world; r++) {
 		memset(cnt, 0, P * sizeof(*cnt));
 		for (uint32_t it = first; it <= last; it++) {
+			/* the ring is memory bound: fetch the next rank's slot meanwhile */
+			if (r + 1 < world)
+				__builtin_prefetch(store_slot_addr(s, r + 1, it));
 			const uint32_t *ph = store_slot_phases(s, r, it);
 			if (!ph)
 				continue;
-			for (uint32_t p = 0; p < P; p++)
-				if (ph[p] != STORE_ABSENT)
-					buf[(size_t)p * n + cnt[p]++] = ph[p] / 1000.0;
+			for (uint32_t p = 0; p < P; p++) {
+				/* branchless: write, then count only present values */
+				buf[(size_t)p * n + cnt[p]] = ph[p];
+				cnt[p] += ph[p] != STORE_ABSENT;
+			}
 		}
 		for (uint32_t p = 0; p < P; p++)
-			out[(size_t)r * P + p] = cnt[p] ? stats_median_inplace(buf + (size_t)p * n, cnt[p]) : NAN;
+			out[(size_t)r * P + p] =
+				cnt[p] ? robust_value(buf + (size_t)p * n, cnt[p]) / 1000.0 : NAN;
 	}
 }
 
@@ -79,7 +169,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	l->role = malloc(W * sizeof(uint32_t));
 	uint32_t *order = malloc(W * sizeof(uint32_t));
 	uint32_t *gstart = calloc(G + 1, sizeof(uint32_t));
-	double *buf = malloc(((size_t)(P ? P : 1) * span + W + 1) * sizeof(double));
+	uint32_t *buf = malloc(((size_t)(P ? P : 1) * span + 1) * sizeof(uint32_t));
 	double *xs = malloc((W + 1) * sizeof(double));
 	double *scratch = malloc((W + 1) * sizeof(double));
 	uint32_t *cnt = malloc((P ? P : 1) * sizeof(uint32_t));

@@ -1,8 +1,9 @@
 /* l2.h: L2, cross-rank comparison of phase durations among ranks of the same role.
  *
- * For the window [first, last] every rank's phase duration is the median over the
- * window's iterations (so one checkpoint stall inside it does not count), likewise over
- * the baseline iterations [bfirst, blast] before it. Per role group (same pp, tp, cp) and
+ * For the window [first, last] every rank's phase duration is a robust value over the
+ * window's iterations: the median of 8 block means (the plain median under 8 iterations),
+ * so a checkpoint stall or an eval step inside it does not count; likewise over the
+ * baseline iterations [bfirst, blast] before it. Per role group (same pp, tp, cp) and
  * phase: the group's coefficient of variation, each rank's robust z-score
  * (x - median) / (1.4826 MAD), with the MAD floored at cfg.mad_floor_rel of the median so
  * a perfectly uniform group does not make tiny differences infinite, and its ratio to the

@@ -171,6 +171,8 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 		s->cfg.ring_iters = 64;
 	if (!s->cfg.max_phases)
 		s->cfg.max_phases = 16;
+	if (s->cfg.max_phases > 255)
+		s->cfg.max_phases = 255;
 	if (!s->cfg.max_kernels)
 		s->cfg.max_kernels = 16;
 	if (!s->cfg.kernel_block_iters)
@@ -711,6 +713,12 @@ const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t
 {
 	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
 	return s->tag[idx] == iter + 1 ? s->pdur + idx * s->cfg.max_phases : NULL;
+}
+
+const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter)
+{
+	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	return s->pdur + idx * s->cfg.max_phases;
 }
 
 uint32_t store_max_iter(const struct store *s)

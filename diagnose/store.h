@@ -105,6 +105,8 @@ uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter);
 uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot);
 /* The max_phases durations of (rank, iter), or NULL when the ring does not hold it. */
 const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter);
+/* Where (rank, iter)'s phase durations would be, whatever the slot holds (a prefetch hint). */
+const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter);
 /* Highest iteration seen of any rank; 0 with nothing seen (check store_any). */
 uint32_t store_max_iter(const struct store *s);
 int store_any(const struct store *s);
