@@ -706,8 +706,9 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	rep->victims = nvict;
 	{
 		uint32_t counts[64] = {0};
+		/* where the waiting happens: victims and late arrivers (who wait too, elsewhere) */
 		for (uint32_t r = 0; r < w.W; r++)
-			if (w.role[r] == 3)
+			if (w.role[r] == 3 || w.role[r] == 2)
 				for (uint32_t p = 0; p < w.P && p < 64; p++)
 					if (store_phase_kind(s, p) == RECORD_KIND_COMM &&
 					    (w.l2.flag[(size_t)r * w.P + p] & (L2_HIGH | L2_SELF_HIGH)))
