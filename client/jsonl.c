@@ -4,18 +4,423 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
-/* --- reading --- */
+/* --- reading ---
+ *
+ * A small validating parser for one flat JSON object a line (jansson allocates per value
+ * and was 80% of `culprit diagnose`). Top-level scalars are decoded in place (strings
+ * unescaped into a scratch buffer); nested arrays and objects are validated and kept as
+ * spans, durs_us is decoded from its span. Anything that is not JSON is an error. */
 
-static int get_u32(json_t *o, const char *key, int required, uint32_t def, uint32_t *out,
-		   const char **why)
+enum jt { JT_NULL, JT_BOOL, JT_NUM, JT_STR, JT_ARR, JT_OBJ };
+
+struct jval {
+	enum jt t;
+	const char *s; /* JT_STR: unescaped, NUL-terminated; JT_ARR/JT_OBJ: raw span */
+	size_t len;
+	int is_int;
+	int64_t i;
+	double d;
+};
+
+#define JMAX_FIELDS 32
+#define JMAX_DEPTH 32
+
+struct jobj {
+	struct {
+		const char *k;
+		struct jval v;
+	} f[JMAX_FIELDS];
+	size_t n;
+};
+
+struct jp {
+	const char *p, *end, *base;
+	char *scratch;
+	size_t spos;
+	const char *err;
+};
+
+static void jws(struct jp *j)
 {
-	json_t *v = json_object_get(o, key);
+	while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\r' || *j->p == '\n'))
+		j->p++;
+}
+
+static int jfail(struct jp *j, const char *msg)
+{
+	if (!j->err)
+		j->err = msg;
+	return -1;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int read_hex4(struct jp *j, uint32_t *out)
+{
+	if (j->end - j->p < 4)
+		return jfail(j, "truncated \\u escape");
+	uint32_t v = 0;
+	for (int k = 0; k < 4; k++) {
+		int h = hexval(j->p[k]);
+		if (h < 0)
+			return jfail(j, "invalid \\u escape");
+		v = v * 16 + (uint32_t)h;
+	}
+	j->p += 4;
+	*out = v;
+	return 0;
+}
+
+static void put_utf8(struct jp *j, uint32_t cp)
+{
+	char *o = j->scratch + j->spos;
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		j->spos += 1;
+	} else if (cp < 0x800) {
+		o[0] = (char)(0xC0 | (cp >> 6));
+		o[1] = (char)(0x80 | (cp & 0x3F));
+		j->spos += 2;
+	} else if (cp < 0x10000) {
+		o[0] = (char)(0xE0 | (cp >> 12));
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		o[2] = (char)(0x80 | (cp & 0x3F));
+		j->spos += 3;
+	} else {
+		o[0] = (char)(0xF0 | (cp >> 18));
+		o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+		o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		o[3] = (char)(0x80 | (cp & 0x3F));
+		j->spos += 4;
+	}
+}
+
+/* at the opening quote; the result is NUL-terminated in scratch (never longer than the
+ * raw text: every escape is at least as long as its UTF-8) */
+static int jstring(struct jp *j, const char **out, size_t *len)
+{
+	j->p++;
+	size_t start = j->spos;
+	for (;;) {
+		if (j->p >= j->end)
+			return jfail(j, "unterminated string");
+		unsigned char ch = (unsigned char)*j->p;
+		if (ch == '"') {
+			j->p++;
+			break;
+		}
+		if (ch < 0x20)
+			return jfail(j, "control character in string");
+		if (ch != '\\') {
+			j->scratch[j->spos++] = (char)ch;
+			j->p++;
+			continue;
+		}
+		j->p++;
+		if (j->p >= j->end)
+			return jfail(j, "unterminated string");
+		char e = *j->p++;
+		switch (e) {
+		case '"':
+		case '\\':
+		case '/':
+			j->scratch[j->spos++] = e;
+			break;
+		case 'b':
+			j->scratch[j->spos++] = '\b';
+			break;
+		case 'f':
+			j->scratch[j->spos++] = '\f';
+			break;
+		case 'n':
+			j->scratch[j->spos++] = '\n';
+			break;
+		case 'r':
+			j->scratch[j->spos++] = '\r';
+			break;
+		case 't':
+			j->scratch[j->spos++] = '\t';
+			break;
+		case 'u': {
+			uint32_t cp;
+			if (read_hex4(j, &cp) < 0)
+				return -1;
+			if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->p >= 6 && j->p[0] == '\\' &&
+			    j->p[1] == 'u') {
+				uint32_t lo;
+				j->p += 2;
+				if (read_hex4(j, &lo) < 0)
+					return -1;
+				if (lo < 0xDC00 || lo > 0xDFFF)
+					return jfail(j, "invalid surrogate pair");
+				cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+			} else if (cp >= 0xD800 && cp < 0xE000) {
+				return jfail(j, "lone surrogate");
+			}
+			if (cp == 0)
+				return jfail(j, "NUL in string");
+			put_utf8(j, cp);
+			break;
+		}
+		default:
+			return jfail(j, "invalid escape");
+		}
+	}
+	j->scratch[j->spos++] = 0;
+	*out = j->scratch + start;
+	*len = j->spos - start - 1;
+	return 0;
+}
+
+static int jnumber(struct jp *j, struct jval *v)
+{
+	const char *s = j->p;
+	int is_int = 1;
+	if (j->p < j->end && *j->p == '-')
+		j->p++;
+	if (j->p >= j->end || !(*j->p >= '0' && *j->p <= '9'))
+		return jfail(j, "invalid number");
+	if (*j->p == '0')
+		j->p++;
+	else
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	if (j->p < j->end && *j->p == '.') {
+		is_int = 0;
+		j->p++;
+		if (j->p >= j->end || !(*j->p >= '0' && *j->p <= '9'))
+			return jfail(j, "invalid number");
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+		is_int = 0;
+		j->p++;
+		if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+			j->p++;
+		if (j->p >= j->end || !(*j->p >= '0' && *j->p <= '9'))
+			return jfail(j, "invalid number");
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	char tmp[64];
+	size_t n = (size_t)(j->p - s);
+	if (n >= sizeof(tmp))
+		return jfail(j, "number too long");
+	memcpy(tmp, s, n);
+	tmp[n] = 0;
+	v->t = JT_NUM;
+	v->d = strtod(tmp, NULL);
+	v->is_int = 0;
+	if (is_int) {
+		errno = 0;
+		long long ll = strtoll(tmp, NULL, 10);
+		if (errno == 0) {
+			v->is_int = 1;
+			v->i = ll;
+		}
+	}
+	return 0;
+}
+
+static int jlit(struct jp *j, const char *lit, size_t n)
+{
+	if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
+		return jfail(j, "invalid literal");
+	j->p += n;
+	return 0;
+}
+
+/* validates any value; strings nested in arrays/objects are unescaped into scratch too */
+static int jskip(struct jp *j, int depth)
+{
+	if (depth > JMAX_DEPTH)
+		return jfail(j, "nesting too deep");
+	jws(j);
+	if (j->p >= j->end)
+		return jfail(j, "unexpected end of line");
+	const char *s;
+	size_t l;
+	struct jval v;
+	switch (*j->p) {
+	case '"':
+		return jstring(j, &s, &l);
+	case 't':
+		return jlit(j, "true", 4);
+	case 'f':
+		return jlit(j, "false", 5);
+	case 'n':
+		return jlit(j, "null", 4);
+	case '[':
+		j->p++;
+		jws(j);
+		if (j->p < j->end && *j->p == ']') {
+			j->p++;
+			return 0;
+		}
+		for (;;) {
+			if (jskip(j, depth + 1) < 0)
+				return -1;
+			jws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				continue;
+			}
+			if (j->p < j->end && *j->p == ']') {
+				j->p++;
+				return 0;
+			}
+			return jfail(j, "expected ',' or ']'");
+		}
+	case '{':
+		j->p++;
+		jws(j);
+		if (j->p < j->end && *j->p == '}') {
+			j->p++;
+			return 0;
+		}
+		for (;;) {
+			jws(j);
+			if (j->p >= j->end || *j->p != '"')
+				return jfail(j, "expected a key");
+			if (jstring(j, &s, &l) < 0)
+				return -1;
+			jws(j);
+			if (j->p >= j->end || *j->p != ':')
+				return jfail(j, "expected ':'");
+			j->p++;
+			if (jskip(j, depth + 1) < 0)
+				return -1;
+			jws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				continue;
+			}
+			if (j->p < j->end && *j->p == '}') {
+				j->p++;
+				return 0;
+			}
+			return jfail(j, "expected ',' or '}'");
+		}
+	default:
+		return jnumber(j, &v);
+	}
+}
+
+static int jparse_line(struct jp *j, struct jobj *o)
+{
+	o->n = 0;
+	jws(j);
+	if (j->p >= j->end || *j->p != '{')
+		return jfail(j, "not an object");
+	j->p++;
+	jws(j);
+	if (j->p < j->end && *j->p == '}') {
+		j->p++;
+	} else {
+		for (;;) {
+			jws(j);
+			const char *k;
+			size_t kl;
+			if (j->p >= j->end || *j->p != '"')
+				return jfail(j, "expected a key");
+			if (jstring(j, &k, &kl) < 0)
+				return -1;
+			jws(j);
+			if (j->p >= j->end || *j->p != ':')
+				return jfail(j, "expected ':'");
+			j->p++;
+			jws(j);
+			struct jval v;
+			memset(&v, 0, sizeof(v));
+			if (j->p >= j->end)
+				return jfail(j, "unexpected end of line");
+			const char *start = j->p;
+			switch (*j->p) {
+			case '"':
+				v.t = JT_STR;
+				if (jstring(j, &v.s, &v.len) < 0)
+					return -1;
+				break;
+			case '[':
+			case '{':
+				v.t = *j->p == '[' ? JT_ARR : JT_OBJ;
+				if (jskip(j, 1) < 0)
+					return -1;
+				v.s = start;
+				v.len = (size_t)(j->p - start);
+				break;
+			case 't':
+			case 'f':
+				v.t = JT_BOOL;
+				v.i = *j->p == 't';
+				if (jlit(j, v.i ? "true" : "false", v.i ? 4 : 5) < 0)
+					return -1;
+				break;
+			case 'n':
+				v.t = JT_NULL;
+				if (jlit(j, "null", 4) < 0)
+					return -1;
+				break;
+			default:
+				if (jnumber(j, &v) < 0)
+					return -1;
+			}
+			/* a repeated key: the last one wins */
+			size_t slot = o->n;
+			for (size_t i = 0; i < o->n; i++)
+				if (strcmp(o->f[i].k, k) == 0)
+					slot = i;
+			if (slot < JMAX_FIELDS) {
+				o->f[slot].k = k;
+				o->f[slot].v = v;
+				if (slot == o->n)
+					o->n++;
+			}
+			jws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				continue;
+			}
+			if (j->p < j->end && *j->p == '}') {
+				j->p++;
+				break;
+			}
+			return jfail(j, "expected ',' or '}'");
+		}
+	}
+	jws(j);
+	if (j->p != j->end)
+		return jfail(j, "trailing characters after the object");
+	return 0;
+}
+
+static const struct jval *jget(const struct jobj *o, const char *key)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (strcmp(o->f[i].k, key) == 0)
+			return &o->f[i].v;
+	return NULL;
+}
+
+static int get_u32(const struct jobj *o, const char *key, int required, uint32_t def,
+		   uint32_t *out, const char **why)
+{
+	const struct jval *v = jget(o, key);
 	if (!v) {
 		if (required) {
 			*why = key;
@@ -24,19 +429,19 @@ static int get_u32(json_t *o, const char *key, int required, uint32_t def, uint3
 		*out = def;
 		return 0;
 	}
-	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX) {
+	if (v->t != JT_NUM || !v->is_int || v->i < 0 || v->i > UINT32_MAX) {
 		*why = key;
 		return -3;
 	}
-	*out = (uint32_t)json_integer_value(v);
+	*out = (uint32_t)v->i;
 	return 0;
 }
 
-static int get_i64(json_t *o, const char *key, int required, int64_t def, int64_t *out,
+static int get_i64(const struct jobj *o, const char *key, int required, int64_t def, int64_t *out,
 		   const char **why)
 {
-	json_t *v = json_object_get(o, key);
-	if (!v || json_is_null(v)) {
+	const struct jval *v = jget(o, key);
+	if (!v || v->t == JT_NULL) {
 		if (required) {
 			*why = key;
 			return -2;
@@ -44,21 +449,18 @@ static int get_i64(json_t *o, const char *key, int required, int64_t def, int64_
 		*out = def;
 		return 0;
 	}
-	if (json_is_integer(v))
-		*out = (int64_t)json_integer_value(v);
-	else if (json_is_real(v))
-		*out = (int64_t)json_real_value(v);
-	else {
+	if (v->t != JT_NUM || !(v->is_int || (v->d > -9.2e18 && v->d < 9.2e18))) {
 		*why = key;
 		return -3;
 	}
+	*out = v->is_int ? v->i : (int64_t)v->d;
 	return 0;
 }
 
-static const char *get_str(json_t *o, const char *key)
+static const char *get_str(const struct jobj *o, const char *key)
 {
-	json_t *v = json_object_get(o, key);
-	return json_is_string(v) ? json_string_value(v) : NULL;
+	const struct jval *v = jget(o, key);
+	return v && v->t == JT_STR ? v->s : NULL;
 }
 
 /* field problems: -2 missing, -3 wrong type */
@@ -67,7 +469,45 @@ static void field_msg(char *buf, size_t len, int rc, const char *key)
 	snprintf(buf, len, "%s field \"%s\"", rc == -2 ? "missing" : "invalid", key);
 }
 
-static int handle_line(json_t *o, const struct jsonl_handler *h, char *msg, size_t msglen)
+/* the numbers of an array span into durs (grown as needed); -1 when not an array of numbers */
+static int parse_durs(struct jp *outer, const struct jval *v, int64_t **durs, size_t *cap, size_t *n)
+{
+	struct jp j = {v->s, v->s + v->len, v->s, outer->scratch, outer->spos, NULL};
+	*n = 0;
+	j.p++; /* '[' */
+	jws(&j);
+	if (j.p < j.end && *j.p == ']')
+		return 0;
+	for (;;) {
+		jws(&j);
+		struct jval x;
+		if (j.p >= j.end || !((*j.p >= '0' && *j.p <= '9') || *j.p == '-') || jnumber(&j, &x) < 0)
+			return -1;
+		if (*n == *cap) {
+			size_t nc = *cap * 2;
+			int64_t *d = realloc(*durs, nc * sizeof(*d));
+			if (!d)
+				return -1;
+			*durs = d;
+			*cap = nc;
+		}
+		(*durs)[(*n)++] = x.is_int ? x.i : (int64_t)x.d;
+		jws(&j);
+		if (j.p < j.end && *j.p == ',') {
+			j.p++;
+			continue;
+		}
+		return j.p < j.end && *j.p == ']' ? 0 : -1;
+	}
+}
+
+struct reader_buf {
+	int64_t *durs;
+	size_t cap;
+};
+
+static int handle_line(struct jp *jp, const struct jobj *o, const struct jsonl_handler *h,
+		       struct reader_buf *rb, char *msg, size_t msglen)
 {
 	const char *why = NULL;
 	int rc = 0;
@@ -167,28 +607,12 @@ static int handle_line(json_t *o, const struct jsonl_handler *h, char *msg, size
 			return -1;
 		}
 		r.kind = (uint8_t)k;
-		json_t *d = json_object_get(o, "durs_us");
-		int64_t small[64], *durs = small;
+		const struct jval *d = jget(o, "durs_us");
 		size_t nd = 0;
 		if (d) {
-			if (!json_is_array(d)) {
+			if (d->t != JT_ARR || parse_durs(jp, d, &rb->durs, &rb->cap, &nd) < 0) {
 				snprintf(msg, msglen, "invalid field \"durs_us\"");
 				return -1;
-			}
-			nd = json_array_size(d);
-			if (nd > 64 && !(durs = malloc(nd * sizeof(*durs)))) {
-				snprintf(msg, msglen, "out of memory");
-				return -1;
-			}
-			for (size_t i = 0; i < nd; i++) {
-				json_t *x = json_array_get(d, i);
-				if (!json_is_number(x)) {
-					if (durs != small)
-						free(durs);
-					snprintf(msg, msglen, "invalid field \"durs_us\"");
-					return -1;
-				}
-				durs[i] = (int64_t)json_number_value(x);
 			}
 			if (!r.count)
 				r.count = (uint32_t)nd;
@@ -199,10 +623,7 @@ static int handle_line(json_t *o, const struct jsonl_handler *h, char *msg, size
 			I64("p50_us", 1, 0, &r.p50_us);
 			I64("p99_us", 0, r.max_us, &r.p99_us);
 		}
-		int bad = h->kernel && h->kernel(h->ctx, &r, name, nd ? durs : NULL, nd, &why) < 0;
-		if (durs != small)
-			free(durs);
-		if (bad)
+		if (h->kernel && h->kernel(h->ctx, &r, name, nd ? rb->durs : NULL, nd, &why) < 0)
 			goto handler;
 	} else if (strcmp(type, "event") == 0) {
 		int64_t ts;
@@ -237,7 +658,12 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	char *buf = malloc(cap);
 	uint64_t line = 0;
 	int rc = 0;
-	if (!buf) {
+	char *scratch = NULL;
+	size_t scratch_cap = 0;
+	struct jobj obj;
+	struct reader_buf rb = {malloc(64 * sizeof(int64_t)), 64};
+	if (!buf || !rb.durs) {
+		free(rb.durs);
 		gzclose(f);
 		snprintf(err, errlen, "%s: out of memory", path);
 		return -1;
@@ -281,29 +707,37 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 			i++;
 		if (i == len)
 			continue;
-		json_error_t jerr;
-		json_t *o = json_loadb(buf + i, len - i, 0, &jerr);
-		if (!o || !json_is_object(o)) {
-			snprintf(err, errlen, "%s:%" PRIu64 ": malformed JSON: %s", path, line,
-				 o ? "not an object" : jerr.text);
-			json_decref(o);
+		if (len + 1 > scratch_cap) {
+			char *ns = realloc(scratch, len + 1);
+			if (!ns) {
+				snprintf(err, errlen, "%s:%" PRIu64 ": out of memory", path, line);
+				rc = -1;
+				break;
+			}
+			scratch = ns;
+			scratch_cap = len + 1;
+		}
+		struct jp jp = {buf + i, buf + len, buf, scratch, 0, NULL};
+		if (jparse_line(&jp, &obj) < 0) {
+			snprintf(err, errlen, "%s:%" PRIu64 ": malformed JSON: %s (column %zu)", path, line,
+				 jp.err ? jp.err : "?", (size_t)(jp.p - buf) + 1);
 			rc = -1;
 			break;
 		}
 		char msg[200];
-		if (handle_line(o, h, msg, sizeof(msg)) < 0) {
+		if (handle_line(&jp, &obj, h, &rb, msg, sizeof(msg)) < 0) {
 			snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, msg);
-			json_decref(o);
 			rc = -1;
 			break;
 		}
-		json_decref(o);
 		if (eof)
 			break;
 	}
 done:
 	if (lines)
 		*lines = line;
+	free(scratch);
+	free(rb.durs);
 	free(buf);
 	gzclose(f);
 	return rc;

@@ -1,0 +1,246 @@
+/* test_jsonl.c: the interchange reader (escapes, unknown and nested fields, summaries,
+ * gzip) and its errors with file and line; the writer round-trips through it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "jsonl.h"
+
+struct seen {
+	int jobs, hosts, iters, phases, kernels, events;
+	char job[64], host[64], name[64], detail[64];
+	uint32_t world, ep, rank;
+	int64_t dur, p50;
+	size_t ndurs;
+	int64_t durs[4];
+	uint8_t kind, group;
+};
+
+static int s_job(void *c, const struct jsonl_job *j, const char **why)
+{
+	struct seen *s = c;
+	(void)why;
+	s->jobs++;
+	snprintf(s->job, sizeof(s->job), "%s", j->job ? j->job : "");
+	s->world = j->world;
+	s->ep = j->ep;
+	return 0;
+}
+
+static int s_host(void *c, uint32_t rank, const char *host, const char **why)
+{
+	struct seen *s = c;
+	(void)why;
+	s->hosts++;
+	s->rank = rank;
+	snprintf(s->host, sizeof(s->host), "%s", host);
+	return 0;
+}
+
+static int s_iter(void *c, const struct record_iter *r, const char **why)
+{
+	struct seen *s = c;
+	s->iters++;
+	s->dur = r->dur_us;
+	if (r->rank == 99) {
+		*why = "rank 99 refused";
+		return -1;
+	}
+	return 0;
+}
+
+static int s_phase(void *c, const struct record_phase *r, const char *name, const char **why)
+{
+	struct seen *s = c;
+	(void)why;
+	s->phases++;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->kind = r->kind;
+	s->group = r->group;
+	return 0;
+}
+
+static int s_kernel(void *c, const struct record_kernel *r, const char *name, const int64_t *d,
+		    size_t n, const char **why)
+{
+	struct seen *s = c;
+	(void)why;
+	(void)name;
+	s->kernels++;
+	s->ndurs = n;
+	for (size_t i = 0; i < n && i < 4; i++)
+		s->durs[i] = d[i];
+	s->p50 = r->p50_us;
+	return 0;
+}
+
+static int s_event(void *c, const char *host, const char *kind, int64_t ts, const char *source,
+		   const char *detail, const char **why)
+{
+	struct seen *s = c;
+	(void)host;
+	(void)kind;
+	(void)ts;
+	(void)source;
+	(void)why;
+	s->events++;
+	snprintf(s->detail, sizeof(s->detail), "%s", detail ? detail : "");
+	return 0;
+}
+
+static const char *write_tmp(const char *content, int gz)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/tmp/test_jsonl.%d%s", (int)getpid(), gz ? ".gz" : "");
+	if (gz) {
+		gzFile f = gzopen(path, "wb");
+		gzputs(f, content);
+		gzclose(f);
+	} else {
+		FILE *f = fopen(path, "w");
+		fputs(content, f);
+		fclose(f);
+	}
+	return path;
+}
+
+static const char good[] =
+	"{\"type\":\"job\",\"job\":\"J\\\"1\",\"world\":12960,\"tp\":1,\"cp\":1,\"pp\":9,\"dp\":1440,\"ep\":32,"
+	"\"order\":\"tp-cp-ep-dp-pp\",\"gpus_per_node\":8}\n"
+	"\n"
+	"{\"type\":\"host\",\"job\":\"J\",\"rank\":10352,\"host\":\"node-\\u00e9\\ud83d\\ude00\"}\n"
+	"  {\"type\":\"iter\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"start_us\":3600000000,\"dur_us\":91000000,"
+	"\"extra\":{\"a\":[1,2,{\"b\":null}],\"c\":true}}\r\n"
+	"{\"type\":\"phase\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"name\":\"mlp\",\"kind\":\"compute\",\"group\":\"ep\",\"dur_us\":250000}\n"
+	"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"name\":\"sm90_gemm\",\"kind\":\"compute\",\"count\":96,\"durs_us\":[2510, 2490,-1e3]}\n"
+	"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":120,\"name\":\"k\",\"kind\":\"comm\",\"count\":9,\"sum_us\":9,\"min_us\":1,\"max_us\":3,\"p50_us\":2}\n"
+	"{\"type\":\"event\",\"job\":\"J\",\"host\":\"node-1294\",\"kind\":\"port_down\",\"ts_us\":3590000000,\"source\":\"oob\",\"detail\":\"eth3\\n\"}\n"
+	"{\"type\":\"future_record\",\"x\":1}\n";
+
+static void reads_everything(void **state)
+{
+	(void)state;
+	for (int gz = 0; gz < 2; gz++) {
+		struct seen s;
+		memset(&s, 0, sizeof(s));
+		struct jsonl_handler h = {&s, s_job, s_host, s_iter, s_phase, s_kernel, s_event};
+		char err[256] = "";
+		uint64_t lines = 0;
+		const char *path = write_tmp(good, gz);
+		assert_int_equal(jsonl_read(path, &h, &lines, err, sizeof(err)), 0);
+		unlink(path);
+		assert_int_equal(lines, 9);
+		assert_int_equal(s.jobs, 1);
+		assert_string_equal(s.job, "J\"1");
+		assert_int_equal(s.world, 12960);
+		assert_int_equal(s.ep, 32);
+		assert_string_equal(s.host, "node-\xc3\xa9\xf0\x9f\x98\x80");
+		assert_int_equal(s.iters, 1);
+		assert_int_equal(s.dur, 91000000);
+		assert_string_equal(s.name, "mlp");
+		assert_int_equal(s.kind, RECORD_KIND_COMPUTE);
+		assert_int_equal(s.group, RECORD_GROUP_EP);
+		assert_int_equal(s.kernels, 2);
+		assert_int_equal(s.p50, 2); /* the summary kernel came last */
+		assert_int_equal(s.events, 1);
+		assert_string_equal(s.detail, "eth3\n");
+	}
+}
+
+static void errors_name_file_and_line(void **state)
+{
+	(void)state;
+	struct {
+		const char *line;
+		const char *msg;
+	} cases[] = {
+		{"{\"type\":\"iter\",\"rank\":1,", "malformed JSON"},
+		{"{\"type\":\"iter\",\"rank\":1,\"iter\":2}", "missing field \"dur_us\""},
+		{"{\"type\":\"iter\",\"rank\":-1,\"iter\":2,\"dur_us\":3}", "invalid field \"rank\""},
+		{"{\"type\":\"iter\",\"rank\":\"7\",\"iter\":2,\"dur_us\":3}", "invalid field \"rank\""},
+		{"{\"type\":\"phase\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"gpu\",\"dur_us\":3}", "unknown kind"},
+		{"{\"type\":\"kernel\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"comm\",\"durs_us\":[1,\"a\"]}", "invalid field \"durs_us\""},
+		{"{\"type\":\"iter\",\"rank\":99,\"iter\":2,\"dur_us\":3}", "rank 99 refused"},
+		{"[1,2]", "not an object"},
+		{"{\"type\":\"iter\"} x", "trailing"},
+		{"{\"type\":\"iter\",\"rank\":01,\"iter\":2,\"dur_us\":3}", "malformed JSON"},
+		{"{\"type\":\"host\",\"rank\":1,\"host\":\"a\\qb\"}", "invalid escape"},
+		{"{\"dur_us\":3}", "missing field \"type\""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		char content[512];
+		snprintf(content, sizeof(content),
+			 "{\"type\":\"job\",\"job\":\"J\",\"world\":8,\"dp\":8}\n\n%s\n{\"type\":\"event\"}\n",
+			 cases[i].line);
+		struct seen s;
+		memset(&s, 0, sizeof(s));
+		struct jsonl_handler h = {&s, s_job, s_host, s_iter, s_phase, s_kernel, s_event};
+		char err[256] = "";
+		const char *path = write_tmp(content, (int)(i % 2));
+		assert_int_equal(jsonl_read(path, &h, NULL, err, sizeof(err)), -1);
+		char want[128];
+		snprintf(want, sizeof(want), "%s:3: ", path);
+		if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, cases[i].msg))
+			fail_msg("case %zu: got \"%s\", want \"%s...%s\"", i, err, want, cases[i].msg);
+		unlink(path);
+	}
+	char err[256];
+	struct jsonl_handler h = {0};
+	assert_int_equal(jsonl_read("/nonexistent/x.jsonl", &h, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "/nonexistent/x.jsonl"));
+}
+
+static void writer_round_trip(void **state)
+{
+	(void)state;
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/test_jsonl_w.%d.gz", (int)getpid());
+	char err[128];
+	struct jsonl_writer *w = jsonl_writer_open(path, 1, err, sizeof(err));
+	assert_non_null(w);
+	struct jsonl_job j = {"a\"b", 16, 2, 1, 2, 4, 2, 8, "tp-cp-ep-dp-pp"};
+	jsonl_write_job(w, &j);
+	struct record_iter it = {3, 4, 5, 6};
+	jsonl_write_iter(w, "a\"b", &it);
+	struct record_phase ph = {3, 4, 0, RECORD_KIND_COMM, RECORD_GROUP_DP, RECORD_NO_START, 7};
+	jsonl_write_phase(w, "a\"b", &ph, "dp_reduce_scatter");
+	struct record_kernel k;
+	memset(&k, 0, sizeof(k));
+	k.rank = 3;
+	k.count = 2;
+	int64_t d[2] = {10, 20};
+	jsonl_write_kernel(w, "a\"b", &k, "g", d, 2);
+	jsonl_write_event(w, "a\"b", "node-0", "xid", 9, "oob", "79");
+	assert_int_equal(jsonl_writer_close(w), 0);
+	struct seen s;
+	memset(&s, 0, sizeof(s));
+	struct jsonl_handler h = {&s, s_job, s_host, s_iter, s_phase, s_kernel, s_event};
+	uint64_t lines;
+	assert_int_equal(jsonl_read(path, &h, &lines, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(lines, 5);
+	assert_string_equal(s.job, "a\"b");
+	assert_int_equal(s.dur, 6);
+	assert_int_equal(s.group, RECORD_GROUP_DP);
+	assert_int_equal(s.ndurs, 2);
+	assert_int_equal(s.durs[1], 20);
+	assert_string_equal(s.detail, "79");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(reads_everything),
+		cmocka_unit_test(errors_name_file_and_line),
+		cmocka_unit_test(writer_round_trip),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
