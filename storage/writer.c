@@ -281,31 +281,35 @@ static int connect_db(struct storage_writer *w)
 	}
 	PQsetNoticeProcessor(c, notice, NULL);
 	w->conn = c;
-	log_release(&w->down, LOG_INFO, "writer: connected to the database again");
+	/* the complaint is released by the next commit, not by a connection that may fail again */
 	pthread_mutex_lock(&w->mu);
 	w->st.connected = 1;
 	pthread_mutex_unlock(&w->mu);
 	return 0;
 }
 
-/* Classifies a failed result (r may be NULL). */
+/* Classifies a failed result (r may be NULL). Only errors about the content of what we send
+ * are TXN_DATA (SQLSTATE classes 21 cardinality, 22 data exception, 23 integrity constraint,
+ * 54 program limit): retrying cannot help. Everything else -- connection lost, server
+ * shutting down, disk full, read-only after a failover, a table missing or a privilege
+ * revoked (an operator can fix those) -- is retried: a batch is never dropped for it. */
 static enum txn_result classify(struct storage_writer *w, PGresult *r, const char *what)
 {
 	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
 	char msg[512];
 	snprintf(msg, sizeof msg, "%s", r && PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(w->conn));
 	msg[strcspn(msg, "\n")] = '\0';
-	if (PQstatus(w->conn) != CONNECTION_OK || !state || strncmp(state, "08", 2) == 0 ||
-	    strncmp(state, "57P", 3) == 0 || strncmp(state, "53", 2) == 0 || strncmp(state, "58", 2) == 0 ||
-	    strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 || strcmp(state, "55P03") == 0 ||
-	    strcmp(state, "55006") == 0) {
-		log_complain(&w->down, LOG_ERROR, "writer: %s failed: %s (retrying)", what, msg);
-		return TXN_RETRY;
+	if (state && PQstatus(w->conn) == CONNECTION_OK) {
+		if (strcmp(state, "23505") == 0)
+			return TXN_CONFLICT;
+		if (strncmp(state, "21", 2) == 0 || strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0 ||
+		    strncmp(state, "54", 2) == 0) {
+			log_error("writer: %s failed: %s [%s]", what, msg, state);
+			return TXN_DATA;
+		}
 	}
-	if (strcmp(state, "23505") == 0)
-		return TXN_CONFLICT;
-	log_error("writer: %s failed: %s [%s]", what, msg, state);
-	return TXN_DATA;
+	log_complain(&w->down, LOG_ERROR, "writer: %s failed: %s [%s] (retrying)", what, msg, state ? state : "-");
+	return TXN_RETRY;
 }
 
 /* Runs a statement expecting COMMAND_OK or TUPLES_OK; returns the result or NULL (*res set). */

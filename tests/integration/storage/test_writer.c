@@ -298,6 +298,21 @@ static void test_million(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 3 * ITERS_PER_BATCH * NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations WHERE rank >= 10000") == 3 * ITERS_PER_BATCH);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1007);
+
+	/* a missing table is the operator's to fix, not the batch's fault: retried, not dropped */
+	pgtest_scalar(dsn, "ALTER TABLE phases RENAME TO phases_away");
+	submit_wait(w, &s, make_batch("J", 1008, 10000));
+	int64_t until = pgtest_now_ms() + 1500;
+	while (pgtest_now_ms() < until)
+		wait_wake(w, &s);
+	CHECK(s.done == 38);
+	storage_writer_stats(w, &st);
+	CHECK(st.queued_ops == 1 && st.failed_batches == 3);
+	pgtest_scalar(dsn, "ALTER TABLE phases_away RENAME TO phases");
+	wait_done(w, &s, 39, 60000);
+	CHECK(s.failed == 3);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 4 * ITERS_PER_BATCH * NAMES);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1008);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
 
