@@ -106,7 +106,13 @@ struct work {
 	uint32_t first, last;
 	struct report *rep;
 	uint8_t kind[256]; /* phase slot -> enum record_kind */
+	int has_span;      /* wall-clock span of the window, for the event verdicts */
+	int64_t span_start, span_end;
 };
+
+/* an event more than this before the window or after it is unrelated to it */
+#define DIAG_EVENT_BEFORE_US (60LL * 60 * 1000000)
+#define DIAG_EVENT_AFTER_US (10LL * 60 * 1000000)
 
 static int phase_flag_any(const struct work *w, uint32_t r, int kind_mask, int flag)
 {
@@ -407,7 +413,14 @@ static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, do
 		enum ev_class cl = classify_event(e->kind);
 		const char *cat = rep->category;
 		o->verdict = "unrelated";
-		if (strcmp(cat, "none") == 0) {
+		if (w->has_span && e->ts_us && (e->ts_us < w->span_start - DIAG_EVENT_BEFORE_US ||
+						e->ts_us > w->span_end + DIAG_EVENT_AFTER_US)) {
+			snprintf(o->reason, sizeof(o->reason),
+				 "the event is %s the anomalous window by more than %d minutes",
+				 e->ts_us < w->span_start ? "before" : "after",
+				 (int)((e->ts_us < w->span_start ? DIAG_EVENT_BEFORE_US : DIAG_EVENT_AFTER_US) /
+				       60000000));
+		} else if (strcmp(cat, "none") == 0) {
 			snprintf(o->reason, sizeof(o->reason), "%s",
 				 rep->has_window ? "no rank, stage or phase stands out in the window"
 						 : "no anomalous window: iteration time is at its baseline");
@@ -620,6 +633,15 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	}
 	w.first = first;
 	w.last = last;
+	{
+		int64_t a, b, c2, d2;
+		if (store_iter_span(s, in->first_iter > lo ? in->first_iter : first, &a, &b) &&
+		    store_iter_span(s, last, &c2, &d2)) {
+			w.has_span = 1;
+			w.span_start = a;
+			w.span_end = d2;
+		}
+	}
 	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;

@@ -40,6 +40,7 @@ struct store {
 	/* job completion, [iter % R] */
 	uint32_t *jtag, *jcount;
 	double *jsum;
+	int64_t *jstart, *jend; /* earliest start, latest end of the iteration over its ranks */
 	uint32_t next;
 	int started, handed, flushing;
 	uint32_t max_iter;
@@ -190,6 +191,8 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	s->jtag = calloc(R, sizeof(*s->jtag));
 	s->jcount = calloc(R, sizeof(*s->jcount));
 	s->jsum = calloc(R, sizeof(*s->jsum));
+	s->jstart = calloc(R, sizeof(*s->jstart));
+	s->jend = calloc(R, sizeof(*s->jend));
 	s->phase_name = calloc(P, sizeof(*s->phase_name));
 	s->phase_kind = calloc(P, 1);
 	s->phase_group = calloc(P, 1);
@@ -197,8 +200,8 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	s->kernel_kind = calloc(s->cfg.max_kernels, 1);
 	sketch_init(&s->scratch);
 	if (!s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
-	    !s->jtag || !s->jcount || !s->jsum || !s->phase_name || !s->phase_kind ||
-	    !s->phase_group || !s->kernel_name || !s->kernel_kind) {
+	    !s->jtag || !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name ||
+	    !s->phase_kind || !s->phase_group || !s->kernel_name || !s->kernel_kind) {
 		store_destroy(s);
 		return NULL;
 	}
@@ -248,6 +251,8 @@ void store_destroy(struct store *s)
 	free(s->jtag);
 	free(s->jcount);
 	free(s->jsum);
+	free(s->jstart);
+	free(s->jend);
 	free(s);
 }
 
@@ -277,6 +282,8 @@ struct store *store_snapshot(const struct store *src)
 	s->jtag = dup_array(src->jtag, R * sizeof(*s->jtag));
 	s->jcount = dup_array(src->jcount, R * sizeof(*s->jcount));
 	s->jsum = dup_array(src->jsum, R * sizeof(*s->jsum));
+	s->jstart = dup_array(src->jstart, R * sizeof(*s->jstart));
+	s->jend = dup_array(src->jend, R * sizeof(*s->jend));
 	s->phase_of_name = dup_array(src->phase_of_name, src->map_cap * sizeof(uint32_t));
 	s->kernel_of_name = dup_array(src->kernel_of_name, src->map_cap * sizeof(uint32_t));
 	s->phase_name = dup_array(src->phase_name, P * sizeof(uint32_t));
@@ -285,8 +292,8 @@ struct store *store_snapshot(const struct store *src)
 	s->kernel_name = dup_array(src->kernel_name, K * sizeof(uint32_t));
 	s->kernel_kind = dup_array(src->kernel_kind, K);
 	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
-		  !s->jtag || !s->jcount || !s->jsum || !s->phase_name || !s->phase_kind ||
-		  !s->phase_group || !s->kernel_name || !s->kernel_kind ||
+		  !s->jtag || !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name ||
+		  !s->phase_kind || !s->phase_group || !s->kernel_name || !s->kernel_kind ||
 		  (src->map_cap && (!s->phase_of_name || !s->kernel_of_name));
 	if (!bad && src->job)
 		bad = !(s->job = strdup(src->job));
@@ -466,11 +473,17 @@ int store_add_iter(struct store *s, const struct record_iter *rec)
 		s->jtag[j] = rec->iter + 1;
 		s->jcount[j] = 0;
 		s->jsum[j] = 0;
+		s->jstart[j] = rec->start_us;
+		s->jend[j] = rec->start_us + rec->dur_us;
 	}
 	if (fresh) {
 		s->jcount[j]++;
 		s->jsum[j] += rec->dur_us / 1000.0;
 	}
+	if (rec->start_us < s->jstart[j])
+		s->jstart[j] = rec->start_us;
+	if (rec->start_us + rec->dur_us > s->jend[j])
+		s->jend[j] = rec->start_us + rec->dur_us;
 	return 0;
 }
 
@@ -737,6 +750,16 @@ int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_
 		return 0;
 	*iter = s->last_p1[rank] - 1;
 	*end_us = s->last_end[rank];
+	return 1;
+}
+
+int store_iter_span(const struct store *s, uint32_t iter, int64_t *start_us, int64_t *end_us)
+{
+	uint32_t j = iter % s->cfg.ring_iters;
+	if (s->jtag[j] != iter + 1)
+		return 0;
+	*start_us = s->jstart[j];
+	*end_us = s->jend[j];
 	return 1;
 }
 

@@ -112,6 +112,9 @@ uint32_t store_max_iter(const struct store *s);
 int store_any(const struct store *s);
 /* Per-rank last report: iteration, its end (start + dur, us). Returns 0 if never seen. */
 int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_t *end_us);
+/* Wall-clock span of an iteration over its ranks (earliest start, latest end); 0 when the
+ * ring no longer holds it. */
+int store_iter_span(const struct store *s, uint32_t iter, int64_t *start_us, int64_t *end_us);
 /* Latest end time (us) of any rank's iteration: "now" for offline input. */
 int64_t store_latest_us(const struct store *s);
 

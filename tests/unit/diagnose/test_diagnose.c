@@ -77,6 +77,11 @@ static void json_contract(void **state)
 	struct engine *e;
 	run_small(4, 5, &rep, &e);
 	store_add_event(engine_store(e), "node-0", "port_down", 1, "oob", "eth3");
+	/* the same on the culprit's host ten hours later: not about this window */
+	store_add_event(engine_store(e), "node-0", "port_down", 36000LL * 1000000, "oob", "eth3");
+	/* a GPU event on the culprit's host fits; one on another host is unrelated */
+	store_add_event(engine_store(e), "node-0", "xid_79", 2, "dcgm", "");
+	store_add_event(engine_store(e), "node-9", "xid_79", 2, "dcgm", "");
 	report_free(&rep);
 	struct diagnose_input in;
 	diagnose_input_from_l1(&in, engine_l1(e), 0);
@@ -119,6 +124,11 @@ static void json_contract(void **state)
 	assert_string_equal(json_string_value(json_object_get(e0, "kind")), "port_down");
 	assert_string_equal(json_string_value(json_object_get(e0, "verdict")), "contradicted");
 	assert_true(json_is_string(json_object_get(e0, "reason")));
+	json_t *evs = json_object_get(o, "events");
+	assert_int_equal(json_array_size(evs), 4);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(evs, 1), "verdict")), "unrelated");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(evs, 2), "verdict")), "consistent");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(evs, 3), "verdict")), "unrelated");
 	assert_true(json_integer_value(json_object_get(o, "lost_ms_per_iter")) > 1500);
 	char *txt = report_to_text(&rep);
 	assert_non_null(strstr(txt, "rank 5 on node-0"));
