@@ -30,7 +30,7 @@
 struct embedded {
 	char dir[PATH_MAX];  /* <data_dir>/pg, absolute */
 	char data[PATH_MAX]; /* <dir>/data */
-	char dsn[PATH_MAX + 64];
+	char dsn[2 * PATH_MAX + 64];
 	pid_t pid;
 	bool child; /* we spawned it (else adopted) */
 	int lock_fd;
@@ -46,6 +46,24 @@ static void fail(char *err, size_t err_size, const char *fmt, ...)
 	size_t n = strlen(err);
 	while (n > 0 && err[n - 1] == '\n')
 		err[--n] = '\0';
+}
+
+/* A conninfo value in single quotes: ' and \ escaped with \. */
+static void conninfo_quote(const char *v, char *out, size_t out_size)
+{
+	size_t o = 0;
+	if (out_size < 3) {
+		out[0] = '\0';
+		return;
+	}
+	out[o++] = '\'';
+	for (; *v && o + 3 < out_size; v++) {
+		if (*v == '\'' || *v == '\\')
+			out[o++] = '\\';
+		out[o++] = *v;
+	}
+	out[o++] = '\'';
+	out[o] = '\0';
 }
 
 static void sleep_ms(int ms)
@@ -302,8 +320,9 @@ static bool alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == 
 
 static int wait_ready(struct embedded *e, int timeout_ms, const char *log_path, char *err, size_t err_size)
 {
-	char ping_dsn[sizeof e->dsn];
-	snprintf(ping_dsn, sizeof ping_dsn, "host=%s port=%d user=culprit dbname=postgres connect_timeout=5", e->dir,
+	char ping_dsn[sizeof e->dsn + 32], qdir[2 * PATH_MAX + 3];
+	conninfo_quote(e->dir, qdir, sizeof qdir);
+	snprintf(ping_dsn, sizeof ping_dsn, "host=%s port=%d user=culprit dbname=postgres connect_timeout=5", qdir,
 	         PG_PORT);
 	long long deadline = now_ms() + timeout_ms;
 	for (;;) {
@@ -333,8 +352,9 @@ static int wait_ready(struct embedded *e, int timeout_ms, const char *log_path, 
 
 static int create_database(struct embedded *e, char *err, size_t err_size)
 {
-	char dsn[sizeof e->dsn];
-	snprintf(dsn, sizeof dsn, "host=%s port=%d user=culprit dbname=postgres", e->dir, PG_PORT);
+	char dsn[sizeof e->dsn + 32], qdir[2 * PATH_MAX + 3];
+	conninfo_quote(e->dir, qdir, sizeof qdir);
+	snprintf(dsn, sizeof dsn, "host=%s port=%d user=culprit dbname=postgres", qdir, PG_PORT);
 	PGconn *c = PQconnectdb(dsn);
 	if (PQstatus(c) != CONNECTION_OK) {
 		fail(err, err_size, "could not connect to the embedded server: %s", PQerrorMessage(c));
@@ -437,6 +457,12 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		fail(err, err_size, "data directory path too long");
 		goto fail;
 	}
+	/* libpq reads host=... as a comma-separated list, even quoted */
+	if (strchr(e->dir, ',')) {
+		fail(err, err_size, "data directory \"%s\" contains a comma, which libpq cannot use in a socket path: "
+		                    "use another data_dir", abs);
+		goto fail;
+	}
 	/* the socket path must fit sockaddr_un.sun_path */
 	char sock[PATH_MAX + 32];
 	snprintf(sock, sizeof sock, "%s/.s.PGSQL.%d", e->dir, PG_PORT);
@@ -447,7 +473,9 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		     abs, sock, strlen(sock), sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 		goto fail;
 	}
-	snprintf(e->dsn, sizeof e->dsn, "host=%s port=%d user=culprit dbname=culprit", e->dir, PG_PORT);
+	char qdir[2 * PATH_MAX + 3];
+	conninfo_quote(e->dir, qdir, sizeof qdir);
+	snprintf(e->dsn, sizeof e->dsn, "host=%s port=%d user=culprit dbname=culprit", qdir, PG_PORT);
 	if (id.drop && !reachable(&id, abs)) {
 		fail(err, err_size,
 		     "user \"%s\" cannot reach the data directory \"%s\": make it and its parents searchable "
@@ -500,9 +528,17 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		unlink(pf);
 	}
 
-	char exe[PATH_MAX + 16], sockopt[PATH_MAX + 64], portopt[32];
+	char exe[PATH_MAX + 16], sockopt[2 * PATH_MAX + 64], portopt[32];
 	snprintf(exe, sizeof exe, "%s/postgres", bindir);
-	snprintf(sockopt, sizeof sockopt, "unix_socket_directories=%s", e->dir);
+	/* a list of directories: quoted, so that spaces stay in the one path */
+	size_t so = (size_t)snprintf(sockopt, sizeof sockopt, "unix_socket_directories=\"");
+	for (const char *q = e->dir; *q && so + 3 < sizeof sockopt; q++) {
+		if (*q == '"')
+			sockopt[so++] = '"';
+		sockopt[so++] = *q;
+	}
+	sockopt[so++] = '"';
+	sockopt[so] = '\0';
 	snprintf(portopt, sizeof portopt, "port=%d", PG_PORT);
 	const char *argv[32];
 	int a = 0;

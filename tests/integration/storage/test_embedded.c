@@ -64,7 +64,7 @@ int main(void)
 {
 	char base[256], dir[300], err[1024];
 	pgtest_tmpdir("embedded", base, sizeof base);
-	snprintf(dir, sizeof dir, "%s/var", base);
+	snprintf(dir, sizeof dir, "%s/var x", base); /* a space: quoted in the DSN and the socket list */
 
 	/* first start: a new cluster and its database */
 	struct embedded *e = start(dir, err, sizeof err);
@@ -191,6 +191,12 @@ int main(void)
 	CHECK(embedded_stop(e, 30000) == 0);
 	CHECK(gone(pid, 1000));
 	CHECK(procs_using(dir) == 0);
+
+	/* a data dir libpq could not reach: a comma */
+	char commadir[400];
+	snprintf(commadir, sizeof commadir, "%s/a,b", base);
+	CHECK(start(commadir, err, sizeof err) == NULL);
+	CHECK_MSG(strstr(err, "comma"), "message: %s", err);
 
 	/* a data dir whose socket path would not fit */
 	char longdir[400];
