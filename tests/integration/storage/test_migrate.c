@@ -1,6 +1,7 @@
 /* test_migrate.c: migrations on an empty database, again without change, concurrently from
  * two processes, a failing migration rolled back, bad directories refused. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,9 +117,22 @@ static void test_failure_rolls_back(const char *base)
 	CHECK_MSG(strstr(err, "/nonexistent/culprit"), "message: %s", err);
 }
 
+static void test_dir_lookup(void)
+{
+	/* the build tree's (source) directory by default, the environment first */
+	const char *def = storage_migrations_dir();
+	CHECK(strstr(def, "schema/migrations") != NULL);
+	setenv("CULPRIT_MIGRATIONS_DIR", "/elsewhere/migrations", 1);
+	CHECK(strcmp(storage_migrations_dir(), "/elsewhere/migrations") == 0);
+	setenv("CULPRIT_MIGRATIONS_DIR", "", 1);
+	CHECK(strcmp(storage_migrations_dir(), def) == 0);
+	unsetenv("CULPRIT_MIGRATIONS_DIR");
+}
+
 int main(void)
 {
 	const char *base = pgtest_base_dsn();
+	test_dir_lookup();
 	test_empty_then_again(base);
 	test_concurrent(base);
 	test_failure_rolls_back(base);
