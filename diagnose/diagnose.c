@@ -104,6 +104,7 @@ struct work {
 	uint32_t P, W;
 	uint8_t *role;   /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
 	uint32_t first, last;
+	uint32_t kfirst;   /* first iteration for L3: a kernel block boundary when possible */
 	struct report *rep;
 	uint8_t kind[256]; /* phase slot -> enum record_kind */
 	int has_span;      /* wall-clock span of the window, for the event verdicts */
@@ -155,6 +156,7 @@ static double fill_evidence(const struct work *w, struct report_suspect *su, uin
 		e.value_ms = w->l2.val[c];
 		e.peer_ms = e.ratio > 0 ? e.value_ms / e.ratio : NAN;
 		e.fallback = (w->l2.flag[c] & L2_FALLBACK) != 0;
+		e.own_ratio = w->l2.base[c] > 0 ? e.value_ms / w->l2.base[c] : NAN;
 		if (isfinite(e.peer_ms))
 			*excess_ms += e.value_ms - e.peer_ms;
 		double key = fabs(e.z);
@@ -245,10 +247,10 @@ static int run_l3(struct work *w, struct report_suspect *sus, size_t n, int *any
 			cache[ncache].group = g;
 			cache[ncache].pools = pools;
 			ncache++;
-			if (l3_pool(w->s, peers, k, w->first, w->last, pools) < 0)
+			if (l3_pool(w->s, peers, k, w->kfirst, w->last, pools) < 0)
 				goto out;
 		}
-		int nr = l3_compare(w->s, su->rank, pools, w->first, w->last, res, REPORT_MAX_KERNELS);
+		int nr = l3_compare(w->s, su->rank, pools, w->kfirst, w->last, res, REPORT_MAX_KERNELS);
 		if (nr < 0)
 			goto out;
 		int degraded = 0, stall = 0;
@@ -634,6 +636,13 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	w.first = first;
 	w.last = last;
 	{
+		/* kernel sketches pool blocks of B iterations: skip a first block that straddles
+		 * the window's start (it mixes healthy iterations in) when a whole one remains */
+		uint32_t B = store_config(s)->kernel_block_iters;
+		uint32_t up = (first + B - 1) / B * B;
+		w.kfirst = up + B - 1 <= last ? up : first;
+	}
+	{
 		int64_t a, b, c2, d2;
 		if (store_iter_span(s, in->first_iter > lo ? in->first_iter : first, &a, &b) &&
 		    store_iter_span(s, last, &c2, &d2)) {
@@ -811,8 +820,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			for (size_t j = 0; j < m && j < 64; j++)
 				if (w.role[members[j]] != 1)
 					members[np++] = members[j];
-			store_kernel_pool(s, list[0], k, first, last, &a);
-			l3_pool(s, members, np, first, last, &b);
+			store_kernel_pool(s, list[0], k, w.kfirst, last, &a);
+			l3_pool(s, members, np, w.kfirst, last, &b);
 			(void)0;
 			if (a.count && b.count) {
 				double rr = sketch_quantile(&a, 0.5) / sketch_quantile(&b, 0.5);

@@ -67,6 +67,8 @@ json_t *report_to_json(const struct report *r)
 					       record_kind_name(x->kind), "ratio", num(x->ratio, 100), "z",
 					       num(x->z, 10), "group_cv", num(x->group_cv, 100), "value_ms",
 					       num(x->value_ms, 10), "peer_ms", num(x->peer_ms, 10));
+			if (je)
+				json_object_set_new(je, "own_ratio", num(x->own_ratio, 100));
 			if (je && x->fallback)
 				json_object_set_new(je, "fallback", json_string("own_history"));
 			json_array_append_new(ev, je);

@@ -23,6 +23,7 @@ struct report_evidence {
 	double group_cv;   /* NaN when the group was too small */
 	double value_ms, peer_ms;
 	int fallback;      /* small group: own history and other groups */
+	double own_ratio;  /* to the rank's own baseline (its individual score), NaN without one */
 };
 
 struct report_kernel {
