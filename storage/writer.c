@@ -289,8 +289,8 @@ static int connect_db(struct storage_writer *w)
 }
 
 /* Classifies a failed result (r may be NULL). Only errors about the content of what we send
- * are TXN_DATA (SQLSTATE classes 21 cardinality, 22 data exception, 23 integrity constraint,
- * 54 program limit): retrying cannot help. Everything else -- connection lost, server
+ * are TXN_DATA (SQLSTATE classes 21 cardinality, 22 data exception, 23 integrity constraint
+ * but 23514, 54 program limit): retrying cannot help. Everything else -- connection lost, server
  * shutting down, disk full, read-only after a failover, a table missing or a privilege
  * revoked (an operator can fix those) -- is retried: a batch is never dropped for it. */
 static enum txn_result classify(struct storage_writer *w, PGresult *r, const char *what)
@@ -302,6 +302,12 @@ static enum txn_result classify(struct storage_writer *w, PGresult *r, const cha
 	if (state && PQstatus(w->conn) == CONNECTION_OK) {
 		if (strcmp(state, "23505") == 0)
 			return TXN_CONFLICT;
+		/* check_violation: the writer's tables have no CHECK but their partition bounds, so
+		 * this is a row routed to DEFAULT while retention attached that day's partition */
+		if (strcmp(state, "23514") == 0) {
+			log_warning("writer: %s: %s (partition attached meanwhile; retrying)", what, msg);
+			return TXN_RETRY;
+		}
 		if (strncmp(state, "21", 2) == 0 || strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0 ||
 		    strncmp(state, "54", 2) == 0) {
 			log_error("writer: %s failed: %s [%s]", what, msg, state);

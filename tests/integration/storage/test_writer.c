@@ -14,6 +14,7 @@
 
 #include "migrate.h"
 #include "pgtest.h"
+#include "retention.h"
 #include "writer.h"
 
 #define NAMES 10
@@ -22,7 +23,7 @@
 
 static const char *const phase_names[NAMES] = {"fwd", "bwd", "mlp", "attn", "ep_dispatch", "ep_combine",
                                                "dp_reduce_scatter", "dp_all_gather", "pp_send", "optimizer"};
-static const int64_t base_us = INT64_C(1764633600000000); /* 2025-12-02 00:00 UTC */
+static int64_t base_us = INT64_C(1764633600000000); /* 2025-12-02 00:00 UTC */
 
 /* ---- producer side: wake, done items ---- */
 
@@ -402,10 +403,46 @@ static void test_restart(void)
 	pgtest_rmdir(dir);
 }
 
+/* Partition maintenance while the writer writes today's rows: the rows already in DEFAULT
+ * move into the new partitions, nothing is lost or doubled, no batch fails. */
+static void test_partitions_live(const char *base)
+{
+	char dsn[1024], err[512];
+	pgtest_db_create(base, "test_writer_live", dsn, sizeof dsn);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t saved = base_us;
+	base_us = (int64_t)now.tv_sec * 1000000 - 3600 * INT64_C(1000000); /* an hour ago: today or yesterday */
+	struct sink s;
+	struct storage_writer *w = start_writer(dsn, &s, 50000, 10000);
+	for (uint64_t seq = 1; seq <= 300; seq++) {
+		submit_wait(w, &s, make_batch("J", seq, 0));
+		if (seq == 100 || seq == 200) {
+			int tries = 0;
+			while (storage_retention_run(dsn, 7, 2, err, sizeof err) < 0) {
+				fprintf(stderr, "retention (tolerated, retried): %s\n", err);
+				CHECK(++tries < 5);
+			}
+		}
+	}
+	wait_done(w, &s, 300, 120000);
+	CHECK(s.failed == 0);
+	CHECK(storage_writer_stop(w, 5000) == 0);
+	free_sink(&s);
+	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) >= 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 300 * ITERS_PER_BATCH * NAMES);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 300 * ITERS_PER_BATCH);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases_default") == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT tableoid) FROM phases") >= 1);
+	base_us = saved;
+}
+
 int main(void)
 {
 	const char *base = pgtest_base_dsn();
 	test_million(base);
+	test_partitions_live(base);
 	test_restart();
 	printf("test_writer: ok\n");
 	return 0;
