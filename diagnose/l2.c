@@ -58,6 +58,7 @@ static double median_small(const double *x, uint32_t n)
 }
 
 #define L2_BLOCKS 8 /* robust_value's sorting network is written for 8 */
+#define L2_MAX_SPAN 4096 /* iterations in one window or baseline (the ring bounds it) */
 
 /* A rank's robust value of one phase over a window: the median of L2_BLOCKS block means
  * (consecutive iterations pooled in blocks of cnt / L2_BLOCKS), or the plain median when
@@ -119,15 +120,21 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 		    double *out, uint32_t *buf /* P * n */, uint32_t *cnt /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
+	struct store_ring rv;
+	store_ring_view(s, &rv);
+	uint32_t slot[L2_MAX_SPAN];
+	for (uint32_t k = 0; k < n; k++)
+		slot[k] = (first + k) % rv.ring;
 	for (uint32_t r = 0; r < world; r++) {
 		memset(cnt, 0, P * sizeof(*cnt));
-		for (uint32_t it = first; it <= last; it++) {
-			/* the ring is memory bound: fetch the next rank's slot meanwhile */
-			if (r + 1 < world)
-				__builtin_prefetch(store_slot_addr(s, r + 1, it));
-			const uint32_t *ph = store_slot_phases(s, r, it);
-			if (!ph)
+		size_t base = (size_t)r * rv.ring;
+		for (uint32_t k = 0; k < n; k++) {
+			size_t cell = base + slot[k];
+			/* the scan is memory bound: fetch the next rank's slot meanwhile */
+			__builtin_prefetch(rv.pdur + (cell + rv.ring) * rv.phases);
+			if (rv.tag[cell] != first + k + 1)
 				continue;
+			const uint32_t *ph = rv.pdur + cell * rv.phases;
 			for (uint32_t p = 0; p < P; p++) {
 				/* branchless: write, then count only present values */
 				buf[(size_t)p * n + cnt[p]] = ph[p];
@@ -156,6 +163,10 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	l->ngroups = G;
 	l->has_base = blast >= bfirst;
 	size_t cells = (size_t)W * (P ? P : 1);
+	if (last - first + 1 > L2_MAX_SPAN)
+		first = last - L2_MAX_SPAN + 1;
+	if (blast >= bfirst && blast - bfirst + 1 > L2_MAX_SPAN)
+		bfirst = blast - L2_MAX_SPAN + 1;
 	uint32_t span = last - first + 1;
 	if (l->has_base && blast - bfirst + 1 > span)
 		span = blast - bfirst + 1;

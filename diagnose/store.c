@@ -734,6 +734,14 @@ const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter)
 	return s->pdur + idx * s->cfg.max_phases;
 }
 
+void store_ring_view(const struct store *s, struct store_ring *out)
+{
+	out->tag = s->tag;
+	out->pdur = s->pdur;
+	out->ring = s->cfg.ring_iters;
+	out->phases = s->cfg.max_phases;
+}
+
 uint32_t store_max_iter(const struct store *s)
 {
 	return s->max_iter;

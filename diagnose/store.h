@@ -107,6 +107,14 @@ uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, ui
 const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter);
 /* Where (rank, iter)'s phase durations would be, whatever the slot holds (a prefetch hint). */
 const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter);
+/* The raw ring, for scans over every rank (L2): cell (rank, iter) is rank * ring + iter % ring;
+ * it holds iter when tag[cell] == iter + 1, its phase durations at pdur + cell * phases. */
+struct store_ring {
+	const uint32_t *tag;
+	const uint32_t *pdur;
+	uint32_t ring, phases;
+};
+void store_ring_view(const struct store *s, struct store_ring *out);
 /* Highest iteration seen of any rank; 0 with nothing seen (check store_any). */
 uint32_t store_max_iter(const struct store *s);
 int store_any(const struct store *s);
