@@ -37,7 +37,9 @@ void pgtest_db_create(const char *base_dsn, const char *name, char *dsn, size_t 
 long long pgtest_scalar(const char *dsn, const char *sql);
 /* A new directory under /tmp that the user postgres can reach. */
 void pgtest_tmpdir(const char *name, char *out, size_t size);
-/* tests/pg.sh start|stop dir (CULPRIT_SOURCE_DIR); start writes the DSN (dbname=postgres). */
+/* tests/pg.sh start|stop dir (CULPRIT_SOURCE_DIR); start writes the DSN (dbname=postgres).
+ * A cluster started here is stopped and its directory removed at exit, also when a check
+ * fails. */
 void pgtest_cluster_start(const char *dir, char *dsn, size_t size);
 void pgtest_cluster_stop(const char *dir);
 /* rm -rf dir */
