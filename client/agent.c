@@ -1434,9 +1434,13 @@ static void *loop_main(void *arg)
 		if (l->pfd[0].revents) {
 			char buf[256];
 
-			atomic_store(&l->wake_pending, false);
+			/* drain first, then allow new wake-ups: the other order could swallow the
+			 * byte of a wake-up that found the flag already cleared, leaving the flag
+			 * set with an empty pipe and every later wake-up suppressed. A wake-up
+			 * suppressed between the two is harmless: this pass looks at every agent. */
 			while (read(l->wake_rd, buf, sizeof(buf)) > 0)
 				;
+			atomic_store(&l->wake_pending, false);
 		}
 		pthread_mutex_lock(&l->mu);
 		for (a = l->agents; a; a = a->loop_next) {
