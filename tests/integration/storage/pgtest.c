@@ -75,6 +75,20 @@ static void stop_started(void)
 	}
 }
 
+void pgtest_fail(void)
+{
+	for (int i = 0; i < 4; i++) {
+		if (!started[i][0])
+			continue;
+		char cmd[1200];
+		snprintf(cmd, sizeof cmd, "echo '--- end of %s/server.log:' >&2; tail -n 30 '%s/server.log' >&2", started[i],
+		         started[i]);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(no server log)\n");
+	}
+	exit(1);
+}
+
 void pgtest_cluster_start(const char *dir, char *dsn, size_t size)
 {
 	static bool registered;

@@ -15,7 +15,7 @@
 	do {                                                                                 \
 		if (!(cond)) {                                                               \
 			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			exit(1);                                                             \
+			pgtest_fail();                                                       \
 		}                                                                            \
 	} while (0)
 #define CHECK_MSG(cond, ...)                                                                 \
@@ -24,10 +24,12 @@
 			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
 			fprintf(stderr, __VA_ARGS__);                                        \
 			fputc('\n', stderr);                                                 \
-			exit(1);                                                             \
+			pgtest_fail();                                                       \
 		}                                                                            \
 	} while (0)
 
+/* Exits 1 after printing the end of the server log of the clusters started here. */
+void pgtest_fail(void) __attribute__((noreturn));
 /* CULPRIT_TEST_DSN; exits 1 (a failure, not a skip) when unset. */
 const char *pgtest_base_dsn(void);
 /* Drops and creates database name on the server of base_dsn; writes its DSN. */
