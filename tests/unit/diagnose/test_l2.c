@@ -1,0 +1,91 @@
+/* test_l2.c: per-rank robust values (a spike or missing iterations do not move them), robust
+ * z, ratio and flags within a role group, plain medians for short windows. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "l2.h"
+
+static struct store *make(void)
+{
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, 16, 1, 1, 1, 16, 1, NULL, 8, err, sizeof(err)), 0);
+	struct store *s = store_create(&t, NULL);
+	assert_non_null(s);
+	uint32_t a = (uint32_t)store_intern_name(s, "mlp");
+	uint32_t b = (uint32_t)store_intern_name(s, "dp_reduce_scatter");
+	for (uint32_t it = 0; it < 48; it++)
+		for (uint32_t r = 0; r < 16; r++) {
+			int64_t v = 100000 + 1000 * (int64_t)((r * 7 + it * 3) % 5); /* 100-104 ms */
+			if (r == 3 && it == 40)
+				v = 10000000; /* one 10 s spike in the window */
+			if (r == 4 && it >= 16 && it % 3 == 0)
+				continue; /* missing iterations */
+			if (r == 5 && it >= 16)
+				v *= 3;
+			struct record_phase p = {r, it, a, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, v};
+			struct record_phase q = {r, it, b, RECORD_KIND_COMM, RECORD_GROUP_DP, 0,
+						 r == 6 && it >= 16 ? 20000 : 50000};
+			struct record_iter ri = {r, it, 0, 1000000};
+			assert_int_equal(store_add_iter(s, &ri), 0);
+			assert_int_equal(store_add_phase(s, &p), 0);
+			assert_int_equal(store_add_phase(s, &q), 0);
+		}
+	return s;
+}
+
+static void robust_values_and_flags(void **state)
+{
+	(void)state;
+	struct store *s = make();
+	struct l2 l;
+	assert_int_equal(l2_run(&l, s, 16, 47, 0, 15, NULL), 0);
+	assert_int_equal(l.nphase, 2);
+	for (uint32_t r = 0; r < 16; r++) {
+		double v = l.val[r * 2 + 0];
+		if (r == 5) {
+			assert_true(v > 300 && v < 313);
+			assert_true(l.flag[r * 2] & L2_HIGH);
+			assert_true(l.flag[r * 2] & L2_SELF_HIGH);
+			assert_true(l.z[r * 2] > 6);
+			assert_true(fabs(l.ratio[r * 2] - 3) < 0.2);
+		} else {
+			/* the spike of rank 3 and the gaps of rank 4 change nothing */
+			assert_true(v >= 100 && v <= 104);
+			assert_false(l.flag[r * 2] & (L2_HIGH | L2_LOW | L2_SELF_HIGH));
+		}
+		assert_true(fabs(l.base[r * 2] - 102) <= 2.01);
+	}
+	/* rank 6 arrives late: its dp_reduce_scatter is short */
+	assert_true(l.flag[6 * 2 + 1] & L2_LOW);
+	assert_true(l.z[6 * 2 + 1] < -6);
+	assert_false(l.flag[7 * 2 + 1] & L2_LOW);
+	assert_true(l.group_cv[1] > 0);
+	assert_true(fabs(l.group_med[0] - 102) <= 2.01);
+	l2_free(&l);
+
+	/* a 5-iteration window: plain medians */
+	assert_int_equal(l2_run(&l, s, 43, 47, 1, 0, NULL), 0);
+	assert_false(l.has_base);
+	assert_true(isnan(l.base[0]));
+	assert_true(l.val[5 * 2] > 300);
+	assert_true(l.val[3 * 2] <= 104);
+	assert_true(l.flag[5 * 2] & L2_HIGH);
+	assert_false(l.flag[5 * 2] & L2_SELF_HIGH); /* no baseline */
+	l2_free(&l);
+	store_destroy(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(robust_values_and_flags),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
