@@ -675,7 +675,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		if (nc) {
 			rep->category = "compute_degradation";
 			flagmask = KM_COMPUTE;
-			what = "compute";
+			what = "compute slowdown";
 		}
 		if (!nc) {
 			for (uint32_t r = 0; r < w.W; r++)
@@ -684,7 +684,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			if (nc) {
 				rep->category = "host_delay";
 				flagmask = KM_HOST;
-				what = "host";
+				what = "host-side delay";
 			}
 		}
 		if (!nc) {
@@ -694,7 +694,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			if (nc && nc <= few) {
 				rep->category = "communication_degradation";
 				flagmask = KM_COMM;
-				what = "communication";
+				what = "communication slowdown";
 			} else {
 				nc = 0;
 			}
@@ -859,13 +859,25 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
 			 "stages wait for it",
 			 stage, stage_ratio);
-	else if (nc)
+	else if (nc) {
+		/* the kernel behind it, from L3 on the top culprit */
+		char kern[160] = "";
+		if (rep->nsuspects && rep->suspects[0].nk) {
+			const struct report_kernel *k = &rep->suspects[0].k[0];
+			if (strcmp(rep->category, "kernel_stall") == 0)
+				snprintf(kern, sizeof(kern), " (kernel %s: isolated calls %.0fx the peers' p99, median normal)",
+					 k->name, k->max_ratio);
+			else if (k->ratio > 1.3)
+				snprintf(kern, sizeof(kern), " (%s kernel %s %.2fx the peers' median)",
+					 record_kind_name(k->kind), k->name, k->ratio);
+		}
 		snprintf(rep->summary, sizeof(rep->summary),
-			 "%s on %zu rank%s (%u%s) on %s: %s %.2fx their role group; %zu ranks wait as "
+			 "%s on %zu rank%s (%u%s) on %s: %s %.2fx their role group%s; %zu ranks wait as "
 			 "victims, %zu arrive late%s",
 			 what, nc, nc == 1 ? "" : "s", list[0], nc > 1 ? ", ..." : "", hosts, top_phase,
-			 flag == L2_LOW && top_ratio > 0 ? 1 / top_ratio : top_ratio, nvict, nlate,
+			 flag == L2_LOW && top_ratio > 0 ? 1 / top_ratio : top_ratio, kern, nvict, nlate,
 			 rep->late_consistent ? " because of them" : "");
+	}
 	else {
 		rep->category = "none";
 		snprintf(rep->summary, sizeof(rep->summary),
