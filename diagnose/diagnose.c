@@ -872,8 +872,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 					 record_kind_name(k->kind), k->name, k->ratio);
 		}
 		snprintf(rep->summary, sizeof(rep->summary),
-			 "%s on %zu rank%s (%u%s) on %s: %s %.2fx their role group%s; %zu ranks wait as "
-			 "victims, %zu arrive late%s",
+			 "%s on %zu rank%s (%u%s) on %.100s: %.48s %.2fx their role group%.120s; %zu ranks "
+			 "wait as victims, %zu arrive late%s",
 			 what, nc, nc == 1 ? "" : "s", list[0], nc > 1 ? ", ..." : "", hosts, top_phase,
 			 flag == L2_LOW && top_ratio > 0 ? 1 / top_ratio : top_ratio, kern, nvict, nlate,
 			 rep->late_consistent ? " because of them" : "");

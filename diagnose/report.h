@@ -62,7 +62,7 @@ struct report {
 	uint32_t first_iter, last_iter;
 	double baseline_ms, window_ms;
 	const char *category; /* one of the DESIGN.md verdict categories */
-	char summary[1024];
+	char summary[512];
 	int stage;            /* stage_imbalance: the heavier pp stage, else -1 */
 	struct report_suspect *suspects;
 	size_t nsuspects;
