@@ -15,7 +15,7 @@ void l1_init(struct l1 *l, const struct l1_config *cfg)
 	if (!c->history || c->history > L1_HISTORY_MAX)
 		c->history = 32;
 	if (!c->min_history)
-		c->min_history = 5;
+		c->min_history = 3;
 	if (!c->open_m || c->open_m > L1_HISTORY_MAX)
 		c->open_m = 8;
 	if (!c->open_k || c->open_k > c->open_m)
