@@ -122,6 +122,27 @@ static void link_degradation(void **state)
 {
 	(void)state;
 	expect("link_degradation", 40, "communication_degradation", 336, 8, "node-42");
+	/* the port_down on node-42 is what happened */
+	struct feed f;
+	struct report rep;
+	run_scenario("link_degradation", 40, &f, &rep);
+	assert_int_equal(rep.nevents, 1);
+	assert_string_equal(rep.events[0].host, "node-42");
+	assert_string_equal(rep.events[0].verdict, "consistent");
+	/* the culprits' NCCL kernels are the slow ones, their GEMMs are not */
+	for (size_t s = 0; s < rep.nsuspects; s++) {
+		const struct report_suspect *su = &rep.suspects[s];
+		if (su->role != REPORT_CULPRIT)
+			continue;
+		for (size_t k = 0; k < su->nk; k++) {
+			if (strcmp(su->k[k].name, "nccl_all_reduce") == 0)
+				assert_true(su->k[k].ratio > 1.5);
+			if (strcmp(su->k[k].name, "sm90_gemm") == 0)
+				assert_true(su->k[k].ratio < 1.1);
+		}
+	}
+	report_free(&rep);
+	engine_destroy(f.e);
 }
 
 static void stage_imbalance(void **state)
