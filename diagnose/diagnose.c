@@ -16,7 +16,7 @@ void diagnose_config_default(struct diagnose_config *c)
 	memset(c, 0, sizeof(*c));
 	l2_config_default(&c->l2);
 	c->max_window = 32;
-	c->max_baseline = 16;
+	c->max_baseline = 8;
 	c->max_listed = 32;
 	c->l3_suspects = 64;
 	c->l3_peers = 64;

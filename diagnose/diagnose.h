@@ -20,7 +20,7 @@
 struct diagnose_config {
 	struct l2_config l2;
 	uint32_t max_window;      /* iterations analysed, the last ones of the window (32) */
-	uint32_t max_baseline;    /* baseline iterations before the window (16) */
+	uint32_t max_baseline;    /* baseline iterations before the window (8) */
 	uint32_t max_listed;      /* suspects listed in the report (32; counts stay exact) */
 	uint32_t l3_suspects;     /* suspects that get an L3 kernel comparison (64) */
 	uint32_t l3_peers;        /* peers pooled per role group (64) */

@@ -160,7 +160,7 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 	for (int k = 0; k < runs; k++) {
 		struct l2 l2;
 		t0 = now_ms();
-		if (l2_run(&l2, s, in.first_iter, in.last_iter, in.first_iter - 16, in.first_iter - 1, NULL) < 0)
+		if (l2_run(&l2, s, in.first_iter, in.last_iter, in.first_iter - 8, in.first_iter - 1, NULL) < 0)
 			exit(1);
 		l2t[k] = now_ms() - t0;
 		l2_free(&l2);
