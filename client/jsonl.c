@@ -33,6 +33,7 @@ struct jval {
 struct jobj {
 	struct {
 		const char *k;
+		size_t klen;
 		struct jval v;
 	} f[JMAX_FIELDS];
 	size_t n;
@@ -217,15 +218,28 @@ static int jnumber(struct jp *j, struct jval *v)
 		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
 			j->p++;
 	}
-	char tmp[64];
+	v->t = JT_NUM;
+	v->is_int = 0;
 	size_t n = (size_t)(j->p - s);
+	if (is_int && n <= 19) {
+		/* the usual case: a small integer, no strtod/strtoll */
+		const char *q = s + (*s == '-');
+		uint64_t acc = 0;
+		for (; q < j->p; q++)
+			acc = acc * 10 + (uint64_t)(*q - '0');
+		if (acc <= (uint64_t)INT64_MAX) {
+			v->is_int = 1;
+			v->i = *s == '-' ? -(int64_t)acc : (int64_t)acc;
+			v->d = (double)v->i;
+			return 0;
+		}
+	}
+	char tmp[64];
 	if (n >= sizeof(tmp))
 		return jfail(j, "number too long");
 	memcpy(tmp, s, n);
 	tmp[n] = 0;
-	v->t = JT_NUM;
 	v->d = strtod(tmp, NULL);
-	v->is_int = 0;
 	if (is_int) {
 		errno = 0;
 		long long ll = strtoll(tmp, NULL, 10);
@@ -383,10 +397,11 @@ static int jparse_line(struct jp *j, struct jobj *o)
 			/* a repeated key: the last one wins */
 			size_t slot = o->n;
 			for (size_t i = 0; i < o->n; i++)
-				if (strcmp(o->f[i].k, k) == 0)
+				if (o->f[i].klen == kl && memcmp(o->f[i].k, k, kl) == 0)
 					slot = i;
 			if (slot < JMAX_FIELDS) {
 				o->f[slot].k = k;
+				o->f[slot].klen = kl;
 				o->f[slot].v = v;
 				if (slot == o->n)
 					o->n++;
@@ -411,8 +426,9 @@ static int jparse_line(struct jp *j, struct jobj *o)
 
 static const struct jval *jget(const struct jobj *o, const char *key)
 {
+	size_t kl = strlen(key);
 	for (size_t i = 0; i < o->n; i++)
-		if (strcmp(o->f[i].k, key) == 0)
+		if (o->f[i].klen == kl && o->f[i].k[0] == key[0] && memcmp(o->f[i].k, key, kl) == 0)
 			return &o->f[i].v;
 	return NULL;
 }

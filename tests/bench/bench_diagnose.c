@@ -8,6 +8,8 @@
  *    attribution; L1 is O(1) per iteration and timed separately).
  * 2. The same at 100,000 ranks (TP=8 PP=10 DP=1250), and the window store's memory for
  *    100,000 ranks x 64 iterations x 16 phases.
+ * 3. With a path (bench_diagnose RUNS FILE.jsonl[.gz]): only the offline path of `culprit
+ *    diagnose` — read the interchange file into an engine, diagnose — in lines/s and peak RSS.
  * Medians of `runs` runs (default 5), one thread, in thread CPU time (the development
  * machine is shared, wall time there measures the neighbours too). */
 #include <stdint.h>
@@ -16,7 +18,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
 #include "diagnose.h"
+#include "engine.h"
+#include "jsonl.h"
 #include "l1.h"
 #include "store.h"
 
@@ -181,11 +187,106 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 	store_destroy(s);
 }
 
+/* --- the offline path: JSONL into an engine --- */
+
+struct offline {
+	struct engine *e;
+	struct store *s;
+};
+
+static int off_job(void *ctx, const struct jsonl_job *j, const char **why)
+{
+	struct offline *o = ctx;
+	struct topo t;
+	static char msg[128];
+	if (o->e)
+		return 0;
+	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, msg,
+		      sizeof(msg)) < 0) {
+		*why = msg;
+		return -1;
+	}
+	struct engine_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.diagnose_on_close = 1;
+	o->e = engine_create(&t, &cfg);
+	o->s = o->e ? engine_store(o->e) : NULL;
+	return o->e ? 0 : -1;
+}
+
+static int off_iter(void *ctx, const struct record_iter *r, const char **why)
+{
+	struct offline *o = ctx;
+	(void)why;
+	if (!o->s)
+		return -1;
+	store_add_iter(o->s, r);
+	engine_poll(o->e);
+	return 0;
+}
+
+static int off_phase(void *ctx, const struct record_phase *r, const char *name, const char **why)
+{
+	struct offline *o = ctx;
+	(void)why;
+	struct record_phase p = *r;
+	p.name = (uint32_t)store_intern_name(o->s, name);
+	store_add_phase(o->s, &p);
+	return 0;
+}
+
+static int off_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *d,
+		      size_t n, const char **why)
+{
+	struct offline *o = ctx;
+	(void)why;
+	struct record_kernel k = *r;
+	k.name = (uint32_t)store_intern_name(o->s, name);
+	store_add_kernel(o->s, &k, d, n);
+	return 0;
+}
+
+static int off_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
+		     const char *detail, const char **why)
+{
+	struct offline *o = ctx;
+	(void)why;
+	return store_add_event(o->s, host, kind, ts, source, detail);
+}
+
+static int bench_file(const char *path)
+{
+	struct offline o = {NULL, NULL};
+	struct jsonl_handler h = {&o, off_job, NULL, off_iter, off_phase, off_kernel, off_event};
+	char err[256];
+	uint64_t lines = 0;
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	if (jsonl_read(path, &h, &lines, err, sizeof(err)) < 0 || !o.e) {
+		fprintf(stderr, "%s\n", o.e ? err : "no job line");
+		return 1;
+	}
+	struct report rep;
+	engine_finish(o.e, &rep);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	double s = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("%s: %llu lines in %.2f s wall = %.0f lines/s, peak RSS %.1f MiB; verdict %s, %zu culprits\n",
+	       path, (unsigned long long)lines, s, lines / s, ru.ru_maxrss / 1024.0, rep.category,
+	       rep.culprits_total);
+	report_free(&rep);
+	engine_destroy(o.e);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int runs = argc > 1 ? atoi(argv[1]) : 5;
 	if (runs < 1)
 		runs = 1;
+	if (argc > 2 && strcmp(argv[2], "small") != 0)
+		return bench_file(argv[2]);
 	struct topo t;
 	char err[128];
 	if (topo_init(&t, 12960, 1, 1, 9, 1440, 32, NULL, 8, err, sizeof(err)) < 0) {
