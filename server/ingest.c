@@ -604,7 +604,8 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	arena += b->n_kernel_rank * (sizeof(struct record_kernel) + sizeof(int64_t));
 	for (size_t i = 0; i < b->n_kernel_sketch; i++)
 		arena += b->kernel_sketch[i].len;
-	arena += 8 * 8; /* alignment slack per array */
+	/* every allocation from the arena is aligned to 16 bytes */
+	arena += 16 * (16 + b->n_names + b->n_kernel_sketch);
 
 	op = storage_op_new(STORAGE_OP_BATCH, arena);
 	if (!op)
@@ -691,7 +692,7 @@ fail:
 }
 
 /* Feeds the job's window from the op, with names mapped to the job's ids. */
-static void op_to_window(struct job *job, struct storage_op *op, const uint32_t *name_map)
+static void op_to_window(struct server *s, struct job *job, struct storage_op *op, const uint32_t *name_map)
 {
 	/* the op keeps batch-local name indexes for the writer; the window wants job ids, so map
 	 * in place, hand over, and map back */
@@ -699,7 +700,7 @@ static void op_to_window(struct job *job, struct storage_op *op, const uint32_t 
 		op->phases[i].name = name_map[op->phases[i].name];
 	for (size_t i = 0; i < op->n_kernels; i++)
 		op->kernels[i].name = name_map[op->kernels[i].name];
-	jobs_add_records(job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
+	jobs_add_records(s, job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
 }
 
 static void block(struct conn *c)
@@ -752,7 +753,7 @@ static void handle_batch(struct conn *c, const Culprit__V1__Batch *b)
 		conn_close(c, CLOSE_NOMEM);
 		return;
 	}
-	op_to_window(c->job, op, name_map);
+	op_to_window(s, c->job, op, name_map);
 	s->m.batches_ok++;
 	s->m.records_in[0] += b->n_iter_rank;
 	s->m.records_in[1] += b->n_phase_rank;

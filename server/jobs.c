@@ -5,9 +5,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "diagnosis.h"
 #include "log.h"
 #include "server.h"
+
+/* iterations an open window grows by before it is diagnosed again */
+#define REDIAGNOSE_ITERS 4
+
+static int64_t wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Says an incident's change: the log (what ./run.sh shows), and the counters. */
+static void announce(struct server *s, struct job *job, enum incident_change change, const struct report *r)
+{
+	char *text;
+
+	if (change == INCIDENT_NONE)
+		return;
+	s->m.incident_changes[change]++;
+	if (change == INCIDENT_RESOLVED) {
+		log_info("INCIDENT %s resolved: job \"%s\" is back to its baseline", job->incident.key, job->name);
+		return;
+	}
+	text = r ? report_to_text(r) : NULL;
+	log_info("INCIDENT %s %s: job \"%s\" %s (window from iteration %u)\n%s", job->incident.key,
+		 incident_change_name(change), job->name, job->incident.category, job->incident.first_iter,
+		 text ? text : job->incident.summary);
+	free(text);
+}
 
 static int same_topology(const struct storage_topology *a, const struct storage_topology *b)
 {
@@ -72,7 +104,7 @@ void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char
 		store_set_host(engine_store(job->engine), ranks[i], host);
 }
 
-void jobs_add_records(struct job *job, const struct record_iter *iters, size_t n_iters,
+void jobs_add_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
 		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
 		      size_t n_kernels)
 {
@@ -92,11 +124,75 @@ void jobs_add_records(struct job *job, const struct record_iter *iters, size_t n
 
 		log_info("job \"%s\": anomalous window opened at iteration %u (baseline %.0f ms)", job->name,
 			 l->first_iter, l->baseline_ms);
+		job->due = 1;
 	}
 	if (ev & ENGINE_CLOSED) {
 		const struct l1 *l = engine_l1(job->engine);
 
 		log_info("job \"%s\": anomalous window %u-%u closed", job->name, l->first_iter, l->last_iter);
+		announce(s, job, incident_recover(&job->incident, wall_us()), NULL);
+	}
+	/* while the window is open, diagnose again as it grows */
+	if (engine_l1(job->engine)->open && store_max_iter(st) >= job->last_diag_iter + REDIAGNOSE_ITERS)
+		job->due = 1;
+	jobs_diagnose_due(s, job);
+}
+
+void jobs_diagnose_due(struct server *s, struct job *job)
+{
+	struct diagnose_input in;
+	struct store *snap;
+
+	if (!job->due || job->diagnosing || !s->diagnosis)
+		return;
+	snap = store_snapshot(engine_store(job->engine));
+	if (!snap) {
+		log_warning("job \"%s\": out of memory for a diagnosis snapshot; will retry", job->name);
+		return;
+	}
+	diagnose_input_from_l1(&in, engine_l1(job->engine), 0);
+	if (diagnosis_submit(s->diagnosis, job->name, snap, &in, 0) < 0) {
+		s->m.diagnoses_refused++;
+		store_destroy(snap); /* queue full: stays due, tried again at the next batch or tick */
+		return;
+	}
+	job->due = 0;
+	job->diagnosing = 1;
+	job->last_diag_iter = store_max_iter(engine_store(job->engine));
+}
+
+void jobs_diagnosis_results(struct server *s)
+{
+	struct diagnosis_result res[16];
+	size_t n;
+
+	while ((n = diagnosis_take(s->diagnosis, res, 16)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct job *job = strmap_get(&s->jobs, res[i].job);
+			json_t *j;
+
+			s->m.diagnoses++;
+			s->m.diagnosis_ms_sum += res[i].run_ms;
+			metrics_observe_diagnosis(&s->m, res[i].run_ms);
+			if (!job || res[i].failed) {
+				report_free(&res[i].report);
+				continue;
+			}
+			job->diagnosing = 0;
+			job->diagnoses++;
+			j = report_to_json(&res[i].report);
+			if (j) {
+				free(job->latest_report);
+				job->latest_report = json_dumps(j, JSON_COMPACT);
+				json_decref(j);
+			}
+			announce(s, job,
+				 incident_report(&job->incident, job->name, &res[i].report,
+						 engine_l1(job->engine)->open, wall_us()),
+				 &res[i].report);
+			report_free(&res[i].report);
+			jobs_diagnose_due(s, job);
+		}
 	}
 }
 
@@ -106,6 +202,7 @@ static void free_job(const char *key, void *value, void *arg)
 
 	(void)key;
 	(void)arg;
+	free(job->latest_report);
 	engine_destroy(job->engine);
 	free(job);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "incident.h"
 #include "record.h"
 #include "topo.h"
 #include "writer.h"
@@ -20,6 +21,14 @@ struct job {
 	struct engine *engine;
 	uint64_t records;
 	uint64_t dropped; /* records the window could not hold (too old, too many names) */
+
+	/* online diagnosis */
+	int due;                 /* a diagnosis should run (window opened or grew) */
+	int diagnosing;          /* one is running off the loop */
+	uint32_t last_diag_iter; /* store_max_iter when the last one was submitted */
+	uint64_t diagnoses;
+	char *latest_report;     /* JSON text of the latest report (NULL: none yet) */
+	struct incident incident;
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
@@ -32,9 +41,13 @@ uint32_t jobs_intern(struct job *job, const char *name);
 void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host);
 /* Adds a batch's records to the job's window (names already mapped to job ids) and lets
  * L1 look at the iterations that completed. */
-void jobs_add_records(struct job *job, const struct record_iter *iters, size_t n_iters,
+void jobs_add_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
 		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
 		      size_t n_kernels);
+/* Submits the due diagnoses (after batches, and from the periodic tick). */
+void jobs_diagnose_due(struct server *s, struct job *job);
+/* Takes the finished diagnoses: latest reports, incidents. Runs on the loop. */
+void jobs_diagnosis_results(struct server *s);
 void jobs_free_all(struct server *s);
 
 #endif

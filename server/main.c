@@ -15,16 +15,19 @@
 #include <sys/resource.h>
 
 #include "config.h"
+#include "diagnosis.h"
 #include "embedded.h"
 #include "http.h"
 #include "ingest.h"
 #include "jobs.h"
 #include "log.h"
 #include "migrate.h"
+#include "retention.h"
 #include "server.h"
 #include "writer.h"
 
 #define DRAIN_TIMEOUT_MS 30000
+#define DIAGNOSIS_QUEUE 64 /* jobs waiting for the diagnosis worker */
 
 static struct embedded *pg;
 
@@ -151,6 +154,15 @@ static int open_storage(struct server *s)
 	}
 	if (applied > 0)
 		log_info("applied %d schema migrations", applied);
+	{
+		struct storage_retention_config rc = {.dsn = s->db_dsn, .retention_days = (int)s->cfg.retention_days};
+
+		s->retention = storage_retention_start(&rc);
+		if (!s->retention) {
+			log_error("could not start partition maintenance");
+			return -1;
+		}
+	}
 	s->writer_wake = event_new(s->base, -1, 0, writer_wake_cb, s);
 	wc.dsn = s->db_dsn;
 	wc.queue_max_records = (size_t)s->cfg.writer_queue_records;
@@ -163,6 +175,49 @@ static int open_storage(struct server *s)
 		return -1;
 	}
 	return ingest_load_progress(s);
+}
+
+/* ---- diagnoses off the loop, and the periodic tick ---- */
+
+static void diagnosis_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	jobs_diagnosis_results(arg);
+}
+
+static void diagnosis_wake(void *arg)
+{
+	struct server *s = arg;
+
+	event_active(s->diagnosis_wake, EV_READ, 0);
+}
+
+static void tick_job(const char *name, void *value, void *arg)
+{
+	(void)name;
+	jobs_diagnose_due(arg, value);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *s = arg;
+
+	(void)fd;
+	(void)what;
+	strmap_each(&s->jobs, tick_job, s);
+}
+
+static int start_diagnosis(struct server *s)
+{
+	struct timeval second = {1, 0};
+
+	s->diagnosis_wake = event_new(s->base, -1, 0, diagnosis_wake_cb, s);
+	s->tick = event_new(s->base, -1, EV_PERSIST, tick_cb, s);
+	if (!s->diagnosis_wake || !s->tick || event_add(s->tick, &second) < 0)
+		return -1;
+	s->diagnosis = diagnosis_start(DIAGNOSIS_QUEUE, diagnosis_wake, s);
+	return s->diagnosis ? 0 : -1;
 }
 
 /* ---- signals ---- */
@@ -229,6 +284,8 @@ static void reload(struct server *s)
 	log_set_level((enum log_level)log_level_parse(s->cfg.log_level));
 	if (s->http)
 		http_apply_limits(s);
+	if (s->retention)
+		storage_retention_set_days(s->retention, (int)s->cfg.retention_days);
 	log_info("SIGHUP: configuration reloaded from \"%s\"", s->config_path);
 }
 
@@ -272,6 +329,11 @@ static void free_progress(const char *key, void *value, void *arg)
 
 static void shutdown_all(struct server *s)
 {
+	diagnosis_stop(s->diagnosis);
+	if (s->diagnosis_wake)
+		event_free(s->diagnosis_wake);
+	if (s->tick)
+		event_free(s->tick);
 	ingest_close_all(s);
 	http_stop(s);
 	if (s->writer) {
@@ -287,6 +349,8 @@ static void shutdown_all(struct server *s)
 	}
 	if (s->writer_wake)
 		event_free(s->writer_wake);
+	if (s->retention)
+		storage_retention_stop(s->retention);
 	for (size_t i = 0; i < sizeof(s->signals) / sizeof(s->signals[0]); i++)
 		if (s->signals[i])
 			event_free(s->signals[i]);
@@ -330,7 +394,7 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
+	if (open_storage(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
 	event_base_dispatch(s.base);

@@ -7,6 +7,16 @@ static const char *const close_names[CLOSE_REASONS] = {
 	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem",
 };
 
+/* upper bounds of the diagnosis duration histogram, in seconds */
+static const double diag_bounds[METRICS_DIAG_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+void metrics_observe_diagnosis(struct metrics *m, double ms)
+{
+	for (int i = 0; i < METRICS_DIAG_BUCKETS; i++)
+		if (ms / 1000.0 <= diag_bounds[i])
+			m->diagnosis_buckets[i]++;
+}
+
 const char *metrics_close_reason_name(enum metrics_close_reason r)
 {
 	return (unsigned)r < CLOSE_REASONS ? close_names[r] : "unknown";
@@ -59,4 +69,22 @@ void metrics_render(const struct metrics *m, FILE *out)
 		     "culprit_backpressure_seconds_total %.6f\n",
 		(double)m->backpressure_us / 1e6);
 	one(out, "culprit_jobs", "gauge", "Jobs known to this culpritd.", m->jobs);
+	fprintf(out, "# HELP culprit_diagnosis_duration_seconds Time one diagnosis (L2, L3, attribution) took.\n"
+		     "# TYPE culprit_diagnosis_duration_seconds histogram\n");
+	for (int i = 0; i < METRICS_DIAG_BUCKETS; i++)
+		fprintf(out, "culprit_diagnosis_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n", diag_bounds[i],
+			m->diagnosis_buckets[i]);
+	fprintf(out,
+		"culprit_diagnosis_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+		"culprit_diagnosis_duration_seconds_sum %.6f\n"
+		"culprit_diagnosis_duration_seconds_count %" PRIu64 "\n",
+		m->diagnoses, m->diagnosis_ms_sum / 1000.0, m->diagnoses);
+	one(out, "culprit_diagnoses_deferred_total", "counter",
+	    "Diagnoses not started at once because the diagnosis queue was full.", m->diagnoses_refused);
+	fprintf(out, "# HELP culprit_incident_changes_total Incident state changes, by state.\n"
+		     "# TYPE culprit_incident_changes_total counter\n"
+		     "culprit_incident_changes_total{state=\"firing\"} %" PRIu64 "\n"
+		     "culprit_incident_changes_total{state=\"updated\"} %" PRIu64 "\n"
+		     "culprit_incident_changes_total{state=\"resolved\"} %" PRIu64 "\n",
+		m->incident_changes[1], m->incident_changes[2], m->incident_changes[3]);
 }

@@ -20,6 +20,8 @@ enum metrics_close_reason {
 	CLOSE_REASONS
 };
 
+#define METRICS_DIAG_BUCKETS 11
+
 struct metrics {
 	uint64_t accepted;
 	uint64_t closed[CLOSE_REASONS];
@@ -33,7 +35,14 @@ struct metrics {
 	uint64_t backpressure_events;
 	uint64_t backpressure_us;                       /* total time connections spent blocked */
 	uint64_t jobs;
+	uint64_t diagnoses;
+	double diagnosis_ms_sum;
+	uint64_t diagnosis_buckets[METRICS_DIAG_BUCKETS]; /* cumulative counts per upper bound */
+	uint64_t diagnoses_refused;                       /* queue full: tried again later */
+	uint64_t incident_changes[4];                     /* by enum incident_change */
 };
+
+void metrics_observe_diagnosis(struct metrics *m, double ms);
 
 const char *metrics_close_reason_name(enum metrics_close_reason r);
 void metrics_render(const struct metrics *m, FILE *out);

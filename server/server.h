@@ -14,6 +14,8 @@ struct event;
 struct evconnlistener;
 struct evhttp;
 struct storage_writer;
+struct storage_retention;
+struct diagnosis;
 struct conn;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
@@ -30,7 +32,11 @@ struct server {
 	struct evhttp *http;
 	struct storage_writer *writer; /* NULL when cfg.storage is false */
 	struct event *writer_wake;
+	struct storage_retention *retention; /* partitions ahead, old ones dropped (own thread) */
 	struct event *reclaim;         /* frees closed connections after the loop pass */
+	struct diagnosis *diagnosis;   /* the worker that runs diagnoses off the loop */
+	struct event *diagnosis_wake;
+	struct event *tick;            /* once a second: due diagnoses, hang checks */
 	struct event *signals[4];
 	char *db_dsn;                  /* the DSN in use (embedded or configured) */
 	bool embedded;
