@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alerts.h"
 #include "diagnosis.h"
 #include "log.h"
 #include "server.h"
@@ -109,6 +110,7 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		      size_t n_kernels)
 {
 	struct store *st = engine_store(job->engine);
+	enum incident_change change;
 	int ev;
 
 	for (size_t i = 0; i < n_iters; i++)
@@ -130,7 +132,10 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		const struct l1 *l = engine_l1(job->engine);
 
 		log_info("job \"%s\": anomalous window %u-%u closed", job->name, l->first_iter, l->last_iter);
-		announce(s, job, incident_recover(&job->incident, wall_us()), NULL);
+		change = incident_recover(&job->incident, wall_us());
+		announce(s, job, change, NULL);
+		if (change != INCIDENT_NONE)
+			alerts_report(s, job, NULL, NULL, change);
 	}
 	/* while the window is open, diagnose again as it grows */
 	if (engine_l1(job->engine)->open && store_max_iter(st) >= job->last_diag_iter + REDIAGNOSE_ITERS)
@@ -164,6 +169,7 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 void jobs_diagnosis_results(struct server *s)
 {
 	struct diagnosis_result res[16];
+	enum incident_change change;
 	size_t n;
 
 	while ((n = diagnosis_take(s->diagnosis, res, 16)) > 0) {
@@ -186,10 +192,10 @@ void jobs_diagnosis_results(struct server *s)
 				job->latest_report = json_dumps(j, JSON_COMPACT);
 				json_decref(j);
 			}
-			announce(s, job,
-				 incident_report(&job->incident, job->name, &res[i].report,
-						 engine_l1(job->engine)->open, wall_us()),
-				 &res[i].report);
+			change = incident_report(&job->incident, job->name, &res[i].report, engine_l1(job->engine)->open,
+						 wall_us());
+			announce(s, job, change, &res[i].report);
+			alerts_report(s, job, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);
 			jobs_diagnose_due(s, job);
 		}
