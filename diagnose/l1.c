@@ -57,6 +57,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 {
 	const struct l1_config *c = &l->cfg;
 	int high = 0;
+	l->updates++;
 	double med = NAN, mad = 0;
 	if (l->open) {
 		med = l->baseline_ms;

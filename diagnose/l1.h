@@ -43,6 +43,7 @@ struct l1 {
 	double pending_sum_ms;          /* normal iterations after last_iter */
 	uint32_t pending_n;
 	uint32_t windows;               /* windows opened so far */
+	uint64_t updates;               /* iterations fed so far */
 };
 
 /* cfg may be NULL (defaults). */
