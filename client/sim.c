@@ -191,7 +191,7 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 		snprintf(err, errlen, "sink refused the job");
 		return -1;
 	}
-	int64_t t = 1767225600000000LL; /* 2026-01-01 */
+	int64_t t = opt->start_us ? opt->start_us : 1767225600000000LL; /* 2026-01-01 */
 	struct record_phase ph[MAX_PHASES];
 	struct record_kernel kr[MAX_KERNELS];
 	int64_t durs[MAX_KERNELS][NSAMPLES];

@@ -57,6 +57,8 @@ struct sim_options {
 	uint64_t seed;
 	uint32_t iters;  /* 0: the scenario's default (case5 and healthy 20, others 60) */
 	int iters_only;  /* emit only iteration records (fast large runs) */
+	int64_t start_us; /* the job's first iteration, us since the epoch (0: 2026-01-01, fixed
+	                   * so that files are reproducible; streaming uses now) */
 };
 
 /* The name dictionary the records index into. */

@@ -207,6 +207,8 @@ int sim_stream_main(int argc, char **argv)
 
 	memset(&s, 0, sizeof(s));
 	memset(&opt, 0, sizeof(opt));
+	/* a live job happens now (the server keeps recent days; an old date would be retention's) */
+	opt.start_us = (int64_t)time(NULL) * 1000000;
 	s.speed = 100;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -63,7 +63,7 @@ static int feed_event(void *ctx, const char *host, const char *kind, int64_t ts,
 static void run_scenario(const char *name, uint32_t iters, struct feed *f, struct report *rep)
 {
 	memset(f, 0, sizeof(*f));
-	struct sim_options opt = {name, 7, iters, 0};
+	struct sim_options opt = {.scenario = name, .seed = 7, .iters = iters};
 	struct sim_sink sink = {f, feed_job, feed_rank_iter, feed_event};
 	char err[128];
 	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
@@ -249,7 +249,7 @@ static void healthy_2000_iterations_12960_ranks(void **state)
 	struct feed f;
 	memset(&f, 0, sizeof(f));
 	f.iters_only = 1;
-	struct sim_options opt = {"healthy", 3, 2000, 1};
+	struct sim_options opt = {.scenario = "healthy", .seed = 3, .iters = 2000, .iters_only = 1};
 	struct sim_sink sink = {&f, feed_job, feed_rank_iter, feed_event};
 	char err[128];
 	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
