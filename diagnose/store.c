@@ -660,6 +660,19 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 			s->next++;
 			continue;
 		}
+		/* nobody reported it but a later iteration is complete: iteration numbers with
+		 * gaps (agents that sample every k-th iteration) */
+		if (s->jtag[j] != s->next + 1) {
+			for (uint32_t k = 1; k < R && s->next + k <= s->max_iter; k++) {
+				uint32_t jk = (s->next + k) % R;
+				if (s->jtag[jk] == s->next + k + 1 && s->jcount[jk] >= need) {
+					s->next += k;
+					break;
+				}
+			}
+			if (s->jtag[s->next % R] == s->next + 1)
+				continue;
+		}
 		return 0;
 	}
 	return 0;

@@ -59,6 +59,19 @@ static void completion_in_order(void **state)
 	assert_int_equal(store_next_complete(s, &it, &ms), 1);
 	assert_int_equal(it, 12);
 	store_destroy(s);
+
+	/* iteration numbers with gaps (every 10th iteration sampled) complete without waiting
+	 * for the ring to move past the missing ones */
+	s = make(20, 64);
+	for (uint32_t k = 0; k < 3; k++)
+		for (uint32_t r = 0; r < 20; r++)
+			add_iter(s, r, 100 + 10 * k, 1000);
+	for (uint32_t k = 0; k < 3; k++) {
+		assert_int_equal(store_next_complete(s, &it, &ms), 1);
+		assert_int_equal(it, 100 + 10 * k);
+	}
+	assert_int_equal(store_next_complete(s, &it, &ms), 0);
+	store_destroy(s);
 }
 
 static void ring_and_phases(void **state)
