@@ -1,6 +1,7 @@
 /* jobs.c: see jobs.h. */
 #include "jobs.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,10 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 	for (size_t i = 0; i < n_kernels; i++)
 		job->dropped += store_add_kernel(st, &kernels[i], NULL, 0) != 0;
 	job->records += n_iters + n_phases + n_kernels;
+	if (n_iters && store_latest_us(st) > job->latest_end_us) {
+		job->latest_end_us = store_latest_us(st);
+		job->latest_wall_us = wall_us();
+	}
 	ev = engine_poll(job->engine);
 	if (ev & ENGINE_OPENED) {
 		const struct l1 *l = engine_l1(job->engine);
@@ -155,13 +160,14 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 		log_warning("job \"%s\": out of memory for a diagnosis snapshot; will retry", job->name);
 		return;
 	}
-	diagnose_input_from_l1(&in, engine_l1(job->engine), 0);
+	diagnose_input_from_l1(&in, engine_l1(job->engine), job->hang_now_us);
 	if (diagnosis_submit(s->diagnosis, job->name, snap, &in, 0) < 0) {
 		s->m.diagnoses_refused++;
 		store_destroy(snap); /* queue full: stays due, tried again at the next batch or tick */
 		return;
 	}
 	job->due = 0;
+	job->hang_now_us = 0;
 	job->diagnosing = 1;
 	job->last_diag_iter = store_max_iter(engine_store(job->engine));
 }
@@ -192,13 +198,37 @@ void jobs_diagnosis_results(struct server *s)
 				job->latest_report = json_dumps(j, JSON_COMPACT);
 				json_decref(j);
 			}
-			change = incident_report(&job->incident, job->name, &res[i].report, engine_l1(job->engine)->open,
+			change = incident_report(&job->incident, job->name, &res[i].report,
+						 engine_l1(job->engine)->open || !strcmp(res[i].report.category, "hang"),
 						 wall_us());
 			announce(s, job, change, &res[i].report);
 			alerts_report(s, job, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);
 			jobs_diagnose_due(s, job);
 		}
+	}
+}
+
+void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
+{
+	int64_t now = job->latest_end_us + (wall_now_us - job->latest_wall_us);
+	int hang_open = job->incident.open && !strcmp(job->incident.category, "hang");
+	size_t n;
+
+	if (!job->latest_end_us || job->live_agents == 0 || isnan(l1_baseline(engine_l1(job->engine))))
+		return;
+	n = engine_hung(job->engine, now, NULL, 0);
+	if (n > 0 && !job->incident.open && !job->diagnosing && wall_now_us >= job->next_hang_diag_us) {
+		job->next_hang_diag_us = wall_now_us + 10 * 1000000LL; /* not every tick */
+		job->due = 1;
+		job->hang_now_us = now;
+		jobs_diagnose_due(s, job);
+	} else if (n == 0 && hang_open) {
+		enum incident_change change = incident_recover(&job->incident, wall_now_us);
+
+		log_info("job \"%s\": every rank reports again", job->name);
+		announce(s, job, change, NULL);
+		alerts_report(s, job, NULL, NULL, change);
 	}
 }
 

@@ -29,6 +29,13 @@ struct job {
 	uint64_t diagnoses;
 	char *latest_report;     /* JSON text of the latest report (NULL: none yet) */
 	struct incident incident;
+
+	/* hang check: the job's clock runs on from its latest iteration end at wall speed */
+	uint32_t live_agents;    /* connections of this job past Hello */
+	int64_t latest_end_us;   /* latest iteration end seen (the agents' clock) */
+	int64_t latest_wall_us;  /* when it was seen (ours) */
+	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
+	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
@@ -46,6 +53,9 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		      size_t n_kernels);
 /* Submits the due diagnoses (after batches, and from the periodic tick). */
 void jobs_diagnose_due(struct server *s, struct job *job);
+/* The periodic hang check (ranks overdue by several baseline iterations while agents are
+ * still connected): opens a hang incident, resolves it when they report again. */
+void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us);
 /* Takes the finished diagnoses: latest reports, incidents. Runs on the loop. */
 void jobs_diagnosis_results(struct server *s);
 void jobs_free_all(struct server *s);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "config.h"
 #include "diagnosis.h"
@@ -195,7 +196,11 @@ static void diagnosis_wake(void *arg)
 
 static void tick_job(const char *name, void *value, void *arg)
 {
+	struct timespec ts;
+
 	(void)name;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	jobs_check_hang(arg, value, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
 	jobs_diagnose_due(arg, value);
 }
 
