@@ -101,6 +101,26 @@ static double median8(const double *m)
 	return (v3 + v4) / 2;
 }
 
+/* block sums of one iteration's phase durations (absent ones skipped) */
+static void acc_row(const uint32_t *row, uint64_t *sum, uint32_t *bc, uint32_t P)
+{
+	for (uint32_t p = 0; p < P; p++) {
+		uint32_t v = row[p], ok = v != STORE_ABSENT;
+		sum[p] += ok ? v : 0;
+		bc[p] += ok;
+	}
+}
+
+/* the same for the default 16 phase slots: a fixed trip count the compiler unrolls */
+static void acc_row16(const uint32_t *row, uint64_t *sum, uint32_t *bc)
+{
+	for (uint32_t p = 0; p < 16; p++) {
+		uint32_t v = row[p], ok = v != STORE_ABSENT;
+		sum[p] += ok ? v : 0;
+		bc[p] += ok;
+	}
+}
+
 /* A rank's robust value of each phase over [first, last] into out[rank * P + p] (ms): the
  * median of L2_BLOCKS block means (blocks of consecutive iterations; empty blocks are
  * skipped), or the plain median under L2_BLOCKS iterations. Up to 3 of 8 blocks may hold
@@ -122,19 +142,19 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 	uint64_t sum[256];
 	uint32_t bc[256];
 	int equal = n % L2_BLOCKS == 0; /* all blocks the same length */
+	/* with the default 16 slots per row, sum them all (unused ones stay absent) */
+	uint32_t PW = rv.phases == 16 ? 16 : P;
 	double means[256 * L2_BLOCKS], tmp[L2_MAX_SPAN < 64 ? 64 : L2_BLOCKS];
 	for (uint32_t r = 0; r < world; r++) {
 		size_t base = (size_t)r * rv.ring;
-		for (uint32_t k = 0; k < n; k++) {
-			size_t cell = base + slot[k];
-			/* the scan is memory bound: fetch the next rank's slot meanwhile */
-			__builtin_prefetch(rv.pdur + (cell + rv.ring) * rv.phases);
-			if (rv.tag[cell] == first + k + 1)
-				memcpy(buf + (size_t)k * P, rv.pdur + cell * rv.phases, P * sizeof(uint32_t));
-			else
-				memset(buf + (size_t)k * P, 0xff, P * sizeof(uint32_t));
-		}
 		if (n < L2_BLOCKS) {
+			for (uint32_t k = 0; k < n; k++) {
+				size_t cell = base + slot[k];
+				if (rv.tag[cell] == first + k + 1)
+					memcpy(buf + (size_t)k * P, rv.pdur + cell * rv.phases, P * sizeof(uint32_t));
+				else
+					memset(buf + (size_t)k * P, 0xff, P * sizeof(uint32_t));
+			}
 			for (uint32_t p = 0; p < P; p++) {
 				uint32_t m = 0;
 				for (uint32_t k = 0; k < n; k++)
@@ -145,15 +165,19 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			continue;
 		}
 		for (uint32_t b = 0; b < L2_BLOCKS; b++) {
-			memset(sum, 0, P * sizeof(*sum));
-			memset(bc, 0, P * sizeof(*bc));
+			memset(sum, 0, PW * sizeof(*sum));
+			memset(bc, 0, PW * sizeof(*bc));
 			for (uint32_t k = bstart[b]; k < bstart[b + 1]; k++) {
-				const uint32_t *row = buf + (size_t)k * P;
-				for (uint32_t p = 0; p < P; p++) {
-					uint32_t v = row[p], ok = v != STORE_ABSENT;
-					sum[p] += ok ? v : 0;
-					bc[p] += ok;
-				}
+				size_t cell = base + slot[k];
+				/* the scan is memory bound: fetch the next rank's slot meanwhile */
+				__builtin_prefetch(rv.pdur + (cell + rv.ring) * rv.phases);
+				if (rv.tag[cell] != first + k + 1)
+					continue;
+				const uint32_t *row = rv.pdur + cell * rv.phases;
+				if (PW == 16)
+					acc_row16(row, sum, bc);
+				else
+					acc_row(row, sum, bc, P);
 			}
 			/* equal blocks with every value present (the usual case): compare sums and
 			 * divide once at the end; otherwise means */
