@@ -65,6 +65,8 @@ struct fake_server {
 	bool refuse_hello;
 	int send_goodbye;         /* >0: after this many batches send Goodbye once */
 	bool send_command;        /* after the first Hello send a Command */
+	uint32_t max_frame;       /* announced in HelloAck (0: 4 MiB) */
+	uint64_t oversize;        /* frames longer than max_frame */
 };
 
 static struct fs_agent *fs_agent_get(struct fake_server *s, const char *id)
@@ -127,7 +129,7 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 		ha.accepted = !s->refuse_hello;
 		ha.reason = (char *)(s->refuse_hello ? "bad token" : "");
 		ha.durable_seq = a->durable;
-		ha.max_frame = 4u << 20;
+		ha.max_frame = s->max_frame ? s->max_frame : 4u << 20;
 		out.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK;
 		out.hello_ack = &ha;
 		fs_send(c->fd, &out);
@@ -279,6 +281,8 @@ static void *fs_main(void *arg)
 				assert_int_not_equal(st, FRAME_MALFORMED);
 				if (st == FRAME_NEED_MORE)
 					break;
+				if (s->max_frame && body > s->max_frame)
+					s->oversize++;
 				keep = fs_frame(s, c, c->buf + off + 4, body);
 				off += 4 + body;
 				if (!keep)
@@ -752,6 +756,39 @@ static void test_invalid_input(void **state)
 	fs_stop(s);
 }
 
+/* A server with a small max_frame: once it said so, every batch fits. */
+static void test_small_max_frame(void **state)
+{
+	struct fake_server *s = fs_start();
+	char server[64];
+	struct agent_config cfg = base_config(server, sizeof(server), s->port, "a11");
+	struct agent *a;
+	struct stream_sum sum = {0};
+	struct agent_stats st;
+
+	(void)state;
+	s->max_frame = 4096;
+	a = agent_new(&cfg);
+	for (int i = 0; i < 500; i++) {
+		agent_get_stats(a, &st);
+		if (st.connected)
+			break;
+		usleep(10000);
+	}
+	assert_true(st.connected);
+	stream(a, 0, 100, &sum);
+	assert_int_equal(agent_flush(a, 10000), 0);
+	agent_get_stats(a, &st);
+	assert_int_equal(st.batches_rejected, 0);
+	assert_true(st.batches_sealed >= 100 * 8 * 10 * 40 / 4096);
+	check_exact(s, "a11", &sum);
+	pthread_mutex_lock(&s->mu);
+	assert_int_equal(s->oversize, 0);
+	pthread_mutex_unlock(&s->mu);
+	assert_int_equal(agent_close(a, 1000), 0);
+	fs_stop(s);
+}
+
 struct thr_arg {
 	struct agent *a;
 	uint32_t rank;
@@ -858,6 +895,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_input),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_shared_loop),
+		cmocka_unit_test(test_small_max_frame),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

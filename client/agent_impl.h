@@ -1,0 +1,157 @@
+/* agent_impl.h: what agent.c (records, batches, the queue, life cycle) and agent_loop.c
+ * (connections and the network thread) share inside the agent library. Not installed, not
+ * for users: see agent.h.
+ *
+ * Threads: appenders (any number) and one network thread (struct agent_loop, possibly
+ * shared by many agents). Per agent, a.mu guards the batch being built, the queue of sealed
+ * batches and the counters; the connection (struct agent_conn) belongs to the network thread
+ * alone. Sealed batches are freed only by the network thread (on Ack or Reject) or by
+ * agent_close after the agent left its loop, so the network thread may write a batch's bytes
+ * without holding the lock. Lock order: loop.mu, then a.mu. */
+#ifndef CULPRIT_AGENT_IMPL_H
+#define CULPRIT_AGENT_IMPL_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "frame.h"
+
+#define BATCH_SOFT_BYTES (1u << 20)   /* seal when a batch's estimate reaches this */
+
+enum conn_state {
+	CONN_IDLE,       /* no socket; (re)connect at retry_at */
+	CONN_CONNECTING, /* non-blocking connect in progress */
+	CONN_HELLO,      /* Hello sent, waiting for HelloAck */
+	CONN_STREAMING,  /* HelloAck accepted: batches flow */
+};
+
+struct batch {
+	uint64_t seq;
+	uint8_t *base;   /* allocation: PREFIX_MAX bytes of room, then the body */
+	uint8_t *frame;  /* start of the frame inside base */
+	size_t len;      /* frame bytes */
+	size_t body_len;
+	uint32_t n_records;
+	struct batch *next;
+};
+
+/* The batch being built: columns that protobuf-c packs directly. */
+struct building {
+	size_t iter_cap, ph_cap, k_cap, n_iter, n_phase, n_kernel;
+	uint32_t *iter_rank, *iter_iter;
+	int64_t *iter_start, *iter_dur;
+	uint32_t *ph_rank, *ph_iter, *ph_name, *ph_kind, *ph_group;
+	int64_t *ph_start, *ph_dur;
+	uint32_t *k_rank, *k_iter, *k_name, *k_kind, *k_count;
+	int64_t *k_sum, *k_min, *k_max, *k_p50, *k_p99;
+	size_t *k_sketch_off;
+	uint32_t *k_sketch_len;
+	uint8_t *sketch;  /* bytes of this batch's sketches */
+	size_t sketch_len, sketch_cap;
+	bool any_sketch;
+	/* dictionary: agent name id -> index in this batch */
+	uint32_t *local_of, *local_epoch, epoch;
+	size_t local_cap;
+	const char **names;
+	size_t n_names, names_cap;
+	size_t est_bytes;
+	long long started_ms;
+};
+
+struct agent_conn {
+	enum conn_state state;
+	int fd;
+	int pidx;                   /* index in the loop's pollfd array, -1 none */
+	long long deadline_ms;      /* connect or hello timeout */
+	long long retry_at_ms;      /* CONN_IDLE: when to try again */
+	long long last_send_ms;
+	uint32_t attempts;          /* failed attempts since the last accepted Hello */
+	unsigned int rnd;
+	bool complaining;           /* a failure was logged at warning; log the recovery */
+	size_t addr_next;           /* rotate through resolved addresses */
+	uint8_t *ctrl;              /* a control frame being written (Hello, Heartbeat, Goodbye) */
+	size_t ctrl_len, ctrl_off;
+	struct batch *cur;          /* batch being written, NULL none */
+	size_t cur_off;
+	struct batch *last_sent;    /* NULL: the next to send is the queue's head */
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	uint32_t max_frame;         /* the server's, from HelloAck */
+};
+
+struct agent {
+	/* configuration (immutable after agent_new) */
+	char *server_host, *server_port, *job, *agent_id, *host, *token, *order;
+	struct agent_topology topo;
+	uint32_t *ranks;            /* sorted */
+	size_t n_ranks;
+	uint32_t flush_ms, max_records, backoff_min, backoff_max, heartbeat_ms;
+	size_t max_unacked;
+	int append_timeout;
+	agent_log_fn log;
+	void *log_arg;
+	struct agent_loop *loop;
+	bool own_loop;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;          /* space freed, batches done */
+	/* names (append-only; strings never move) */
+	char **name_str;
+	size_t n_names, names_cap;
+	int32_t *name_hash;         /* open addressing, -1 empty */
+	size_t hash_cap;
+	struct building b;
+	/* sealed, unacknowledged batches in sequence order */
+	struct batch *head, *tail;
+	size_t q_bytes, q_batches;
+	uint64_t next_seq;
+	uint64_t sealed_total, done_total; /* batches; done = acked or rejected */
+	bool ever_accepted;
+	uint64_t max_sent_seq;      /* highest sequence written whole (resend accounting) */
+	size_t batch_bytes;         /* seal at this estimate: 1 MiB, less when the server's
+				     * max_frame (HelloAck) is smaller */
+	struct agent_stats st;
+	bool have_cmd;
+	struct agent_command cmd;
+	bool closing, detached;
+
+	struct agent_conn c;        /* network thread only */
+	struct agent *loop_next;    /* in the loop's list */
+};
+
+struct agent_loop {
+	pthread_t thr;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;          /* an agent was detached */
+	struct agent *agents;       /* attached */
+	size_t n_agents;
+	bool stop;
+	int wake_rd, wake_wr;
+	atomic_bool wake_pending;
+	struct pollfd *pfd;
+	size_t pfd_cap;
+};
+
+/* agent.c */
+long long agent_now_ms(void);
+void agent_log(struct agent *a, enum agent_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* a.mu held: */
+size_t agent_building_records(const struct agent *a);
+int agent_seal(struct agent *a);
+void agent_queue_ack(struct agent *a, uint64_t durable);
+void agent_queue_reject(struct agent *a, uint64_t seq, const char *reason);
+void agent_rebase(struct agent *a, uint64_t durable);
+
+/* agent_loop.c */
+void agent_loop_wake(struct agent_loop *l);
+void agent_loop_attach(struct agent_loop *l, struct agent *a);
+/* Asks the loop to drop a (Goodbye, close) and waits until it did. */
+void agent_loop_detach(struct agent_loop *l, struct agent *a);
+
+#endif
