@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "ingest.h"
 #include "log.h"
 #include "server.h"
@@ -111,6 +112,7 @@ static void metrics(struct evhttp_request *req, void *arg)
 			(unsigned long long)st.refused_full, (unsigned long long)st.conflicts,
 			(unsigned long long)st.reconnects, st.connected);
 	}
+	api_metrics(s, f);
 	fclose(f);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; version=0.0.4");
 	evbuffer_add(evhttp_request_get_output_buffer(req), text, len);
@@ -120,8 +122,12 @@ static void metrics(struct evhttp_request *req, void *arg)
 
 static void not_found(struct evhttp_request *req, void *arg)
 {
-	(void)arg;
-	reply_error(req, 404, "not found", evhttp_request_get_uri(req));
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+
+	if (path && strncmp(path, "/api/v1/", 8) == 0)
+		api_dispatch(arg, req);
+	else
+		reply_error(req, 404, "not found", evhttp_request_get_uri(req));
 }
 
 void http_apply_limits(struct server *s)
@@ -148,10 +154,12 @@ int http_start(struct server *s)
 		host[n - 2] = '\0';
 	}
 	s->http = evhttp_new(s->base);
-	if (!s->http)
+	if (!s->http || api_start(s) < 0)
 		return -1;
 	http_apply_limits(s);
-	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+	/* every method reaches the routes, which answer 405 with Allow in JSON */
+	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+						   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
 	evhttp_set_default_content_type(s->http, "application/json");
 	evhttp_set_cb(s->http, "/healthz", healthz, s);
 	evhttp_set_cb(s->http, "/readyz", readyz, s);
@@ -170,4 +178,5 @@ void http_stop(struct server *s)
 	if (s->http)
 		evhttp_free(s->http);
 	s->http = NULL;
+	api_stop(s);
 }

@@ -13,6 +13,7 @@ struct event_base;
 struct event;
 struct evconnlistener;
 struct evhttp;
+struct api;
 struct storage_writer;
 struct storage_retention;
 struct diagnosis;
@@ -30,6 +31,7 @@ struct server {
 	struct event_base *base;
 	struct evconnlistener *agent_listener;
 	struct evhttp *http;
+	struct api *api;               /* the /api/v1 routes and their database queries */
 	struct storage_writer *writer; /* NULL when cfg.storage is false */
 	struct event *writer_wake;
 	struct storage_retention *retention; /* partitions ahead, old ones dropped (own thread) */

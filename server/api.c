@@ -1,0 +1,311 @@
+/* api.c: see api.h. */
+#include "api.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "log.h"
+#include "query.h"
+#include "server.h"
+
+/* a request waiting for PostgreSQL */
+struct pending {
+	uint64_t token;
+	struct evhttp_request *req;
+	int ok_status;
+	char not_found[160];
+	struct pending *next;
+};
+
+struct api {
+	struct storage_query *q;
+	struct event *wake;
+	struct pending *pending;
+	size_t n_pending;
+	uint64_t next_token;
+	uint64_t requests, busy, db_answers; /* for /metrics */
+};
+
+void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	evhttp_add_header(h, "Content-Type", "application/json");
+	evbuffer_add(evhttp_request_get_output_buffer(req), json, len);
+	evbuffer_add(evhttp_request_get_output_buffer(req), "\n", 1);
+	evhttp_send_reply(req, status, NULL, NULL);
+}
+
+void api_reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+	json_decref(body);
+	if (!text) {
+		static const char oom[] = "{\"error\":\"internal error\",\"detail\":\"out of memory\"}";
+
+		api_reply_text(req, 500, oom, sizeof(oom) - 1);
+		return;
+	}
+	api_reply_text(req, status, text, strlen(text));
+	free(text);
+}
+
+void api_reply_error(struct evhttp_request *req, int status, const char *error, const char *fmt, ...)
+{
+	char detail[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	api_reply_json(req, status, json_pack("{s:s, s:s}", "error", error, "detail", detail));
+}
+
+int api_method(struct api_req *r, int allowed)
+{
+	char allow[64] = "";
+	int m = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
+
+	if (m & allowed)
+		return 1;
+	if (allowed & EVHTTP_REQ_GET)
+		strcat(allow, "GET, HEAD");
+	if (allowed & EVHTTP_REQ_POST)
+		strcat(allow, allow[0] ? ", POST" : "POST");
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Allow", allow);
+	api_reply_error(r->req, 405, "method not allowed", "this resource answers %s", allow);
+	return 0;
+}
+
+int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out)
+{
+	const char *v = evhttp_find_header(&r->query, name);
+	char *end;
+	long long x;
+
+	*out = def;
+	if (!v)
+		return 0;
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (!*v || *end || errno || x < lo || x > hi) {
+		api_reply_error(r->req, 400, "bad parameter", "%s must be an integer in [%lld, %lld], not \"%.64s\"",
+				name, (long long)lo, (long long)hi, v);
+		return -1;
+	}
+	*out = x;
+	return 1;
+}
+
+void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+	       const char *const *params)
+{
+	struct api *a = r->s->api;
+	struct pending *p;
+
+	if (!a || !a->q) {
+		api_reply_error(r->req, 503, "unavailable", "culpritd runs without a database (storage = false)");
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		api_reply_error(r->req, 503, "unavailable", "out of memory");
+		return;
+	}
+	p->token = ++a->next_token;
+	if (storage_query_submit(a->q, p->token, sql, nparams, params) < 0) {
+		free(p);
+		a->busy++;
+		api_reply_error(r->req, 503, "busy", "too many requests wait for the database; try again");
+		return;
+	}
+	p->req = r->req;
+	p->ok_status = ok_status;
+	snprintf(p->not_found, sizeof(p->not_found), "%s", not_found ? not_found : "not found");
+	p->next = a->pending;
+	a->pending = p;
+	a->n_pending++;
+}
+
+static void finish(struct pending *p, struct storage_query_result *res)
+{
+	if (!res->failed && res->text)
+		api_reply_text(p->req, p->ok_status, res->text, strlen(res->text));
+	else if (!res->failed)
+		api_reply_error(p->req, 404, "not found", "%s", p->not_found);
+	else if (strncmp(res->sqlstate, "22", 2) == 0)
+		api_reply_error(p->req, 400, "bad parameter", "%s", res->error);
+	else if (!res->sqlstate[0] || strcmp(res->sqlstate, "57014") == 0 || strncmp(res->sqlstate, "08", 2) == 0 ||
+		 strncmp(res->sqlstate, "57P", 3) == 0)
+		api_reply_error(p->req, 503, "database unavailable", "%s", res->error);
+	else {
+		log_warning("api: query failed: %s (SQLSTATE %s)", res->error, res->sqlstate);
+		api_reply_error(p->req, 500, "internal error", "%s", res->error);
+	}
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct server *s = arg;
+	struct api *a = s->api;
+	struct storage_query_result res[32];
+	size_t n;
+
+	(void)fd;
+	(void)what;
+	while ((n = storage_query_take(a->q, res, 32)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct pending **pp = &a->pending, *p;
+
+			while (*pp && (*pp)->token != res[i].token)
+				pp = &(*pp)->next;
+			p = *pp;
+			if (p) {
+				*pp = p->next;
+				a->n_pending--;
+				a->db_answers++;
+				finish(p, &res[i]);
+				free(p);
+			}
+			free(res[i].text);
+		}
+	}
+}
+
+static void query_wake(void *arg)
+{
+	struct server *s = arg;
+
+	event_active(s->api->wake, EV_READ, 0);
+}
+
+int api_start(struct server *s)
+{
+	struct api *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return -1;
+	s->api = a;
+	if (!s->db_dsn)
+		return 0;
+	a->wake = event_new(s->base, -1, 0, wake_cb, s);
+	if (a->wake)
+		a->q = storage_query_start(&(struct storage_query_config){
+			.dsn = s->db_dsn, .threads = 2, .queue_max = 256, .wake = query_wake, .wake_arg = s});
+	if (!a->q) {
+		log_error("could not start the REST query workers");
+		return -1;
+	}
+	return 0;
+}
+
+void api_stop(struct server *s)
+{
+	struct api *a = s->api;
+
+	if (!a)
+		return;
+	storage_query_stop(a->q);
+	if (a->wake)
+		event_free(a->wake);
+	while (a->pending) {
+		struct pending *p = a->pending;
+
+		a->pending = p->next; /* its request went with evhttp_free() */
+		free(p);
+	}
+	free(a);
+	s->api = NULL;
+}
+
+/* Splits path (after the "/api/v1/" prefix) into percent-decoded segments. 0, or -1 with
+ * an answer sent. */
+static int split(struct api_req *r, const char *path)
+{
+	const char *p = path;
+
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		char raw[512];
+		size_t len = 0;
+		char *dec;
+
+		if (r->nseg == API_MAX_SEGMENTS || n >= sizeof(raw)) {
+			api_reply_error(r->req, 404, "not found", "no such resource");
+			return -1;
+		}
+		memcpy(raw, p, n);
+		raw[n] = '\0';
+		dec = evhttp_uridecode(raw, 0, &len);
+		if (!dec || len != strlen(dec)) {
+			free(dec);
+			api_reply_error(r->req, 400, "bad path", "a path segment decodes to a NUL byte");
+			return -1;
+		}
+		r->seg[r->nseg++] = dec;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return 0;
+}
+
+void api_dispatch(struct server *s, struct evhttp_request *req)
+{
+	struct api_req r = {.s = s, .req = req, .method = evhttp_request_get_command(req)};
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *path = evhttp_uri_get_path(uri), *qs = evhttp_uri_get_query(uri);
+
+	TAILQ_INIT(&r.query);
+	if (s->api)
+		s->api->requests++;
+	if (qs && evhttp_parse_query_str(qs, &r.query) < 0) {
+		api_reply_error(req, 400, "bad query string", "the query string is not well formed");
+		goto out;
+	}
+	if (!path || strncmp(path, "/api/v1/", 8) != 0) {
+		api_reply_error(req, 404, "not found", "no such resource");
+		goto out;
+	}
+	if (split(&r, path + 8) < 0)
+		goto out;
+	if (r.nseg >= 1 && strcmp(r.seg[0], "jobs") == 0)
+		api_jobs_route(&r);
+	else if (r.nseg >= 1 && strcmp(r.seg[0], "reports") == 0)
+		api_reports_route(&r);
+	else if (r.nseg >= 1 && strcmp(r.seg[0], "events") == 0)
+		api_events_route(&r);
+	else
+		api_reply_error(req, 404, "not found", "no such resource");
+out:
+	for (int i = 0; i < r.nseg; i++)
+		free(r.seg[i]);
+	evhttp_clear_headers(&r.query);
+}
+
+void api_metrics(const struct server *s, FILE *f)
+{
+	const struct api *a = s->api;
+
+	if (!a)
+		return;
+	fprintf(f,
+		"# HELP culprit_api_requests_total REST requests under /api/v1.\n"
+		"# TYPE culprit_api_requests_total counter\nculprit_api_requests_total %llu\n"
+		"# HELP culprit_api_database_answers_total REST requests answered from PostgreSQL.\n"
+		"# TYPE culprit_api_database_answers_total counter\nculprit_api_database_answers_total %llu\n"
+		"# HELP culprit_api_busy_total REST requests refused (503) because the query queue was full.\n"
+		"# TYPE culprit_api_busy_total counter\nculprit_api_busy_total %llu\n"
+		"# HELP culprit_api_pending_requests REST requests waiting for PostgreSQL.\n"
+		"# TYPE culprit_api_pending_requests gauge\nculprit_api_pending_requests %zu\n",
+		(unsigned long long)a->requests, (unsigned long long)a->db_answers, (unsigned long long)a->busy,
+		a->n_pending);
+}

@@ -1,0 +1,60 @@
+/* api.h: the /api/v1 REST routes (docs/api.md). api.c parses the path (percent-decoded
+ * segments) and the query string, routes, and answers requests that wait for PostgreSQL
+ * (storage/query.c) when their result comes back; api_jobs.c and api_events.c hold the
+ * handlers. Everything here runs on the event loop. */
+#ifndef CULPRIT_API_H
+#define CULPRIT_API_H
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct server;
+
+#define API_MAX_SEGMENTS 8
+
+/* One request being routed. */
+struct api_req {
+	struct server *s;
+	struct evhttp_request *req;
+	enum evhttp_cmd_type method;
+	char *seg[API_MAX_SEGMENTS]; /* decoded path segments after /api/v1 */
+	int nseg;
+	struct evkeyvalq query;      /* decoded query parameters */
+};
+
+/* Starts the query workers (when there is a database) and their wake-up event. */
+int api_start(struct server *s);
+/* After evhttp_free(): stops the workers, forgets the requests that waited. */
+void api_stop(struct server *s);
+/* Its counters in Prometheus text format (the /metrics page). */
+void api_metrics(const struct server *s, FILE *f);
+/* Routes a request whose path begins with /api/v1/ (http.c's fallback callback). */
+void api_dispatch(struct server *s, struct evhttp_request *req);
+
+/* Answers. */
+void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len);
+void api_reply_json(struct evhttp_request *req, int status, json_t *body); /* steals body */
+void api_reply_error(struct evhttp_request *req, int status, const char *error, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* 1 when r->method is in allowed (EVHTTP_REQ_* bits; HEAD counts as GET); else answers 405
+ * with an Allow header and returns 0. */
+int api_method(struct api_req *r, int allowed);
+/* Query parameter name as an integer in [lo, hi]: 1 found, 0 absent (out = def), -1 invalid
+ * (400 answered). */
+int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out);
+/* Runs sql on a query worker and answers req with its text (ok_status), 404 with not_found
+ * when it returns no row, 400 for a value PostgreSQL refuses (SQLSTATE class 22), 503 when
+ * the database is unreachable or the queue is full. */
+void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+	       const char *const *params);
+
+/* Handlers (api_jobs.c, api_events.c). */
+void api_jobs_route(struct api_req *r);
+void api_reports_route(struct api_req *r);
+void api_events_route(struct api_req *r);
+
+#endif

@@ -1,0 +1,321 @@
+/* api_jobs.c: /api/v1/jobs... and /api/v1/reports/{id}. What culpritd holds in memory (the
+ * jobs, their latest report, the open incident) is answered at once; history (reports,
+ * incidents, iterations, phases) comes from PostgreSQL through api_query(). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "jobs.h"
+#include "server.h"
+
+#define REPORTS_LIMIT_MAX 100
+#define INCIDENTS_LIMIT_MAX 1000
+#define ITERATIONS_SPAN_MAX 10000 /* iterations of one rank per answer */
+#define PHASES_SPAN_MAX 64        /* iterations per heat-map answer */
+#define PHASES_CELLS_MAX 1000000  /* (rank, iteration) cells per heat-map answer */
+
+static json_t *incident_json(const struct incident *inc)
+{
+	if (!inc->open && !inc->key[0])
+		return json_null();
+	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "key", inc->key, "state",
+			 inc->open ? "open" : "resolved", "category", inc->category, "summary", inc->summary,
+			 "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
+			 "opened_us", (json_int_t)inc->opened_us, "changed_us", (json_int_t)inc->changed_us);
+}
+
+static json_t *job_json(const struct job *job, int detail)
+{
+	const struct l1 *l = engine_l1(job->engine);
+	char url[512];
+	json_t *o;
+
+	snprintf(url, sizeof(url), "/api/v1/jobs/%s/reports/latest", job->name);
+	o = json_pack("{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}, s:I, s:I, s:o, s:o, s:s?}", "job",
+		      job->name, "topology", "world", (json_int_t)job->topo.world, "tp", (json_int_t)job->wire_topo.tp,
+		      "cp", (json_int_t)job->wire_topo.cp, "pp", (json_int_t)job->wire_topo.pp, "dp",
+		      (json_int_t)job->wire_topo.dp, "ep", (json_int_t)job->wire_topo.ep, "gpus_per_node",
+		      (json_int_t)job->wire_topo.gpus_per_node, "order", job->wire_topo.order, "records",
+		      (json_int_t)job->records, "diagnoses", (json_int_t)job->diagnoses, "window",
+		      json_pack("{s:b, s:i, s:i, s:i, s:f}", "open", l->open, "windows", (json_int_t)l->windows,
+				"first_iter", (json_int_t)l->first_iter, "last_iter", (json_int_t)l->last_iter,
+				"baseline_iter_ms", l->windows ? l->baseline_ms : 0.0),
+		      "incident", incident_json(&job->incident), "latest_report", job->latest_report ? url : NULL);
+	if (o && detail) {
+		const struct store *st = engine_store(((struct job *)job)->engine);
+
+		json_object_set_new(o, "dropped", json_integer((json_int_t)job->dropped));
+		json_object_set_new(o, "diagnosing", json_boolean(job->diagnosing));
+		json_object_set_new(o, "due", json_boolean(job->due));
+		json_object_set_new(o, "max_iter", json_integer(store_any(st) ? (json_int_t)store_max_iter(st) : -1));
+		json_object_set_new(o, "events", json_integer((json_int_t)store_event_count(st)));
+	}
+	return o;
+}
+
+static void add_job(const char *key, void *value, void *arg)
+{
+	(void)key;
+	json_array_append_new(arg, job_json(value, 0));
+}
+
+static struct job *find_job(struct api_req *r)
+{
+	struct job *job = strmap_get(&r->s->jobs, r->seg[1]);
+
+	if (!job)
+		api_reply_error(r->req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", r->seg[1]);
+	return job;
+}
+
+static void list_jobs(struct api_req *r)
+{
+	json_t *arr = json_array();
+
+	if (!api_method(r, EVHTTP_REQ_GET)) {
+		json_decref(arr);
+		return;
+	}
+	strmap_each(&r->s->jobs, add_job, arr);
+	api_reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
+}
+
+static void latest(struct api_req *r)
+{
+	struct job *job;
+
+	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+		return;
+	if (!job->latest_report)
+		api_reply_error(r->req, 404, "no report", "job \"%.200s\" has not been diagnosed yet", job->name);
+	else
+		api_reply_text(r->req, 200, job->latest_report, strlen(job->latest_report));
+}
+
+static void diagnose_now(struct api_req *r)
+{
+	struct job *job;
+	char url[512];
+
+	if (!api_method(r, EVHTTP_REQ_POST) || !(job = find_job(r)))
+		return;
+	job->due = 1;
+	jobs_diagnose_due(r->s, job);
+	snprintf(url, sizeof(url), "/api/v1/jobs/%s/reports/latest", job->name);
+	api_reply_json(r->req, 202,
+		       json_pack("{s:s, s:s, s:I, s:s}", "job", job->name, "status",
+				 job->diagnosing ? "running" : "queued", "diagnoses", (json_int_t)job->diagnoses,
+				 "latest", url));
+}
+
+static const char reports_sql[] =
+	"SELECT json_build_object('job', j.name, 'reports', coalesce(x.list, '[]'::json), 'next_before', x.next)::text "
+	"FROM jobs j LEFT JOIN LATERAL ("
+	" SELECT json_agg(json_build_object('id', r.id, 'created', r.created, 'first_iter', r.first_iter,"
+	"  'last_iter', r.last_iter, 'category', r.category, 'url', '/api/v1/reports/' || r.id, 'report', r.json)"
+	"  ORDER BY r.id DESC) AS list,"
+	"  CASE WHEN count(*) = $3::int THEN min(r.id) END AS next"
+	" FROM (SELECT * FROM reports WHERE job_id = j.id AND ($2::bigint IS NULL OR id < $2::bigint)"
+	"  ORDER BY id DESC LIMIT $3::int) r) x ON true "
+	"WHERE j.name = $1";
+
+static void reports(struct api_req *r)
+{
+	int64_t limit, before;
+	int has_before;
+	char lim[32], bef[32], nf[300];
+
+	if (!api_method(r, EVHTTP_REQ_GET))
+		return;
+	if (api_param_int(r, "limit", 1, REPORTS_LIMIT_MAX, 20, &limit) < 0 ||
+	    (has_before = api_param_int(r, "before", 1, INT64_MAX, 0, &before)) < 0)
+		return;
+	snprintf(lim, sizeof(lim), "%" PRId64, limit);
+	snprintf(bef, sizeof(bef), "%" PRId64, before);
+	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
+	api_query(r, 200, nf, reports_sql, 3, (const char *const[]){r->seg[1], has_before ? bef : NULL, lim});
+}
+
+static const char incidents_sql[] =
+	"SELECT json_build_object('job', j.name, 'current', $2::json, 'incidents', coalesce((SELECT"
+	" json_agg(json_build_object('id', i.id, 'category', i.category, 'state', i.state, 'summary', i.summary,"
+	"  'report_id', i.report_id, 'opened', i.opened, 'updated', i.updated, 'resolved', i.resolved)"
+	"  ORDER BY i.id DESC)"
+	" FROM (SELECT * FROM incidents WHERE job_id = j.id ORDER BY id DESC LIMIT $3::int) i), '[]'::json))::text "
+	"FROM jobs j WHERE j.name = $1";
+
+static void incidents(struct api_req *r)
+{
+	struct job *job;
+	int64_t limit;
+	char lim[32], nf[300], *cur;
+	json_t *inc;
+
+	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+		return;
+	if (api_param_int(r, "limit", 1, INCIDENTS_LIMIT_MAX, 100, &limit) < 0)
+		return;
+	inc = incident_json(&job->incident);
+	cur = json_dumps(inc, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(inc);
+	if (!cur) {
+		api_reply_error(r->req, 500, "internal error", "out of memory");
+		return;
+	}
+	snprintf(lim, sizeof(lim), "%" PRId64, limit);
+	snprintf(nf, sizeof(nf), "job \"%.200s\" is not stored yet", r->seg[1]);
+	api_query(r, 200, nf, incidents_sql, 3, (const char *const[]){r->seg[1], cur, lim});
+	free(cur);
+}
+
+/* from_iter and to_iter: a range of at most span iterations (to_iter defaults to the end of it) */
+static int iter_range(struct api_req *r, int64_t span, int64_t *from, int64_t *to)
+{
+	int has_to;
+
+	if (api_param_int(r, "from_iter", 0, INT32_MAX, 0, from) < 0 ||
+	    (has_to = api_param_int(r, "to_iter", 0, INT32_MAX, 0, to)) < 0)
+		return -1;
+	if (!has_to)
+		*to = *from + span - 1 > INT32_MAX ? INT32_MAX : *from + span - 1;
+	if (*to < *from) {
+		api_reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")", *to,
+				*from);
+		return -1;
+	}
+	if (*to - *from + 1 > span) {
+		api_reply_error(r->req, 400, "bad range", "at most %" PRId64 " iterations per request", span);
+		return -1;
+	}
+	return 0;
+}
+
+static const char iterations_sql[] =
+	"SELECT json_build_object('job', j.name, 'rank', $2::int, 'from_iter', $3::int, 'to_iter', $4::int,"
+	" 'iterations', coalesce((SELECT json_agg(json_build_object('iter', i.iter,"
+	"  'start_us', (extract(epoch FROM i.ts) * 1000000)::bigint, 'dur_us', i.dur_us) ORDER BY i.iter)"
+	"  FROM iterations i WHERE i.job_id = j.id AND i.rank = $2::int AND i.iter BETWEEN $3::int AND $4::int),"
+	" '[]'::json))::text "
+	"FROM jobs j WHERE j.name = $1";
+
+static void iterations(struct api_req *r)
+{
+	struct job *job;
+	int64_t from, to;
+	long long rank;
+	char *end, rk[32], f[32], t[32], nf[300];
+
+	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+		return;
+	rank = strtoll(r->seg[3], &end, 10);
+	if (!r->seg[3][0] || *end || rank < 0) {
+		api_reply_error(r->req, 400, "bad rank", "rank must be a non-negative integer, not \"%.64s\"", r->seg[3]);
+		return;
+	}
+	if (rank >= job->topo.world) {
+		api_reply_error(r->req, 404, "unknown rank", "job \"%.200s\" has ranks 0-%u", job->name,
+				job->topo.world - 1);
+		return;
+	}
+	if (iter_range(r, ITERATIONS_SPAN_MAX, &from, &to) < 0)
+		return;
+	snprintf(rk, sizeof(rk), "%lld", rank);
+	snprintf(f, sizeof(f), "%" PRId64, from);
+	snprintf(t, sizeof(t), "%" PRId64, to);
+	snprintf(nf, sizeof(nf), "job \"%.200s\" is not stored yet", r->seg[1]);
+	api_query(r, 200, nf, iterations_sql, 4, (const char *const[]){r->seg[1], rk, f, t});
+}
+
+static const char phases_sql[] =
+	"SELECT json_build_object('job', j.name, 'name', $2::text, 'from_iter', $3::int, 'to_iter', $4::int,"
+	" 'from_rank', $5::int, 'to_rank', $6::int, 'limit', $7::int, 'cells', coalesce((SELECT"
+	"  json_agg(json_build_array(c.rank, c.iter, c.dur_us) ORDER BY c.rank, c.iter)"
+	"  FROM (SELECT p.rank, p.iter, p.dur_us FROM phases p WHERE p.job_id = j.id"
+	"   AND p.name_id = (SELECT n.name_id FROM names n WHERE n.job_id = j.id AND n.name = $2)"
+	"   AND p.rank BETWEEN $5::int AND $6::int AND p.iter BETWEEN $3::int AND $4::int"
+	"   ORDER BY p.rank, p.iter LIMIT $7::int) c), '[]'::json))::text "
+	"FROM jobs j WHERE j.name = $1";
+
+static void phases(struct api_req *r)
+{
+	struct job *job;
+	const char *name;
+	int64_t from, to, rfrom, rto;
+	char f[32], t[32], rf[32], rt[32], lim[32], nf[300];
+
+	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+		return;
+	name = evhttp_find_header(&r->query, "name");
+	if (!name || !name[0] || strlen(name) > 255) {
+		api_reply_error(r->req, 400, "bad parameter", "name (the phase name, 1-255 bytes) is required");
+		return;
+	}
+	if (iter_range(r, PHASES_SPAN_MAX, &from, &to) < 0 ||
+	    api_param_int(r, "from_rank", 0, INT32_MAX, 0, &rfrom) < 0 ||
+	    api_param_int(r, "to_rank", 0, INT32_MAX, (int64_t)job->topo.world - 1, &rto) < 0)
+		return;
+	if (rto < rfrom) {
+		api_reply_error(r->req, 400, "bad range", "to_rank (%" PRId64 ") is before from_rank (%" PRId64 ")", rto,
+				rfrom);
+		return;
+	}
+	snprintf(f, sizeof(f), "%" PRId64, from);
+	snprintf(t, sizeof(t), "%" PRId64, to);
+	snprintf(rf, sizeof(rf), "%" PRId64, rfrom);
+	snprintf(rt, sizeof(rt), "%" PRId64, rto);
+	snprintf(lim, sizeof(lim), "%d", PHASES_CELLS_MAX);
+	snprintf(nf, sizeof(nf), "job \"%.200s\" is not stored yet", r->seg[1]);
+	api_query(r, 200, nf, phases_sql, 7, (const char *const[]){r->seg[1], name, f, t, rf, rt, lim});
+}
+
+void api_jobs_route(struct api_req *r)
+{
+	const char *sub = r->nseg >= 3 ? r->seg[2] : "";
+
+	if (r->nseg == 1)
+		list_jobs(r);
+	else if (r->nseg == 2) {
+		struct job *job;
+
+		if (api_method(r, EVHTTP_REQ_GET) && (job = find_job(r)))
+			api_reply_json(r->req, 200, job_json(job, 1));
+	} else if (r->nseg == 3 && strcmp(sub, "reports") == 0)
+		reports(r);
+	else if (r->nseg == 4 && strcmp(sub, "reports") == 0 && strcmp(r->seg[3], "latest") == 0)
+		latest(r);
+	else if (r->nseg == 3 && strcmp(sub, "incidents") == 0)
+		incidents(r);
+	else if (r->nseg == 5 && strcmp(sub, "ranks") == 0 && strcmp(r->seg[4], "iterations") == 0)
+		iterations(r);
+	else if (r->nseg == 3 && strcmp(sub, "phases") == 0)
+		phases(r);
+	else if (r->nseg == 3 && strcmp(sub, "diagnose") == 0)
+		diagnose_now(r);
+	else
+		api_reply_error(r->req, 404, "not found", "no such resource");
+}
+
+void api_reports_route(struct api_req *r)
+{
+	long long id;
+	char *end, buf[32];
+
+	if (r->nseg != 2) {
+		api_reply_error(r->req, 404, "not found", "no such resource");
+		return;
+	}
+	if (!api_method(r, EVHTTP_REQ_GET))
+		return;
+	id = strtoll(r->seg[1], &end, 10);
+	if (!r->seg[1][0] || *end || id <= 0) {
+		api_reply_error(r->req, 400, "bad report id", "a report id is a positive integer, not \"%.64s\"",
+				r->seg[1]);
+		return;
+	}
+	snprintf(buf, sizeof(buf), "%lld", id);
+	api_query(r, 200, "no report with this id",
+		  "SELECT (json || jsonb_build_object('id', id, 'created', created))::text FROM reports WHERE id = $1::bigint",
+		  1, (const char *const[]){buf});
+}

@@ -1,0 +1,287 @@
+/* query.c: see query.h. */
+#include "query.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define MAX_THREADS 8
+
+struct request {
+	uint64_t token;
+	char *sql;
+	int nparams;
+	char *params[STORAGE_QUERY_MAX_PARAMS];
+	struct request *next;
+};
+
+struct result {
+	struct storage_query_result r;
+	struct result *next;
+};
+
+struct storage_query {
+	char *dsn;
+	int statement_timeout_ms;
+	pthread_t threads[MAX_THREADS];
+	int n_threads;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct request *head, *tail;
+	size_t queued, queue_max;
+	struct result *done_head, *done_tail;
+	int stop;
+	void (*wake)(void *arg);
+	void *wake_arg;
+	struct log_complaint down; /* shared by the workers, under mu */
+};
+
+static void request_free(struct request *q)
+{
+	if (!q)
+		return;
+	free(q->sql);
+	for (int i = 0; i < q->nparams; i++)
+		free(q->params[i]);
+	free(q);
+}
+
+/* A live connection, reconnecting when needed; NULL with r->error set when unreachable. */
+static PGconn *connection(struct storage_query *q, PGconn **conn, struct storage_query_result *r)
+{
+	char sql[96];
+	PGresult *res;
+
+	if (*conn && PQstatus(*conn) == CONNECTION_OK)
+		return *conn;
+	if (*conn)
+		PQfinish(*conn);
+	*conn = PQconnectdb(q->dsn);
+	if (PQstatus(*conn) != CONNECTION_OK) {
+		snprintf(r->error, sizeof(r->error), "could not connect to the database: %s", PQerrorMessage(*conn));
+		r->error[strcspn(r->error, "\n")] = '\0';
+		PQfinish(*conn);
+		*conn = NULL;
+		pthread_mutex_lock(&q->mu);
+		log_complain(&q->down, LOG_WARNING, "query: %s", r->error);
+		pthread_mutex_unlock(&q->mu);
+		return NULL;
+	}
+	/* short statements: JIT compilation costs more than it saves */
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %d; SET jit = off", q->statement_timeout_ms);
+	res = PQexec(*conn, sql);
+	PQclear(res);
+	pthread_mutex_lock(&q->mu);
+	log_release(&q->down, LOG_INFO, "query: connected to the database again");
+	pthread_mutex_unlock(&q->mu);
+	return *conn;
+}
+
+static void run(struct storage_query *q, PGconn **conn, struct request *rq, struct storage_query_result *r)
+{
+	PGresult *res;
+	PGconn *c;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		c = connection(q, conn, r);
+		if (!c) {
+			r->failed = 1;
+			return;
+		}
+		res = PQexecParams(c, rq->sql, rq->nparams, NULL, (const char *const *)rq->params, NULL, NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK) {
+			r->failed = 0;
+			r->error[0] = '\0';
+			if (PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0)) {
+				r->text = strdup(PQgetvalue(res, 0, 0));
+				if (!r->text) {
+					r->failed = 1;
+					snprintf(r->error, sizeof(r->error), "out of memory");
+				}
+			}
+			PQclear(res);
+			return;
+		}
+		r->failed = 1;
+		snprintf(r->error, sizeof(r->error), "%s", PQresultErrorMessage(res));
+		r->error[strcspn(r->error, "\n")] = '\0';
+		if (PQresultErrorField(res, PG_DIAG_SQLSTATE))
+			snprintf(r->sqlstate, sizeof(r->sqlstate), "%s", PQresultErrorField(res, PG_DIAG_SQLSTATE));
+		PQclear(res);
+		if (PQstatus(c) == CONNECTION_OK)
+			return; /* the statement's own error */
+		/* the connection broke: once more on a fresh one */
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct storage_query *q = arg;
+	PGconn *conn = NULL;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		struct request *rq;
+		struct result *res;
+
+		while (!q->stop && !q->head)
+			pthread_cond_wait(&q->cond, &q->mu);
+		if (q->stop)
+			break;
+		rq = q->head;
+		q->head = rq->next;
+		if (!q->head)
+			q->tail = NULL;
+		pthread_mutex_unlock(&q->mu);
+
+		res = calloc(1, sizeof(*res));
+		if (res) {
+			res->r.token = rq->token;
+			run(q, &conn, rq, &res->r);
+		}
+		request_free(rq);
+
+		pthread_mutex_lock(&q->mu);
+		q->queued--;
+		if (res) {
+			if (q->done_tail)
+				q->done_tail->next = res;
+			else
+				q->done_head = res;
+			q->done_tail = res;
+		}
+		pthread_mutex_unlock(&q->mu);
+		q->wake(q->wake_arg);
+		pthread_mutex_lock(&q->mu);
+	}
+	pthread_mutex_unlock(&q->mu);
+	if (conn)
+		PQfinish(conn);
+	return NULL;
+}
+
+struct storage_query *storage_query_start(const struct storage_query_config *cfg)
+{
+	struct storage_query *q = calloc(1, sizeof(*q));
+	int n = cfg->threads > 0 ? cfg->threads : 2;
+
+	if (!q)
+		return NULL;
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	q->dsn = strdup(cfg->dsn ? cfg->dsn : "");
+	if (!q->dsn) {
+		free(q);
+		return NULL;
+	}
+	q->queue_max = cfg->queue_max ? cfg->queue_max : 256;
+	q->statement_timeout_ms = cfg->statement_timeout_ms > 0 ? cfg->statement_timeout_ms : 10000;
+	q->wake = cfg->wake;
+	q->wake_arg = cfg->wake_arg;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	for (int i = 0; i < n; i++) {
+		if (pthread_create(&q->threads[i], NULL, worker, q) != 0)
+			break;
+		q->n_threads++;
+	}
+	if (q->n_threads == 0) {
+		pthread_mutex_destroy(&q->mu);
+		pthread_cond_destroy(&q->cond);
+		free(q->dsn);
+		free(q);
+		return NULL;
+	}
+	return q;
+}
+
+void storage_query_stop(struct storage_query *q)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->stop = 1;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+	for (int i = 0; i < q->n_threads; i++)
+		pthread_join(q->threads[i], NULL);
+	while (q->head) {
+		struct request *rq = q->head;
+
+		q->head = rq->next;
+		request_free(rq);
+	}
+	while (q->done_head) {
+		struct result *r = q->done_head;
+
+		q->done_head = r->next;
+		free(r->r.text);
+		free(r);
+	}
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cond);
+	free(q->dsn);
+	free(q);
+}
+
+int storage_query_submit(struct storage_query *q, uint64_t token, const char *sql, int nparams,
+			 const char *const *params)
+{
+	struct request *rq;
+
+	if (nparams < 0 || nparams > STORAGE_QUERY_MAX_PARAMS)
+		return -1;
+	pthread_mutex_lock(&q->mu);
+	if (q->queued >= q->queue_max) {
+		pthread_mutex_unlock(&q->mu);
+		return -1;
+	}
+	pthread_mutex_unlock(&q->mu);
+	rq = calloc(1, sizeof(*rq));
+	if (!rq)
+		return -1;
+	rq->token = token;
+	rq->sql = strdup(sql);
+	rq->nparams = nparams;
+	for (int i = 0; i < nparams; i++)
+		if (params[i] && !(rq->params[i] = strdup(params[i]))) {
+			request_free(rq);
+			return -1;
+		}
+	if (!rq->sql) {
+		request_free(rq);
+		return -1;
+	}
+	pthread_mutex_lock(&q->mu);
+	if (q->tail)
+		q->tail->next = rq;
+	else
+		q->head = rq;
+	q->tail = rq;
+	q->queued++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+	return 0;
+}
+
+size_t storage_query_take(struct storage_query *q, struct storage_query_result *out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&q->mu);
+	while (n < max && q->done_head) {
+		struct result *r = q->done_head;
+
+		q->done_head = r->next;
+		if (!q->done_head)
+			q->done_tail = NULL;
+		out[n++] = r->r;
+		free(r);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
