@@ -78,20 +78,23 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		l->nrecent++;
 
 	if (l->open) {
-		if (high) {
-			l->normal_run = 0;
+		/* a high iteration extends the window only when its predecessor was high too: a
+		 * checkpoint stall just after recovery must not stretch the window over it */
+		if (high && l->prev_high) {
 			l->last_iter = iter;
 			l->window_sum_ms += l->pending_sum_ms + ms;
 			l->window_n += l->pending_n + 1;
 			l->pending_sum_ms = 0;
 			l->pending_n = 0;
+			l->normal_run = 0;
 		} else {
-			l->normal_run++;
 			l->pending_sum_ms += ms;
 			l->pending_n++;
+			l->normal_run++;
 		}
-		if (l->normal_run >= c->close_k) {
-			/* the trailing normal iterations are not part of the window */
+		l->prev_high = high;
+		if (l->normal_run >= c->close_k && !high) {
+			/* the trailing iterations are not part of the window */
 			l->open = 0;
 			l->pending_sum_ms = 0;
 			l->pending_n = 0;
@@ -121,6 +124,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		l->first_iter = first;
 		l->last_iter = iter;
 		l->normal_run = 0;
+		l->prev_high = 1;
 		l->window_sum_ms = 0;
 		l->window_n = 0;
 		l->pending_sum_ms = 0;

@@ -6,7 +6,8 @@
  * max(cfg.rel_threshold, cfg.mad_k * 1.4826 * MAD / baseline). A window opens when
  * cfg.open_k of the last cfg.open_m iterations are high (so one checkpoint stall or a
  * periodic eval step opens nothing) and its first iteration is the earliest high one among
- * them; it closes after cfg.close_k consecutive iterations that are not high. */
+ * them; it closes after cfg.close_k iterations without a run of two high ones (a single
+ * spike, a checkpoint just after recovery, neither extends nor holds the window open). */
 #ifndef CULPRIT_L1_H
 #define CULPRIT_L1_H
 
@@ -36,7 +37,8 @@ struct l1 {
 	uint32_t nrecent, rpos;
 	int open;
 	uint32_t first_iter, last_iter; /* of the current or last window */
-	uint32_t normal_run;            /* consecutive non-high iterations while open */
+	uint32_t normal_run;            /* iterations since the window's last high one */
+	int prev_high;                  /* the previous iteration was high */
 	double baseline_ms;             /* frozen when a window opens */
 	double window_sum_ms;           /* iterations first_iter .. last_iter */
 	uint32_t window_n;

@@ -74,6 +74,28 @@ static void regression_opens_and_closes(void **state)
 	assert_int_equal(l.first_iter, 200);
 }
 
+static void checkpoint_after_recovery(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t closed = 0;
+	for (uint32_t i = 0; i < 200; i++) {
+		double t = 30000 * (1 + jitter(i));
+		if (i >= 100 && i < 145)
+			t = 91000;
+		if (i == 149 || i == 147 + 50)
+			t = 105000; /* checkpoint stalls */
+		if (l1_update(&l, i, t) == L1_CLOSED)
+			closed = i;
+	}
+	assert_int_equal(l.windows, 1);
+	assert_int_equal(l.first_iter, 100);
+	assert_int_equal(l.last_iter, 144); /* not stretched to the checkpoint at 149 */
+	assert_int_equal(closed, 150);
+	assert_true(fabs(l1_window_ms(&l) - 91000) < 1);
+}
+
 static void small_regression_below_threshold(void **state)
 {
 	(void)state;
@@ -93,6 +115,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(noise_opens_nothing),
 		cmocka_unit_test(regression_opens_and_closes),
+		cmocka_unit_test(checkpoint_after_recovery),
 		cmocka_unit_test(small_regression_below_threshold),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
