@@ -1,0 +1,150 @@
+/* test_replay_sim.c: the two streaming commands end to end, through the real binaries.
+ *   1. `culprit sim --out` writes a scenario (1,024 ranks, host lines absent: node-K names),
+ *      `culprit replay` streams it to culpritd as 128 node agents, and PostgreSQL holds
+ *      exactly the file's records (counts and duration sums per type).
+ *   2. `culprit sim --server --per-rank` streams the same scenario as 1,024 rank agents into
+ *      a second database: PostgreSQL holds the same records again. */
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include "harness.h"
+
+static struct h_proc proc;
+
+struct counts {
+	int64_t iters, phases, kernels, iter_dur, phase_dur;
+};
+
+/* Counts the records of a JSONL file (the writer's own format: "type" first, dur_us fields). */
+static void file_counts(const char *path, struct counts *c)
+{
+	gzFile f = gzopen(path, "rb");
+	char line[65536];
+
+	H_CHECK(f != NULL, &proc);
+	memset(c, 0, sizeof(*c));
+	while (gzgets(f, line, sizeof(line))) {
+		const char *d = strstr(line, "\"dur_us\":");
+		int64_t dur = d ? strtoll(d + 9, NULL, 10) : 0;
+
+		if (strstr(line, "\"type\":\"iter\"")) {
+			c->iters++;
+			c->iter_dur += dur;
+		} else if (strstr(line, "\"type\":\"phase\"")) {
+			c->phases++;
+			c->phase_dur += dur;
+		} else if (strstr(line, "\"type\":\"kernel\"")) {
+			c->kernels++;
+		}
+	}
+	gzclose(f);
+}
+
+static int64_t q(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	int64_t v = -1;
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		v = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	else
+		fprintf(stderr, "query failed: %s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	return v;
+}
+
+static void db_counts(const char *dsn, struct counts *c)
+{
+	PGconn *pg = PQconnectdb(dsn);
+
+	H_CHECK(PQstatus(pg) == CONNECTION_OK, &proc);
+	c->iters = q(pg, "SELECT count(*) FROM iterations");
+	c->phases = q(pg, "SELECT count(*) FROM phases");
+	c->kernels = q(pg, "SELECT count(*) FROM kernels");
+	c->iter_dur = q(pg, "SELECT sum(dur_us) FROM iterations");
+	c->phase_dur = q(pg, "SELECT sum(dur_us) FROM phases");
+	PQfinish(pg);
+}
+
+static int same(const char *what, const struct counts *want, const struct counts *got)
+{
+	fprintf(stderr, "%s: iterations %" PRId64 "/%" PRId64 ", phases %" PRId64 "/%" PRId64 ", kernels %" PRId64
+			"/%" PRId64 ", iteration durations %" PRId64 "/%" PRId64 ", phase durations %" PRId64
+			"/%" PRId64 " (sent/stored)\n",
+		what, want->iters, got->iters, want->phases, got->phases, want->kernels, got->kernels, want->iter_dur,
+		got->iter_dur, want->phase_dur, got->phase_dur);
+	return memcmp(want, got, sizeof(*want)) == 0;
+}
+
+/* Runs argv (NULL-terminated) and returns its exit status, -1 when it did not exit. */
+static int run(const char *const *argv)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+int main(void)
+{
+	char dsn[512], dsn2[512], dir[600], file[700], server[64];
+	struct counts want, got;
+
+	h_db_create("test_replay", dsn, sizeof(dsn));
+	h_db_create("test_sim_stream", dsn2, sizeof(dsn2));
+	h_tmpdir("replay_sim", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/scenario.jsonl.gz", dir);
+	{
+		const char *argv[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "4",
+				      "--out", file, NULL};
+
+		H_CHECK(run(argv) == 0, NULL);
+	}
+	file_counts(file, &want);
+	H_CHECK(want.iters == 4 * 1024 && want.phases > 0 && want.kernels > 0, NULL);
+
+	{
+		const char *extra[] = {"--db", dsn, "--log-level", "warning", NULL};
+
+		H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	}
+	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
+	{
+		const char *argv[] = {CULPRIT_BIN, "replay", "--server", server, "--timeout", "300", file, NULL};
+
+		H_CHECK(run(argv) == 0, &proc);
+	}
+	db_counts(dsn, &got);
+	H_CHECK(same("replay", &want, &got), &proc);
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);
+
+	{
+		const char *extra[] = {"--db", dsn2, "--log-level", "warning", NULL};
+
+		H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	}
+	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
+	{
+		const char *argv[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "4",
+				      "--server", server, "--per-rank", "--speed", "0", "--timeout", "300", "--quiet", NULL};
+
+		H_CHECK(run(argv) == 0, &proc);
+	}
+	db_counts(dsn2, &got);
+	H_CHECK(same("sim --server --per-rank", &want, &got), &proc);
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);
+	fprintf(stderr, "ok\n");
+	return 0;
+}
