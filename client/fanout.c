@@ -40,6 +40,13 @@ struct fanout {
 	size_t ph_cap;
 	struct record_kernel *k;
 	size_t k_cap;
+	/* replay: the records of the last (rank, iteration) seen, sent together when another
+	 * one starts, so that phases travel with their iteration (agent_add_iteration) */
+	bool pending, pend_has_it;
+	struct agent *pend_agent;
+	struct record_iter pend_it;
+	uint32_t pend_rank, pend_iter;
+	size_t n_pend_ph, n_pend_k, pend_sk;
 	uint8_t *sk_buf;
 	size_t sk_cap;
 	struct sketch sk;
@@ -295,20 +302,108 @@ static int append_rc(int rc, const char **why)
 	return -1;
 }
 
-int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why)
+#define PEND_MAX 4096 /* records held for one (rank, iteration) before they go anyway */
+
+static int grow_scratch(struct fanout *f, size_t nph, size_t nk, const char **why)
 {
-	struct agent *a = agent_of(f, r->rank, why);
+	if (nph > f->ph_cap) {
+		size_t cap = f->ph_cap ? f->ph_cap * 2 : 64;
+		struct record_phase *p;
+
+		while (cap < nph)
+			cap *= 2;
+		if (!(p = realloc(f->ph, cap * sizeof(*p)))) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->ph = p;
+		f->ph_cap = cap;
+	}
+	if (nk > f->k_cap) {
+		size_t cap = f->k_cap ? f->k_cap * 2 : 64;
+		struct record_kernel *p;
+
+		while (cap < nk)
+			cap *= 2;
+		if (!(p = realloc(f->k, cap * sizeof(*p)))) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->k = p;
+		f->k_cap = cap;
+	}
+	return 0;
+}
+
+/* Points the kernels' sketches into f->sk_buf (it may have moved while it grew). */
+static void point_sketches(struct fanout *f, size_t nk)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < nk; i++)
+		if (f->k[i].sketch_len) {
+			f->k[i].sketch = f->sk_buf + off;
+			off += f->k[i].sketch_len;
+		}
+}
+
+/* Sends the pending group: one agent_add_iteration when its iteration record is there. */
+static int pend_flush(struct fanout *f, const char **why)
+{
+	struct agent *a = f->pend_agent;
+	int rc = 0;
+
+	if (!f->pending)
+		return 0;
+	f->pending = false;
+	point_sketches(f, f->n_pend_k);
+	if (f->pend_has_it) {
+		rc = agent_add_iteration(a, &f->pend_it, f->ph, f->n_pend_ph, f->k, f->n_pend_k);
+	} else {
+		if (f->n_pend_ph)
+			rc = agent_add_phases(a, f->ph, f->n_pend_ph);
+		if (rc == 0 && f->n_pend_k)
+			rc = agent_add_kernels(a, f->k, f->n_pend_k);
+	}
+	f->pend_has_it = false;
+	f->n_pend_ph = f->n_pend_k = f->pend_sk = 0;
+	return append_rc(rc, why);
+}
+
+/* Makes (rank, iter) the pending group, sending the previous one when it differs. */
+static struct agent *pend_join(struct fanout *f, uint32_t rank, uint32_t iter, const char **why)
+{
+	struct agent *a = agent_of(f, rank, why);
 
 	if (!a)
+		return NULL;
+	if (f->pending && (f->pend_rank != rank || f->pend_iter != iter ||
+			   f->n_pend_ph + f->n_pend_k >= PEND_MAX) && pend_flush(f, why) < 0)
+		return NULL;
+	if (!f->pending) {
+		f->pending = true;
+		f->pend_agent = a;
+		f->pend_rank = rank;
+		f->pend_iter = iter;
+	}
+	return a;
+}
+
+int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why)
+{
+	if (f->pending && f->pend_has_it && pend_flush(f, why) < 0) /* the same iteration twice */
 		return -1;
+	if (!pend_join(f, r->rank, r->iter, why))
+		return -1;
+	f->pend_it = *r;
+	f->pend_has_it = true;
 	f->records++;
-	return append_rc(agent_add_iters(a, r, 1), why);
+	return 0;
 }
 
 int fanout_phase(struct fanout *f, const struct record_phase *r, const char *name, const char **why)
 {
-	struct agent *a = agent_of(f, r->rank, why);
-	struct record_phase p = *r;
+	struct agent *a = pend_join(f, r->rank, r->iter, why);
 	int32_t id;
 
 	if (!a)
@@ -317,9 +412,12 @@ int fanout_phase(struct fanout *f, const struct record_phase *r, const char *nam
 		*why = "phase name empty or longer than 255 bytes";
 		return -1;
 	}
-	p.name = (uint32_t)id;
+	if (grow_scratch(f, f->n_pend_ph + 1, 0, why) < 0)
+		return -1;
+	f->ph[f->n_pend_ph] = *r;
+	f->ph[f->n_pend_ph++].name = (uint32_t)id;
 	f->records++;
-	return append_rc(agent_add_phases(a, &p, 1), why);
+	return 0;
 }
 
 static int cmp_i64(const void *x, const void *y)
@@ -391,9 +489,8 @@ static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *d
 int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs,
 		  size_t ndurs, const char **why)
 {
-	struct agent *a = agent_of(f, r->rank, why);
-	struct record_kernel k = *r;
-	size_t off = 0;
+	struct agent *a = pend_join(f, r->rank, r->iter, why);
+	struct record_kernel *k;
 	int32_t id;
 
 	if (!a)
@@ -402,45 +499,46 @@ int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *n
 		*why = "kernel name empty or longer than 255 bytes";
 		return -1;
 	}
-	k.name = (uint32_t)id;
+	if (grow_scratch(f, 0, f->n_pend_k + 1, why) < 0)
+		return -1;
+	k = &f->k[f->n_pend_k];
+	*k = *r;
+	k->name = (uint32_t)id;
 	if (durs && ndurs) {
-		if (summarize(f, &k, durs, ndurs, &off, why) < 0)
+		if (summarize(f, k, durs, ndurs, &f->pend_sk, why) < 0)
 			return -1;
-		k.sketch = f->sk_buf;
+	} else if (r->sketch_len) { /* a sketch of the caller's: keep a copy until the group goes */
+		if (f->pend_sk + r->sketch_len > f->sk_cap) {
+			size_t cap = f->sk_cap ? f->sk_cap : 4096;
+			uint8_t *p;
+
+			while (cap < f->pend_sk + r->sketch_len)
+				cap *= 2;
+			if (!(p = realloc(f->sk_buf, cap))) {
+				*why = "out of memory";
+				return -1;
+			}
+			f->sk_buf = p;
+			f->sk_cap = cap;
+		}
+		memcpy(f->sk_buf + f->pend_sk, r->sketch, r->sketch_len);
+		f->pend_sk += r->sketch_len;
+		k->sketch = NULL;
 	}
+	f->n_pend_k++;
 	f->records++;
-	return append_rc(agent_add_kernels(a, &k, 1), why);
+	return 0;
 }
 
 int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struct record_phase *ph,
 		     const char *const *pnames, size_t nph, const struct record_kernel *k, const char *const *knames,
 		     const int64_t *const *kdurs, const size_t *kndurs, size_t nk, const char **why)
 {
-	struct agent *a = agent_of(f, it->rank, why);
+	struct agent *a;
 	size_t off = 0;
 
-	if (!a)
+	if (pend_flush(f, why) < 0 || !(a = agent_of(f, it->rank, why)) || grow_scratch(f, nph, nk, why) < 0)
 		return -1;
-	if (nph > f->ph_cap) {
-		struct record_phase *p = realloc(f->ph, nph * sizeof(*p));
-
-		if (!p) {
-			*why = "out of memory";
-			return -1;
-		}
-		f->ph = p;
-		f->ph_cap = nph;
-	}
-	if (nk > f->k_cap) {
-		struct record_kernel *p = realloc(f->k, nk * sizeof(*p));
-
-		if (!p) {
-			*why = "out of memory";
-			return -1;
-		}
-		f->k = p;
-		f->k_cap = nk;
-	}
 	for (size_t i = 0; i < nph; i++) {
 		int32_t id = agent_intern(a, pnames[i]);
 
@@ -465,19 +563,18 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 		if (kdurs && kndurs && kdurs[i] && kndurs[i] && summarize(f, &f->k[i], kdurs[i], kndurs[i], &off, why) < 0)
 			return -1;
 	}
-	/* the sketch buffer may have moved while it grew: point into it now */
-	off = 0;
-	for (size_t i = 0; i < nk; i++)
-		if (f->k[i].sketch_len) {
-			f->k[i].sketch = f->sk_buf + off;
-			off += f->k[i].sketch_len;
-		}
+	point_sketches(f, nk);
 	f->records += 1 + nph + nk;
 	return append_rc(agent_add_iteration(a, it, f->ph, nph, f->k, nk), why);
 }
 
 void fanout_kick(struct fanout *f)
 {
+	const char *why = NULL;
+
+	if (pend_flush(f, &why) < 0)
+		fprintf(stderr, "warning: could not send records of rank %u iteration %u: %s\n", f->pend_rank,
+			f->pend_iter, why);
 	for (size_t i = 0; i < f->n_agents; i++)
 		agent_flush(f->agents[i], 0);
 }

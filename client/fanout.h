@@ -52,7 +52,11 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 /* Assigns a rank to a host (default "node-<rank / gpus_per_node>"). -1 with *why when the
  * rank is out of range or its agent already exists with another host. */
 int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why);
-/* 0, or -1 with *why (rank out of range, invalid record, agent could not be created). */
+/* Records of one (rank, iteration) are held until a record of another one arrives (or
+ * fanout_kick / fanout_close) and then appended together with agent_add_iteration, so that
+ * the server sees phases with their iteration. 0, or -1 with *why (rank out of range, agent
+ * could not be created, or an invalid record in the group just sent: a record's error is
+ * reported by the call after it). */
 int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why);
 int fanout_phase(struct fanout *f, const struct record_phase *r, const char *name, const char **why);
 /* A kernel; durs (may be NULL) are individual durations: when given, count and the summary

@@ -19,6 +19,7 @@ static struct h_proc proc;
 
 struct counts {
 	int64_t iters, phases, kernels, iter_dur, phase_dur;
+	int64_t misplaced; /* phases and kernels time-stamped otherwise than their iteration */
 };
 
 /* Counts the records of a JSONL file (the writer's own format: "type" first, dur_us fields). */
@@ -69,6 +70,10 @@ static void db_counts(const char *dsn, struct counts *c)
 	c->kernels = q(pg, "SELECT count(*) FROM kernels");
 	c->iter_dur = q(pg, "SELECT sum(dur_us) FROM iterations");
 	c->phase_dur = q(pg, "SELECT sum(dur_us) FROM phases");
+	/* phases and kernels travelled with their iteration: the server stamped them with its
+	 * start, not with the time they arrived */
+	c->misplaced = q(pg, "SELECT count(*) FROM phases p JOIN iterations i USING (job_id, rank, iter) WHERE p.ts <> i.ts") +
+		       q(pg, "SELECT count(*) FROM kernels k JOIN iterations i USING (job_id, rank, iter) WHERE k.ts <> i.ts");
 	PQfinish(pg);
 }
 
@@ -76,9 +81,9 @@ static int same(const char *what, const struct counts *want, const struct counts
 {
 	fprintf(stderr, "%s: iterations %" PRId64 "/%" PRId64 ", phases %" PRId64 "/%" PRId64 ", kernels %" PRId64
 			"/%" PRId64 ", iteration durations %" PRId64 "/%" PRId64 ", phase durations %" PRId64
-			"/%" PRId64 " (sent/stored)\n",
+			"/%" PRId64 " (sent/stored), %" PRId64 " phases or kernels not at their iteration's time\n",
 		what, want->iters, got->iters, want->phases, got->phases, want->kernels, got->kernels, want->iter_dur,
-		got->iter_dur, want->phase_dur, got->phase_dur);
+		got->iter_dur, want->phase_dur, got->phase_dur, got->misplaced);
 	return memcmp(want, got, sizeof(*want)) == 0;
 }
 
