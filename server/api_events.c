@@ -154,6 +154,10 @@ static void post_events(struct api_req *r)
 	struct apply a = {.s = r->s};
 	char *rows_text = NULL, *answer_text = NULL;
 
+	if (len == 0) {
+		api_reply_error(r->req, 400, "malformed JSON", "the body is empty: one event object or an array of them");
+		return;
+	}
 	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
 	if (!body) {
 		api_reply_error(r->req, 400, "malformed JSON", "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);

@@ -107,7 +107,10 @@ static void run(struct storage_query *q, PGconn **conn, struct request *rq, stru
 			return;
 		}
 		r->failed = 1;
-		snprintf(r->error, sizeof(r->error), "%s", PQresultErrorMessage(res));
+		if (PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY))
+			snprintf(r->error, sizeof(r->error), "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+		else
+			snprintf(r->error, sizeof(r->error), "%s", PQresultErrorMessage(res));
 		r->error[strcspn(r->error, "\n")] = '\0';
 		if (PQresultErrorField(res, PG_DIAG_SQLSTATE))
 			snprintf(r->sqlstate, sizeof(r->sqlstate), "%s", PQresultErrorField(res, PG_DIAG_SQLSTATE));

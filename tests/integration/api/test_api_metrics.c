@@ -1,0 +1,49 @@
+/* test_api_metrics.c: /metrics of the real culpritd, after some traffic (a small job streamed,
+ * REST requests, an event), passes `promtool check metrics` (Debian package prometheus). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "apitest.h"
+
+static struct h_proc proc;
+
+int main(void)
+{
+	char dir[512], dsn[512], path[600], cmd[1400];
+	const char *extra[3];
+	char *text = NULL;
+	json_t *j;
+	FILE *f;
+	int rc;
+
+	h_tmpdir("api_metrics", dir, sizeof(dir));
+	h_db_create("culprit_api_metrics", dsn, sizeof(dsn));
+	extra[0] = "--db";
+	extra[1] = dsn;
+	extra[2] = NULL;
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	H_CHECK(api_sim_wait(api_sim_start(&proc, "compute_straggler", 20), 110000) == 0, &proc);
+	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs", NULL, &j) == 200, &proc);
+	json_decref(j);
+	H_CHECK(api_call(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",\"kind\":\"ecc\"}", &j) == 202, &proc);
+	json_decref(j);
+
+	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
+	H_CHECK(strstr(text, "culprit_api_requests_total") != NULL, &proc);
+	snprintf(path, sizeof(path), "%s/metrics.txt", dir);
+	f = fopen(path, "w");
+	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, &proc);
+	free(text);
+	/* promtool prints its findings (lint problems too) and exits non-zero on any */
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s'", path);
+	rc = system(cmd);
+	fprintf(stderr, "promtool check metrics: exit %d\n", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, &proc);
+
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+	fprintf(stderr, "test_api_metrics: ok\n");
+	return 0;
+}
