@@ -3,7 +3,9 @@
  *      `culprit replay` streams it to culpritd as 128 node agents, and PostgreSQL holds
  *      exactly the file's records (counts and duration sums per type).
  *   2. `culprit sim --server --per-rank` streams the same scenario as 1,024 rank agents into
- *      a second database: PostgreSQL holds the same records again. */
+ *      a second database: PostgreSQL holds the same records again.
+ *   3. A hand-written file whose host lines put 16 ranks on 4 hosts of 4 (not the default
+ *      node-K of 8): replay makes one agent per host, serving exactly those ranks. */
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <signal.h>
@@ -102,13 +104,39 @@ static int run(const char *const *argv)
 	return WEXITSTATUS(status);
 }
 
+/* Part 3's file: job of 16 ranks, 8 GPUs per node by default, but 4 hosts of 4 ranks. */
+static void write_hosts_file(const char *path, struct counts *c)
+{
+	FILE *f = fopen(path, "w");
+
+	H_CHECK(f != NULL, NULL);
+	memset(c, 0, sizeof(*c));
+	fprintf(f, "{\"type\":\"job\",\"job\":\"H\",\"world\":16,\"tp\":1,\"cp\":1,\"pp\":2,\"dp\":8,"
+		   "\"ep\":1,\"order\":\"tp-cp-ep-dp-pp\",\"gpus_per_node\":8}\n");
+	for (int r = 0; r < 16; r++)
+		fprintf(f, "{\"type\":\"host\",\"job\":\"H\",\"rank\":%d,\"host\":\"gpu-%c\"}\n", r, 'a' + r / 4);
+	for (int it = 0; it < 3; it++)
+		for (int r = 0; r < 16; r++) {
+			fprintf(f, "{\"type\":\"iter\",\"job\":\"H\",\"rank\":%d,\"iter\":%d,\"start_us\":%lld,\"dur_us\":%d}\n",
+				r, it, 1796169600000000LL + it * 30000000LL, 30000000 + r);
+			fprintf(f, "{\"type\":\"phase\",\"job\":\"H\",\"rank\":%d,\"iter\":%d,\"name\":\"mlp\",\"kind\":\"compute\","
+				   "\"group\":\"\",\"dur_us\":%d}\n", r, it, 1000 + r);
+			c->iters++;
+			c->iter_dur += 30000000 + r;
+			c->phases++;
+			c->phase_dur += 1000 + r;
+		}
+	fclose(f);
+}
+
 int main(void)
 {
-	char dsn[512], dsn2[512], dir[600], file[700], server[64];
+	char dsn[512], dsn2[512], dsn3[512], dir[600], file[700], server[64];
 	struct counts want, got;
 
 	h_db_create("test_replay", dsn, sizeof(dsn));
 	h_db_create("test_sim_stream", dsn2, sizeof(dsn2));
+	h_db_create("test_replay_hosts", dsn3, sizeof(dsn3));
 	h_tmpdir("replay_sim", dir, sizeof(dir));
 	snprintf(file, sizeof(file), "%s/scenario.jsonl.gz", dir);
 	{
@@ -149,6 +177,34 @@ int main(void)
 	}
 	db_counts(dsn2, &got);
 	H_CHECK(same("sim --server --per-rank", &want, &got), &proc);
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);
+
+	snprintf(file, sizeof(file), "%s/hosts.jsonl", dir);
+	write_hosts_file(file, &want);
+	{
+		const char *extra[] = {"--db", dsn3, "--log-level", "warning", NULL};
+
+		H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	}
+	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
+	{
+		const char *argv[] = {CULPRIT_BIN, "replay", "--server", server, "--timeout", "120", "--quiet", file, NULL};
+
+		H_CHECK(run(argv) == 0, &proc);
+	}
+	db_counts(dsn3, &got);
+	H_CHECK(same("replay with host lines", &want, &got), &proc);
+	{
+		PGconn *pg = PQconnectdb(dsn3);
+		/* 16 ranks on 4 hosts, 4 each, rank r on gpu-(r / 4) */
+		int64_t ranks = q(pg, "SELECT count(*) FROM ranks"),
+			right = q(pg, "SELECT count(*) FROM ranks WHERE host = 'gpu-' || chr(97 + rank / 4)"),
+			hosts = q(pg, "SELECT count(DISTINCT host) FROM ranks");
+
+		PQfinish(pg);
+		fprintf(stderr, "ranks %" PRId64 ", on their host %" PRId64 ", hosts %" PRId64 "\n", ranks, right, hosts);
+		H_CHECK(ranks == 16 && right == 16 && hosts == 4, &proc);
+	}
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);
 	fprintf(stderr, "ok\n");
 	return 0;
