@@ -135,6 +135,20 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 	printf("  ingest: %llu records in %.0f ms = %.1f M records/s (%.0f ns/record)\n",
 	       (unsigned long long)fs.records, fs.ms, fs.records / fs.ms / 1e3, fs.ms * 1e6 / fs.records);
 	printf("  window store memory: %.1f MiB\n", store_memory(s) / 1048576.0);
+	{
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		struct store *snap = store_snapshot(s);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("  store_snapshot (deep copy for a diagnosis off the loop): %.0f ms\n",
+		       (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		snap = store_snapshot_reuse(snap, s);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("  store_snapshot_reuse (the same, into the last snapshot's memory): %.0f ms\n",
+		       (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6);
+		store_destroy(snap);
+	}
 
 	/* L1 over the completed iterations */
 	struct l1 l1;

@@ -149,6 +149,30 @@ static void kernels_and_snapshot(void **state)
 	/* the snapshot is a deep copy */
 	struct store *c = store_snapshot(s);
 	assert_non_null(c);
+	/* it is read-only for kernels */
+	assert_int_equal(store_add_kernel(c, &k, NULL, 0), 1);
+	/* refreshed in place after the source moved on: new name, host, event, iteration,
+	 * kernel data */
+	int mlp = store_intern_name(s, "mlp");
+	store_set_host(s, 1, "gpu-b");
+	store_add_event(s, "gpu-b", "xid", 5, "dcgm", "79");
+	struct record_phase ph = {1, 16, (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, 777};
+	assert_int_equal(store_add_phase(s, &ph), 0);
+	add_iter(s, 1, 16, 2000);
+	k.iter = 16;
+	assert_int_equal(store_add_kernel(s, &k, NULL, 0), 0);
+	struct store *again = store_snapshot_reuse(c, s);
+	assert_ptr_equal(again, c); /* the same memory */
+	assert_string_equal(store_name(c, (uint32_t)mlp), "mlp");
+	char h[32];
+	assert_string_equal(store_host(c, 1, h, sizeof(h)), "gpu-b");
+	assert_int_equal(store_event_count(c), 1);
+	assert_int_equal(store_phase_dur(c, 1, 16, 0), 777);
+	assert_int_equal(store_iter_dur(c, 1, 16), 2000);
+	assert_int_equal(store_max_iter(c), 16);
+	sketch_reset(&out);
+	assert_true(store_kernel_pool(c, 2, 0, 16, 16, &out) == 1);
+	assert_int_equal(out.count, 5);
 	store_destroy(s);
 	sketch_reset(&out);
 	assert_true(store_kernel_pool(c, 1, 0, 8, 15, &out) >= 1);
