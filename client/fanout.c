@@ -130,7 +130,18 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 	f->topo.gpus_per_node = gpn;
 	f->cfg.server = f->server;
 	f->cfg.token = f->token;
-	f->n_loops = cfg->loops ? cfg->loops : 2;
+	if (cfg->loops) {
+		f->n_loops = cfg->loops;
+	} else {
+		/* a poll pass costs O(sockets of its loop): about 512 agents per network thread */
+		uint64_t expect = cfg->per_rank ? job->topo.world : job->topo.world / gpn + 1;
+
+		f->n_loops = (uint32_t)(expect / 512 + 1);
+		if (f->n_loops < 2)
+			f->n_loops = 2;
+		if (f->n_loops > 32)
+			f->n_loops = 32;
+	}
 	f->loops = calloc(f->n_loops, sizeof(*f->loops));
 	f->rank_host = malloc(job->topo.world * sizeof(*f->rank_host));
 	f->rank_agent = malloc(job->topo.world * sizeof(*f->rank_agent));

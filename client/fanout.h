@@ -22,7 +22,7 @@ struct fanout_config {
 	const char *server;          /* HOST:PORT */
 	const char *token;           /* NULL: none */
 	bool per_rank;               /* one agent per rank instead of per node */
-	uint32_t loops;              /* network threads (0: 2) */
+	uint32_t loops;              /* network threads (0: one per 512 expected agents, 2 to 32) */
 	uint32_t flush_interval_ms;  /* 0: 200 */
 	uint32_t max_batch_records;  /* 0: 4096 */
 	size_t max_unacked_bytes;    /* per agent; 0: 4 MiB */
