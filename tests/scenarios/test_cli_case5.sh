@@ -9,7 +9,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; jq -c '{window, verdict, events}' "$dir/r.json" >&2 || true; exit 1; }
 
-"$culprit" sim --scenario case5 --iters 15 --seed 11 --out "$dir/case5.jsonl.gz"
+"$culprit" sim --scenario case5 --iters 12 --seed 11 --out "$dir/case5.jsonl.gz"
 "$culprit" diagnose "$dir/case5.jsonl.gz" >"$dir/r.json"
 jq -e '.verdict.category == "compute_degradation"' "$dir/r.json" >/dev/null || fail "category"
 jq -e '[.suspects[] | select(.role == "culprit") | .rank] | sort == [10352,10353,10354,10355,10356,10357,10358,10359]' "$dir/r.json" >/dev/null || fail "culprit set"

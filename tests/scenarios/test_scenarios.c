@@ -194,7 +194,7 @@ static void case5(void **state)
 	(void)state;
 	struct feed f;
 	struct report rep;
-	run_scenario("case5", 20, &f, &rep);
+	run_scenario("case5", 12, &f, &rep);
 	if (strcmp(rep.category, "compute_degradation") != 0) {
 		char *t = report_to_text(&rep);
 		print_error("%s", t ? t : "");
