@@ -9,7 +9,7 @@ culprit_packages=(build-essential cmake pkg-config libevent-dev libpq-dev libpro
 	protobuf-c-compiler libjansson-dev libgsl-dev zlib1g-dev libssl-dev libcurl4-openssl-dev
 	libyajl-dev postgresql postgresql-client)
 culprit_test_packages=(libcmocka-dev protobuf-compiler clang procps psmisc openssl curl
-	prometheus prometheus-alertmanager)
+	prometheus prometheus-alertmanager wrk)
 
 culprit_install_deps() {
 	local want=("${culprit_packages[@]}") missing=() p

@@ -30,7 +30,71 @@ struct api {
 	size_t n_pending;
 	uint64_t next_token;
 	uint64_t requests, busy, db_answers; /* for /metrics */
+	struct strmap latest;                /* job name -> struct shared_text of its latest report */
 };
+
+/* A text shared by the answers that reference it (evbuffer_add_reference: no copy per
+ * request); freed when the last answer holding it is written and the cache dropped it. */
+struct shared_text {
+	int refs;
+	uint64_t version;
+	size_t len;
+	char text[];
+};
+
+static void shared_unref(struct shared_text *t)
+{
+	if (t && --t->refs == 0)
+		free(t);
+}
+
+static void shared_cleanup(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	shared_unref(arg);
+}
+
+void api_reply_shared(struct server *s, struct evhttp_request *req, const char *key, uint64_t version,
+		      const char *text)
+{
+	struct api *a = s->api;
+	struct shared_text *t = strmap_get(&a->latest, key);
+
+	if (!t || t->version != version) {
+		size_t len = strlen(text);
+		struct shared_text *n = malloc(sizeof(*n) + len + 2);
+
+		if (!n || strmap_put(&a->latest, key, n) < 0) {
+			free(n);
+			api_reply_text(req, 200, text, strlen(text));
+			return;
+		}
+		n->refs = 1; /* the cache's */
+		n->version = version;
+		n->len = len + 1;
+		memcpy(n->text, text, len);
+		n->text[len] = '\n';
+		n->text[len + 1] = '\0';
+		shared_unref(t);
+		t = n;
+	}
+	t->refs++;
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+	if (evbuffer_add_reference(evhttp_request_get_output_buffer(req), t->text, t->len, shared_cleanup, t) < 0) {
+		t->refs--;
+		api_reply_text(req, 200, text, strlen(text));
+		return;
+	}
+	evhttp_send_reply(req, 200, NULL, NULL);
+}
+
+static void drop_shared(const char *key, void *value, void *arg)
+{
+	(void)key;
+	(void)arg;
+	shared_unref(value);
+}
 
 void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len)
 {
@@ -215,6 +279,8 @@ void api_stop(struct server *s)
 	storage_query_stop(a->q);
 	if (a->wake)
 		event_free(a->wake);
+	strmap_each(&a->latest, drop_shared, NULL);
+	strmap_free(&a->latest);
 	while (a->pending) {
 		struct pending *p = a->pending;
 

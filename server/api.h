@@ -38,6 +38,10 @@ void api_dispatch(struct server *s, struct evhttp_request *req);
 /* Answers. */
 void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len);
 void api_reply_json(struct evhttp_request *req, int status, json_t *body); /* steals body */
+/* 200 with text, shared without a copy by the answers of one (key, version): the latest
+ * reports, asked for far more often than they change. */
+void api_reply_shared(struct server *s, struct evhttp_request *req, const char *key, uint64_t version,
+		      const char *text);
 void api_reply_error(struct evhttp_request *req, int status, const char *error, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* 1 when r->method is in allowed (EVHTTP_REQ_* bits; HEAD counts as GET); else answers 405

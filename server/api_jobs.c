@@ -91,7 +91,7 @@ static void latest(struct api_req *r)
 	if (!job->latest_report)
 		api_reply_error(r->req, 404, "no report", "job \"%.200s\" has not been diagnosed yet", job->name);
 	else
-		api_reply_text(r->req, 200, job->latest_report, strlen(job->latest_report));
+		api_reply_shared(r->s, r->req, job->name, job->diagnoses, job->latest_report);
 }
 
 static void diagnose_now(struct api_req *r)
