@@ -29,6 +29,7 @@ struct fanout {
 	uint32_t *rank_host;  /* per rank: index in hosts */
 	uint32_t *rank_agent; /* per rank: index in agents, NO_AGENT before its first record */
 	bool moved;           /* a host line moved a rank off its default node */
+	long long t0_ms;      /* fanout_new */
 	/* agents */
 	struct agent **agents;
 	size_t n_agents, agents_cap;
@@ -55,6 +56,14 @@ struct fanout {
 	time_t log_sec;
 	uint64_t log_suppressed;
 };
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void default_log(void *arg, enum agent_log_level level, const char *msg)
 {
@@ -121,6 +130,7 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 	pthread_mutex_init(&f->log_mu, NULL);
 	sketch_init(&f->sk);
 	f->cfg = *cfg;
+	f->t0_ms = mono_ms();
 	f->job = strdup(job->job);
 	f->order = strdup(job->topo.order ? job->topo.order : "");
 	f->token = strdup(cfg->token ? cfg->token : "");
@@ -632,13 +642,6 @@ void fanout_print_progress(struct fanout *f, const char *prefix, double secs)
 	fprintf(stderr, "\n");
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 {
@@ -649,10 +652,21 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 		return 0;
 	fanout_kick(f);
 	for (size_t i = 0; i < f->n_agents; i++) {
-		long long left = deadline - mono_ms();
+		/* in slices of a second, so that a long wait (server down) says what it waits for */
+		for (;;) {
+			long long left = timeout_ms < 0 ? 1000 : deadline - mono_ms();
+			int slice = left > 1000 ? 1000 : left > 0 ? (int)left : 0;
 
-		if (agent_flush(f->agents[i], timeout_ms < 0 ? -1 : left > 0 ? (int)left : 0) != 0)
-			rc = -1;
+			if (agent_flush(f->agents[i], slice) == 0)
+				break;
+			if (timeout_ms >= 0 && mono_ms() >= deadline) {
+				rc = -1;
+				break;
+			}
+			if (f->cfg.progress_prefix)
+				fanout_print_progress(f, f->cfg.progress_prefix,
+						      (double)(mono_ms() - f->t0_ms) / 1000.0);
+		}
 	}
 	if (st) {
 		fanout_get_stats(f, st);

@@ -26,6 +26,7 @@ struct fanout_config {
 	uint32_t flush_interval_ms;  /* 0: 200 */
 	uint32_t max_batch_records;  /* 0: 4096 */
 	size_t max_unacked_bytes;    /* per agent; 0: 4 MiB */
+	const char *progress_prefix; /* fanout_close prints progress once a second with it (NULL: not) */
 	agent_log_fn log;            /* NULL: warnings on stderr, at most one line per second */
 	void *log_arg;
 };

@@ -194,6 +194,8 @@ int replay_main(int argc, char **argv)
 		return 2;
 	}
 	r.t0 = r.last_progress = mono_s();
+	if (!r.quiet)
+		r.cfg.progress_prefix = "replay: waiting for acknowledgements";
 	for (int i = optind; i < argc && !bad_input; i++) {
 		if (jsonl_read(argv[i], &h, NULL, err, sizeof(err)) < 0) {
 			fprintf(stderr, "culprit replay: %s\n", err);
