@@ -66,8 +66,10 @@ static void *worker(void *arg)
 			t0 = now_ms();
 			res->r.failed = diagnose_run(q->snapshot, &q->in, NULL, &res->r.report) < 0;
 			res->r.run_ms = now_ms() - t0;
+			res->r.snapshot = q->snapshot;
+		} else {
+			store_destroy(q->snapshot);
 		}
-		store_destroy(q->snapshot);
 		free(q);
 
 		pthread_mutex_lock(&d->mu);
@@ -126,6 +128,7 @@ void diagnosis_stop(struct diagnosis *d)
 
 		d->done_head = r->next;
 		report_free(&r->r.report);
+		store_destroy(r->r.snapshot);
 		free(r);
 	}
 	pthread_mutex_destroy(&d->mu);

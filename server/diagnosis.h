@@ -1,8 +1,9 @@
 /* diagnosis.h: diagnoses run off the event loop.
  *
- * The loop takes a snapshot of a job's window (store_snapshot) and submits it with the L1
- * window; one worker thread runs diagnose_run() on the snapshot and hands the report back
- * through a result list, waking the loop. The request queue is bounded (queue_max): when it
+ * The loop refreshes a snapshot of a job's window (store_snapshot_reuse: a copy in place,
+ * 24-46 ms at 12,960 ranks, against 120-210 ms for a fresh one) and submits it with the L1
+ * window; one worker thread runs diagnose_run() on the snapshot and hands the report and
+ * the snapshot back through a result list, waking the loop. The request queue is bounded (queue_max): when it
  * is full the submission is refused and the job stays due, to be submitted again at its
  * next batch — nothing waits and nothing is lost but a stale diagnosis. */
 #ifndef CULPRIT_DIAGNOSIS_H
@@ -23,6 +24,7 @@ struct diagnosis_result {
 	int failed;           /* out of memory: report is empty */
 	double run_ms;        /* time diagnose_run took */
 	uint64_t token;       /* the submitter's */
+	struct store *snapshot; /* handed back for store_snapshot_reuse(); the caller owns it */
 };
 
 struct diagnosis *diagnosis_start(size_t queue_max, void (*wake)(void *arg), void *arg);

@@ -155,7 +155,8 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 
 	if (!job->due || job->diagnosing || !s->diagnosis)
 		return;
-	snap = store_snapshot(engine_store(job->engine));
+	snap = store_snapshot_reuse(job->snapshot, engine_store(job->engine));
+	job->snapshot = NULL;
 	if (!snap) {
 		log_warning("job \"%s\": out of memory for a diagnosis snapshot; will retry", job->name);
 		return;
@@ -163,7 +164,7 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 	diagnose_input_from_l1(&in, engine_l1(job->engine), job->hang_now_us);
 	if (diagnosis_submit(s->diagnosis, job->name, snap, &in, 0) < 0) {
 		s->m.diagnoses_refused++;
-		store_destroy(snap); /* queue full: stays due, tried again at the next batch or tick */
+		job->snapshot = snap; /* queue full: stays due, tried again at the next batch or tick */
 		return;
 	}
 	job->due = 0;
@@ -188,9 +189,13 @@ void jobs_diagnosis_results(struct server *s)
 			metrics_observe_diagnosis(&s->m, res[i].run_ms);
 			if (!job || res[i].failed) {
 				report_free(&res[i].report);
+				store_destroy(res[i].snapshot);
+				if (job)
+					job->diagnosing = 0;
 				continue;
 			}
 			job->diagnosing = 0;
+			job->snapshot = res[i].snapshot;
 			job->diagnoses++;
 			j = report_to_json(&res[i].report);
 			if (j) {
@@ -239,6 +244,7 @@ static void free_job(const char *key, void *value, void *arg)
 	(void)key;
 	(void)arg;
 	free(job->latest_report);
+	store_destroy(job->snapshot);
 	engine_destroy(job->engine);
 	free(job);
 }
