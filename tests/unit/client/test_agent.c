@@ -39,6 +39,8 @@ struct fs_agent {
 	uint64_t dups;        /* batches with seq <= durable (resends: no-ops) */
 	uint64_t hellos;
 	uint64_t resume_seq;
+	uint64_t heartbeats;
+	uint64_t goodbyes;
 };
 
 struct fs_conn {
@@ -147,6 +149,12 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 			fs_send(c->fd, &out);
 			s->send_command = false;
 		}
+	} else if (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_HEARTBEAT) {
+		if (c->agent >= 0)
+			s->agents[c->agent].heartbeats++;
+	} else if (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_GOODBYE) {
+		if (c->agent >= 0)
+			s->agents[c->agent].goodbyes++;
 	} else if (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_BATCH) {
 		Culprit__V1__Batch *b = env->batch;
 		struct fs_agent *a;
@@ -789,6 +797,47 @@ static void test_small_max_frame(void **state)
 	fs_stop(s);
 }
 
+/* An idle agent sends heartbeats; closing says Goodbye. */
+static void test_heartbeat_goodbye(void **state)
+{
+	struct fake_server *s = fs_start();
+	char server[64];
+	struct agent_config cfg = base_config(server, sizeof(server), s->port, "a12");
+	struct agent *a;
+	struct agent_stats st = {0};
+	uint64_t hb;
+
+	(void)state;
+	cfg.heartbeat_ms = 30;
+	a = agent_new(&cfg);
+	for (int i = 0; i < 500 && !st.connected; i++) {
+		agent_get_stats(a, &st);
+		usleep(10000);
+	}
+	assert_true(st.connected);
+	usleep(400000);
+	pthread_mutex_lock(&s->mu);
+	hb = fs_agent_get(s, "a12")->heartbeats;
+	pthread_mutex_unlock(&s->mu);
+	assert_true(hb >= 4);
+	assert_true(hb <= 40);
+	assert_int_equal(agent_close(a, 1000), 0);
+	for (int i = 0; i < 100; i++) { /* the server thread reads the Goodbye */
+		uint64_t g;
+
+		pthread_mutex_lock(&s->mu);
+		g = fs_agent_get(s, "a12")->goodbyes;
+		pthread_mutex_unlock(&s->mu);
+		if (g)
+			break;
+		usleep(10000);
+	}
+	pthread_mutex_lock(&s->mu);
+	assert_int_equal(fs_agent_get(s, "a12")->goodbyes, 1);
+	pthread_mutex_unlock(&s->mu);
+	fs_stop(s);
+}
+
 struct thr_arg {
 	struct agent *a;
 	uint32_t rank;
@@ -896,6 +945,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_shared_loop),
 		cmocka_unit_test(test_small_max_frame),
+		cmocka_unit_test(test_heartbeat_goodbye),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
