@@ -758,6 +758,24 @@ static void test_invalid_input(void **state)
 	assert_null(agent_new(&cfg));
 	cfg.server = "127.0.0.1:70000";
 	assert_null(agent_new(&cfg));
+	cfg.server = ":7433";
+	assert_null(agent_new(&cfg));
+	cfg.server = "[::1";
+	assert_null(agent_new(&cfg));
+	cfg.server = "[::1]x";
+	assert_null(agent_new(&cfg));
+	{
+		const char *good[] = {"[::1]:7433", "[::1]", "localhost", "localhost:7433"};
+
+		for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+			struct agent *g;
+
+			cfg.server = good[i];
+			g = agent_new(&cfg);
+			assert_non_null(g);
+			assert_int_equal(agent_close(g, 0), 0); /* nothing appended: nothing to lose */
+		}
+	}
 	cfg = base_config(server, sizeof(server), s->port, "a9");
 	cfg.job = "";
 	assert_null(agent_new(&cfg));
