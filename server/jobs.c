@@ -15,6 +15,10 @@
 
 /* iterations an open window grows by before it is diagnosed again */
 #define REDIAGNOSE_ITERS 4
+/* a rank is hung when its next iteration is overdue by this many iterations of the job */
+#define HANG_FACTOR 3.0
+/* ... and has stayed so for this long of our own time */
+#define HANG_CONFIRM_US (5 * 1000000LL)
 
 static int64_t wall_us(void)
 {
@@ -217,24 +221,39 @@ void jobs_diagnosis_results(struct server *s)
 void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
 {
 	int64_t now = job->latest_end_us + (wall_now_us - job->latest_wall_us);
+	const struct l1 *l = engine_l1(job->engine);
 	int hang_open = job->incident.open && !strcmp(job->incident.category, "hang");
+	double yardstick = l1_baseline(l);
 	size_t n;
 
-	if (!job->latest_end_us || job->live_agents == 0 || isnan(l1_baseline(engine_l1(job->engine))))
+	if (!job->latest_end_us || job->live_agents == 0 || isnan(yardstick))
 		return;
-	n = engine_hung(job->engine, now, NULL, 0);
-	if (n > 0 && !job->incident.open && !job->diagnosing && wall_now_us >= job->next_hang_diag_us) {
-		job->next_hang_diag_us = wall_now_us + 10 * 1000000LL; /* not every tick */
-		job->due = 1;
-		job->hang_now_us = now;
-		jobs_diagnose_due(s, job);
-	} else if (n == 0 && hang_open) {
-		enum incident_change change = incident_recover(&job->incident, wall_now_us);
+	/* in a slow window, "overdue" is measured against the slow iterations */
+	if (l->open && l1_window_ms(l) > yardstick)
+		yardstick = l1_window_ms(l);
+	n = diagnose_hung(engine_store(job->engine), now, yardstick, HANG_FACTOR, NULL, 0);
+	if (n == 0) {
+		job->hang_since_us = 0;
+		if (hang_open) {
+			enum incident_change change = incident_recover(&job->incident, wall_now_us);
 
-		log_info("job \"%s\": every rank reports again", job->name);
-		announce(s, job, change, NULL);
-		alerts_report(s, job, NULL, NULL, change);
+			log_info("job \"%s\": every rank reports again", job->name);
+			announce(s, job, change, NULL);
+			alerts_report(s, job, NULL, NULL, change);
+		}
+		return;
 	}
+	/* overdue ranks must stay overdue for a while of our own time: agents that send a
+	 * step's records in a burst (replays, accelerated simulations) are not hung */
+	if (!job->hang_since_us)
+		job->hang_since_us = wall_now_us;
+	if (wall_now_us - job->hang_since_us < HANG_CONFIRM_US || job->incident.open || job->diagnosing ||
+	    wall_now_us < job->next_hang_diag_us)
+		return;
+	job->next_hang_diag_us = wall_now_us + 10 * 1000000LL; /* not every tick */
+	job->due = 1;
+	job->hang_now_us = now;
+	jobs_diagnose_due(s, job);
 }
 
 static void free_job(const char *key, void *value, void *arg)

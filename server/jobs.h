@@ -37,6 +37,7 @@ struct job {
 	int64_t latest_wall_us;  /* when it was seen (ours) */
 	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
+	int64_t hang_since_us;   /* since when ranks have been overdue (wall; 0: none are) */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
