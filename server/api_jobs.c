@@ -153,11 +153,13 @@ static void incidents(struct api_req *r)
 	char lim[32], nf[300], *cur;
 	json_t *inc;
 
-	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+	if (!api_method(r, EVHTTP_REQ_GET))
 		return;
 	if (api_param_int(r, "limit", 1, INCIDENTS_LIMIT_MAX, 100, &limit) < 0)
 		return;
-	inc = incident_json(&job->incident);
+	/* a job known only from PostgreSQL (culpritd restarted) has no current incident */
+	job = strmap_get(&r->s->jobs, r->seg[1]);
+	inc = job ? incident_json(&job->incident) : json_null();
 	cur = json_dumps(inc, JSON_COMPACT | JSON_ENCODE_ANY);
 	json_decref(inc);
 	if (!cur) {
@@ -165,7 +167,7 @@ static void incidents(struct api_req *r)
 		return;
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
-	snprintf(nf, sizeof(nf), "job \"%.200s\" is not stored yet", r->seg[1]);
+	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
 	api_query(r, 200, nf, incidents_sql, 3, (const char *const[]){r->seg[1], cur, lim});
 	free(cur);
 }
@@ -207,16 +209,17 @@ static void iterations(struct api_req *r)
 	long long rank;
 	char *end, rk[32], f[32], t[32], nf[300];
 
-	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+	if (!api_method(r, EVHTTP_REQ_GET))
 		return;
+	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	rank = strtoll(r->seg[3], &end, 10);
 	if (!r->seg[3][0] || *end || rank < 0) {
 		api_reply_error(r->req, 400, "bad rank", "rank must be a non-negative integer, not \"%.64s\"", r->seg[3]);
 		return;
 	}
-	if (rank >= job->topo.world) {
-		api_reply_error(r->req, 404, "unknown rank", "job \"%.200s\" has ranks 0-%u", job->name,
-				job->topo.world - 1);
+	if (rank > INT32_MAX || (job && rank >= job->topo.world)) {
+		api_reply_error(r->req, 404, "unknown rank", "job \"%.200s\" has ranks 0-%u", r->seg[1],
+				job ? job->topo.world - 1 : INT32_MAX);
 		return;
 	}
 	if (iter_range(r, ITERATIONS_SPAN_MAX, &from, &to) < 0)
@@ -224,7 +227,7 @@ static void iterations(struct api_req *r)
 	snprintf(rk, sizeof(rk), "%lld", rank);
 	snprintf(f, sizeof(f), "%" PRId64, from);
 	snprintf(t, sizeof(t), "%" PRId64, to);
-	snprintf(nf, sizeof(nf), "job \"%.200s\" is not stored yet", r->seg[1]);
+	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
 	api_query(r, 200, nf, iterations_sql, 4, (const char *const[]){r->seg[1], rk, f, t});
 }
 
@@ -245,8 +248,9 @@ static void phases(struct api_req *r)
 	int64_t from, to, rfrom, rto;
 	char f[32], t[32], rf[32], rt[32], lim[32], nf[300];
 
-	if (!api_method(r, EVHTTP_REQ_GET) || !(job = find_job(r)))
+	if (!api_method(r, EVHTTP_REQ_GET))
 		return;
+	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	name = evhttp_find_header(&r->query, "name");
 	if (!name || !name[0] || strlen(name) > 255) {
 		api_reply_error(r->req, 400, "bad parameter", "name (the phase name, 1-255 bytes) is required");
@@ -254,7 +258,7 @@ static void phases(struct api_req *r)
 	}
 	if (iter_range(r, PHASES_SPAN_MAX, &from, &to) < 0 ||
 	    api_param_int(r, "from_rank", 0, INT32_MAX, 0, &rfrom) < 0 ||
-	    api_param_int(r, "to_rank", 0, INT32_MAX, (int64_t)job->topo.world - 1, &rto) < 0)
+	    api_param_int(r, "to_rank", 0, INT32_MAX, job ? (int64_t)job->topo.world - 1 : INT32_MAX, &rto) < 0)
 		return;
 	if (rto < rfrom) {
 		api_reply_error(r->req, 400, "bad range", "to_rank (%" PRId64 ") is before from_rank (%" PRId64 ")", rto,
@@ -266,7 +270,7 @@ static void phases(struct api_req *r)
 	snprintf(rf, sizeof(rf), "%" PRId64, rfrom);
 	snprintf(rt, sizeof(rt), "%" PRId64, rto);
 	snprintf(lim, sizeof(lim), "%d", PHASES_CELLS_MAX);
-	snprintf(nf, sizeof(nf), "job \"%.200s\" is not stored yet", r->seg[1]);
+	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
 	api_query(r, 200, nf, phases_sql, 7, (const char *const[]){r->seg[1], name, f, t, rf, rt, lim});
 }
 

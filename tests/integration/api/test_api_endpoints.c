@@ -334,6 +334,23 @@ int main(void)
 	wrong_and_unknown();
 
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+
+	/* restarted: the job is not in memory until an agent says Hello, its history is stored */
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB, NULL, 404);
+	j = get_ok("/api/v1/jobs/" JOB "/reports?limit=1");
+	H_CHECK(json_array_size(json_object_get(j, "reports")) == 1, &proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs/" JOB "/incidents");
+	H_CHECK(json_is_null(json_object_get(j, "current")), &proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs/" JOB "/ranks/5/iterations?from_iter=3&to_iter=7");
+	H_CHECK(json_array_size(json_object_get(j, "iterations")) == 5, &proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs/" JOB "/phases?name=mlp&from_iter=12&to_iter=12");
+	H_CHECK(json_array_size(json_object_get(j, "cells")) == 1024, &proc);
+	json_decref(j);
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 	fprintf(stderr, "test_api_endpoints: ok\n");
 	return 0;
 }
