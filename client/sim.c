@@ -199,7 +199,7 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 	size_t nd[MAX_KERNELS] = {NSAMPLES, NSAMPLES, NSAMPLES};
 	uint32_t hang_after = iters / 2 - 1;
 	for (uint32_t it = 0; it < iters; it++) {
-		int faulty = it >= onset;
+		int faulty = it >= onset && (!opt->recover_at || it < opt->recover_at);
 		double extra_now = faulty ? extra : 0;
 		double housekeeping = 0;
 		if (it % 50 == 49)

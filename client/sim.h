@@ -59,6 +59,7 @@ struct sim_options {
 	int iters_only;  /* emit only iteration records (fast large runs) */
 	int64_t start_us; /* the job's first iteration, us since the epoch (0: 2026-01-01, fixed
 	                   * so that files are reproducible; streaming uses now) */
+	uint32_t recover_at; /* 0: the fault lasts to the end; else it ends at this iteration */
 };
 
 /* The name dictionary the records index into. */

@@ -165,7 +165,7 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] --server HOST:PORT [--per-rank]\n"
+	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--recover-at N] --server HOST:PORT [--per-rank]\n"
 		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--quiet]\n");
 }
 
@@ -188,6 +188,7 @@ int sim_stream_main(int argc, char **argv)
 		{"scenario", required_argument, NULL, 's'},
 		{"seed", required_argument, NULL, 'S'},
 		{"iters", required_argument, NULL, 'i'},
+		{"recover-at", required_argument, NULL, 'R'},
 		{"server", required_argument, NULL, 'r'},
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
@@ -234,6 +235,13 @@ int sim_stream_main(int argc, char **argv)
 				return 2;
 			}
 			opt.iters = (uint32_t)v;
+			break;
+		case 'R': /* the fault ends at this iteration (alert tests: the incident resolves) */
+			if (parse_num(optarg, 1, 1000000, &v) < 0) {
+				fprintf(stderr, "culprit sim: invalid --recover-at \"%s\"\n", optarg);
+				return 2;
+			}
+			opt.recover_at = (uint32_t)v;
 			break;
 		case 'r':
 			s.cfg.server = optarg;

@@ -1,13 +1,430 @@
-/* alerts.c: see alerts.h. Storing reports and delivering alerts is being built (issue 6);
- * until then reports live in memory only (jobs.c keeps the latest). */
+/* alerts.c: see alerts.h.
+ *
+ * On the loop: each report / incident change becomes one STORAGE_OP_REPORT carrying the
+ * report, the incident row and one outbox row per configured target with its payload already
+ * in the target's shape; the writer commits it in one transaction and then wakes the delivery
+ * thread. The dedup key of a state change is "<incident key>/<state>/<updates>": the same
+ * change queued twice (a retried op) inserts nothing the second time. */
 #include "alerts.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "deliver.h"
+#include "jobs.h"
+#include "log.h"
+#include "server.h"
+#include "writer.h"
+
+#define SUSPECTS_LISTED 16
+
+/* What is remembered of a job's incident between its changes: the Alertmanager alert last
+ * sent firing (to resolve it, or end it when its labels change) and the first suspect's host. */
+struct job_alert {
+	json_t *am; /* NULL: none firing */
+	char host[REPORT_NAME_MAX];
+	char suspects[1024];
+};
+
+struct alerts {
+	struct deliver *deliver;
+	int on[DELIVER_TARGETS];
+	char public_url[512];
+	struct storage_op *pending[ALERTS_PENDING_MAX]; /* FIFO ring of ops the writer refused (full) */
+	size_t head, n;
+	uint64_t dropped;
+	uint64_t stored; /* ops handed to the writer */
+	struct strmap jobs; /* job name -> struct job_alert */
+};
+
+static void wake_delivery(void *arg)
+{
+	deliver_wake(arg);
+}
+
+int alerts_start(struct server *s)
+{
+	struct alerts *a;
+	const struct config *c = &s->cfg;
+	const char *urls[DELIVER_TARGETS] = {c->alertmanager_url, c->webhook_url, c->slack_url,
+					     c->pagerduty_routing_key[0] ? c->pagerduty_url : ""};
+	int any = 0;
+
+	if (!s->writer)
+		return 0; /* storage off: nothing is stored, nothing delivered */
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -1;
+	for (int t = 0; t < DELIVER_TARGETS; t++)
+		any |= a->on[t] = urls[t] && urls[t][0];
+	if (c->public_url[0]) {
+		size_t n = strlen(c->public_url);
+
+		snprintf(a->public_url, sizeof(a->public_url), "%.*s", (int)(c->public_url[n - 1] == '/' ? n - 1 : n),
+			 c->public_url);
+	} else {
+		snprintf(a->public_url, sizeof(a->public_url), "http://%s", c->http_listen);
+	}
+	if (any) {
+		struct deliver_config dc = {
+			.dsn = s->db_dsn,
+			.webhook_secret = c->webhook_secret,
+			.resend_s = (int)c->alert_resend_s,
+			.backoff_max_s = (int)c->alert_backoff_max_s,
+			.give_up_s = (int)c->alert_give_up_s,
+		};
+
+		for (int t = 0; t < DELIVER_TARGETS; t++)
+			dc.url[t] = urls[t];
+		a->deliver = deliver_start(&dc);
+		if (!a->deliver) {
+			free(a);
+			return -1;
+		}
+		for (int t = 0; t < DELIVER_TARGETS; t++)
+			if (a->on[t])
+				log_info("alerts: delivering to %s (%s)", deliver_target_name((enum deliver_target)t), urls[t]);
+	}
+	s->alerts = a;
+	return 0;
+}
+
+static void free_job_alert(const char *key, void *value, void *arg)
+{
+	struct job_alert *ja = value;
+
+	(void)key;
+	(void)arg;
+	json_decref(ja->am);
+	free(ja);
+}
+
+void alerts_stop(struct server *s)
+{
+	struct alerts *a = s->alerts;
+
+	if (!a)
+		return;
+	deliver_stop(a->deliver);
+	if (a->n)
+		log_warning("alerts: %zu reports were not stored (the database did not take them in time)", a->n);
+	for (; a->n; a->n--, a->head = (a->head + 1) % ALERTS_PENDING_MAX)
+		storage_op_free(a->pending[a->head]);
+	strmap_each(&a->jobs, free_job_alert, NULL);
+	strmap_free(&a->jobs);
+	free(a);
+	s->alerts = NULL;
+}
+
+/* ---- payloads ---- */
+
+static void rfc3339(int64_t us, char *out, size_t size)
+{
+	time_t t = (time_t)(us / 1000000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(us % 1000000 / 1000));
+}
+
+static const char *severity(const char *category)
+{
+	return strcmp(category, "stage_imbalance") == 0 ? "warning" : "critical";
+}
+
+static void note_suspects(struct job_alert *ja, const struct report *r)
+{
+	size_t used = 0;
+
+	if (!r || r->nsuspects == 0)
+		return;
+	snprintf(ja->host, sizeof(ja->host), "%s", r->suspects[0].host);
+	ja->suspects[0] = '\0';
+	for (size_t i = 0; i < r->nsuspects && i < SUSPECTS_LISTED && used + 100 < sizeof(ja->suspects); i++)
+		used += (size_t)snprintf(ja->suspects + used, sizeof(ja->suspects) - used, "%s%u (%s, %s)",
+					 i ? ", " : "", r->suspects[i].rank, r->suspects[i].host,
+					 r->suspects[i].role == REPORT_CULPRIT ? "culprit" : "late arriver");
+	if (r->nsuspects > SUSPECTS_LISTED && used + 32 < sizeof(ja->suspects))
+		snprintf(ja->suspects + used, sizeof(ja->suspects) - used, " and %zu more",
+			 r->nsuspects - SUSPECTS_LISTED);
+}
+
+/* The Alertmanager alert of the incident's current state (no endsAt). */
+static json_t *am_alert(const struct job *job, const struct job_alert *ja, const char *report_url,
+			const char *incidents_url)
+{
+	const struct incident *inc = &job->incident;
+	char starts[40];
+	json_t *labels = json_object(), *ann = json_object(), *al = json_object();
+
+	rfc3339(inc->opened_us, starts, sizeof(starts));
+	json_object_set_new(labels, "alertname", json_string("CulpritIncident"));
+	json_object_set_new(labels, "job", json_string(job->name));
+	json_object_set_new(labels, "category", json_string(inc->category));
+	json_object_set_new(labels, "severity", json_string(severity(inc->category)));
+	if (ja->host[0])
+		json_object_set_new(labels, "host", json_string(ja->host));
+	json_object_set_new(labels, "incident", json_string(inc->key));
+	json_object_set_new(ann, "summary", json_string(inc->summary));
+	json_object_set_new(ann, "suspects", json_string(ja->suspects));
+	json_object_set_new(ann, "report_url", json_string(report_url));
+	json_object_set_new(al, "labels", labels);
+	json_object_set_new(al, "annotations", ann);
+	json_object_set_new(al, "startsAt", json_string(starts));
+	json_object_set_new(al, "generatorURL", json_string(incidents_url));
+	return al;
+}
+
+static json_t *ended(json_t *alert, int64_t us)
+{
+	char ends[40];
+	json_t *c = json_deep_copy(alert);
+
+	rfc3339(us, ends, sizeof(ends));
+	if (c)
+		json_object_set_new(c, "endsAt", json_string(ends));
+	return c;
+}
+
+/* ---- the op ---- */
+
+struct strings {
+	const char *v[16 + 3 * DELIVER_TARGETS];
+	size_t n, bytes;
+};
+
+static const char *keep(struct strings *ss, const char *s)
+{
+	if (s && ss->n < sizeof(ss->v) / sizeof(ss->v[0])) {
+		ss->v[ss->n++] = s;
+		ss->bytes += strlen(s) + 1;
+	}
+	return s;
+}
+
+static char *dup_in(struct storage_op *op, const char *s)
+{
+	return s ? storage_op_strdup(op, s) : NULL;
+}
+
+static void submit(struct server *s, struct alerts *a, struct storage_op *op)
+{
+	if (a->n == 0 && storage_writer_submit(s->writer, op) == 0) {
+		a->stored++;
+		return;
+	}
+	if (a->n == ALERTS_PENDING_MAX) {
+		a->dropped++;
+		log_warning("alerts: the database is behind; a report of job \"%s\" was dropped (%" PRIu64 " so far)",
+			    op->job, a->dropped);
+		storage_op_free(op);
+		return;
+	}
+	a->pending[(a->head + a->n) % ALERTS_PENDING_MAX] = op;
+	a->n++;
+}
 
 void alerts_report(struct server *s, struct job *job, const struct report *r, const char *json,
 		   enum incident_change change)
 {
-	(void)s;
-	(void)job;
-	(void)r;
-	(void)json;
-	(void)change;
+	struct alerts *a = s->alerts;
+	const struct incident *inc = &job->incident;
+	struct job_alert *ja;
+	struct strings ss = {0};
+	char report_url[1024], incidents_url[1024], dedup[300];
+	char *payload[DELIVER_TARGETS] = {0};
+	char *am_keep = NULL;
+	int has_incident = change != INCIDENT_NONE || inc->open;
+	struct storage_op *op;
+
+	if (!a || (!json && !has_incident))
+		return;
+	ja = strmap_get(&a->jobs, job->name);
+	if (!ja) {
+		ja = calloc(1, sizeof(*ja));
+		if (!ja || strmap_put(&a->jobs, job->name, ja) < 0) {
+			free(ja);
+			log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
+			return;
+		}
+	}
+	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED)
+		note_suspects(ja, r);
+	snprintf(report_url, sizeof(report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job->name);
+	snprintf(incidents_url, sizeof(incidents_url), "%s/api/v1/jobs/%s/incidents", a->public_url, job->name);
+	snprintf(dedup, sizeof(dedup), "%s/%s/%u", inc->key, incident_change_name(change), inc->updates);
+
+	if (change != INCIDENT_NONE) {
+		const char *state = change == INCIDENT_RESOLVED ? "resolved" : "open";
+		char opened[40], changed[40];
+
+		rfc3339(inc->opened_us, opened, sizeof(opened));
+		rfc3339(inc->changed_us, changed, sizeof(changed));
+		if (a->on[DELIVER_ALERTMANAGER]) {
+			json_t *arr = json_array();
+
+			if (change == INCIDENT_RESOLVED) {
+				if (ja->am)
+					json_array_append_new(arr, ended(ja->am, inc->changed_us));
+				json_decref(ja->am);
+				ja->am = NULL;
+			} else {
+				json_t *now = am_alert(job, ja, report_url, incidents_url);
+
+				/* labels changed (category, host): the old alert ends */
+				if (ja->am && !json_equal(json_object_get(ja->am, "labels"), json_object_get(now, "labels")))
+					json_array_append_new(arr, ended(ja->am, inc->changed_us));
+				json_array_append(arr, now);
+				am_keep = json_dumps(now, JSON_COMPACT);
+				json_decref(ja->am);
+				ja->am = now;
+			}
+			payload[DELIVER_ALERTMANAGER] = json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : NULL;
+			json_decref(arr);
+		}
+		if (a->on[DELIVER_WEBHOOK]) {
+			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s}}",
+					      "dedup_key", dedup, "state", incident_change_name(change), "incident",
+					      "key", inc->key, "job", job->name, "category", inc->category, "state", state,
+					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
+					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
+					      "host", ja->host, "suspects", ja->suspects, "report_url", report_url);
+			char *rest = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+			json_decref(o);
+			if (rest) {
+				/* the report goes in as it is: {"report":<json>,<rest without its "{">} */
+				const char *rep = json ? json : "null";
+				size_t n = strlen(rep) + strlen(rest) + 16;
+
+				payload[DELIVER_WEBHOOK] = malloc(n);
+				if (payload[DELIVER_WEBHOOK])
+					snprintf(payload[DELIVER_WEBHOOK], n, "{\"report\":%s,%s", rep, rest + 1);
+				free(rest);
+			}
+		}
+		if (a->on[DELIVER_SLACK]) {
+			char text[4096];
+			json_t *o;
+
+			if (change == INCIDENT_RESOLVED)
+				snprintf(text, sizeof(text), ":white_check_mark: *resolved*: job `%s` is back to its baseline (%s)\n%s",
+					 job->name, inc->category, report_url);
+			else
+				snprintf(text, sizeof(text), ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n%s",
+					 incident_change_name(change), job->name, inc->category,
+					 ja->host[0] ? ja->host : "?", inc->summary, ja->suspects, report_url);
+			o = json_pack("{s:s}", "text", text);
+			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			json_decref(o);
+		}
+		if (a->on[DELIVER_PAGERDUTY]) {
+			char summary[1024];
+			json_t *o;
+
+			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job->name,
+				 ja->host[0] ? ja->host : "?", inc->summary);
+			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}}, s:[{s:s, s:s}]}",
+				      "routing_key", s->cfg.pagerduty_routing_key, "event_action",
+				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key, "payload",
+				      "summary", summary, "source", ja->host[0] ? ja->host : job->name, "severity",
+				      severity(inc->category), "component", job->name, "group", inc->category,
+				      "custom_details", "suspects", ja->suspects, "report_url", report_url, "state", dedup,
+				      "links", "href", report_url, "text", "culprit report");
+			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			json_decref(o);
+		}
+	}
+
+	/* the op, one arena: strings first counted, then copied */
+	keep(&ss, job->name);
+	keep(&ss, json);
+	keep(&ss, r ? r->category : NULL);
+	if (has_incident) {
+		keep(&ss, inc->key);
+		keep(&ss, inc->category);
+		keep(&ss, inc->summary);
+		keep(&ss, "resolved");
+		keep(&ss, am_keep);
+	}
+	for (int t = 0; t < DELIVER_TARGETS; t++)
+		if (payload[t]) {
+			keep(&ss, deliver_target_name((enum deliver_target)t));
+			keep(&ss, dedup);
+			keep(&ss, payload[t]);
+		}
+	op = storage_op_new(STORAGE_OP_REPORT, ss.bytes + 16 * ss.n + DELIVER_TARGETS * sizeof(struct storage_outbox_row) + 64);
+	if (!op) {
+		log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
+		goto out;
+	}
+	op->job = dup_in(op, job->name);
+	op->report_json = dup_in(op, json);
+	if (r) {
+		op->first_iter = r->first_iter;
+		op->last_iter = r->last_iter;
+		op->category = dup_in(op, r->category);
+	}
+	if (has_incident) {
+		op->incident_key = dup_in(op, inc->key);
+		op->incident_category = dup_in(op, inc->category);
+		op->incident_summary = dup_in(op, inc->summary);
+		op->incident_state = dup_in(op, inc->open ? "open" : "resolved");
+		op->incident_updates = inc->updates;
+		op->opened_us = inc->opened_us;
+		op->changed_us = inc->changed_us;
+		op->incident_alert = dup_in(op, am_keep);
+	}
+	op->outbox = storage_op_alloc(op, DELIVER_TARGETS * sizeof(struct storage_outbox_row));
+	for (int t = 0; t < DELIVER_TARGETS && op->outbox; t++) {
+		struct storage_outbox_row *o;
+
+		if (!payload[t])
+			continue;
+		o = &op->outbox[op->n_outbox++];
+		o->target = dup_in(op, deliver_target_name((enum deliver_target)t));
+		o->dedup_key = dup_in(op, dedup);
+		o->payload = dup_in(op, payload[t]);
+	}
+	if (op->n_outbox && a->deliver) {
+		op->durable = wake_delivery;
+		op->durable_arg = a->deliver;
+	}
+	submit(s, a, op);
+out:
+	for (int t = 0; t < DELIVER_TARGETS; t++)
+		free(payload[t]);
+	free(am_keep);
+}
+
+void alerts_tick(struct server *s)
+{
+	struct alerts *a = s->alerts;
+	struct deliver_stats st;
+
+	if (!a)
+		return;
+	while (a->n && storage_writer_submit(s->writer, a->pending[a->head]) == 0) {
+		a->head = (a->head + 1) % ALERTS_PENDING_MAX;
+		a->n--;
+		a->stored++;
+	}
+	deliver_get_stats(a->deliver, &st);
+	for (int t = 0; t < DELIVER_TARGETS; t++) {
+		s->m.alert_sent[t] = st.sent[t];
+		s->m.alert_failures[t] = st.failures[t];
+		s->m.alert_given_up[t] = st.given_up[t];
+	}
+	s->m.alert_resends = st.resends;
+	s->m.alert_resend_failures = st.resend_failures;
+	s->m.alert_pending = st.pending;
+	s->m.alert_ops_waiting = a->n;
+	s->m.alert_ops_dropped = a->dropped;
+	s->m.reports_queued = a->stored;
 }

@@ -1,6 +1,7 @@
 /* alerts.h: what becomes of each report and incident change: stored (reports, incidents)
  * and, for a change, queued in the durable alert outbox for every configured target, in
- * one transaction; delivered off the event loop with retries. */
+ * one transaction (a STORAGE_OP_REPORT through the storage writer); delivered off the event
+ * loop with retries by the delivery thread (deliver.h). See docs/operations.md, "Alerts". */
 #ifndef CULPRIT_ALERTS_H
 #define CULPRIT_ALERTS_H
 
@@ -10,9 +11,24 @@
 struct server;
 struct job;
 
+/* At most this many report ops wait on the loop for writer queue space; beyond, the newest
+ * is dropped and counted (culprit_alert_ops_dropped_total). */
+#define ALERTS_PENDING_MAX 256
+
+/* Starts the delivery thread when storage is on and a target is configured (after the
+ * writer). 0, or -1 on failure. */
+int alerts_start(struct server *s);
+/* Stops the delivery thread (after the writer has committed what it could). */
+void alerts_stop(struct server *s);
+
 /* A finished diagnosis of job: r, its JSON text, and the incident change it caused
- * (INCIDENT_NONE: none). r is NULL for a change without a new report (resolved). */
+ * (INCIDENT_NONE: none). r is NULL for a change without a new report (resolved). Stores the
+ * report (when r), the incident (when there is one) and, for a change, one outbox row per
+ * target. Event loop only. */
 void alerts_report(struct server *s, struct job *job, const struct report *r, const char *json,
 		   enum incident_change change);
+/* Retries ops that found the writer queue full and refreshes the delivery metrics. Call on
+ * the writer's wake and the periodic tick. Event loop only. */
+void alerts_tick(struct server *s);
 
 #endif

@@ -60,6 +60,24 @@ static const struct setting settings[] = {
 	INT(http_max_body, 1048576, 1024, 67108864, true, "Largest REST request body, in bytes (413 beyond)."),
 	INT(http_max_headers, 16384, 1024, 1048576, true, "Largest REST request header block, in bytes."),
 	INT(http_timeout_s, 30, 1, 3600, true, "Time limit for reading a REST request and writing its answer."),
+	STR(alertmanager_url, "", false,
+	    "Prometheus Alertmanager base URL (http or https); incidents are POSTed to its /api/v2/alerts. "
+	    "Empty: off."),
+	STR(webhook_url, "", false, "URL of a generic JSON webhook receiving every incident change. Empty: off."),
+	STR(webhook_secret, "", false,
+	    "Key of the webhook's X-Culprit-Signature header (sha256=<hex HMAC-SHA256 of the body>). Empty: unsigned."),
+	STR(slack_url, "", false, "Slack incoming-webhook URL. Empty: off."),
+	STR(pagerduty_url, "https://events.pagerduty.com/v2/enqueue", false, "PagerDuty Events API v2 endpoint."),
+	STR(pagerduty_routing_key, "", false, "PagerDuty integration (routing) key. Empty: PagerDuty off."),
+	STR(public_url, "", false,
+	    "Base URL of this culpritd's REST API as on-call reaches it, for the links in alerts. Empty: "
+	    "http://<http_listen>."),
+	INT(alert_resend_s, 60, 5, 3600, false,
+	    "Interval at which open incidents are re-sent to Alertmanager (which resolves alerts not re-sent)."),
+	INT(alert_backoff_max_s, 300, 1, 86400, false,
+	    "Longest delay between two delivery attempts of an alert (exponential backoff from 1 s, with jitter)."),
+	INT(alert_give_up_s, 86400, 10, 2592000, false,
+	    "An alert not delivered this long after it was queued is given up (outbox state failed)."),
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 

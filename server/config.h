@@ -32,6 +32,17 @@ struct config {
 	int64_t http_max_body;
 	int64_t http_max_headers;
 	int64_t http_timeout_s;
+	/* alerts (alerts.c, deliver.c) */
+	char *alertmanager_url;
+	char *webhook_url;
+	char *webhook_secret;
+	char *slack_url;
+	char *pagerduty_url;
+	char *pagerduty_routing_key;
+	char *public_url;
+	int64_t alert_resend_s;
+	int64_t alert_backoff_max_s;
+	int64_t alert_give_up_s;
 	bool storage;
 };
 

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "alerts.h"
 #include "config.h"
 #include "diagnosis.h"
 #include "embedded.h"
@@ -114,6 +115,7 @@ static void writer_wake_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	ingest_writer_progress(arg);
+	alerts_tick(arg);
 }
 
 static void writer_wake(void *arg)
@@ -211,6 +213,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	strmap_each(&s->jobs, tick_job, s);
+	alerts_tick(s);
 }
 
 static int start_diagnosis(struct server *s)
@@ -352,6 +355,7 @@ static void shutdown_all(struct server *s)
 			log_warning("%llu received records were not committed (the agents still hold them and will resend)",
 				    (unsigned long long)lost);
 	}
+	alerts_stop(s);
 	if (s->writer_wake)
 		event_free(s->writer_wake);
 	if (s->retention)
@@ -399,7 +403,7 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
+	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
 	event_base_dispatch(s.base);

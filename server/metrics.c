@@ -27,6 +27,37 @@ static void one(FILE *out, const char *name, const char *type, const char *help,
 	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name, v);
 }
 
+static void per_target(FILE *out, const char *name, const char *help, const uint64_t *v)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (int t = 0; t < DELIVER_TARGETS; t++)
+		fprintf(out, "%s{target=\"%s\"} %" PRIu64 "\n", name, deliver_target_name((enum deliver_target)t), v[t]);
+}
+
+static void render_alerts(const struct metrics *m, FILE *out)
+{
+	one(out, "culprit_reports_queued_total", "counter",
+	    "Reports and incident changes handed to the storage writer (stored with their alerts in one transaction).",
+	    m->reports_queued);
+	one(out, "culprit_alert_ops_waiting", "gauge",
+	    "Reports and incident changes waiting on the loop for room in the writer queue.", m->alert_ops_waiting);
+	one(out, "culprit_alert_ops_dropped_total", "counter",
+	    "Reports and incident changes dropped because too many were waiting for the writer.", m->alert_ops_dropped);
+	per_target(out, "culprit_alert_deliveries_total", "Alerts delivered (2xx), by target.", m->alert_sent);
+	per_target(out, "culprit_alert_delivery_failures_total",
+		   "Alert delivery attempts that failed (error, timeout, status not 2xx), by target.", m->alert_failures);
+	per_target(out, "culprit_alert_given_up_total", "Alerts given up after alert_give_up_s, by target.",
+		   m->alert_given_up);
+	one(out, "culprit_alert_resends_total", "counter",
+	    "Re-sends of the open incidents to Alertmanager (keeps them firing).", m->alert_resends);
+	one(out, "culprit_alert_resend_failures_total", "counter", "Re-sends to Alertmanager that failed.",
+	    m->alert_resend_failures);
+	fprintf(out, "# HELP culprit_alert_outbox_pending Alert outbox rows not yet delivered (-1: unknown).\n"
+		     "# TYPE culprit_alert_outbox_pending gauge\n"
+		     "culprit_alert_outbox_pending %" PRId64 "\n",
+		m->alert_pending);
+}
+
 void metrics_render(const struct metrics *m, FILE *out)
 {
 	static const char *const record_names[3] = {"iteration", "phase", "kernel"};
@@ -87,4 +118,5 @@ void metrics_render(const struct metrics *m, FILE *out)
 		     "culprit_incident_changes_total{state=\"updated\"} %" PRIu64 "\n"
 		     "culprit_incident_changes_total{state=\"resolved\"} %" PRIu64 "\n",
 		m->incident_changes[1], m->incident_changes[2], m->incident_changes[3]);
+	render_alerts(m, out);
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "deliver.h"
+
 enum metrics_close_reason {
 	CLOSE_PEER,            /* the agent closed or said Goodbye */
 	CLOSE_PROTOCOL,        /* malformed frame or message out of place */
@@ -40,6 +42,12 @@ struct metrics {
 	uint64_t diagnosis_buckets[METRICS_DIAG_BUCKETS]; /* cumulative counts per upper bound */
 	uint64_t diagnoses_refused;                       /* queue full: tried again later */
 	uint64_t incident_changes[4];                     /* by enum incident_change */
+	/* alerts (copied from the delivery thread's stats by alerts_tick, once a second) */
+	uint64_t reports_queued;                          /* report ops handed to the writer */
+	uint64_t alert_ops_waiting, alert_ops_dropped;    /* report ops waiting for writer room; dropped */
+	uint64_t alert_sent[DELIVER_TARGETS], alert_failures[DELIVER_TARGETS], alert_given_up[DELIVER_TARGETS];
+	uint64_t alert_resends, alert_resend_failures;
+	int64_t alert_pending;                            /* outbox rows pending, -1 unknown */
 };
 
 void metrics_observe_diagnosis(struct metrics *m, double ms);

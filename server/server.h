@@ -18,6 +18,7 @@ struct storage_writer;
 struct storage_retention;
 struct diagnosis;
 struct conn;
+struct alerts;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
@@ -39,6 +40,7 @@ struct server {
 	struct diagnosis *diagnosis;   /* the worker that runs diagnoses off the loop */
 	struct event *diagnosis_wake;
 	struct event *tick;            /* once a second: due diagnoses, hang checks */
+	struct alerts *alerts;         /* reports, incidents and the alert outbox (alerts.c) */
 	struct event *signals[4];
 	char *db_dsn;                  /* the DSN in use (embedded or configured) */
 	bool embedded;

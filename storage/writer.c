@@ -31,6 +31,7 @@
 
 #include "log.h"
 #include "pgbuf.h"
+#include "reports.h"
 
 #define DEFAULT_RECONNECT_MIN_MS 100
 #define DEFAULT_RECONNECT_MAX_MS 5000
@@ -746,6 +747,13 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 			}
 			continue;
 		}
+		if (op->type == STORAGE_OP_REPORT) {
+			st->job = job_get(w, op->job, &res);
+			if (!st->job)
+				return res;
+			st->job_id = st->job->id;
+			continue;
+		}
 		const char *why = batch_invalid(op);
 		if (why) {
 			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job,
@@ -810,6 +818,16 @@ static enum txn_result write_txn(struct storage_writer *w, struct storage_op **o
 			r = run(w, &res, "insert from staging", sql, 0, NULL);
 			if (r)
 				PQclear(r);
+		}
+	}
+	for (size_t i = 0; i < n && res == TXN_OK; i++) {
+		if (ops[i]->type != STORAGE_OP_REPORT || sts[i].invalid)
+			continue;
+		const char *what = "report";
+		r = storage_report_write(w->conn, sts[i].job_id, ops[i], &what);
+		if (r) {
+			res = classify(w, r, what);
+			PQclear(r);
 		}
 	}
 	if (res == TXN_OK)
@@ -914,6 +932,8 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 		w->st.conflicts++;
 	pthread_mutex_unlock(&w->mu);
 	for (size_t i = 0; i < n; i++) {
+		if (committed && ops[i]->type == STORAGE_OP_REPORT && !sts[i].invalid && ops[i]->durable)
+			ops[i]->durable(ops[i]->durable_arg);
 		free(sts[i].name_ids);
 		storage_op_free(ops[i]);
 	}

@@ -22,6 +22,15 @@ struct storage_writer;
 enum storage_op_type {
 	STORAGE_OP_JOB,   /* create or update a job and its ranks (topology, hosts, coordinates) */
 	STORAGE_OP_BATCH, /* one agent batch: iterations, phases, kernels */
+	STORAGE_OP_REPORT, /* a diagnosis report, its job's incident and alert outbox rows (storage/reports.c) */
+};
+
+/* One alert to deliver (STORAGE_OP_REPORT): a row of alert_outbox, inserted unless
+ * (target, dedup_key) is already there. */
+struct storage_outbox_row {
+	char *target;
+	char *dedup_key;
+	char *payload; /* JSON text */
 };
 
 struct storage_topology {
@@ -60,6 +69,23 @@ struct storage_op {
 	struct record_kernel *kernels;
 	int64_t *kernel_iter_start_us;
 	size_t n_kernels;
+	/* STORAGE_OP_REPORT (counts one record, no done item): in one transaction, the report
+	 * (when report_json is set), the incident upsert by (job, incident_key) (when set), and
+	 * the outbox rows. durable(durable_arg) is called on the writer thread after the commit. */
+	char *report_json;
+	uint32_t first_iter, last_iter;
+	char *category;       /* of the report */
+	char *incident_key;
+	char *incident_category;
+	char *incident_state; /* "open" or "resolved" */
+	char *incident_summary;
+	uint32_t incident_updates;
+	int64_t opened_us, changed_us; /* epoch us */
+	char *incident_alert;  /* JSON kept to re-send while open (NULL: keep the stored one) */
+	struct storage_outbox_row *outbox;
+	size_t n_outbox;
+	void (*durable)(void *arg);
+	void *durable_arg;
 	/* private to the writer */
 	struct storage_op *next;
 };
