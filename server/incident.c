@@ -2,15 +2,28 @@
 #include "incident.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* category and the set of culprit ranks (sorted: their order by score may change) */
 static void fingerprint(const struct report *r, char *out, size_t size)
 {
-	size_t used = (size_t)snprintf(out, size, "%s", r->category);
+	uint32_t ranks[64];
+	size_t n = 0, used = (size_t)snprintf(out, size, "%s", r->category);
 
-	for (size_t i = 0; i < r->nsuspects && used + 12 < size; i++)
+	for (size_t i = 0; i < r->nsuspects && n < 64; i++)
 		if (r->suspects[i].role == REPORT_CULPRIT)
-			used += (size_t)snprintf(out + used, size - used, ",%u", r->suspects[i].rank);
+			ranks[n++] = r->suspects[i].rank;
+	qsort(ranks, n, sizeof(ranks[0]), cmp_u32);
+	for (size_t i = 0; i < n && used + 12 < size; i++)
+		used += (size_t)snprintf(out + used, size - used, ",%u", ranks[i]);
 }
 
 enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r,
