@@ -38,9 +38,35 @@ echo
 echo "culpritd is up: agents on $agent, REST API on http://$http (try: curl http://$http/metrics)"
 echo
 
-if "$build/client/culprit" sim --help 2>&1 | grep -q -- '--server'; then
-	echo "streaming the simulated case5 job (12,960 ranks on 1,620 nodes) into culpritd ..."
-	"$build/client/culprit" sim --scenario case5 --server "$agent" &
-	sim=$!
-fi
+job=sim-case5
+api=http://$http/api/v1
+echo "streaming the simulated case5 job (12,960 ranks on 1,620 node agents) into culpritd ..."
+echo "watch for the INCIDENT lines: when it opened, the suspects with host and coordinates, the verdict"
+echo
+"$build/client/culprit" sim --scenario case5 --server "$agent" &
+sim=$!
+# out-of-band monitoring reports "port down" on the culprits' node, as in the real incident
+sleep 3
+curl -fsS -X POST "$api/events" -H 'Content-Type: application/json' \
+	-d "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"ts_us\":$(date +%s)000000,\"source\":\"oob\",\"detail\":\"eth3\"}" \
+	>/dev/null && echo "posted an out-of-band port_down event on node-1294 (POST $api/events)"
+wait "$sim" || true
+sim=
+sleep 2
+echo
+echo "the latest report's verdict and its verdict on the port-down event:"
+latest=$(curl -fsS "$api/jobs/$job/reports/latest" || true)
+echo "$latest" | grep -o '"verdict":{"category":"[a-z_]*"' | head -n 1 | sed 's/.*"category":/  category: /'
+echo "$latest" | grep -o '"events":\[[^]]*\]' | sed 's/^/  /'
+cat <<EOF
+
+query it yourself:
+  curl $api/jobs                          # jobs
+  curl $api/jobs/$job/reports/latest      # the report JSON
+  curl $api/jobs/$job/incidents           # incidents
+  curl $api/events                        # out-of-band events
+  curl http://$http/metrics               # culpritd's own metrics
+
+culpritd keeps running; Ctrl-C stops it (and its PostgreSQL).
+EOF
 wait "$culpritd"
