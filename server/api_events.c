@@ -15,20 +15,14 @@
 #include <event2/buffer.h>
 
 #include "api.h"
+#include "event_body.h"
 #include "jobs.h"
 #include "log.h"
 #include "server.h"
 #include "strmap.h"
 
-#define EVENTS_PER_POST_MAX 1000
 #define EVENTS_PER_JOB_MAX 256 /* kept in a job's window store; more are stored, not judged */
 #define EVENTS_LIMIT_MAX 1000
-
-struct ev {
-	const char *job, *host, *kind, *source, *detail;
-	json_int_t ts_us;
-	json_t *jobs; /* names of the jobs it was added to */
-};
 
 static int64_t wall_us(void)
 {
@@ -38,62 +32,9 @@ static int64_t wall_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* optional string field: 1 present, 0 absent, -1 wrong (answered) */
-static int str_field(struct api_req *r, json_t *o, size_t i, const char *name, size_t max, int required,
-		     const char **out)
-{
-	json_t *v = json_object_get(o, name);
-
-	*out = NULL;
-	if (!v || json_is_null(v)) {
-		if (!required)
-			return 0;
-		api_reply_error(r->req, 400, "bad event", "event %zu: \"%s\" is required", i, name);
-		return -1;
-	}
-	if (!json_is_string(v) || json_string_length(v) > max || (required && json_string_length(v) == 0) ||
-	    strlen(json_string_value(v)) != json_string_length(v)) {
-		api_reply_error(r->req, 400, "bad event", "event %zu: \"%s\" must be a string of %s1-%zu bytes", i,
-				name, required ? "" : "0 or ", max);
-		return -1;
-	}
-	*out = json_string_value(v);
-	return 1;
-}
-
-static int parse_event(struct api_req *r, json_t *o, size_t i, struct ev *e)
-{
-	json_t *ts;
-
-	if (!json_is_object(o)) {
-		api_reply_error(r->req, 400, "bad event", "event %zu is not a JSON object", i);
-		return -1;
-	}
-	if (str_field(r, o, i, "host", 255, 1, &e->host) < 0 || str_field(r, o, i, "kind", 63, 1, &e->kind) < 0 ||
-	    str_field(r, o, i, "source", 255, 0, &e->source) < 0 ||
-	    str_field(r, o, i, "detail", 1024, 0, &e->detail) < 0 || str_field(r, o, i, "job", 127, 0, &e->job) < 0)
-		return -1;
-	ts = json_object_get(o, "ts_us");
-	if (ts && !json_is_null(ts)) {
-		/* 1970 .. 9999: what PostgreSQL's timestamptz holds */
-		if (!json_is_integer(ts) || json_integer_value(ts) <= 0 || json_integer_value(ts) > 253402300799000000LL) {
-			api_reply_error(r->req, 400, "bad event", "event %zu: \"ts_us\" must be a positive integer (epoch microseconds)",
-					i);
-			return -1;
-		}
-		e->ts_us = json_integer_value(ts);
-	} else {
-		e->ts_us = wall_us();
-	}
-	if (!e->source)
-		e->source = "api";
-	if (!e->detail)
-		e->detail = "";
-	return 0;
-}
-
 struct apply {
-	struct ev *evs;
+	struct event_in *evs;
+	json_t **jobs; /* per event: names of the jobs it was added to */
 	size_t n;
 	struct server *s;
 	struct strmap hosts; /* host -> 1 (the events' hosts) */
@@ -117,7 +58,7 @@ static void apply_job(const char *name, void *value, void *arg)
 			strmap_put(&on, h, (void *)1);
 	}
 	for (size_t i = 0; i < a->n; i++) {
-		struct ev *e = &a->evs[i];
+		struct event_in *e = &a->evs[i];
 
 		if ((e->job && strcmp(e->job, name) != 0) || !strmap_get(&on, e->host))
 			continue;
@@ -126,7 +67,7 @@ static void apply_job(const char *name, void *value, void *arg)
 			a->not_kept++;
 			continue;
 		}
-		json_array_append_new(e->jobs, json_string(name));
+		json_array_append_new(a->jobs[i], json_string(name));
 		hit = 1;
 	}
 	strmap_free(&on);
@@ -149,62 +90,52 @@ static void post_events(struct api_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	size_t len = evbuffer_get_length(in), n;
-	json_error_t jerr;
-	json_t *body, *rows = NULL, *answer = NULL;
+	struct event_body b;
+	json_t *rows = NULL, *answer = NULL;
 	struct apply a = {.s = r->s};
-	char *rows_text = NULL, *answer_text = NULL;
+	char *rows_text = NULL, *answer_text = NULL, err[512];
+	int status;
 
-	if (len == 0) {
-		api_reply_error(r->req, 400, "malformed JSON", "the body is empty: one event object or an array of them");
+	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, wall_us(), &b, err, sizeof(err));
+	if (status) {
+		api_reply_error(r->req, status, status == 413 ? "too many events" : status == 400 ? "bad event" : "internal error",
+				"%s", err);
 		return;
 	}
-	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr);
-	if (!body) {
-		api_reply_error(r->req, 400, "malformed JSON", "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-		return;
-	}
-	n = json_is_array(body) ? json_array_size(body) : 1;
-	if (n == 0 || n > EVENTS_PER_POST_MAX) {
-		api_reply_error(r->req, n ? 413 : 400, n ? "too many events" : "bad event",
-				"between 1 and %d events per request, not %zu", EVENTS_PER_POST_MAX, n);
-		json_decref(body);
-		return;
-	}
-	a.evs = calloc(n, sizeof(*a.evs));
-	if (!a.evs) {
-		api_reply_error(r->req, 500, "internal error", "out of memory");
-		json_decref(body);
-		return;
-	}
-	a.n = n;
-	for (size_t i = 0; i < n; i++) {
-		if (parse_event(r, json_is_array(body) ? json_array_get(body, i) : body, i, &a.evs[i]) < 0)
-			goto out;
-		if (a.evs[i].job && !strmap_get(&r->s->jobs, a.evs[i].job)) {
+	n = b.n;
+	for (size_t i = 0; i < n; i++)
+		if (b.ev[i].job && !strmap_get(&r->s->jobs, b.ev[i].job)) {
 			api_reply_error(r->req, 404, "unknown job", "event %zu: no job \"%.127s\" is known to this culpritd",
-					i, a.evs[i].job);
-			goto out;
+					i, b.ev[i].job);
+			event_body_free(&b);
+			return;
 		}
-	}
 	/* valid: apply to the jobs in memory */
+	a.evs = b.ev;
+	a.n = n;
+	a.jobs = calloc(n, sizeof(*a.jobs));
 	rows = json_array();
 	answer = json_array();
+	if (!a.jobs || !rows || !answer) {
+		api_reply_error(r->req, 500, "internal error", "out of memory");
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++) {
-		a.evs[i].jobs = json_array();
-		strmap_put(&a.hosts, a.evs[i].host, (void *)1);
+		a.jobs[i] = json_array();
+		strmap_put(&a.hosts, b.ev[i].host, (void *)1);
 	}
 	strmap_each(&r->s->jobs, apply_job, &a);
 	if (a.not_kept)
 		log_warning("api: %" PRIu64 " event(s) not added to a job's window (more than %d there)", a.not_kept,
 			    EVENTS_PER_JOB_MAX);
 	for (size_t i = 0; i < n; i++) {
-		struct ev *e = &a.evs[i];
+		struct event_in *e = &b.ev[i];
 
 		json_array_append_new(rows, json_pack("{s:s?, s:s, s:s, s:I, s:s, s:s}", "job", e->job, "host", e->host,
-						      "kind", e->kind, "ts_us", e->ts_us, "source", e->source, "detail",
-						      e->detail));
+						      "kind", e->kind, "ts_us", (json_int_t)e->ts_us, "source", e->source,
+						      "detail", e->detail));
 		json_array_append_new(answer, json_pack("{s:s, s:s, s:I, s:O}", "host", e->host, "kind", e->kind,
-							"ts_us", e->ts_us, "jobs", e->jobs));
+							"ts_us", (json_int_t)e->ts_us, "jobs", a.jobs[i]));
 	}
 	rows_text = json_dumps(rows, JSON_COMPACT);
 	answer_text = json_dumps(answer, JSON_COMPACT);
@@ -216,15 +147,15 @@ static void post_events(struct api_req *r)
 	else
 		api_query(r, 202, "nothing stored", insert_sql, 2, (const char *const[]){rows_text, answer_text});
 out:
-	for (size_t i = 0; i < n; i++)
-		json_decref(a.evs[i].jobs);
+	for (size_t i = 0; a.jobs && i < n; i++)
+		json_decref(a.jobs[i]);
+	free(a.jobs);
 	strmap_free(&a.hosts);
-	free(a.evs);
 	free(rows_text);
 	free(answer_text);
 	json_decref(rows);
 	json_decref(answer);
-	json_decref(body);
+	event_body_free(&b);
 }
 
 static const char list_sql[] =
