@@ -5,7 +5,7 @@
  * (new rows committed), a poll timer (every second: claim due rows) and a re-send timer.
  * Database calls are plain libpq calls on this thread: they only hold up deliveries.
  *
- * Claiming a row moves its next_attempt CLAIM_S into the future (SELECT ... FOR UPDATE SKIP
+ * Claiming a row moves its next_attempt 15 s into the future (SELECT ... FOR UPDATE SKIP
  * LOCKED inside the UPDATE), so that a culpritd that dies mid-request leaves the row to be
  * retried once the claim expires. Delivery is at least once: a row sent whose "sent" update
  * is lost is sent again; receivers deduplicate by X-Culprit-Dedup-Key. */
@@ -28,7 +28,6 @@
 #include "log.h"
 
 #define MAX_INFLIGHT 32
-#define CLAIM_S 30           /* a claimed row is retried after this if nothing is heard */
 #define REQUEST_TIMEOUT_S 10 /* whole request, connection included */
 #define DB_RETRY_MAX_S 30
 
@@ -207,7 +206,9 @@ static int request_start(struct deliver *d, enum deliver_target t, int64_t id, c
 		snprintf(url, sizeof url, "%s", d->url[t]);
 	}
 	q->easy = curl_easy_init();
-	if (!q->easy || add_header(q, "Content-Type: ", "application/json") < 0 ||
+	/* "Expect:" off: libcurl would otherwise wait up to a second for "100 Continue" before
+	 * sending a larger body to a server that does not send it */
+	if (!q->easy || add_header(q, "Content-Type: ", "application/json") < 0 || add_header(q, "Expect:", "") < 0 ||
 	    (dedup_key && add_header(q, "X-Culprit-Dedup-Key: ", dedup_key) < 0))
 		goto fail;
 	if (t == DELIVER_WEBHOOK && d->secret[0]) {
@@ -429,8 +430,8 @@ static void poll_outbox(struct deliver *d)
 	if (slots > 0) {
 		snprintf(limit, sizeof limit, "%d", slots);
 		r = db_exec(d, "claiming due alerts",
-			    "UPDATE alert_outbox o SET next_attempt = now() + interval '" /* claim */
-			    "30 seconds', attempts = o.attempts + 1"
+			    /* the claim: retried after 15 s (REQUEST_TIMEOUT_S + 5) if nothing is heard */
+			    "UPDATE alert_outbox o SET next_attempt = now() + interval '15 seconds', attempts = o.attempts + 1"
 			    " FROM (SELECT id FROM alert_outbox WHERE state = 'pending' AND next_attempt <= now()"
 			    " ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) due WHERE o.id = due.id"
 			    " RETURNING o.id, o.target, o.dedup_key, o.payload::text, o.attempts,"

@@ -1,0 +1,153 @@
+/* test_alert_webhook: a signed generic webhook that fails, culpritd killed in between.
+ *
+ * compute_straggler (1,024 ranks) is streamed with a fault that ends (--recover-at): the
+ * incident fires and resolves. The receiver answers 500 to everything meanwhile, so both
+ * states stay pending in the outbox. culpritd is SIGKILLed, the receiver fails two more
+ * requests then accepts, and a new culpritd on the same database delivers what was pending:
+ * every outbox row accepted exactly once (one 200 per dedup key), firing and resolved among
+ * them, each body signed with HMAC-SHA256 of the secret, its dedup_key field equal to the
+ * header. */
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "alerttest.h"
+#include "harness.h"
+#include "receiver.h"
+
+#define SECRET "test-secret-5f1c"
+
+static struct h_proc proc;
+
+static void start(const char *dir, const char *dsn, int rx_port)
+{
+	char url[128];
+	const char *extra[] = {"--db", dsn, "--webhook-url", url, "--webhook-secret", SECRET, "--alert-backoff-max-s", "2",
+			       NULL};
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", rx_port);
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+}
+
+int main(void)
+{
+	char dsn[512], dir[512], simlog[600];
+	int rx_port;
+	struct rx *rx = rx_start(&rx_port);
+	struct rx_hit *hits;
+	size_t n, ok = 0, failed = 0;
+	long rows;
+	int status;
+
+	H_CHECK(rx != NULL, NULL);
+	rx_fail(rx, -1);
+	h_db_create("alert_webhook", dsn, sizeof(dsn));
+	h_tmpdir("alert_webhook", dir, sizeof(dir));
+	snprintf(simlog, sizeof(simlog), "%s/sim.log", dir);
+	start(dir, dsn, rx_port);
+
+	/* the fault from iteration 20 to 39: fires, then resolves */
+	H_CHECK(at_sim("compute_straggler", 60, 40, proc.agent_port, simlog) == 0, &proc);
+
+	/* both states queued and tried at least once, nothing accepted */
+	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
+		long firing = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'webhook' AND"
+					       " dedup_key LIKE '%/firing/%' AND attempts > 0");
+		long resolved = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'webhook' AND"
+						 " dedup_key LIKE '%/resolved/%' AND attempts > 0");
+
+		if (firing >= 1 && resolved >= 1)
+			break;
+		H_CHECK(h_now_ms() < deadline, &proc);
+	}
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE state <> 'pending'") == 0, &proc);
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'resolved' AND"
+				 " key LIKE 'sim-compute_straggler/%/compute_degradation'") == 1,
+		&proc);
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE"
+				 " j.name = 'sim-compute_straggler' AND r.category = 'compute_degradation'") >= 1,
+		&proc);
+
+	/* killed with the alerts pending; the receiver fails two more, then accepts */
+	h_proc_stop(&proc, SIGKILL, 5000);
+	rx_fail(rx, 2);
+	start(dir, dsn, rx_port);
+	for (int64_t deadline = h_now_ms() + 90000;; poll(NULL, 0, 200)) {
+		if (at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE state <> 'sent'") == 0)
+			break;
+		H_CHECK(h_now_ms() < deadline, &proc);
+	}
+	rows = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox");
+	H_CHECK(rows >= 2, &proc);
+	/* the metrics (refreshed about once a second) say the same */
+	for (int64_t deadline = h_now_ms() + 10000;; poll(NULL, 0, 200)) {
+		char *body = NULL;
+		int done;
+
+		H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &body) == 200, &proc);
+		done = h_metric(body, "culprit_alert_deliveries_total{target=\"webhook\"}") == (double)rows &&
+		       h_metric(body, "culprit_alert_delivery_failures_total{target=\"webhook\"}") >= 2 &&
+		       h_metric(body, "culprit_alert_outbox_pending") == 0;
+		if (!done && h_now_ms() > deadline)
+			fprintf(stderr, "%s\n", body);
+		free(body);
+		if (done)
+			break;
+		H_CHECK(h_now_ms() < deadline, &proc);
+	}
+	status = h_proc_stop(&proc, SIGTERM, 60000);
+	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
+
+	n = rx_hits(rx, &hits);
+	for (size_t i = 0; i < n; i++) {
+		char sig[128], sql[512];
+		json_t *j;
+
+		if (hits[i].status != 200) {
+			failed++;
+			continue;
+		}
+		ok++;
+		H_CHECK(strcmp(hits[i].path, "/hook") == 0, NULL);
+		rx_sign(SECRET, hits[i].body, sig, sizeof(sig));
+		if (strcmp(sig, hits[i].signature) != 0) {
+			fprintf(stderr, "bad signature %s, expected %s\n", hits[i].signature, sig);
+			H_CHECK(0, NULL);
+		}
+		j = json_loads(hits[i].body, 0, NULL);
+		H_CHECK(j != NULL, NULL);
+		H_CHECK(strcmp(json_string_value(json_object_get(j, "dedup_key")), hits[i].dedup) == 0, NULL);
+		H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "category")),
+			       "compute_degradation") == 0,
+			NULL);
+		if (strstr(hits[i].dedup, "/firing/")) {
+			/* the firing alert carries the report naming the culprit */
+			json_t *sus = json_object_get(json_object_get(j, "report"), "suspects");
+
+			H_CHECK(json_integer_value(json_object_get(json_array_get(sus, 0), "rank")) == 517, NULL);
+			H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "host")),
+				       "node-64") == 0,
+				NULL);
+		}
+		json_decref(j);
+		/* one accepted delivery per dedup key, and each is an outbox row */
+		for (size_t k = 0; k < i; k++)
+			if (hits[k].status == 200 && strcmp(hits[k].dedup, hits[i].dedup) == 0) {
+				fprintf(stderr, "dedup key %s delivered twice\n", hits[i].dedup);
+				H_CHECK(0, NULL);
+			}
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM alert_outbox WHERE dedup_key = '%s'", hits[i].dedup);
+		H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
+	}
+	fprintf(stderr, "webhook: %zu outbox rows, %zu requests answered 500, %zu accepted\n", (size_t)rows, failed, ok);
+	H_CHECK(ok == (size_t)rows, NULL);
+	H_CHECK(failed >= 4, NULL); /* at least one per state before the kill, two after */
+	rx_hits_free(hits, n);
+	rx_stop(rx);
+	printf("ok\n");
+	return 0;
+}
