@@ -10,7 +10,7 @@ culprit_install_deps
 
 build=build/release
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+cmake --build "$build" -j"$(nproc)" >"$build.log" 2>&1 || { cat "$build.log" >&2; exit 1; }
 echo "built $build/server/culpritd and $build/client/culprit"
 
 data=${CULPRIT_DATA_DIR:-./var}
@@ -20,7 +20,9 @@ mkdir -p "$data"
 # as root, the embedded PostgreSQL runs as "postgres" and must reach the data directory
 [ "$(id -u)" -ne 0 ] || chmod 755 "$data"
 
-"$build/server/culpritd" --data-dir "$data" --agent-listen "$agent" --http-listen "$http" &
+# a session of its own, so that Ctrl-C reaches run.sh alone, which then stops culpritd once
+# (SIGTERM: drain and stop its PostgreSQL)
+setsid "$build/server/culpritd" --data-dir "$data" --agent-listen "$agent" --http-listen "$http" &
 culpritd=$!
 stop() {
 	trap - INT TERM EXIT
@@ -43,7 +45,7 @@ api=http://$http/api/v1
 echo "streaming the simulated case5 job (12,960 ranks on 1,620 node agents) into culpritd ..."
 echo "watch for the INCIDENT lines: when it opened, the suspects with host and coordinates, the verdict"
 echo
-"$build/client/culprit" sim --scenario case5 --server "$agent" &
+setsid "$build/client/culprit" sim --scenario case5 --server "$agent" &
 sim=$!
 # out-of-band monitoring reports "port down" on the culprits' node, as in the real incident
 sleep 3

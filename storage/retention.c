@@ -43,13 +43,17 @@ int storage_retention_run(const char *dsn, int retention_days, int ahead_days, c
 		PQfinish(c);
 		return -1;
 	}
-	int changed = 0;
+	int changed = 0, created = 0, dropped = 0;
 	for (int i = 0; i < PQntuples(r); i++) {
 		const char *action = PQgetvalue(r, i, 0);
-		log_info("retention: %s %s", action, PQgetvalue(r, i, 1));
-		if (strcmp(action, "created") == 0 || strcmp(action, "dropped") == 0)
-			changed++;
+		/* each partition at debug level, one line a run at info */
+		log_debug("retention: %s %s", action, PQgetvalue(r, i, 1));
+		created += strcmp(action, "created") == 0;
+		dropped += strcmp(action, "dropped") == 0;
 	}
+	changed = created + dropped;
+	if (changed)
+		log_info("retention: %d partitions created, %d dropped (keeping %d days)", created, dropped, retention_days);
 	PQclear(r);
 	PQfinish(c);
 	return changed;
