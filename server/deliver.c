@@ -74,6 +74,7 @@ struct deliver {
 	int n_inflight;
 	int resend_inflight;
 	unsigned rng;
+	time_t started;
 
 	_Atomic uint64_t sent[DELIVER_TARGETS], failures[DELIVER_TARGETS], given_up[DELIVER_TARGETS];
 	_Atomic uint64_t resends, resend_failures;
@@ -492,10 +493,18 @@ static void resend_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (!d->url[DELIVER_ALERTMANAGER][0] || d->resend_inflight)
 		return;
-	r = db_exec(d, "reading open incidents",
-		    "SELECT count(*), coalesce(jsonb_agg(alert), '[]')::text FROM incidents"
-		    " WHERE state = 'open' AND alert IS NOT NULL",
-		    0, NULL);
+	/* only incidents opened by this process: one left open by a culpritd that stopped is no
+	 * longer followed, and Alertmanager lets it expire */
+	{
+		char since[24];
+		const char *p[1] = {since};
+
+		snprintf(since, sizeof since, "%lld", (long long)d->started);
+		r = db_exec(d, "reading open incidents",
+			    "SELECT count(*), coalesce(jsonb_agg(alert), '[]')::text FROM incidents"
+			    " WHERE state = 'open' AND alert IS NOT NULL AND opened >= to_timestamp($1::float8)",
+			    1, p);
+	}
 	if (!r)
 		return;
 	if (strcmp(PQgetvalue(r, 0, 0), "0") != 0) {
@@ -559,6 +568,7 @@ struct deliver *deliver_start(const struct deliver_config *cfg)
 	d->backoff_max_s = cfg->backoff_max_s > 0 ? cfg->backoff_max_s : 300;
 	d->give_up_s = cfg->give_up_s > 0 ? cfg->give_up_s : 86400;
 	d->backoff_min_ms = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 1000;
+	d->started = time(NULL) - 1;
 	d->rng = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)d;
 	atomic_store(&d->pending, -1);
 	d->base = failed ? NULL : event_base_new();
