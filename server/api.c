@@ -30,6 +30,7 @@ struct api {
 	size_t n_pending;
 	uint64_t next_token;
 	uint64_t requests, busy, db_answers; /* for /metrics */
+	uint64_t by_class[6];                /* answers by status class: [2] 2xx ... [5] 5xx */
 	struct strmap latest;                /* job name -> struct shared_text of its latest report */
 };
 
@@ -324,6 +325,16 @@ static int split(struct api_req *r, const char *path)
 	return 0;
 }
 
+/* the answer went out: count it by status class */
+static void answered(struct evhttp_request *req, void *arg)
+{
+	struct api *a = arg;
+	int code = evhttp_request_get_response_code(req);
+
+	if (code >= 200 && code < 600)
+		a->by_class[code / 100]++;
+}
+
 void api_dispatch(struct server *s, struct evhttp_request *req)
 {
 	struct api_req r = {.s = s, .req = req, .method = evhttp_request_get_command(req)};
@@ -331,8 +342,10 @@ void api_dispatch(struct server *s, struct evhttp_request *req)
 	const char *path = evhttp_uri_get_path(uri), *qs = evhttp_uri_get_query(uri);
 
 	TAILQ_INIT(&r.query);
-	if (s->api)
+	if (s->api) {
 		s->api->requests++;
+		evhttp_request_set_on_complete_cb(req, answered, s->api);
+	}
 	if (qs && evhttp_parse_query_str(qs, &r.query) < 0) {
 		api_reply_error(req, 400, "bad query string", "the query string is not well formed");
 		goto out;
@@ -370,8 +383,13 @@ void api_metrics(const struct server *s, FILE *f)
 		"# TYPE culprit_api_database_answers_total counter\nculprit_api_database_answers_total %llu\n"
 		"# HELP culprit_api_busy_total REST requests refused (503) because the query queue was full.\n"
 		"# TYPE culprit_api_busy_total counter\nculprit_api_busy_total %llu\n"
+		"# HELP culprit_api_responses_total REST answers under /api/v1 sent, by status class.\n"
+		"# TYPE culprit_api_responses_total counter\n"
+		"culprit_api_responses_total{code=\"2xx\"} %llu\nculprit_api_responses_total{code=\"4xx\"} %llu\n"
+		"culprit_api_responses_total{code=\"5xx\"} %llu\n"
 		"# HELP culprit_api_pending_requests REST requests waiting for PostgreSQL.\n"
 		"# TYPE culprit_api_pending_requests gauge\nculprit_api_pending_requests %zu\n",
 		(unsigned long long)a->requests, (unsigned long long)a->db_answers, (unsigned long long)a->busy,
-		a->n_pending);
+		(unsigned long long)a->by_class[2], (unsigned long long)a->by_class[4],
+		(unsigned long long)a->by_class[5], a->n_pending);
 }

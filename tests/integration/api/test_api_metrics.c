@@ -31,8 +31,13 @@ int main(void)
 	H_CHECK(api_call(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",\"kind\":\"ecc\"}", &j) == 202, &proc);
 	json_decref(j);
 
+	api_expect_error(&proc, "GET", "/api/v1/jobs/nojob", NULL, 404);
+
 	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
-	H_CHECK(strstr(text, "culprit_api_requests_total") != NULL, &proc);
+	H_CHECK(h_metric(text, "culprit_api_requests_total") == 3, &proc);
+	H_CHECK(h_metric(text, "culprit_api_responses_total{code=\"2xx\"}") == 2, &proc);
+	H_CHECK(h_metric(text, "culprit_api_responses_total{code=\"4xx\"}") == 1, &proc);
+	H_CHECK(h_metric(text, "culprit_api_database_answers_total") == 1, &proc); /* the event insert */
 	snprintf(path, sizeof(path), "%s/metrics.txt", dir);
 	f = fopen(path, "w");
 	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, &proc);
@@ -43,6 +48,20 @@ int main(void)
 	fprintf(stderr, "promtool check metrics: exit %d\n", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
 	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, &proc);
 
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+
+	/* without a database: what needs one is 503, events are still judged in memory */
+	extra[0] = "--storage";
+	extra[1] = "false";
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	api_expect_error(&proc, "GET", "/api/v1/events", NULL, 503);
+	api_expect_error(&proc, "GET", "/api/v1/reports/1", NULL, 503);
+	H_CHECK(api_call(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",\"kind\":\"ecc\"}", &j) == 202, &proc);
+	H_CHECK(json_is_null(json_object_get(j, "ids")) && json_integer_value(json_object_get(j, "accepted")) == 1, &proc);
+	json_decref(j);
+	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
+	H_CHECK(h_metric(text, "culprit_api_responses_total{code=\"5xx\"}") == 2, &proc);
+	free(text);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 	fprintf(stderr, "test_api_metrics: ok\n");
 	return 0;
