@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "engine.h"
+#include "import.h"
 #include "jsonl.h"
 #include "replay.h"
 #include "sim.h"
@@ -21,6 +22,8 @@ struct ingest {
 	struct store *store;
 	char job[128];
 	uint64_t records;
+	int wide;  /* imported traces: more phase and kernel names per job (import.h) */
+	int whole; /* timelines: no window → analyse the whole input (engine.h) */
 };
 
 static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
@@ -43,6 +46,14 @@ static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
 	struct engine_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.diagnose_on_close = 1;
+	if (in->wide) {
+		/* traces: more names, and collectives shorter than a millisecond (import.h) */
+		cfg.store.max_phases = 48;
+		cfg.store.max_kernels = 256;
+		diagnose_config_default(&cfg.diag);
+		cfg.diag.l2.min_delta_ms = 0.1;
+	}
+	cfg.whole_input = in->whole;
 	in->engine = engine_create(&t, &cfg);
 	if (!in->engine) {
 		*why = "out of memory for the window store";
@@ -148,26 +159,10 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts, c
 	return 0;
 }
 
-/* "jsonl" when the (possibly gzipped) content starts with '{', else NULL */
-static const char *sniff(const char *path)
-{
-	gzFile f = gzopen(path, "rb");
-	if (!f)
-		return NULL;
-	char buf[64];
-	int n = gzread(f, buf, sizeof(buf));
-	gzclose(f);
-	for (int i = 0; i < n; i++) {
-		if (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
-			continue;
-		return buf[i] == '{' ? "jsonl" : NULL;
-	}
-	return n == 0 ? "jsonl" : NULL; /* empty input: no records */
-}
-
 static void diagnose_usage(FILE *f)
 {
-	fprintf(f, "usage: culprit diagnose [--format auto|jsonl] [--text] PATH...\n");
+	fprintf(f, "usage: culprit diagnose [--format auto|jsonl|kineto|chrome|csv] [--meta FILE]\n"
+		   "                        [--pp N] [--tp N] [--text] PATH...\n");
 }
 
 static int cmd_diagnose(int argc, char **argv)
@@ -177,9 +172,14 @@ static int cmd_diagnose(int argc, char **argv)
 	static const struct option opts[] = {
 		{"format", required_argument, NULL, 'f'},
 		{"text", no_argument, NULL, 't'},
+		{"meta", required_argument, NULL, 'm'},
+		{"pp", required_argument, NULL, 'P'},
+		{"tp", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	struct import_options iopt;
+	memset(&iopt, 0, sizeof(iopt));
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:th", opts, NULL)) != -1) {
@@ -187,6 +187,24 @@ static int cmd_diagnose(int argc, char **argv)
 		case 'f':
 			format = optarg;
 			break;
+		case 'm':
+			iopt.meta = optarg;
+			break;
+		case 'P':
+		case 'T': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v < 1 || v > 65536) {
+				fprintf(stderr, "culprit diagnose: --%s wants a number from 1 to 65536\n",
+					c == 'P' ? "pp" : "tp");
+				return 2;
+			}
+			if (c == 'P')
+				iopt.pp = (uint32_t)v;
+			else
+				iopt.tp = (uint32_t)v;
+			break;
+		}
 		case 't':
 			text = 1;
 			break;
@@ -198,11 +216,9 @@ static int cmd_diagnose(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (strcmp(format, "auto") != 0 && strcmp(format, "jsonl") != 0) {
-		if (!strcmp(format, "kineto") || !strcmp(format, "chrome") || !strcmp(format, "csv"))
-			fprintf(stderr, "culprit diagnose: format \"%s\" is not supported yet\n", format);
-		else
-			fprintf(stderr, "culprit diagnose: unknown format \"%s\"\n", format);
+	int fmt = import_format_parse(format);
+	if (fmt < 0) {
+		fprintf(stderr, "culprit diagnose: unknown format \"%s\"\n", format);
 		return 2;
 	}
 	if (optind >= argc) {
@@ -211,26 +227,21 @@ static int cmd_diagnose(int argc, char **argv)
 	}
 	struct ingest in;
 	memset(&in, 0, sizeof(in));
+	int first = fmt;
+	if (fmt == IMPORT_AUTO) {
+		char e[512];
+		first = strcmp(argv[optind], "-") != 0 ? (int)import_detect(argv[optind], e, sizeof(e))
+						       : IMPORT_JSONL;
+	}
+	in.wide = first > IMPORT_JSONL;
+	in.whole = first == IMPORT_CHROME;
 	struct jsonl_handler h = {&in, on_job, on_host, on_iter, on_phase, on_kernel, on_event};
 	int rc = 0;
-	for (int i = optind; i < argc && !rc; i++) {
-		if (strcmp(format, "auto") == 0 && strcmp(argv[i], "-") != 0 && !sniff(argv[i])) {
-			FILE *f = fopen(argv[i], "rb");
-			if (!f)
-				fprintf(stderr, "culprit diagnose: %s: could not open: %s\n", argv[i], strerror(errno));
-			else {
-				fclose(f);
-				fprintf(stderr, "culprit diagnose: %s: unrecognized format (expected JSONL)\n", argv[i]);
-			}
-			rc = 2;
-			break;
-		}
-		char err[512];
-		uint64_t lines = 0;
-		if (jsonl_read(argv[i], &h, &lines, err, sizeof(err)) < 0) {
-			fprintf(stderr, "culprit diagnose: %s\n", err);
-			rc = 2;
-		}
+	char err[1024];
+	if (import_read((enum import_format)fmt, (const char *const *)argv + optind,
+			(size_t)(argc - optind), &iopt, &h, err, sizeof(err)) < 0) {
+		fprintf(stderr, "culprit diagnose: %s\n", err);
+		rc = 2;
 	}
 	if (!rc && !in.engine) {
 		fprintf(stderr, "culprit diagnose: no job line in the input\n");

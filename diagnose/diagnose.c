@@ -662,7 +662,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		few = 1;
 	size_t nc = 0;
 	const char *what = NULL;
-	int flagmask = 0, flag = L2_HIGH;
+	int flagmask = 0, flag = L2_HIGH, late_only = 0;
 	double stage_excess = 0, stage_ratio = 0;
 	int stage = find_stage(&w, &stage_excess, &stage_ratio);
 	if (stage >= 0) {
@@ -708,6 +708,13 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 				flagmask = KM_COMM;
 				flag = L2_LOW;
 				what = "late arrival";
+			} else if (nc && nc * 2 <= w.W) {
+				/* more than a few ranks, still a minority, arrive late at collectives
+				 * while no rank computes slower: host-side delay on their side; they
+				 * stay late arrivers, no culprit (docs/method.md) */
+				rep->category = "host_delay";
+				late_only = 1;
+				nc = 0;
 			} else {
 				nc = 0;
 			}
@@ -877,6 +884,13 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			 what, nc, nc == 1 ? "" : "s", list[0], nc > 1 ? ", ..." : "", hosts, top_phase,
 			 flag == L2_LOW && top_ratio > 0 ? 1 / top_ratio : top_ratio, kern, nvict, nlate,
 			 rep->late_consistent ? " because of them" : "");
+	}
+	else if (late_only && nlate) {
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "host-side delay: %zu ranks arrive late at collectives (their communication is "
+			 "the shortest of their group) while no rank computes slower; %zu ranks wait as "
+			 "victims",
+			 nlate, nvict);
 	}
 	else {
 		rep->category = "none";

@@ -1,6 +1,7 @@
 /* engine.c: store + L1 + diagnosis for one job. */
 #include "engine.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,9 @@ struct engine {
 	int have_last;
 	struct report last;
 	int due_sent;
+	uint32_t lo_iter, hi_iter; /* iterations seen, for a whole-input analysis */
+	double sum_ms;
+	uint64_t n_iter;
 };
 
 struct engine *engine_create(const struct topo *t, const struct engine_config *cfg)
@@ -72,6 +76,12 @@ int engine_poll(struct engine *e)
 	double ms;
 	while (store_next_complete(e->store, &it, &ms)) {
 		enum l1_event x = l1_update(&e->l1, it, ms);
+		if (!e->n_iter || it < e->lo_iter)
+			e->lo_iter = it;
+		if (!e->n_iter || it > e->hi_iter)
+			e->hi_iter = it;
+		e->sum_ms += ms;
+		e->n_iter++;
 		if (x == L1_OPENED) {
 			ev |= ENGINE_OPENED;
 			e->due_sent = 0;
@@ -105,6 +115,20 @@ int engine_finish(struct engine *e, struct report *out)
 	store_flush(e->store);
 	engine_poll(e);
 	int64_t now = store_latest_us(e->store);
+	if (!e->l1.windows && e->n_iter &&
+	    (e->n_iter < e->l1.cfg.min_history || e->cfg.whole_input) && !engine_hung(e, now, NULL, 0)) {
+		/* input too short for L1 (e.g. one profiled step per rank), or a whole-input
+		 * analysis: L2 and attribution over all of it as one window, without a baseline
+		 * (docs/method.md) */
+		struct diagnose_input in;
+		diagnose_input_from_l1(&in, &e->l1, 0);
+		in.has_window = 1;
+		in.first_iter = e->lo_iter;
+		in.last_iter = e->hi_iter;
+		in.window_ms = e->sum_ms / (double)e->n_iter;
+		in.baseline_ms = NAN;
+		return diagnose_run(e->store, &in, &e->cfg.diag, out);
+	}
 	if (engine_hung(e, now, NULL, 0) || e->l1.open || !e->have_last)
 		return engine_diagnose(e, now, out);
 	*out = e->last;

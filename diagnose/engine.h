@@ -34,6 +34,9 @@ struct engine_config {
 	struct diagnose_config diag; /* zeroed: defaults */
 	uint32_t due_iters;          /* window length that makes a diagnosis due (8) */
 	int diagnose_on_close;       /* offline: diagnose inside engine_poll when a window closes */
+	int whole_input;             /* offline: when no window opened, engine_finish analyses
+					all iterations as one window (steady stage imbalance in a
+					timeline that was imbalanced from its first step) */
 };
 
 struct engine;
@@ -49,7 +52,9 @@ int engine_diagnose(struct engine *e, int64_t now_us, struct report *out);
 size_t engine_hung(const struct engine *e, int64_t now_us, uint32_t *out, size_t cap);
 /* Offline end of input: flush the last iterations, and produce the final report: a hang
  * when ranks stopped reporting before the end (now = the latest end time in the data),
- * else the open window, else the most recent closed window, else category none. */
+ * else the open window, else the most recent closed window, else category none. An input
+ * too short for L1 (fewer iterations than l1 min_history), or any input without a window
+ * when whole_input is set, is analysed as one window without a baseline. */
 int engine_finish(struct engine *e, struct report *out);
 /* Number of windows opened so far. */
 uint32_t engine_windows(const struct engine *e);

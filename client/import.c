@@ -1,0 +1,534 @@
+/* import.c: format detection, dispatch, and the streaming Chrome-trace event reader (yajl
+ * callbacks over gzread chunks: memory stays bounded whatever the file size). */
+#include "import.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_parse.h>
+#include <zlib.h>
+
+#include "import_chrome.h"
+#include "import_csv.h"
+#include "import_kineto.h"
+
+static const char *const format_names[] = {"auto", "jsonl", "kineto", "chrome", "csv"};
+
+int import_format_parse(const char *s)
+{
+	for (int i = 0; i < (int)(sizeof(format_names) / sizeof(format_names[0])); i++)
+		if (strcmp(s, format_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *import_format_name(enum import_format f)
+{
+	return (unsigned)f < sizeof(format_names) / sizeof(format_names[0]) ? format_names[f] : "?";
+}
+
+enum import_format import_detect(const char *path, char *err, size_t errlen)
+{
+	gzFile f = strcmp(path, "-") == 0 ? NULL : gzopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: could not open", path);
+		return IMPORT_AUTO;
+	}
+	static char buf[8192];
+	int n = gzread(f, buf, sizeof(buf) - 1);
+	gzclose(f);
+	if (n < 0) {
+		snprintf(err, errlen, "%s: could not read (bad gzip data)", path);
+		return IMPORT_AUTO;
+	}
+	buf[n] = 0;
+	int i = 0;
+	while (i < n && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
+		i++;
+	if (i == n)
+		return IMPORT_JSONL; /* empty: no records */
+	if (buf[i] == '[')
+		return IMPORT_CHROME;
+	if (buf[i] == '{') {
+		int j = i + 1;
+		while (j < n && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
+			j++;
+		if (strncmp(buf + j, "\"type\"", 6) == 0)
+			return IMPORT_JSONL;
+		if (strstr(buf, "\"schemaVersion\"") || strstr(buf, "\"distributedInfo\"") ||
+		    strstr(buf, "\"deviceProperties\""))
+			return IMPORT_KINETO;
+		if (strstr(buf, "\"traceEvents\""))
+			return IMPORT_CHROME;
+		return IMPORT_JSONL;
+	}
+	char *nl = strchr(buf + i, '\n');
+	if (nl)
+		*nl = 0;
+	if (strstr(buf + i, "worker") && strchr(buf + i, ','))
+		return IMPORT_CSV;
+	snprintf(err, errlen,
+		 "%s: unrecognized format (expected JSONL, a PyTorch profiler or Chrome trace, or a "
+		 "worker CSV)",
+		 path);
+	return IMPORT_AUTO;
+}
+
+int import_read(enum import_format fmt, const char *const *paths, size_t n,
+		const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		size_t errlen)
+{
+	static const struct import_options none;
+	if (!opt)
+		opt = &none;
+	size_t i = 0;
+	while (i < n) {
+		enum import_format f = fmt;
+		if (f == IMPORT_AUTO) {
+			if (strcmp(paths[i], "-") == 0)
+				f = IMPORT_JSONL;
+			else if ((f = import_detect(paths[i], err, errlen)) == IMPORT_AUTO)
+				return -1;
+		}
+		/* a run of files of the same format goes to its importer together */
+		size_t j = i + 1;
+		if (fmt == IMPORT_AUTO)
+			while (j < n && strcmp(paths[j], "-") != 0 &&
+			       import_detect(paths[j], err, errlen) == f)
+				j++;
+		else
+			j = n;
+		int rc = 0;
+		switch (f) {
+		case IMPORT_JSONL:
+			for (size_t k = i; k < j && !rc; k++)
+				rc = jsonl_read(paths[k], h, NULL, err, errlen);
+			break;
+		case IMPORT_KINETO:
+			rc = import_kineto_read(paths + i, j - i, opt, h, err, errlen);
+			break;
+		case IMPORT_CHROME:
+			for (size_t k = i; k < j && !rc; k++)
+				rc = import_chrome_read(paths[k], opt, h, err, errlen);
+			break;
+		case IMPORT_CSV:
+			for (size_t k = i; k < j && !rc; k++)
+				rc = import_csv_read(paths[k], opt, h, err, errlen);
+			break;
+		default:
+			snprintf(err, errlen, "unknown format");
+			rc = -1;
+		}
+		if (rc)
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+/* --- the event stream --- */
+
+enum key {
+	K_OTHER = 0,
+	K_TRACEEVENTS,
+	K_DIST,
+	K_PH,
+	K_CAT,
+	K_NAME,
+	K_TS,
+	K_DUR,
+	K_PID,
+	K_TID,
+	K_ARGS,
+	K_STEP,
+	K_RANK,
+	K_WORLD,
+};
+
+#define MAX_DEPTH 64
+
+struct sp {
+	const struct import_stream_handler *h;
+	int depth;
+	int top; /* 0 unknown, 1 map, 2 array */
+	int ev_arr;   /* depth of the events array, 0 none yet */
+	int ev_open;  /* inside it */
+	int in_event; /* inside an event map (depth ev_arr + 1) */
+	int in_dist;
+	int64_t rank, world;
+	unsigned char key[MAX_DEPTH + 2];
+	struct import_event ev;
+	const char *why;
+	uint64_t events;
+};
+
+static enum key classify(const unsigned char *k, size_t len, int where)
+{
+#define IS(s) (len == sizeof(s) - 1 && memcmp(k, s, len) == 0)
+	switch (where) {
+	case 0: /* top-level object */
+		if (IS("traceEvents"))
+			return K_TRACEEVENTS;
+		if (IS("distributedInfo"))
+			return K_DIST;
+		break;
+	case 1: /* event */
+		if (IS("ph"))
+			return K_PH;
+		if (IS("cat"))
+			return K_CAT;
+		if (IS("name"))
+			return K_NAME;
+		if (IS("ts"))
+			return K_TS;
+		if (IS("dur"))
+			return K_DUR;
+		if (IS("pid"))
+			return K_PID;
+		if (IS("tid"))
+			return K_TID;
+		if (IS("args"))
+			return K_ARGS;
+		break;
+	case 2: /* args */
+		if (IS("step"))
+			return K_STEP;
+		if (IS("name"))
+			return K_NAME;
+		break;
+	case 3: /* distributedInfo */
+		if (IS("rank"))
+			return K_RANK;
+		if (IS("world_size"))
+			return K_WORLD;
+		break;
+	}
+	return K_OTHER;
+#undef IS
+}
+
+/* where scalars at the current depth land: 1 event, 2 args, 3 dist, 0 nowhere */
+static int scope(const struct sp *p)
+{
+	if (p->in_event && p->depth == p->ev_arr + 1)
+		return 1;
+	if (p->in_event && p->depth == p->ev_arr + 2 && p->key[p->ev_arr + 1] == K_ARGS)
+		return 2;
+	if (p->in_dist && p->depth == 2)
+		return 3;
+	return 0;
+}
+
+static void reset_event(struct import_event *e)
+{
+	e->ph[0] = e->cat[0] = e->name[0] = e->arg_name[0] = 0;
+	e->has_ts = e->has_dur = 0;
+	e->ts = e->dur = 0;
+	e->pid = e->tid = -1;
+	e->step = -1;
+}
+
+static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
+{
+	struct sp *p = ctx;
+	int where = p->depth == 1 && p->top == 1 ? 0 : -1;
+	int s = scope(p);
+	if (s == 1)
+		where = 1;
+	else if (s == 2)
+		where = 2;
+	else if (s == 3)
+		where = 3;
+	p->key[p->depth] = where < 0 ? K_OTHER : (unsigned char)classify(k, len, where);
+	return 1;
+}
+
+static int push(struct sp *p)
+{
+	if (p->depth >= MAX_DEPTH) {
+		p->why = "nesting deeper than 64 levels";
+		return 0;
+	}
+	p->depth++;
+	p->key[p->depth] = K_OTHER;
+	return 1;
+}
+
+/* a scalar or container in the events array itself must be an object */
+static int check_element(struct sp *p, int is_map)
+{
+	if (p->ev_open && p->depth == p->ev_arr && !is_map) {
+		p->why = "an element of traceEvents is not an object";
+		return 0;
+	}
+	return 1;
+}
+
+static int cb_start_map(void *ctx)
+{
+	struct sp *p = ctx;
+	if (p->depth == 0)
+		p->top = 1;
+	int parent_key = p->key[p->depth];
+	if (!check_element(p, 1) || !push(p))
+		return 0;
+	if (p->ev_open && p->depth == p->ev_arr + 1) {
+		p->in_event = 1;
+		reset_event(&p->ev);
+	} else if (p->top == 1 && p->depth == 2 && parent_key == K_DIST) {
+		p->in_dist = 1;
+	} else if (p->in_event && p->depth == p->ev_arr + 2 && parent_key != K_ARGS) {
+		/* a nested object in an event field we read is a wrong type */
+		if (parent_key == K_TS || parent_key == K_DUR || parent_key == K_NAME ||
+		    parent_key == K_PH) {
+			p->why = "an event field has the wrong type (object)";
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int cb_end_map(void *ctx)
+{
+	struct sp *p = ctx;
+	if (p->in_event && p->depth == p->ev_arr + 1) {
+		p->in_event = 0;
+		p->events++;
+		if (p->h->event && p->h->event(p->h->ctx, &p->ev, &p->why) < 0)
+			return 0;
+	} else if (p->in_dist && p->depth == 2) {
+		p->in_dist = 0;
+		if (p->h->dist && p->h->dist(p->h->ctx, p->rank, p->world, &p->why) < 0)
+			return 0;
+	}
+	p->depth--;
+	return 1;
+}
+
+static int cb_start_array(void *ctx)
+{
+	struct sp *p = ctx;
+	if (p->depth == 0)
+		p->top = 2;
+	int parent_key = p->key[p->depth];
+	if (!check_element(p, 0) || !push(p))
+		return 0;
+	if (p->top == 2 && p->depth == 1)
+		p->ev_arr = 1, p->ev_open = 1;
+	else if (p->top == 1 && p->depth == 2 && parent_key == K_TRACEEVENTS && !p->ev_arr)
+		p->ev_arr = 2, p->ev_open = 1;
+	else if (p->in_event && p->depth == p->ev_arr + 2 &&
+		 (parent_key == K_TS || parent_key == K_DUR || parent_key == K_NAME || parent_key == K_PH)) {
+		p->why = "an event field has the wrong type (array)";
+		return 0;
+	}
+	return 1;
+}
+
+static int cb_end_array(void *ctx)
+{
+	struct sp *p = ctx;
+	if (p->ev_open && p->depth == p->ev_arr)
+		p->ev_open = 0;
+	p->depth--;
+	return 1;
+}
+
+static int bad_type(struct sp *p, int s, int is_num)
+{
+	int k = p->key[p->depth];
+	if (s == 1 && !is_num && (k == K_TS || k == K_DUR)) {
+		p->why = k == K_TS ? "event field \"ts\" is not a number" : "event field \"dur\" is not a number";
+		return 1;
+	}
+	if (s == 1 && is_num && (k == K_PH || k == K_NAME || k == K_CAT)) {
+		p->why = "event field \"ph\", \"cat\" or \"name\" is not a string";
+		return 1;
+	}
+	if (s == 2 && !is_num && k == K_STEP) {
+		p->why = "event field \"args.step\" is not a number";
+		return 1;
+	}
+	return 0;
+}
+
+static int cb_scalar_other(void *ctx)
+{
+	struct sp *p = ctx;
+	if (!check_element(p, 0))
+		return 0;
+	int s = scope(p);
+	if (s && bad_type(p, s, 0))
+		return 0;
+	return 1;
+}
+
+static int cb_bool(void *ctx, int b)
+{
+	(void)b;
+	return cb_scalar_other(ctx);
+}
+
+static int cb_null(void *ctx)
+{
+	return cb_scalar_other(ctx);
+}
+
+static void copy_str(char *dst, size_t cap, const unsigned char *s, size_t len)
+{
+	if (len >= cap)
+		len = cap - 1;
+	memcpy(dst, s, len);
+	dst[len] = 0;
+}
+
+static int cb_string(void *ctx, const unsigned char *s, size_t len)
+{
+	struct sp *p = ctx;
+	if (!check_element(p, 0))
+		return 0;
+	int sc = scope(p);
+	if (!sc)
+		return 1;
+	if (bad_type(p, sc, 0))
+		return 0;
+	int k = p->key[p->depth];
+	if (sc == 1) {
+		if (k == K_PH)
+			copy_str(p->ev.ph, sizeof(p->ev.ph), s, len);
+		else if (k == K_CAT)
+			copy_str(p->ev.cat, sizeof(p->ev.cat), s, len);
+		else if (k == K_NAME)
+			copy_str(p->ev.name, sizeof(p->ev.name), s, len);
+	} else if (sc == 2 && k == K_NAME) {
+		copy_str(p->ev.arg_name, sizeof(p->ev.arg_name), s, len);
+	}
+	return 1;
+}
+
+static int cb_number(void *ctx, const char *s, size_t len)
+{
+	struct sp *p = ctx;
+	if (!check_element(p, 0))
+		return 0;
+	int sc = scope(p);
+	if (!sc)
+		return 1;
+	if (bad_type(p, sc, 1))
+		return 0;
+	int k = p->key[p->depth];
+	if (k == K_OTHER || (sc == 2 && k != K_STEP))
+		return 1;
+	char tmp[64];
+	if (len >= sizeof(tmp))
+		len = sizeof(tmp) - 1;
+	memcpy(tmp, s, len);
+	tmp[len] = 0;
+	double v = strtod(tmp, NULL);
+	if (sc == 1) {
+		if (k == K_TS) {
+			p->ev.ts = v;
+			p->ev.has_ts = 1;
+		} else if (k == K_DUR) {
+			p->ev.dur = v;
+			p->ev.has_dur = 1;
+		} else if (k == K_PID) {
+			p->ev.pid = (int64_t)v;
+		} else if (k == K_TID) {
+			p->ev.tid = (int64_t)v;
+		}
+	} else if (sc == 2) {
+		p->ev.step = (int64_t)v;
+	} else if (sc == 3) {
+		if (k == K_RANK)
+			p->rank = (int64_t)v;
+		else if (k == K_WORLD)
+			p->world = (int64_t)v;
+	}
+	return 1;
+}
+
+static const yajl_callbacks callbacks = {
+	cb_null, cb_bool, NULL, NULL, cb_number, cb_string, cb_start_map, cb_map_key, cb_end_map,
+	cb_start_array, cb_end_array,
+};
+
+int import_stream_events(const char *path, const struct import_stream_handler *h,
+			 uint64_t *bytes, char *err, size_t errlen)
+{
+	gzFile f = gzopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "%s: could not open", path);
+		return -1;
+	}
+	gzbuffer(f, 1 << 17);
+	struct sp *p = calloc(1, sizeof(*p));
+	const size_t CH = 1 << 18;
+	unsigned char *buf = malloc(CH);
+	yajl_handle y = p && buf ? yajl_alloc(&callbacks, NULL, p) : NULL;
+	int rc = -1;
+	uint64_t base = 0;
+	if (!y) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	p->h = h;
+	p->rank = p->world = -1;
+	for (;;) {
+		int n = gzread(f, buf, (unsigned)CH);
+		if (n < 0) {
+			int e;
+			const char *m = gzerror(f, &e);
+			snprintf(err, errlen, "%s: byte %llu: bad gzip data: %s", path,
+				 (unsigned long long)base, m ? m : "?");
+			goto out;
+		}
+		if (n == 0) {
+			int e;
+			const char *m = gzerror(f, &e);
+			if (e != Z_OK) {
+				snprintf(err, errlen, "%s: byte %llu: truncated or bad gzip data: %s", path,
+					 (unsigned long long)base, m ? m : "?");
+				goto out;
+			}
+			break;
+		}
+		yajl_status st = yajl_parse(y, buf, (size_t)n);
+		if (st != yajl_status_ok) {
+			uint64_t pos = base + yajl_get_bytes_consumed(y);
+			if (st == yajl_status_client_canceled) {
+				snprintf(err, errlen, "%s: byte %llu: %s", path, (unsigned long long)pos,
+					 p->why ? p->why : "rejected");
+			} else {
+				unsigned char *m = yajl_get_error(y, 0, buf, (size_t)n);
+				char *nl = strchr((char *)m, '\n');
+				if (nl)
+					*nl = 0;
+				snprintf(err, errlen, "%s: byte %llu: malformed JSON: %s", path,
+					 (unsigned long long)pos, (char *)m);
+				yajl_free_error(y, m);
+			}
+			goto out;
+		}
+		base += (uint64_t)n;
+	}
+	if (yajl_complete_parse(y) != yajl_status_ok || p->depth != 0 || p->top == 0) {
+		snprintf(err, errlen, "%s: byte %llu: truncated JSON (the document does not end)", path,
+			 (unsigned long long)base);
+		goto out;
+	}
+	if (!p->ev_arr) {
+		snprintf(err, errlen, "%s: no traceEvents array", path);
+		goto out;
+	}
+	if (bytes)
+		*bytes = base;
+	rc = 0;
+out:
+	if (y)
+		yajl_free(y);
+	free(buf);
+	free(p);
+	gzclose(f);
+	return rc;
+}

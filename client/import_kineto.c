@@ -1,0 +1,383 @@
+/* import_kineto.c: PyTorch profiler traces (see import_kineto.h). */
+#include "import_kineto.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COLL_PHASES 24 /* per step and type; later collectives share "#rest" */
+
+struct kev {
+	double ts, dur;
+	uint32_t name;
+	uint8_t comm;
+};
+
+struct step {
+	int64_t num;
+	double ts, dur;
+};
+
+struct names {
+	char **s;
+	uint8_t *comm;
+	uint32_t n, cap;
+	uint32_t *tab; /* open addressing, index + 1 */
+	uint32_t tcap;
+};
+
+struct kin {
+	struct kev *k;
+	size_t nk, capk;
+	struct step *st;
+	size_t ns, caps;
+	struct names nm;
+	int64_t rank, world;
+	int oom;
+};
+
+static uint64_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+int import_kineto_nccl_type(const char *name, char *out, size_t cap)
+{
+	const char *p = NULL;
+	if (strncmp(name, "ncclKernel_", 11) == 0)
+		p = name + 11;
+	else if (strncmp(name, "ncclDevKernel_", 14) == 0)
+		p = name + 14;
+	if (p) {
+		size_t i = 0;
+		while (p[i] && p[i] != '_' && p[i] != '(' && i + 1 < cap) {
+			out[i] = p[i];
+			i++;
+		}
+		out[i] = 0;
+		return i > 0;
+	}
+	for (const char *q = name; *q; q++)
+		if (tolower((unsigned char)q[0]) == 'n' && tolower((unsigned char)q[1]) == 'c' &&
+		    tolower((unsigned char)q[2]) == 'c' && tolower((unsigned char)q[3]) == 'l') {
+			snprintf(out, cap, "nccl");
+			return 1;
+		}
+	return 0;
+}
+
+static int names_grow(struct names *nm)
+{
+	uint32_t tcap = nm->tcap ? nm->tcap * 2 : 256;
+	uint32_t *t = calloc(tcap, sizeof(*t));
+	if (!t)
+		return -1;
+	for (uint32_t i = 0; i < nm->n; i++) {
+		uint32_t j = (uint32_t)hash(nm->s[i]) & (tcap - 1);
+		while (t[j])
+			j = (j + 1) & (tcap - 1);
+		t[j] = i + 1;
+	}
+	free(nm->tab);
+	nm->tab = t;
+	nm->tcap = tcap;
+	return 0;
+}
+
+static int64_t names_intern(struct names *nm, const char *s)
+{
+	if ((nm->n + 1) * 2 > nm->tcap && names_grow(nm) < 0)
+		return -1;
+	uint32_t j = (uint32_t)hash(s) & (nm->tcap - 1);
+	while (nm->tab[j]) {
+		if (strcmp(nm->s[nm->tab[j] - 1], s) == 0)
+			return nm->tab[j] - 1;
+		j = (j + 1) & (nm->tcap - 1);
+	}
+	if (nm->n == nm->cap) {
+		uint32_t c = nm->cap ? nm->cap * 2 : 64;
+		char **ns = realloc(nm->s, c * sizeof(*ns));
+		if (!ns)
+			return -1;
+		nm->s = ns;
+		uint8_t *nc = realloc(nm->comm, c);
+		if (!nc)
+			return -1;
+		nm->comm = nc;
+		nm->cap = c;
+	}
+	char *d = strdup(s);
+	if (!d)
+		return -1;
+	char ty[64];
+	nm->comm[nm->n] = (uint8_t)import_kineto_nccl_type(s, ty, sizeof(ty));
+	nm->s[nm->n] = d;
+	nm->tab[j] = nm->n + 1;
+	return nm->n++;
+}
+
+static void names_free(struct names *nm)
+{
+	for (uint32_t i = 0; i < nm->n; i++)
+		free(nm->s[i]);
+	free(nm->s);
+	free(nm->comm);
+	free(nm->tab);
+	memset(nm, 0, sizeof(*nm));
+}
+
+static int on_event(void *ctx, const struct import_event *e, const char **why)
+{
+	struct kin *k = ctx;
+	if (e->ph[0] != 'X' || e->ph[1])
+		return 0;
+	if (strcmp(e->cat, "kernel") == 0 || strcmp(e->cat, "Kernel") == 0) {
+		if (!e->has_ts || !e->has_dur) {
+			*why = "kernel event without ts or dur";
+			return -1;
+		}
+		if (k->nk == k->capk) {
+			size_t c = k->capk ? k->capk * 2 : 4096;
+			struct kev *n = realloc(k->k, c * sizeof(*n));
+			if (!n)
+				goto oom;
+			k->k = n;
+			k->capk = c;
+		}
+		int64_t id = names_intern(&k->nm, e->name);
+		if (id < 0)
+			goto oom;
+		k->k[k->nk++] = (struct kev){e->ts, e->dur, (uint32_t)id, k->nm.comm[id]};
+		return 0;
+	}
+	if (strncmp(e->name, "ProfilerStep#", 13) == 0 && strcmp(e->cat, "gpu_user_annotation") != 0) {
+		if (!e->has_ts || !e->has_dur) {
+			*why = "ProfilerStep event without ts or dur";
+			return -1;
+		}
+		char *end;
+		long long num = strtoll(e->name + 13, &end, 10);
+		if (end == e->name + 13 || num < 0 || num > (long long)UINT32_MAX) {
+			*why = "ProfilerStep without a step number";
+			return -1;
+		}
+		if (k->ns == k->caps) {
+			size_t c = k->caps ? k->caps * 2 : 16;
+			struct step *n = realloc(k->st, c * sizeof(*n));
+			if (!n)
+				goto oom;
+			k->st = n;
+			k->caps = c;
+		}
+		k->st[k->ns++] = (struct step){num, e->ts, e->dur};
+	}
+	return 0;
+oom:
+	*why = "out of memory";
+	return -1;
+}
+
+static int on_dist(void *ctx, int64_t rank, int64_t world, const char **why)
+{
+	struct kin *k = ctx;
+	if (world < 1 || world > 1000000 || rank < 0 || rank >= world) {
+		*why = "distributedInfo: rank or world_size out of range";
+		return -1;
+	}
+	k->rank = rank;
+	k->world = world;
+	return 0;
+}
+
+static int cmp_step(const void *a, const void *b)
+{
+	const struct step *x = a, *y = b;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static int cmp_kev(const void *a, const void *b)
+{
+	const struct kev *x = a, *y = b;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* kernels of one step grouped by name: sort indices by (name, ts) */
+static const struct kev *g_sort_base;
+static int cmp_idx(const void *a, const void *b)
+{
+	const struct kev *x = &g_sort_base[*(const size_t *)a], *y = &g_sort_base[*(const size_t *)b];
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+static int64_t us(double v)
+{
+	return (int64_t)llround(v);
+}
+
+static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h,
+		char *err, size_t errlen)
+{
+	const char *why = NULL;
+	qsort(k->st, k->ns, sizeof(*k->st), cmp_step);
+	qsort(k->k, k->nk, sizeof(*k->k), cmp_kev);
+	size_t *idx = malloc((k->nk ? k->nk : 1) * sizeof(*idx));
+	int64_t *durs = malloc((k->nk ? k->nk : 1) * sizeof(*durs));
+	int rc = -1;
+	if (!idx || !durs) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto out;
+	}
+	size_t ki = 0;
+	while (ki < k->nk && k->k[ki].ts < k->st[0].ts)
+		ki++;
+	for (size_t s = 0; s < k->ns; s++) {
+		const struct step *st = &k->st[s];
+		if (s + 1 < k->ns && k->st[s + 1].num == st->num)
+			continue; /* duplicate annotation */
+		/* the step's kernels: launched in it; the last step's until twice its length */
+		double end = s + 1 < k->ns ? k->st[s + 1].ts : st->ts + 2 * st->dur;
+		size_t a = ki;
+		while (ki < k->nk && k->k[ki].ts < end)
+			ki++;
+		size_t b = ki;
+		struct record_iter it = {rank, (uint32_t)st->num, us(st->ts), us(st->dur)};
+		if (h->iter && h->iter(h->ctx, &it, &why) < 0)
+			goto bad;
+		/* phases */
+		double compute = 0;
+		struct {
+			char ty[32];
+			uint32_t n;
+		} seen[16];
+		size_t nseen = 0;
+		for (size_t i = a; i < b; i++) {
+			const struct kev *e = &k->k[i];
+			if (!e->comm) {
+				compute += e->dur;
+				continue;
+			}
+			char ty[32], name[64];
+			import_kineto_nccl_type(k->nm.s[e->name], ty, sizeof(ty));
+			size_t j = 0;
+			while (j < nseen && strcmp(seen[j].ty, ty) != 0)
+				j++;
+			if (j == nseen) {
+				if (nseen == 16)
+					j = 15; /* more types than slots: the last one collects them */
+				else {
+					snprintf(seen[nseen].ty, sizeof(seen[nseen].ty), "%s", ty);
+					seen[nseen++].n = 0;
+				}
+			}
+			uint32_t n = seen[j].n++;
+			if (n < MAX_COLL_PHASES)
+				snprintf(name, sizeof(name), "nccl_%s#%u", seen[j].ty, n);
+			else
+				snprintf(name, sizeof(name), "nccl_%s#rest", seen[j].ty);
+			struct record_phase ph = {rank, it.iter, 0, RECORD_KIND_COMM, RECORD_GROUP_DP,
+						  us(e->ts - st->ts), us(e->dur)};
+			if (h->phase && h->phase(h->ctx, &ph, name, &why) < 0)
+				goto bad;
+		}
+		struct record_phase pc = {rank, it.iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE,
+					  RECORD_NO_START, us(compute)};
+		if (h->phase && h->phase(h->ctx, &pc, "gpu_compute", &why) < 0)
+			goto bad;
+		/* kernels, by name */
+		for (size_t i = a; i < b; i++)
+			idx[i - a] = i;
+		g_sort_base = k->k;
+		qsort(idx, b - a, sizeof(*idx), cmp_idx);
+		for (size_t i = 0; i < b - a;) {
+			size_t j = i;
+			uint32_t nm = k->k[idx[i]].name;
+			while (j < b - a && k->k[idx[j]].name == nm) {
+				durs[j - i] = us(k->k[idx[j]].dur);
+				j++;
+			}
+			struct record_kernel rk;
+			memset(&rk, 0, sizeof(rk));
+			rk.rank = rank;
+			rk.iter = it.iter;
+			rk.kind = k->nm.comm[nm] ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE;
+			rk.count = (uint32_t)(j - i);
+			if (h->kernel && h->kernel(h->ctx, &rk, k->nm.s[nm], durs, j - i, &why) < 0)
+				goto bad;
+			i = j;
+		}
+	}
+	rc = 0;
+	goto out;
+bad:
+	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+out:
+	free(idx);
+	free(durs);
+	return rc;
+}
+
+int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
+			     const struct jsonl_handler *h, struct import_kineto_stats *stats, char *err,
+			     size_t errlen)
+{
+	int64_t world = -1;
+	for (size_t f = 0; f < n; f++) {
+		struct kin k;
+		memset(&k, 0, sizeof(k));
+		k.rank = k.world = -1;
+		struct import_stream_handler sh = {&k, on_event, on_dist};
+		uint64_t bytes = 0;
+		int rc = import_stream_events(paths[f], &sh, &bytes, err, errlen);
+		if (!rc && k.ns == 0) {
+			snprintf(err, errlen, "%s: no steps (no ProfilerStep#N annotation in the trace)", paths[f]);
+			rc = -1;
+		}
+		if (!rc) {
+			if (k.world < 0) {
+				k.world = n > 1 ? (int64_t)n : 1;
+				k.rank = (int64_t)f;
+			}
+			if (world < 0) {
+				world = k.world;
+				struct jsonl_job j = {opt && opt->job ? opt->job : "kineto", (uint32_t)world, 1, 1, 1,
+						      (uint32_t)world, 1, world < 8 ? (uint32_t)world : 8,
+						      "tp-cp-ep-dp-pp"};
+				const char *why = NULL;
+				if (h->job && h->job(h->ctx, &j, &why) < 0) {
+					snprintf(err, errlen, "%s: %s", paths[f], why ? why : "rejected");
+					rc = -1;
+				}
+			} else if (k.world != world) {
+				snprintf(err, errlen, "%s: world_size %lld differs from the first file's %lld",
+					 paths[f], (long long)k.world, (long long)world);
+				rc = -1;
+			}
+		}
+		if (!rc)
+			rc = emit(&k, paths[f], (uint32_t)k.rank, h, err, errlen);
+		if (stats) {
+			stats->bytes += bytes;
+			stats->steps += k.ns;
+			stats->kernels += k.nk;
+		}
+		free(k.k);
+		free(k.st);
+		names_free(&k.nm);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+int import_kineto_read(const char *const *paths, size_t n, const struct import_options *opt,
+		       const struct jsonl_handler *h, char *err, size_t errlen)
+{
+	return import_kineto_read_stats(paths, n, opt, h, NULL, err, errlen);
+}
