@@ -60,7 +60,10 @@ static PGconn *connection(struct storage_query *q, PGconn **conn, struct storage
 		return *conn;
 	if (*conn)
 		PQfinish(*conn);
-	*conn = PQconnectdb(q->dsn);
+	/* a dead server must not hold a worker for long: 5 s unless the DSN says otherwise (its
+	 * own values, expanded from dbname, override the ones before it) */
+	*conn = PQconnectdbParams((const char *const[]){"connect_timeout", "dbname", NULL},
+				  (const char *const[]){"5", q->dsn, NULL}, 1);
 	if (PQstatus(*conn) != CONNECTION_OK) {
 		snprintf(r->error, sizeof(r->error), "could not connect to the database: %s", PQerrorMessage(*conn));
 		r->error[strcspn(r->error, "\n")] = '\0';
