@@ -1,0 +1,41 @@
+/* kernel_summary.h: the agent side of "kernel sketches on the wire": the raw durations of
+ * one kernel name on one rank over one step become a record_kernel with its summary
+ * fields (count, sum, min, max, p50, p99) and a mergeable duration sketch
+ * (diagnose/sketch.h, 1% relative accuracy), and the size of a step's Batch on the wire
+ * can be measured (the figure in docs/importers.md). */
+#ifndef CULPRIT_KERNEL_SUMMARY_H
+#define CULPRIT_KERNEL_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+#include "sketch.h"
+
+/* Up to this many calls the summary fields hold every value and no sketch is sent. */
+#define KERNEL_SUMMARY_EXACT_MAX 3
+
+struct kernel_summary {
+	struct sketch sk;
+	int64_t *sorted;
+	size_t sorted_cap;
+	uint8_t *buf; /* the last sketch's bytes */
+	size_t buf_cap;
+};
+
+void kernel_summary_init(struct kernel_summary *ks);
+void kernel_summary_free(struct kernel_summary *ks);
+/* Fills k's count (when 0), sum/min/max/p50/p99 and sketch from durs[0..n) (n > 0, every
+ * value >= 0); no sketch (sketch_len 0) up to KERNEL_SUMMARY_EXACT_MAX calls. k->sketch
+ * points into ks until the next call. Returns 0, -1 on a negative
+ * duration or out of memory (*why says which). */
+int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs,
+			size_t n, const char **why);
+/* Bytes of one Batch message (protobuf, schema/culprit.proto) holding these records and
+ * names (the batch dictionary; pass nnames 0 for a step whose names the server already
+ * has), plus the 4-byte frame length prefix. */
+size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
+				 size_t nph, const struct record_kernel *k, size_t nk,
+				 const char *const *names, size_t nnames);
+
+#endif
