@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
 #include <jansson.h>
 
 #include "deliver.h"
@@ -32,6 +33,8 @@ struct job_alert {
 };
 
 struct alerts {
+	struct storage_writer *writer; /* its own writer: an alert never waits behind records */
+	struct event *writer_wake;
 	struct deliver *deliver;
 	int on[DELIVER_TARGETS];
 	char public_url[512];
@@ -45,6 +48,19 @@ struct alerts {
 static void wake_delivery(void *arg)
 {
 	deliver_wake(arg);
+}
+
+/* the report writer made room: retry what waits (on the loop) */
+static void writer_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	alerts_tick(arg);
+}
+
+static void writer_wake(void *arg)
+{
+	event_active(arg, EV_READ, 0);
 }
 
 int alerts_start(struct server *s)
@@ -70,6 +86,26 @@ int alerts_start(struct server *s)
 	} else {
 		snprintf(a->public_url, sizeof(a->public_url), "http://%s", c->http_listen);
 	}
+	/* a writer of its own (same code, own thread and connection, small queue): reports and
+	 * alerts are committed at once instead of after the records queued before them */
+	a->writer_wake = event_new(s->base, -1, 0, writer_wake_cb, s);
+	if (a->writer_wake) {
+		struct storage_writer_config wc = {
+			.dsn = s->db_dsn,
+			.queue_max_records = ALERTS_PENDING_MAX,
+			.max_txn_records = 64,
+			.wake = writer_wake,
+			.wake_arg = a->writer_wake,
+		};
+
+		a->writer = storage_writer_start(&wc);
+	}
+	if (!a->writer) {
+		if (a->writer_wake)
+			event_free(a->writer_wake);
+		free(a);
+		return -1;
+	}
 	if (any) {
 		struct deliver_config dc = {
 			.dsn = s->db_dsn,
@@ -83,6 +119,8 @@ int alerts_start(struct server *s)
 			dc.url[t] = urls[t];
 		a->deliver = deliver_start(&dc);
 		if (!a->deliver) {
+			storage_writer_stop(a->writer, 0);
+			event_free(a->writer_wake);
 			free(a);
 			return -1;
 		}
@@ -110,6 +148,10 @@ void alerts_stop(struct server *s)
 
 	if (!a)
 		return;
+	/* what the loop handed over is committed (up to 10 s), then delivery stops */
+	if (storage_writer_stop(a->writer, s->stopping == 2 ? 0 : 10000))
+		log_warning("alerts: some reports and incident changes were not stored");
+	event_free(a->writer_wake);
 	deliver_stop(a->deliver);
 	if (a->n)
 		log_warning("alerts: %zu reports were not stored (the database did not take them in time)", a->n);
@@ -160,7 +202,7 @@ static json_t *am_alert(const struct job *job, const struct job_alert *ja, const
 			const char *incidents_url)
 {
 	const struct incident *inc = &job->incident;
-	char starts[40];
+	char starts[64];
 	json_t *labels = json_object(), *ann = json_object(), *al = json_object();
 
 	rfc3339(inc->opened_us, starts, sizeof(starts));
@@ -183,7 +225,7 @@ static json_t *am_alert(const struct job *job, const struct job_alert *ja, const
 
 static json_t *ended(json_t *alert, int64_t us)
 {
-	char ends[40];
+	char ends[64];
 	json_t *c = json_deep_copy(alert);
 
 	rfc3339(us, ends, sizeof(ends));
@@ -215,7 +257,7 @@ static char *dup_in(struct storage_op *op, const char *s)
 
 static void submit(struct server *s, struct alerts *a, struct storage_op *op)
 {
-	if (a->n == 0 && storage_writer_submit(s->writer, op) == 0) {
+	if (a->n == 0 && storage_writer_submit(a->writer, op) == 0) {
 		a->stored++;
 		return;
 	}
@@ -262,7 +304,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 
 	if (change != INCIDENT_NONE) {
 		const char *state = change == INCIDENT_RESOLVED ? "resolved" : "open";
-		char opened[40], changed[40];
+		char opened[64], changed[64];
 
 		rfc3339(inc->opened_us, opened, sizeof(opened));
 		rfc3339(inc->changed_us, changed, sizeof(changed));
@@ -410,7 +452,7 @@ void alerts_tick(struct server *s)
 
 	if (!a)
 		return;
-	while (a->n && storage_writer_submit(s->writer, a->pending[a->head]) == 0) {
+	while (a->n && storage_writer_submit(a->writer, a->pending[a->head]) == 0) {
 		a->head = (a->head + 1) % ALERTS_PENDING_MAX;
 		a->n--;
 		a->stored++;

@@ -22,6 +22,8 @@ int at_sim(const char *scenario, int iters, int recover_at, int port, const char
 
 	snprintf(it, sizeof(it), "%d", iters);
 	snprintf(rec, sizeof(rec), "%d", recover_at);
+	if (recover_at <= 0) /* the fault lasts to the end */
+		argv[6] = argv[7] = "--quiet";
 	snprintf(server, sizeof(server), "127.0.0.1:%d", port);
 	pid = fork();
 	if (pid < 0)

@@ -4,7 +4,7 @@
 #define CULPRIT_TEST_ALERTTEST_H
 
 /* Runs `culprit sim --scenario S --iters N --recover-at R --server 127.0.0.1:port --quiet`
- * with its output appended to log; returns its exit status (-1 when it could not run). */
+ * (no --recover-at when recover_at <= 0) with its output appended to log; returns its exit status (-1 when it could not run). */
 int at_sim(const char *scenario, int iters, int recover_at, int port, const char *log);
 /* First column of the first row of sql on dsn, malloc'd ("" when no row); NULL on error
  * (printed). */
