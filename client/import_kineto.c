@@ -131,6 +131,22 @@ static void names_free(struct names *nm)
 	memset(nm, 0, sizeof(*nm));
 }
 
+/* Kernel names travel in at most KERNEL_NAME_MAX bytes (agent.h AGENT_MAX_NAME): a longer
+ * C++ template name keeps its head, cut at a UTF-8 boundary, and a hash of the whole, so
+ * distinct names stay distinct. */
+#define KERNEL_NAME_MAX 255
+static const char *short_name(const char *name, char *buf)
+{
+	size_t len = strlen(name);
+	if (len <= KERNEL_NAME_MAX)
+		return name;
+	size_t keep = KERNEL_NAME_MAX - 17;
+	while (keep && ((unsigned char)name[keep] & 0xC0) == 0x80)
+		keep--;
+	snprintf(buf, KERNEL_NAME_MAX + 1, "%.*s~%016llx", (int)keep, name, (unsigned long long)hash(name));
+	return buf;
+}
+
 static int on_event(void *ctx, const struct import_event *e, const char **why)
 {
 	struct kin *k = ctx;
@@ -149,7 +165,8 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 			k->k = n;
 			k->capk = c;
 		}
-		int64_t id = names_intern(&k->nm, e->name);
+		char shortname[KERNEL_NAME_MAX + 1];
+		int64_t id = names_intern(&k->nm, short_name(e->name, shortname));
 		if (id < 0)
 			goto oom;
 		k->k[k->nk++] = (struct kev){e->ts, e->dur, (uint32_t)id, k->nm.comm[id]};

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fanout.h"
+#include "import.h"
 #include "jsonl.h"
 
 #define REPLAY_MAX_JOBS 16
@@ -132,7 +133,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: culprit replay --server HOST:PORT [--per-rank] [--token TOKEN] [--timeout SECONDS]\n"
 		   "                      [--quiet] PATH...\n"
-		   "streams interchange JSONL files (plain or gzipped) to culpritd as agents, one per node\n"
+		   "streams interchange JSONL files, PyTorch profiler or Chrome traces, or worker CSVs (plain\n"
+		   "or gzipped; see culprit diagnose --format) to culpritd as agents, one per node\n"
 		   "(host) or, with --per-rank, one per rank, and waits until every record is acknowledged\n"
 		   "(for at most --timeout seconds; no limit by default)\n");
 }
@@ -151,7 +153,7 @@ int replay_main(int argc, char **argv)
 	struct replay r;
 	struct jsonl_handler h = {.ctx = &r, .job = on_job, .host = on_host, .iter = on_iter, .phase = on_phase,
 				  .kernel = on_kernel, .event = on_event};
-	char err[512];
+	char err[1024];
 	int c, rc = 0, bad_input = 0;
 	long timeout_s = -1;
 
@@ -196,11 +198,11 @@ int replay_main(int argc, char **argv)
 	r.t0 = r.last_progress = mono_s();
 	if (!r.quiet)
 		r.cfg.progress_prefix = "replay: waiting for acknowledgements";
-	for (int i = optind; i < argc && !bad_input; i++) {
-		if (jsonl_read(argv[i], &h, NULL, err, sizeof(err)) < 0) {
-			fprintf(stderr, "culprit replay: %s\n", err);
-			bad_input = 1;
-		}
+	/* every format culprit diagnose takes, detected per file (import.h) */
+	if (import_read(IMPORT_AUTO, (const char *const *)argv + optind, (size_t)(argc - optind), NULL, &h,
+			err, sizeof(err)) < 0) {
+		fprintf(stderr, "culprit replay: %s\n", err);
+		bad_input = 1;
 	}
 	if (r.events && !r.quiet)
 		fprintf(stderr,
