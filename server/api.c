@@ -20,6 +20,9 @@ struct pending {
 	struct evhttp_request *req;
 	int ok_status;
 	char not_found[160];
+	api_done_fn done; /* when set, answers instead of finish() */
+	void *ctx;
+	void (*ctx_free)(void *ctx);
 	struct pending *next;
 };
 
@@ -169,51 +172,77 @@ int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, i
 	return 1;
 }
 
-void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
-	       const char *const *params)
+static int submit(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+		  const char *const *params, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx))
 {
 	struct api *a = r->s->api;
 	struct pending *p;
 
 	if (!a || !a->q) {
 		api_reply_error(r->req, 503, "unavailable", "culpritd runs without a database (storage = false)");
-		return;
+		return -1;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		api_reply_error(r->req, 503, "unavailable", "out of memory");
-		return;
+		return -1;
 	}
 	p->token = ++a->next_token;
 	if (storage_query_submit(a->q, p->token, sql, nparams, params) < 0) {
 		free(p);
 		a->busy++;
 		api_reply_error(r->req, 503, "busy", "too many requests wait for the database; try again");
-		return;
+		return -1;
 	}
 	p->req = r->req;
 	p->ok_status = ok_status;
 	snprintf(p->not_found, sizeof(p->not_found), "%s", not_found ? not_found : "not found");
+	p->done = done;
+	p->ctx = ctx;
+	p->ctx_free = ctx_free;
 	p->next = a->pending;
 	a->pending = p;
 	a->n_pending++;
+	return 0;
 }
 
-static void finish(struct pending *p, struct storage_query_result *res)
+void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+	       const char *const *params)
 {
-	if (!res->failed && res->text)
+	submit(r, ok_status, not_found, sql, nparams, params, NULL, NULL, NULL);
+}
+
+int api_query_then(struct api_req *r, const char *sql, int nparams, const char *const *params, api_done_fn done,
+		   void *ctx, void (*ctx_free)(void *ctx))
+{
+	return submit(r, 200, NULL, sql, nparams, params, done, ctx, ctx_free);
+}
+
+void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res)
+{
+	if (strncmp(res->sqlstate, "22", 2) == 0)
+		api_reply_error(req, 400, "bad parameter", "%s", res->error);
+	else if (!res->sqlstate[0] || strcmp(res->sqlstate, "57014") == 0 || strncmp(res->sqlstate, "08", 2) == 0 ||
+		 strncmp(res->sqlstate, "57P", 3) == 0)
+		api_reply_error(req, 503, "database unavailable", "%s", res->error);
+	else {
+		log_warning("api: query failed: %s (SQLSTATE %s)", res->error, res->sqlstate);
+		api_reply_error(req, 500, "internal error", "%s", res->error);
+	}
+}
+
+static void finish(struct server *s, struct pending *p, struct storage_query_result *res)
+{
+	if (p->done) {
+		p->done(s, p->req, res, p->ctx);
+		if (p->ctx_free)
+			p->ctx_free(p->ctx);
+	} else if (!res->failed && res->text)
 		api_reply_text(p->req, p->ok_status, res->text, strlen(res->text));
 	else if (!res->failed)
 		api_reply_error(p->req, 404, "not found", "%s", p->not_found);
-	else if (strncmp(res->sqlstate, "22", 2) == 0)
-		api_reply_error(p->req, 400, "bad parameter", "%s", res->error);
-	else if (!res->sqlstate[0] || strcmp(res->sqlstate, "57014") == 0 || strncmp(res->sqlstate, "08", 2) == 0 ||
-		 strncmp(res->sqlstate, "57P", 3) == 0)
-		api_reply_error(p->req, 503, "database unavailable", "%s", res->error);
-	else {
-		log_warning("api: query failed: %s (SQLSTATE %s)", res->error, res->sqlstate);
-		api_reply_error(p->req, 500, "internal error", "%s", res->error);
-	}
+	else
+		api_reply_db_error(p->req, res);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -236,7 +265,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 				*pp = p->next;
 				a->n_pending--;
 				a->db_answers++;
-				finish(p, &res[i]);
+				finish(s, p, &res[i]);
 				free(p);
 			}
 			free(res[i].text);
@@ -286,6 +315,8 @@ void api_stop(struct server *s)
 		struct pending *p = a->pending;
 
 		a->pending = p->next; /* its request went with evhttp_free() */
+		if (p->ctx_free)
+			p->ctx_free(p->ctx);
 		free(p);
 	}
 	free(a);

@@ -56,6 +56,17 @@ int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, i
 void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
 	       const char *const *params);
 
+struct storage_query_result;
+/* Like api_query, but done answers the request itself when the result comes (on the loop);
+ * ctx_free(ctx) follows done, or runs at shutdown. 0 submitted; -1 answered (503) and ctx
+ * NOT taken. */
+typedef void (*api_done_fn)(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
+			    void *ctx);
+int api_query_then(struct api_req *r, const char *sql, int nparams, const char *const *params, api_done_fn done,
+		   void *ctx, void (*ctx_free)(void *ctx));
+/* The answer to a failed statement (400 for SQLSTATE class 22, 503 unreachable or timed out, else 500). */
+void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res);
+
 /* Handlers (api_jobs.c, api_events.c). */
 void api_jobs_route(struct api_req *r);
 void api_reports_route(struct api_req *r);

@@ -1,11 +1,11 @@
 /* api_events.c: out-of-band events (port down, link flap, ECC error, thermal throttle...).
  *
- * POST /api/v1/events takes one event object or an array of them. All are validated before
- * any is applied. Each event is added to the window store of every job with a rank on its
- * host (or only to the job it names), those jobs are marked due, so their next report
- * judges it (consistent / contradicted / unrelated), and the events are stored in
- * PostgreSQL (table events) through a query worker; the answer (202) comes once stored.
- * GET /api/v1/events reads them back from PostgreSQL. */
+ * POST /api/v1/events takes one event object or an array of them (event_body.c validates
+ * all before any is used). They are stored in PostgreSQL (table events) through a query
+ * worker; once stored, each is added to the window store of every job with a rank on its
+ * host (or only to the job it names) and those jobs are marked due, so their next report
+ * judges it (consistent / contradicted / unrelated). The answer (202) follows. Without a
+ * database they are only added. GET /api/v1/events reads them back from PostgreSQL. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 
 #include "api.h"
 #include "event_body.h"
+#include "query.h"
 #include "jobs.h"
 #include "log.h"
 #include "server.h"
@@ -33,7 +34,7 @@ static int64_t wall_us(void)
 }
 
 struct apply {
-	struct event_in *evs;
+	const struct event_in *evs;
 	json_t **jobs; /* per event: names of the jobs it was added to */
 	size_t n;
 	struct server *s;
@@ -58,7 +59,7 @@ static void apply_job(const char *name, void *value, void *arg)
 			strmap_put(&on, h, (void *)1);
 	}
 	for (size_t i = 0; i < a->n; i++) {
-		struct event_in *e = &a->evs[i];
+		const struct event_in *e = &a->evs[i];
 
 		if ((e->job && strcmp(e->job, name) != 0) || !strmap_get(&on, e->host))
 			continue;
@@ -83,79 +84,123 @@ static const char insert_sql[] =
 	"  'epoch'::timestamptz + e.ts_us * interval '1 microsecond', e.source, e.detail"
 	" FROM json_to_recordset($1::json) AS e(job text, host text, kind text, ts_us bigint, source text, detail text)"
 	" RETURNING id) "
-	"SELECT json_build_object('accepted', (SELECT count(*) FROM ins), 'ids', (SELECT json_agg(id ORDER BY id) FROM ins),"
-	" 'events', $2::json)::text";
+	"SELECT coalesce(json_agg(id ORDER BY id), '[]'::json)::text FROM ins";
+
+/* Adds the events to the jobs in memory (marking them due); returns the answer's "events":
+ * each event with the jobs it went to. NULL when out of memory. */
+static json_t *apply_events(struct server *s, const struct event_body *b)
+{
+	struct apply a = {.s = s, .evs = b->ev, .n = b->n};
+	json_t *answer = json_array();
+
+	a.jobs = calloc(b->n, sizeof(*a.jobs));
+	if (!answer || !a.jobs) {
+		json_decref(answer);
+		free(a.jobs);
+		return NULL;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		a.jobs[i] = json_array();
+		strmap_put(&a.hosts, b->ev[i].host, (void *)1);
+	}
+	strmap_each(&s->jobs, apply_job, &a);
+	if (a.not_kept)
+		log_warning("api: %" PRIu64 " event(s) not added to a job's window (more than %d there)", a.not_kept,
+			    EVENTS_PER_JOB_MAX);
+	for (size_t i = 0; i < b->n; i++) {
+		const struct event_in *e = &b->ev[i];
+
+		json_array_append_new(answer, json_pack("{s:s, s:s, s:I, s:o}", "host", e->host, "kind", e->kind,
+							"ts_us", (json_int_t)e->ts_us, "jobs", a.jobs[i]));
+	}
+	free(a.jobs);
+	strmap_free(&a.hosts);
+	return answer;
+}
+
+static void reply_applied(struct server *s, struct evhttp_request *req, const struct event_body *b, json_t *ids)
+{
+	json_t *events = apply_events(s, b);
+
+	if (!events) {
+		json_decref(ids);
+		api_reply_error(req, 500, "internal error", "out of memory");
+		return;
+	}
+	api_reply_json(req, 202, json_pack("{s:I, s:o, s:o}", "accepted", (json_int_t)b->n, "ids", ids ? ids : json_null(),
+					   "events", events));
+}
+
+/* the events are stored: only now do they reach the jobs' windows */
+static void stored(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *ctx)
+{
+	json_t *ids;
+
+	if (res->failed) {
+		api_reply_db_error(req, res);
+		return;
+	}
+	ids = res->text ? json_loads(res->text, 0, NULL) : NULL;
+	reply_applied(s, req, ctx, ids ? ids : json_array());
+}
+
+static void body_free(void *ctx)
+{
+	event_body_free(ctx);
+	free(ctx);
+}
 
 static void post_events(struct api_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
-	size_t len = evbuffer_get_length(in), n;
-	struct event_body b;
-	json_t *rows = NULL, *answer = NULL;
-	struct apply a = {.s = r->s};
-	char *rows_text = NULL, *answer_text = NULL, err[512];
+	size_t len = evbuffer_get_length(in);
+	struct event_body *b = calloc(1, sizeof(*b));
+	json_t *rows;
+	char *rows_text, err[512];
 	int status;
 
-	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, wall_us(), &b, err, sizeof(err));
+	if (!b) {
+		api_reply_error(r->req, 500, "internal error", "out of memory");
+		return;
+	}
+	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, wall_us(), b, err, sizeof(err));
 	if (status) {
 		api_reply_error(r->req, status, status == 413 ? "too many events" : status == 400 ? "bad event" : "internal error",
 				"%s", err);
+		free(b);
 		return;
 	}
-	n = b.n;
-	for (size_t i = 0; i < n; i++)
-		if (b.ev[i].job && !strmap_get(&r->s->jobs, b.ev[i].job)) {
+	for (size_t i = 0; i < b->n; i++)
+		if (b->ev[i].job && !strmap_get(&r->s->jobs, b->ev[i].job)) {
 			api_reply_error(r->req, 404, "unknown job", "event %zu: no job \"%.127s\" is known to this culpritd",
-					i, b.ev[i].job);
-			event_body_free(&b);
+					i, b->ev[i].job);
+			body_free(b);
 			return;
 		}
-	/* valid: apply to the jobs in memory */
-	a.evs = b.ev;
-	a.n = n;
-	a.jobs = calloc(n, sizeof(*a.jobs));
+	if (!r->s->db_dsn) { /* no database: kept in memory only */
+		reply_applied(r->s, r->req, b, NULL);
+		body_free(b);
+		return;
+	}
+	/* stored first, applied when stored: a 503 leaves nothing behind */
 	rows = json_array();
-	answer = json_array();
-	if (!a.jobs || !rows || !answer) {
-		api_reply_error(r->req, 500, "internal error", "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		a.jobs[i] = json_array();
-		strmap_put(&a.hosts, b.ev[i].host, (void *)1);
-	}
-	strmap_each(&r->s->jobs, apply_job, &a);
-	if (a.not_kept)
-		log_warning("api: %" PRIu64 " event(s) not added to a job's window (more than %d there)", a.not_kept,
-			    EVENTS_PER_JOB_MAX);
-	for (size_t i = 0; i < n; i++) {
-		struct event_in *e = &b.ev[i];
+	for (size_t i = 0; rows && i < b->n; i++) {
+		const struct event_in *e = &b->ev[i];
 
 		json_array_append_new(rows, json_pack("{s:s?, s:s, s:s, s:I, s:s, s:s}", "job", e->job, "host", e->host,
 						      "kind", e->kind, "ts_us", (json_int_t)e->ts_us, "source", e->source,
 						      "detail", e->detail));
-		json_array_append_new(answer, json_pack("{s:s, s:s, s:I, s:O}", "host", e->host, "kind", e->kind,
-							"ts_us", (json_int_t)e->ts_us, "jobs", a.jobs[i]));
 	}
-	rows_text = json_dumps(rows, JSON_COMPACT);
-	answer_text = json_dumps(answer, JSON_COMPACT);
-	if (!rows_text || !answer_text)
-		api_reply_error(r->req, 500, "internal error", "out of memory");
-	else if (!r->s->db_dsn) /* no database: kept in memory only */
-		api_reply_json(r->req, 202, json_pack("{s:I, s:n, s:O}", "accepted", (json_int_t)n, "ids", "events",
-						      answer));
-	else
-		api_query(r, 202, "nothing stored", insert_sql, 2, (const char *const[]){rows_text, answer_text});
-out:
-	for (size_t i = 0; a.jobs && i < n; i++)
-		json_decref(a.jobs[i]);
-	free(a.jobs);
-	strmap_free(&a.hosts);
-	free(rows_text);
-	free(answer_text);
+	rows_text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
 	json_decref(rows);
-	json_decref(answer);
-	event_body_free(&b);
+	if (!rows_text) {
+		api_reply_error(r->req, 500, "internal error", "out of memory");
+		body_free(b);
+		return;
+	}
+	if (api_query_then(r, insert_sql, 1, (const char *const[]){rows_text}, stored, b, body_free) < 0)
+		body_free(b);
+	free(rows_text);
 }
 
 static const char list_sql[] =
