@@ -17,9 +17,9 @@ void l1_init(struct l1 *l, const struct l1_config *cfg)
 	if (!c->min_history)
 		c->min_history = 3;
 	if (!c->open_m || c->open_m > L1_HISTORY_MAX)
-		c->open_m = 8;
+		c->open_m = 4;
 	if (!c->open_k || c->open_k > c->open_m)
-		c->open_k = 5;
+		c->open_k = 3;
 	if (!c->close_k)
 		c->close_k = 5;
 	if (!(c->rel_threshold > 0))

@@ -18,7 +18,7 @@
 struct l1_config {
 	uint32_t history;     /* baseline length (default 32) */
 	uint32_t min_history; /* iterations needed before anything opens (default 3) */
-	uint32_t open_k, open_m; /* default 5 of 8 */
+	uint32_t open_k, open_m; /* default 3 of 4 */
 	uint32_t close_k;     /* default 5 */
 	double rel_threshold; /* default 0.15 */
 	double mad_k;         /* default 5 */
