@@ -6,7 +6,8 @@
  * requests then accepts, and a new culpritd on the same database delivers what was pending:
  * every outbox row accepted exactly once (one 200 per dedup key), firing and resolved among
  * them, each body signed with HMAC-SHA256 of the secret, its dedup_key field equal to the
- * header. */
+ * header. Slack and PagerDuty targets point at the same receiver (paths /slack, /pd): each
+ * of their rows is accepted once too, in their shapes. */
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,11 +26,13 @@ static struct h_proc proc;
 
 static void start(const char *dir, const char *dsn, int rx_port)
 {
-	char url[128];
+	char url[128], slack[128], pd[128];
 	const char *extra[] = {"--db", dsn, "--webhook-url", url, "--webhook-secret", SECRET, "--alert-backoff-max-s", "2",
-			       NULL};
+			       "--slack-url", slack, "--pagerduty-url", pd, "--pagerduty-routing-key", "rk-test", NULL};
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", rx_port);
+	snprintf(slack, sizeof(slack), "http://127.0.0.1:%d/slack", rx_port);
+	snprintf(pd, sizeof(pd), "http://127.0.0.1:%d/pd", rx_port);
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 }
 
@@ -39,8 +42,10 @@ int main(void)
 	int rx_port;
 	struct rx *rx = rx_start(&rx_port);
 	struct rx_hit *hits;
-	size_t n, ok = 0, failed = 0;
-	long rows;
+	static const char *const paths[3] = {"/hook", "/slack", "/pd"}, *const targets[3] = {"webhook", "slack", "pagerduty"};
+	size_t n, ok[3] = {0}, failed = 0;
+	long rows, target_rows[3];
+	int resolves = 0;
 	int status;
 
 	H_CHECK(rx != NULL, NULL);
@@ -81,8 +86,15 @@ int main(void)
 			break;
 		H_CHECK(h_now_ms() < deadline, &proc);
 	}
-	rows = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox");
+	rows = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'webhook'");
 	H_CHECK(rows >= 2, &proc);
+	for (int t = 0; t < 3; t++) {
+		char sql[256];
+
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM alert_outbox WHERE target = '%s'", targets[t]);
+		target_rows[t] = at_sql_long(dsn, sql);
+		H_CHECK(target_rows[t] == rows, &proc);
+	}
 	/* the metrics (refreshed about once a second) say the same */
 	for (int64_t deadline = h_now_ms() + 10000;; poll(NULL, 0, 200)) {
 		char *body = NULL;
@@ -90,7 +102,11 @@ int main(void)
 
 		H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &body) == 200, &proc);
 		done = h_metric(body, "culprit_alert_deliveries_total{target=\"webhook\"}") == (double)rows &&
-		       h_metric(body, "culprit_alert_delivery_failures_total{target=\"webhook\"}") >= 2 &&
+		       h_metric(body, "culprit_alert_delivery_failures_total{target=\"webhook\"}") +
+				       h_metric(body, "culprit_alert_delivery_failures_total{target=\"slack\"}") +
+				       h_metric(body, "culprit_alert_delivery_failures_total{target=\"pagerduty\"}") >=
+			       2 &&
+		       h_metric(body, "culprit_alert_deliveries_total{target=\"pagerduty\"}") == (double)rows &&
 		       h_metric(body, "culprit_alert_outbox_pending") == 0;
 		if (!done && h_now_ms() > deadline)
 			fprintf(stderr, "%s\n", body);
@@ -106,20 +122,53 @@ int main(void)
 	for (size_t i = 0; i < n; i++) {
 		char sig[128], sql[512];
 		json_t *j;
+		int t = -1;
 
 		if (hits[i].status != 200) {
 			failed++;
 			continue;
 		}
-		ok++;
-		H_CHECK(strcmp(hits[i].path, "/hook") == 0, NULL);
+		for (int k = 0; k < 3; k++)
+			if (strcmp(hits[i].path, paths[k]) == 0)
+				t = k;
+		H_CHECK(t >= 0, NULL);
+		ok[t]++;
+		/* one accepted delivery per dedup key and target, and each is an outbox row */
+		for (size_t k = 0; k < i; k++)
+			if (hits[k].status == 200 && strcmp(hits[k].dedup, hits[i].dedup) == 0 &&
+			    strcmp(hits[k].path, hits[i].path) == 0) {
+				fprintf(stderr, "dedup key %s delivered twice to %s\n", hits[i].dedup, hits[i].path);
+				H_CHECK(0, NULL);
+			}
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM alert_outbox WHERE target = '%s' AND dedup_key = '%s'",
+			 targets[t], hits[i].dedup);
+		H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
+		j = json_loads(hits[i].body, 0, NULL);
+		H_CHECK(j != NULL, NULL);
+		if (t == 1) { /* Slack: a text */
+			const char *text = json_string_value(json_object_get(j, "text"));
+
+			H_CHECK(text && strstr(text, "sim-compute_straggler"), NULL);
+			json_decref(j);
+			continue;
+		}
+		if (t == 2) { /* PagerDuty Events v2: dedup_key is the incident key */
+			const char *action = json_string_value(json_object_get(j, "event_action"));
+			const char *key = json_string_value(json_object_get(j, "dedup_key"));
+
+			H_CHECK(strcmp(json_string_value(json_object_get(j, "routing_key")), "rk-test") == 0, NULL);
+			H_CHECK(action && (strcmp(action, "trigger") == 0 || strcmp(action, "resolve") == 0), NULL);
+			resolves += strcmp(action, "resolve") == 0;
+			H_CHECK(key && strncmp(hits[i].dedup, key, strlen(key)) == 0, NULL);
+			H_CHECK(json_string_value(json_object_get(json_object_get(j, "payload"), "summary")) != NULL, NULL);
+			json_decref(j);
+			continue;
+		}
 		rx_sign(SECRET, hits[i].body, sig, sizeof(sig));
 		if (strcmp(sig, hits[i].signature) != 0) {
 			fprintf(stderr, "bad signature %s, expected %s\n", hits[i].signature, sig);
 			H_CHECK(0, NULL);
 		}
-		j = json_loads(hits[i].body, 0, NULL);
-		H_CHECK(j != NULL, NULL);
 		H_CHECK(strcmp(json_string_value(json_object_get(j, "dedup_key")), hits[i].dedup) == 0, NULL);
 		H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "category")),
 			       "compute_degradation") == 0,
@@ -134,17 +183,12 @@ int main(void)
 				NULL);
 		}
 		json_decref(j);
-		/* one accepted delivery per dedup key, and each is an outbox row */
-		for (size_t k = 0; k < i; k++)
-			if (hits[k].status == 200 && strcmp(hits[k].dedup, hits[i].dedup) == 0) {
-				fprintf(stderr, "dedup key %s delivered twice\n", hits[i].dedup);
-				H_CHECK(0, NULL);
-			}
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM alert_outbox WHERE dedup_key = '%s'", hits[i].dedup);
-		H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
 	}
-	fprintf(stderr, "webhook: %zu outbox rows, %zu requests answered 500, %zu accepted\n", (size_t)rows, failed, ok);
-	H_CHECK(ok == (size_t)rows, NULL);
+	fprintf(stderr, "webhook: %ld outbox rows per target, %zu requests answered 500, accepted: %zu webhook, %zu slack, %zu pagerduty\n",
+		rows, failed, ok[0], ok[1], ok[2]);
+	for (int t = 0; t < 3; t++)
+		H_CHECK(ok[t] == (size_t)target_rows[t], NULL);
+	H_CHECK(resolves == 1, NULL);
 	H_CHECK(failed >= 4, NULL); /* at least one per state before the kill, two after */
 	rx_hits_free(hits, n);
 	rx_stop(rx);
