@@ -87,7 +87,7 @@ int import_csv_read(const char *path, const struct import_options *opt,
 		int n = split(line, fld, 64);
 		if (n > 64)
 			n = 64;
-		if (cw < 0 && ln == 1) {
+		if (cw < 0) { /* the header: the first line that is not blank */
 			for (int i = 0; i < n; i++) {
 				if (strcmp(fld[i], "worker") == 0)
 					cw = i;
@@ -99,8 +99,8 @@ int import_csv_read(const char *path, const struct import_options *opt,
 			}
 			const char *miss = cw < 0 ? "worker" : ct < 0 ? "time" : cv < 0 ? "batch_time_norm" : NULL;
 			if (miss) {
-				snprintf(err, errlen, "%s:1: missing column \"%s\" (need worker, time, batch_time_norm)",
-					 path, miss);
+				snprintf(err, errlen, "%s:%llu: missing column \"%s\" (need worker, time, batch_time_norm)",
+					 path, (unsigned long long)ln, miss);
 				goto out;
 			}
 			continue;
@@ -152,7 +152,7 @@ int import_csv_read(const char *path, const struct import_options *opt,
 		}
 	}
 	if (cw < 0) {
-		snprintf(err, errlen, "%s:1: empty file (no header)", path);
+		snprintf(err, errlen, "%s:%llu: empty file (no header)", path, (unsigned long long)ln);
 		goto out;
 	}
 	if (!nr) {
