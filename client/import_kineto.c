@@ -295,9 +295,9 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 			}
 			uint32_t n = seen[j].n++;
 			if (n < MAX_COLL_PHASES)
-				snprintf(name, sizeof(name), "nccl_%s#%u", seen[j].ty, n);
+				snprintf(name, sizeof(name), "nccl_%.31s#%u", seen[j].ty, n);
 			else
-				snprintf(name, sizeof(name), "nccl_%s#rest", seen[j].ty);
+				snprintf(name, sizeof(name), "nccl_%.31s#rest", seen[j].ty);
 			struct record_phase ph = {rank, it.iter, 0, RECORD_KIND_COMM, RECORD_GROUP_DP,
 						  us(e->ts - st->ts), us(e->dur)};
 			if (h->phase && h->phase(h->ctx, &ph, name, &why) < 0)
