@@ -125,10 +125,6 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 	for (size_t i = 0; i < n_kernels; i++)
 		job->dropped += store_add_kernel(st, &kernels[i], NULL, 0) != 0;
 	job->records += n_iters + n_phases + n_kernels;
-	if (n_iters && store_latest_us(st) > job->latest_end_us) {
-		job->latest_end_us = store_latest_us(st);
-		job->latest_wall_us = wall_us();
-	}
 	ev = engine_poll(job->engine);
 	if (ev & ENGINE_OPENED) {
 		const struct l1 *l = engine_l1(job->engine);
@@ -218,16 +214,50 @@ void jobs_diagnosis_results(struct server *s)
 	}
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median over the ranks seen of their last iteration's end (0: none seen). One pass over
+ * the ranks, once a second. */
+static int64_t median_end_us(struct job *job)
+{
+	const struct store *st = engine_store(job->engine);
+	uint32_t world = job->topo.world, iter, n = 0;
+	int64_t *ends = malloc(world * sizeof(int64_t)), end, m;
+
+	if (!ends)
+		return 0;
+	for (uint32_t r = 0; r < world; r++)
+		if (store_rank_last(st, r, &iter, &end))
+			ends[n++] = end;
+	qsort(ends, n, sizeof(int64_t), cmp_i64);
+	m = n ? ends[n / 2] : 0;
+	free(ends);
+	return m;
+}
+
 void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
 {
-	int64_t now = job->latest_end_us + (wall_now_us - job->latest_wall_us);
 	const struct l1 *l = engine_l1(job->engine);
+	int64_t now, median = median_end_us(job);
 	int hang_open = job->incident.open && !strcmp(job->incident.category, "hang");
 	double yardstick = l1_baseline(l);
 	size_t n;
 
-	if (!job->latest_end_us || job->live_agents == 0 || isnan(yardstick))
+	if (median <= 0 || job->live_agents == 0 || isnan(yardstick))
 		return;
+	/* the job's clock: where its median rank has got to, running on at our speed since it
+	 * last moved. The median, not the newest rank: agents that send a step's records in
+	 * bursts (replays, accelerated simulations) make the newest rank run far ahead */
+	if (median > job->clock_end_us) {
+		job->clock_end_us = median;
+		job->clock_wall_us = wall_now_us;
+	}
+	now = job->clock_end_us + (wall_now_us - job->clock_wall_us);
 	/* in a slow window, "overdue" is measured against the slow iterations */
 	if (l->open && l1_window_ms(l) > yardstick)
 		yardstick = l1_window_ms(l);

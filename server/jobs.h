@@ -31,10 +31,10 @@ struct job {
 	char *latest_report;     /* JSON text of the latest report (NULL: none yet) */
 	struct incident incident;
 
-	/* hang check: the job's clock runs on from its latest iteration end at wall speed */
+	/* hang check: the job's clock runs on from its median rank's last iteration end at wall speed */
 	uint32_t live_agents;    /* connections of this job past Hello */
-	int64_t latest_end_us;   /* latest iteration end seen (the agents' clock) */
-	int64_t latest_wall_us;  /* when it was seen (ours) */
+	int64_t clock_end_us;    /* the median rank's last iteration end (the agents' clock) */
+	int64_t clock_wall_us;   /* when it last moved (ours) */
 	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
 	int64_t hang_since_us;   /* since when ranks have been overdue (wall; 0: none are) */
