@@ -166,7 +166,9 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--recover-at N] --server HOST:PORT [--per-rank]\n"
-		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--quiet]\n");
+		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
+		   "  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
+		   "              hung job stay (heartbeats, no iterations)\n");
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -194,6 +196,7 @@ int sim_stream_main(int argc, char **argv)
 		{"speed", required_argument, NULL, 'x'},
 		{"token", required_argument, NULL, 't'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"linger", required_argument, NULL, 'L'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -202,7 +205,7 @@ int sim_stream_main(int argc, char **argv)
 	struct sim_options opt;
 	struct sim_sink sink = {.ctx = &s, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
 	struct fanout_stats st;
-	double v, timeout_s = -1, secs;
+	double v, timeout_s = -1, linger_s = 0, secs;
 	int c, rc;
 	char err[256];
 
@@ -264,6 +267,12 @@ int sim_stream_main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'L':
+			if (parse_num(optarg, 0, 86400, &linger_s) < 0) {
+				fprintf(stderr, "culprit sim: invalid --linger \"%s\" (seconds)\n", optarg);
+				return 2;
+			}
+			break;
 		case 'q':
 			s.quiet = true;
 			break;
@@ -296,6 +305,14 @@ int sim_stream_main(int argc, char **argv)
 		return 1;
 	}
 	progress(&s, true);
+	if (linger_s > 0) {
+		struct timespec ts = {(time_t)linger_s, (long)((linger_s - (double)(time_t)linger_s) * 1e9)};
+
+		if (!s.quiet)
+			fprintf(stderr, "sim: agents stay connected for %.0f s\n", linger_s);
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	if (!s.quiet)
 		fprintf(stderr, "sim: waiting for culpritd to acknowledge everything\n");
 	rc = fanout_close(s.f, timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st);
