@@ -35,3 +35,11 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "$@"
+
+# libFuzzer targets (clang, build/fuzz), each for a bounded time: CULPRIT_FUZZ_SECONDS
+# (default 10; 0 skips; skipped too when ctest was given arguments). About a minute and a
+# half in all (tests/fuzz/run.sh).
+fuzz_secs=${CULPRIT_FUZZ_SECONDS:-10}
+if [ "$fuzz_secs" != 0 ] && [ $# -eq 0 ]; then
+	tests/fuzz/run.sh "$fuzz_secs"
+fi
