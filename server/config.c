@@ -407,13 +407,21 @@ void config_print_doc(FILE *out)
 	}
 }
 
+/* Secrets are never printed or logged. */
+static int is_secret(const char *name)
+{
+	return strstr(name, "secret") || strstr(name, "token") || strstr(name, "_key");
+}
+
 void config_print_values(const struct config *cfg, FILE *out)
 {
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		const struct setting *s = &settings[i];
 		const void *field = (const char *)cfg + s->offset;
 
-		if (s->type == SETTING_STRING)
+		if (s->type == SETTING_STRING && is_secret(s->name) && **(char *const *)field)
+			fprintf(out, "%s = \"(set, not shown)\"\n", s->name);
+		else if (s->type == SETTING_STRING)
 			fprintf(out, "%s = \"%s\"\n", s->name, *(char *const *)field);
 		else if (s->type == SETTING_INT)
 			fprintf(out, "%s = %lld\n", s->name, (long long)*(const int64_t *)field);
