@@ -406,6 +406,12 @@ static int cb_string(void *ctx, const unsigned char *s, size_t len)
 	return 1;
 }
 
+/* a JSON number as an integer; -1 (absent) when it is out of range or not finite */
+static int64_t to_i64(double v)
+{
+	return v >= -9.0e18 && v <= 9.0e18 ? (int64_t)v : -1;
+}
+
 static int cb_number(void *ctx, const char *s, size_t len)
 {
 	struct sp *p = ctx;
@@ -433,17 +439,17 @@ static int cb_number(void *ctx, const char *s, size_t len)
 			p->ev.dur = v;
 			p->ev.has_dur = 1;
 		} else if (k == K_PID) {
-			p->ev.pid = (int64_t)v;
+			p->ev.pid = to_i64(v);
 		} else if (k == K_TID) {
-			p->ev.tid = (int64_t)v;
+			p->ev.tid = to_i64(v);
 		}
 	} else if (sc == 2) {
-		p->ev.step = (int64_t)v;
+		p->ev.step = to_i64(v);
 	} else if (sc == 3) {
 		if (k == K_RANK)
-			p->rank = (int64_t)v;
+			p->rank = to_i64(v);
 		else if (k == K_WORLD)
-			p->world = (int64_t)v;
+			p->world = to_i64(v);
 	}
 	return 1;
 }
