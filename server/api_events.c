@@ -14,6 +14,7 @@
 
 #include <event2/buffer.h>
 
+#include "clock.h"
 #include "api.h"
 #include "event_body.h"
 #include "query.h"
@@ -24,14 +25,6 @@
 
 #define EVENTS_PER_JOB_MAX 256 /* kept in a job's window store; more are stored, not judged */
 #define EVENTS_LIMIT_MAX 1000
-
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 struct apply {
 	const struct event_in *evs;
@@ -163,7 +156,7 @@ static void post_events(struct api_req *r)
 		api_reply_error(r->req, 500, "internal error", "out of memory");
 		return;
 	}
-	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, wall_us(), b, err, sizeof(err));
+	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, clock_wall_us(), b, err, sizeof(err));
 	if (status) {
 		api_reply_error(r->req, status, status == 413 ? "too many events" : status == 400 ? "bad event" : "internal error",
 				"%s", err);

@@ -7,6 +7,7 @@
  * to the storage writer; Acks carry only what the writer reports committed. When the
  * writer's queue is full the connection keeps its batch and stops being read until the
  * writer makes room (backpressure to the agent through TCP). */
+#include "clock.h"
 #include "ingest.h"
 
 #include <arpa/inet.h>
@@ -56,14 +57,6 @@ struct conn {
 	struct conn *blocked_next;
 	struct conn *closing_next;
 };
-
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* ---- state ---- */
 
@@ -265,7 +258,7 @@ static void send_hello_ack(struct conn *c, int accepted, const char *reason, uin
 
 	ack.accepted = accepted;
 	ack.reason = (char *)(reason ? reason : "");
-	ack.server_time_us = wall_us();
+	ack.server_time_us = clock_wall_us();
 	ack.durable_seq = durable;
 	ack.max_frame = (uint32_t)c->srv->cfg.max_frame;
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK;
@@ -597,7 +590,7 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
 	struct storage_op *op;
 	struct start_index starts = {0};
-	int64_t fallback = wall_us();
+	int64_t fallback = clock_wall_us();
 
 	arena += b->n_names * sizeof(char *);
 	for (size_t i = 0; i < b->n_names; i++)

@@ -1,4 +1,5 @@
 /* jobs.c: see jobs.h. */
+#include "clock.h"
 #include "jobs.h"
 
 #include <math.h>
@@ -19,14 +20,6 @@
 #define HANG_FACTOR 3.0
 /* ... and has stayed so for this long of our own time */
 #define HANG_CONFIRM_US (5 * 1000000LL)
-
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Says an incident's change: the log (what ./run.sh shows), and the counters. */
 static void announce(struct server *s, struct job *job, enum incident_change change, const struct report *r)
@@ -137,7 +130,7 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		const struct l1 *l = engine_l1(job->engine);
 
 		log_info("job \"%s\": anomalous window %u-%u closed", job->name, l->first_iter, l->last_iter);
-		change = incident_recover(&job->incident, wall_us());
+		change = incident_recover(&job->incident, clock_wall_us());
 		announce(s, job, change, NULL);
 		if (change != INCIDENT_NONE)
 			alerts_report(s, job, NULL, NULL, change);
@@ -205,7 +198,7 @@ void jobs_diagnosis_results(struct server *s)
 			}
 			change = incident_report(&job->incident, job->name, &res[i].report,
 						 engine_l1(job->engine)->open || !strcmp(res[i].report.category, "hang"),
-						 wall_us());
+						 clock_wall_us());
 			announce(s, job, change, &res[i].report);
 			alerts_report(s, job, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);

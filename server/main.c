@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "clock.h"
 #include "config.h"
 #include "diagnosis.h"
 #include "embedded.h"
@@ -198,11 +199,8 @@ static void diagnosis_wake(void *arg)
 
 static void tick_job(const char *name, void *value, void *arg)
 {
-	struct timespec ts;
-
 	(void)name;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	jobs_check_hang(arg, value, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+	jobs_check_hang(arg, value, clock_wall_us());
 	jobs_diagnose_due(arg, value);
 }
 
