@@ -175,7 +175,7 @@ static double metric(const char *sample)
 int main(void)
 {
 	char dsn[1024], dir[600], db_arg[1100];
-	const char *extra[] = {"--db", db_arg, "--hello-timeout-ms", "500", "--max-frame", "65536",
+	const char *extra[] = {"--db", db_arg, "--hello-timeout-ms", "3000", "--max-frame", "65536",
 			       "--max-frame-before-hello", "1024", NULL};
 	int good, fd;
 	uint64_t seq = 0;
@@ -221,7 +221,8 @@ int main(void)
 			frame_free(e);
 		}
 		H_CHECK(h_write_all(fd, cases[i].bytes, cases[i].len) == 0, &proc);
-		if (!h_peer_closed(fd, 5000)) {
+		/* closed for the violation itself, well before the hello timeout could do it */
+		if (!h_peer_closed(fd, 1500)) {
 			fprintf(stderr, "%s: connection not closed\n", cases[i].what);
 			h_dump_log(&proc);
 			return 1;
@@ -251,15 +252,15 @@ int main(void)
 	/* a batch before hello is a protocol violation */
 	fd = h_connect(proc.agent_port);
 	send_batch(fd, 1, 1, 0, 1);
-	H_CHECK(h_peer_closed(fd, 5000), &proc);
+	H_CHECK(h_peer_closed(fd, 1500), &proc);
 	close(fd);
 
 	/* never says hello: closed after hello_timeout_ms */
 	double timeouts0 = metric("culprit_agent_connections_closed_total{reason=\"hello_timeout\"}");
 	fd = h_connect(proc.agent_port);
 	int64_t t0 = h_now_ms();
-	H_CHECK(h_peer_closed(fd, 5000), &proc);
-	H_CHECK(h_now_ms() - t0 >= 400, &proc);
+	H_CHECK(h_peer_closed(fd, 8000), &proc);
+	H_CHECK(h_now_ms() - t0 >= 2800, &proc);
 	close(fd);
 	H_CHECK(metric("culprit_agent_connections_closed_total{reason=\"hello_timeout\"}") == timeouts0 + 1, &proc);
 
