@@ -198,7 +198,7 @@ static int building_reserve(struct building *b, int t)
 		GROW(ph_dur);
 	} else {
 		GROW(k_rank); GROW(k_iter); GROW(k_name); GROW(k_kind); GROW(k_count); GROW(k_sum); GROW(k_min);
-		GROW(k_max); GROW(k_p50); GROW(k_p99); GROW(k_sketch_off); GROW(k_sketch_len);
+		GROW(k_max); GROW(k_p50); GROW(k_p99); GROW(k_sketch_len);
 	}
 	*capp = cap;
 	return 0;
@@ -210,7 +210,7 @@ static void building_free(struct building *b)
 	void *arrays[] = {b->iter_rank, b->iter_iter, b->iter_start, b->iter_dur, b->ph_rank, b->ph_iter,
 			  b->ph_name, b->ph_kind, b->ph_group, b->ph_start, b->ph_dur, b->k_rank, b->k_iter,
 			  b->k_name, b->k_kind, b->k_count, b->k_sum, b->k_min, b->k_max, b->k_p50, b->k_p99,
-			  b->k_sketch_off, b->k_sketch_len, b->sketch, b->local_of, b->local_epoch, b->names};
+			  b->k_sketch_len, b->sketch, b->local_of, b->local_epoch, b->names};
 
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		free(arrays[i]);
@@ -281,13 +281,52 @@ static void building_reset(struct building *b)
 	}
 }
 
+/* The kernel columns of m, as lean as the protocol allows: the rank and the iteration once
+ * when every kernel shares them; no kinds when each follows from its name
+ * (record_kernel_kind_of); no p50/p99 when the server can derive them (each kernel has a
+ * sketch or at most 3 calls). */
+static void kernel_columns(const struct building *b, Culprit__V1__Batch *m)
+{
+	size_t n = b->n_kernel, n_rank = n, n_iter = n, n_q = 0, n_kind = 0;
+	bool one_rank = n > 0, one_iter = n > 0;
+
+	for (size_t i = 1; i < n; i++) {
+		one_rank = one_rank && b->k_rank[i] == b->k_rank[0];
+		one_iter = one_iter && b->k_iter[i] == b->k_iter[0];
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!b->k_sketch_len[i] && b->k_count[i] > 3)
+			n_q = n;
+		if (b->k_kind[i] != record_kernel_kind_of(b->names[b->k_name[i]]))
+			n_kind = n;
+	}
+	if (one_rank)
+		n_rank = 1;
+	if (one_iter)
+		n_iter = 1;
+	m->n_kernel_rank = n_rank;
+	m->n_kernel_iter = n_iter;
+	m->n_kernel_name = m->n_kernel_count = m->n_kernel_sum_us = m->n_kernel_min_us = m->n_kernel_max_us = n;
+	m->n_kernel_kind = n_kind;
+	m->n_kernel_p50_us = m->n_kernel_p99_us = n_q;
+	m->kernel_rank = b->k_rank;
+	m->kernel_iter = b->k_iter;
+	m->kernel_name = b->k_name;
+	m->kernel_kind = b->k_kind;
+	m->kernel_count = b->k_count;
+	m->kernel_sum_us = b->k_sum;
+	m->kernel_min_us = b->k_min;
+	m->kernel_max_us = b->k_max;
+	m->kernel_p50_us = b->k_p50;
+	m->kernel_p99_us = b->k_p99;
+}
+
 /* Packs the current batch into a new queued batch. a.mu held; the batch must be non-empty.
  * -1 out of memory (the records stay in the batch being built). */
 int agent_seal(struct agent *a)
 {
 	struct building *b = &a->b;
 	Culprit__V1__Batch m = CULPRIT__V1__BATCH__INIT;
-	ProtobufCBinaryData *sk = NULL;
 	struct batch *bt;
 	size_t body;
 
@@ -307,38 +346,20 @@ int agent_seal(struct agent *a)
 	m.phase_group = b->ph_group;
 	m.phase_start_us = b->ph_start;
 	m.phase_dur_us = b->ph_dur;
-	m.n_kernel_rank = m.n_kernel_iter = m.n_kernel_name = m.n_kernel_kind = m.n_kernel_count =
-		m.n_kernel_sum_us = m.n_kernel_min_us = m.n_kernel_max_us = m.n_kernel_p50_us =
-			m.n_kernel_p99_us = b->n_kernel;
-	m.kernel_rank = b->k_rank;
-	m.kernel_iter = b->k_iter;
-	m.kernel_name = b->k_name;
-	m.kernel_kind = b->k_kind;
-	m.kernel_count = b->k_count;
-	m.kernel_sum_us = b->k_sum;
-	m.kernel_min_us = b->k_min;
-	m.kernel_max_us = b->k_max;
-	m.kernel_p50_us = b->k_p50;
-	m.kernel_p99_us = b->k_p99;
+	kernel_columns(b, &m);
 	if (b->any_sketch && b->n_kernel) {
-		if (!(sk = calloc(b->n_kernel, sizeof(*sk))))
-			return -1;
-		for (size_t i = 0; i < b->n_kernel; i++) {
-			sk[i].len = b->k_sketch_len[i];
-			sk[i].data = b->k_sketch_len[i] ? b->sketch + b->k_sketch_off[i] : NULL;
-		}
-		m.n_kernel_sketch = b->n_kernel;
-		m.kernel_sketch = sk;
+		m.n_kernel_sketch_len = b->n_kernel;
+		m.kernel_sketch_len = b->k_sketch_len;
+		m.kernel_sketches.len = b->sketch_len;
+		m.kernel_sketches.data = b->sketch;
 	}
 	body = culprit__v1__batch__get_packed_size(&m);
 	bt = calloc(1, sizeof(*bt));
 	if (!bt || !(bt->base = malloc(PREFIX_MAX + body))) {
 		free(bt);
-		free(sk);
 		return -1;
 	}
 	culprit__v1__batch__pack(&m, bt->base + PREFIX_MAX);
-	free(sk);
 	bt->body_len = body;
 	bt->n_records = (uint32_t)building_records(b);
 	batch_set_seq(bt, a->next_seq++);
@@ -528,7 +549,6 @@ static int put_kernel(struct agent *a, const struct record_kernel *r)
 	b->k_max[k] = r->max_us;
 	b->k_p50[k] = r->p50_us;
 	b->k_p99[k] = r->p99_us;
-	b->k_sketch_off[k] = b->sketch_len;
 	b->k_sketch_len[k] = r->sketch_len;
 	if (r->sketch_len) {
 		memcpy(b->sketch + b->sketch_len, r->sketch, r->sketch_len);

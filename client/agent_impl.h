@@ -49,7 +49,6 @@ struct building {
 	int64_t *ph_start, *ph_dur;
 	uint32_t *k_rank, *k_iter, *k_name, *k_kind, *k_count;
 	int64_t *k_sum, *k_min, *k_max, *k_p50, *k_p99;
-	size_t *k_sketch_off;
 	uint32_t *k_sketch_len;
 	uint8_t *sketch;  /* bytes of this batch's sketches */
 	size_t sketch_len, sketch_cap;

@@ -1,6 +1,7 @@
 /* kernel_summary.c: raw kernel durations -> summary + sketch; wire size of a Batch. */
 #include "kernel_summary.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,14 +85,14 @@ oom:
 
 size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
 				 size_t nph, const struct record_kernel *k, size_t nk,
-				 const char *const *names, size_t nnames)
+				 const char *const *names, size_t nnames, const char *const *name_of)
 {
 	Culprit__V1__Batch m = CULPRIT__V1__BATCH__INIT;
-	size_t total = nit * 4 + nph * 7 + nk * 10;
+	size_t total = nit * 4 + nph * 7 + nk * 11;
 	uint64_t *v = calloc(total ? total : 1, sizeof(*v)); /* every repeated field, 8 bytes */
-	ProtobufCBinaryData *sk = calloc(nk ? nk : 1, sizeof(*sk));
+	uint8_t *sk = NULL;
 	size_t bytes = 0;
-	if (!v || !sk)
+	if (!v)
 		goto out;
 	uint64_t *p = v;
 #define COL(field, n, expr, T)                                 \
@@ -114,23 +115,42 @@ size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const
 	COL(phase_group, nph, ph[i].group, uint32_t);
 	COL(phase_start_us, nph, ph[i].start_us == RECORD_NO_START ? -1 : ph[i].start_us, int64_t);
 	COL(phase_dur_us, nph, ph[i].dur_us, int64_t);
-	COL(kernel_rank, nk, k[i].rank, uint32_t);
-	COL(kernel_iter, nk, k[i].iter, uint32_t);
+	/* as client/agent.c kernel_columns packs them: rank and iteration once when shared,
+	 * kind and p50/p99 only when the server cannot derive them */
+	bool one_rank = nk > 0, one_iter = nk > 0, need_q = false, need_kind = !name_of;
+	for (size_t i = 0; i < nk; i++) {
+		need_kind = need_kind || k[i].kind != record_kernel_kind_of(name_of[k[i].name]);
+		one_rank = one_rank && k[i].rank == k[0].rank;
+		one_iter = one_iter && k[i].iter == k[0].iter;
+		need_q = need_q || (!k[i].sketch_len && k[i].count > 3);
+	}
+	COL(kernel_rank, one_rank ? 1 : nk, k[i].rank, uint32_t);
+	COL(kernel_iter, one_iter ? 1 : nk, k[i].iter, uint32_t);
 	COL(kernel_name, nk, k[i].name, uint32_t);
-	COL(kernel_kind, nk, k[i].kind, uint32_t);
+	COL(kernel_kind, need_kind ? nk : 0, k[i].kind, uint32_t);
 	COL(kernel_count, nk, k[i].count, uint32_t);
 	COL(kernel_sum_us, nk, k[i].sum_us, int64_t);
 	COL(kernel_min_us, nk, k[i].min_us, int64_t);
 	COL(kernel_max_us, nk, k[i].max_us, int64_t);
-	COL(kernel_p50_us, nk, k[i].p50_us, int64_t);
-	COL(kernel_p99_us, nk, k[i].p99_us, int64_t);
+	COL(kernel_p50_us, need_q ? nk : 0, k[i].p50_us, int64_t);
+	COL(kernel_p99_us, need_q ? nk : 0, k[i].p99_us, int64_t);
 #undef COL
+	uint32_t *sk_len = (uint32_t *)p;
+	size_t sk_bytes = 0;
 	for (size_t i = 0; i < nk; i++) {
-		sk[i].len = k[i].sketch_len;
-		sk[i].data = (uint8_t *)k[i].sketch;
+		sk_len[i] = k[i].sketch_len;
+		sk_bytes += k[i].sketch_len;
 	}
-	m.n_kernel_sketch = nk;
-	m.kernel_sketch = sk;
+	if (sk_bytes) {
+		m.n_kernel_sketch_len = nk;
+		m.kernel_sketch_len = sk_len;
+		if (!(sk = malloc(sk_bytes)))
+			goto out;
+		for (size_t i = 0, off = 0; i < nk; off += k[i].sketch_len, i++)
+			memcpy(sk + off, k[i].sketch, k[i].sketch_len);
+		m.kernel_sketches.len = sk_bytes;
+		m.kernel_sketches.data = sk;
+	}
 	m.n_names = nnames;
 	m.names = (char **)names;
 	m.seq = 1;

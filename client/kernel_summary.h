@@ -33,9 +33,11 @@ int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, cons
 			size_t n, const char **why);
 /* Bytes of one Batch message (protobuf, schema/culprit.proto) holding these records and
  * names (the batch dictionary; pass nnames 0 for a step whose names the server already
- * has), plus the 4-byte frame length prefix. */
+ * has), plus the 4-byte frame length prefix, packed as client/agent.c packs it. name_of
+ * (indexed by the records' name ids; NULL: unknown) tells whether the kernel kinds follow
+ * from the names (record_kernel_kind_of) and need not be sent. */
 size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
 				 size_t nph, const struct record_kernel *k, size_t nk,
-				 const char *const *names, size_t nnames);
+				 const char *const *names, size_t nnames, const char *const *name_of);
 
 #endif

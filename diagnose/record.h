@@ -70,6 +70,17 @@ struct record_kernel {
 	uint32_t sketch_len;
 };
 
+/* The kind of a kernel by its name when the sender leaves it out: comm for a NCCL kernel
+ * (the name holds "nccl" in any case), compute otherwise. */
+enum record_kind record_kernel_kind_of(const char *name);
+
+struct sketch;
+/* Sets k's p50_us and p99_us, which the wire may leave out: from its sketch when it has one
+ * (scratch is an initialized sketch to decode into), otherwise exactly from count, min, max
+ * and sum (up to 3 values: the lower median and the top value; past 3, the mean and the top).
+ * 0, or -1 when the sketch does not decode (or memory ran out): the summary gave them. */
+int record_kernel_quantiles(struct record_kernel *k, struct sketch *scratch);
+
 const char *record_kind_name(enum record_kind kind);
 const char *record_group_name(enum record_group group);
 /* Parse "compute", "comm", ... ; returns -1 when unknown. */

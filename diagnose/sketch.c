@@ -235,16 +235,6 @@ static size_t put_varint(uint8_t *buf, size_t cap, size_t pos, uint64_t v)
 	return pos;
 }
 
-static size_t put_f64(uint8_t *buf, size_t cap, size_t pos, double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, sizeof(u));
-	for (int i = 0; i < 8; i++, pos++)
-		if (pos < cap)
-			buf[pos] = (uint8_t)(u >> (8 * i));
-	return pos;
-}
-
 size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap)
 {
 	size_t pos = 0;
@@ -252,19 +242,15 @@ size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap)
 		buf[pos] = 0xD5;
 	pos++;
 	if (pos < cap)
-		buf[pos] = 1;
+		buf[pos] = 2;
 	pos++;
-	pos = put_varint(buf, cap, pos, s->count);
 	pos = put_varint(buf, cap, pos, s->zeros);
-	pos = put_f64(buf, cap, pos, s->count ? s->min : 0);
-	pos = put_f64(buf, cap, pos, s->count ? s->max : 0);
-	pos = put_f64(buf, cap, pos, s->sum);
-	/* non-empty buckets only: their number, then (index delta, count) pairs; the first
-	 * delta is from the zigzag-encoded lowest index */
+	/* non-empty buckets only: their number, then per bucket the index delta from the
+	 * previous one (from the lowest index for the first), see sketch.h */
 	uint64_t m = 0;
 	for (uint32_t k = 0; k < s->n; k++)
 		m += s->bins[k] != 0;
-	int64_t lo = s->n ? s->lo : 0;
+	int64_t lo = 0;
 	uint32_t k0 = 0;
 	while (k0 < s->n && !s->bins[k0])
 		k0++;
@@ -277,8 +263,10 @@ size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap)
 		if (!s->bins[k])
 			continue;
 		int64_t idx = s->lo + (int64_t)k;
-		pos = put_varint(buf, cap, pos, (uint64_t)(idx - prev));
-		pos = put_varint(buf, cap, pos, s->bins[k]);
+		/* most buckets hold one value: one byte for a small delta and a count of 1 */
+		pos = put_varint(buf, cap, pos, (uint64_t)(idx - prev) << 1 | (s->bins[k] > 1));
+		if (s->bins[k] > 1)
+			pos = put_varint(buf, cap, pos, s->bins[k] - 2);
 		prev = idx;
 	}
 	return pos;
@@ -300,42 +288,32 @@ static int get_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *out
 	return -1;
 }
 
-static int get_f64(const uint8_t *buf, size_t len, size_t *pos, double *out)
-{
-	if (len - *pos < 8 || *pos > len)
-		return -1;
-	uint64_t u = 0;
-	for (int i = 0; i < 8; i++)
-		u |= (uint64_t)buf[*pos + (size_t)i] << (8 * i);
-	*pos += 8;
-	memcpy(out, &u, sizeof(*out));
-	return 0;
-}
-
 int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len)
 {
 	size_t pos = 2;
-	uint64_t count, zeros, zlo, n;
-	double mn, mx, sum;
-	if (len < 2 || buf[0] != 0xD5 || buf[1] != 1)
+	uint64_t zeros, zlo, n;
+	if (len < 2 || buf[0] != 0xD5 || buf[1] != 2)
 		return -1;
-	if (get_varint(buf, len, &pos, &count) || get_varint(buf, len, &pos, &zeros) ||
-	    get_f64(buf, len, &pos, &mn) || get_f64(buf, len, &pos, &mx) ||
-	    get_f64(buf, len, &pos, &sum) || get_varint(buf, len, &pos, &zlo) ||
+	if (get_varint(buf, len, &pos, &zeros) || get_varint(buf, len, &pos, &zlo) ||
 	    get_varint(buf, len, &pos, &n))
 		return -1;
-	if (n > SKETCH_MAX_BINS || zeros > count || n > len - pos)
+	if (n > SKETCH_MAX_BINS || n > len - pos || zeros > UINT32_MAX)
 		return -1;
 	int64_t lo = (int64_t)(zlo >> 1) ^ -(int64_t)(zlo & 1);
 	if (lo < INT32_MIN / 2 || lo > INT32_MAX / 2)
 		return -1;
 	sketch_reset(s);
-	uint64_t total = zeros;
+	uint64_t count = zeros;
+	double sum = 0;
 	int64_t idx = lo;
 	for (uint64_t k = 0; k < n; k++) {
-		uint64_t d, c;
-		if (get_varint(buf, len, &pos, &d) || get_varint(buf, len, &pos, &c) || c == 0 ||
-		    c > UINT32_MAX || (k > 0 && d == 0) || d > SKETCH_MAX_BINS)
+		uint64_t d, c = 1;
+		if (get_varint(buf, len, &pos, &d) || ((d & 1) && get_varint(buf, len, &pos, &c)))
+			return -1;
+		if (d & 1)
+			c += 2;
+		d >>= 1;
+		if (c > UINT32_MAX || (k > 0 && d == 0) || d > SKETCH_MAX_BINS)
 			return -1;
 		idx += (int64_t)d;
 		if (idx - lo >= SKETCH_MAX_BINS)
@@ -343,14 +321,26 @@ int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len)
 		if (ensure(s, (int32_t)idx, (int32_t)idx) < 0)
 			return -1;
 		bump(s, (int32_t)idx, c);
-		total += c;
+		count += c;
+		sum += (double)c * bucket_value((int32_t)idx);
 	}
-	if (pos != len || total != count)
+	if (pos != len)
 		return -1;
+	/* min, max and sum are not on the wire: estimates from the buckets, which a caller
+	 * holding the exact summary fields overwrites */
 	s->count = count;
 	s->zeros = zeros;
 	s->sum = sum;
-	s->min = count ? mn : INFINITY;
-	s->max = count ? mx : -INFINITY;
+	s->min = zeros ? 0 : (n ? bucket_value(lo) : INFINITY);
+	s->max = n ? bucket_value((int32_t)idx) : (zeros ? 0 : -INFINITY);
 	return 0;
+}
+
+void sketch_set_summary(struct sketch *s, double min, double max, double sum)
+{
+	if (!s->count || !(min <= max))
+		return;
+	s->min = min;
+	s->max = max;
+	s->sum = sum;
 }

@@ -7,10 +7,15 @@
  * addition, hence associative and commutative. At most SKETCH_MAX_BINS buckets are kept: a
  * wider range collapses its lowest buckets (low quantiles lose accuracy first).
  *
- * Serialization (the Batch.kernel_sketch bytes of the wire protocol), little endian:
- *   u8 magic 0xD5, u8 version 1, varint count, varint zeros, f64 min, f64 max, f64 sum,
- *   zigzag varint lowest non-empty bucket index, varint number m of non-empty buckets,
- *   then m pairs (varint index delta from the previous one (0 for the first), varint count). */
+ * Serialization (the Batch.kernel_sketch bytes of the wire protocol):
+ *   u8 magic 0xD5, u8 version 2, varint zeros, zigzag varint lowest non-empty bucket index,
+ *   varint number m of non-empty buckets, then per bucket varint (d << 1 | c > 1) with d
+ *   its index delta from the previous bucket (0 for the first), followed by varint c - 2
+ *   only when its count c is over 1.
+ * Count, min, max and sum are not serialized: the record that carries a sketch has them
+ * exactly (record_kernel count, min_us, max_us, sum_us). Decoding sets count from the
+ * buckets and estimates min, max and sum from them; sketch_set_summary puts the exact
+ * values back. */
 #ifndef CULPRIT_SKETCH_H
 #define CULPRIT_SKETCH_H
 
@@ -49,5 +54,7 @@ double sketch_ks(const struct sketch *a, const struct sketch *b);
 size_t sketch_serialize(const struct sketch *s, uint8_t *buf, size_t cap);
 /* Replace *s (initialized) with the decoded bytes. Returns 0, -1 on malformed input. */
 int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len);
+/* After sketch_deserialize: the exact min, max and sum of the values it holds. */
+void sketch_set_summary(struct sketch *s, double min, double max, double sum);
 
 #endif

@@ -716,6 +716,7 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 			s->dropped++;
 			return 1;
 		}
+		sketch_set_summary(&s->scratch, (double)rec->min_us, (double)rec->max_us, (double)rec->sum_us);
 		return sketch_merge(sk, &s->scratch);
 	}
 	if (durs && ndurs) {

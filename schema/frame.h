@@ -12,7 +12,7 @@
 #include "culprit.pb-c.h"
 
 #define FRAME_HEADER 4u
-#define FRAME_PROTOCOL_VERSION 1u
+#define FRAME_PROTOCOL_VERSION 2u
 
 typedef Culprit__V1__Envelope frame_envelope;
 

@@ -29,6 +29,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "server.h"
+#include "sketch.h"
 #include "writer.h"
 
 #define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
@@ -477,6 +478,15 @@ static int serves(const struct conn *c, uint32_t rank)
 	return bsearch(&rank, c->ranks, c->n_ranks, sizeof(uint32_t), cmp_u32) != NULL;
 }
 
+/* A kernel column holds one value per kernel; rank and iteration may hold one value for all
+ * (may_be_one), kind, p50 and p99 may be empty (may_be_one false: then 0 is allowed). */
+static bool col_ok(size_t len, size_t n, bool may_be_one)
+{
+	return len == n || (may_be_one ? n > 0 && len == 1 : len == 0);
+}
+
+#define KCOL(b, f, i) ((b)->n_kernel_##f == 1 ? (b)->kernel_##f[0] : (b)->kernel_##f[i])
+
 static int bad(char *err, size_t size, const char *what, size_t i)
 {
 	snprintf(err, size, "%s (record %zu)", what, i);
@@ -486,7 +496,7 @@ static int bad(char *err, size_t size, const char *what, size_t i)
 /* Checks a batch against the protocol's and the job's rules. */
 static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, char *err, size_t size)
 {
-	size_t n;
+	size_t n, sketch_bytes = 0;
 
 	if (b->n_names > MAX_NAMES)
 		return bad(err, size, "too many names in the dictionary", b->n_names);
@@ -521,24 +531,29 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, cha
 			return bad(err, size, "phase start offset out of range", i);
 	}
 
-	n = b->n_kernel_rank;
-	if (b->n_kernel_iter != n || b->n_kernel_name != n || b->n_kernel_kind != n || b->n_kernel_count != n ||
-	    b->n_kernel_sum_us != n || b->n_kernel_min_us != n || b->n_kernel_max_us != n ||
-	    b->n_kernel_p50_us != n || b->n_kernel_p99_us != n || (b->n_kernel_sketch != 0 && b->n_kernel_sketch != n))
+	n = b->n_kernel_name;
+	if (!col_ok(b->n_kernel_rank, n, true) || !col_ok(b->n_kernel_iter, n, true) || !col_ok(b->n_kernel_kind, n, false) ||
+	    b->n_kernel_count != n || b->n_kernel_sum_us != n || b->n_kernel_min_us != n ||
+	    b->n_kernel_max_us != n || !col_ok(b->n_kernel_p50_us, n, false) ||
+	    b->n_kernel_p99_us != b->n_kernel_p50_us || !col_ok(b->n_kernel_sketch_len, n, false))
 		return bad(err, size, "kernel columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
-		if (!serves(c, b->kernel_rank[i]))
+		if (!serves(c, KCOL(b, rank, i)))
 			return bad(err, size, "kernel summary of a rank this agent does not serve", i);
 		if (b->kernel_name[i] >= b->n_names)
 			return bad(err, size, "kernel name index outside the dictionary", i);
-		if (b->kernel_kind[i] >= RECORD_KIND_COUNT)
+		if (b->n_kernel_kind && b->kernel_kind[i] >= RECORD_KIND_COUNT)
 			return bad(err, size, "kernel kind unknown", i);
 		if (b->kernel_sum_us[i] < 0 || b->kernel_min_us[i] < 0 || b->kernel_max_us[i] < b->kernel_min_us[i] ||
-		    b->kernel_max_us[i] > MAX_DUR_US || b->kernel_p50_us[i] < 0 || b->kernel_p99_us[i] < 0)
+		    b->kernel_max_us[i] > MAX_DUR_US ||
+		    (b->n_kernel_p50_us && (b->kernel_p50_us[i] < 0 || b->kernel_p99_us[i] < 0)))
 			return bad(err, size, "kernel durations inconsistent or out of range", i);
-		if (b->n_kernel_sketch && b->kernel_sketch[i].len > MAX_SKETCH)
+		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i] > MAX_SKETCH)
 			return bad(err, size, "kernel sketch too large", i);
+		sketch_bytes += b->n_kernel_sketch_len ? b->kernel_sketch_len[i] : 0;
 	}
+	if (sketch_bytes != b->kernel_sketches.len)
+		return bad(err, size, "kernel sketch lengths do not add up to the sketch bytes", n);
 	return 0;
 }
 
@@ -590,6 +605,9 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
 	struct storage_op *op;
 	struct start_index starts = {0};
+	struct sketch scratch;
+	uint8_t *sketches;
+	size_t sketch_off = 0;
 	int64_t fallback = clock_wall_us();
 
 	arena += b->n_names * sizeof(char *);
@@ -597,15 +615,15 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		arena += strlen(b->names[i]) + 1;
 	arena += b->n_iter_rank * sizeof(struct record_iter);
 	arena += b->n_phase_rank * (sizeof(struct record_phase) + sizeof(int64_t));
-	arena += b->n_kernel_rank * (sizeof(struct record_kernel) + sizeof(int64_t));
-	for (size_t i = 0; i < b->n_kernel_sketch; i++)
-		arena += b->kernel_sketch[i].len;
+	arena += b->n_kernel_name * (sizeof(struct record_kernel) + sizeof(int64_t));
+	arena += b->kernel_sketches.len;
 	/* every allocation from the arena is aligned to 16 bytes */
-	arena += 16 * (16 + b->n_names + b->n_kernel_sketch);
+	arena += 16 * (16 + b->n_names);
 
 	op = storage_op_new(STORAGE_OP_BATCH, arena);
 	if (!op)
 		return NULL;
+	sketch_init(&scratch);
 	if (start_index_build(&starts, b) < 0)
 		goto fail;
 	op->job = storage_op_strdup(op, c->job->name);
@@ -619,7 +637,7 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	op->n_phases = b->n_phase_rank;
 	op->phases = storage_op_alloc(op, op->n_phases * sizeof(struct record_phase) + 1);
 	op->phase_iter_start_us = storage_op_alloc(op, op->n_phases * sizeof(int64_t) + 1);
-	op->n_kernels = b->n_kernel_rank;
+	op->n_kernels = b->n_kernel_name;
 	op->kernels = storage_op_alloc(op, op->n_kernels * sizeof(struct record_kernel) + 1);
 	op->kernel_iter_start_us = storage_op_alloc(op, op->n_kernels * sizeof(int64_t) + 1);
 	if (!op->job || !op->agent || !op->names || !op->iters || !op->phases || !op->phase_iter_start_us ||
@@ -648,29 +666,35 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		r->dur_us = b->phase_dur_us[i];
 		op->phase_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
 	}
+	sketches = storage_op_alloc(op, b->kernel_sketches.len + 1);
+	if (!sketches)
+		goto fail;
+	if (b->kernel_sketches.len)
+		memcpy(sketches, b->kernel_sketches.data, b->kernel_sketches.len);
 	for (size_t i = 0; i < op->n_kernels; i++) {
 		struct record_kernel *r = &op->kernels[i];
 
-		r->rank = b->kernel_rank[i];
-		r->iter = b->kernel_iter[i];
+		r->rank = KCOL(b, rank, i);
+		r->iter = KCOL(b, iter, i);
 		r->name = b->kernel_name[i];
-		r->kind = (uint8_t)b->kernel_kind[i];
+		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(b->names[r->name]));
 		r->count = b->kernel_count[i];
 		r->sum_us = b->kernel_sum_us[i];
 		r->min_us = b->kernel_min_us[i];
 		r->max_us = b->kernel_max_us[i];
-		r->p50_us = b->kernel_p50_us[i];
-		r->p99_us = b->kernel_p99_us[i];
 		r->sketch = NULL;
 		r->sketch_len = 0;
-		if (b->n_kernel_sketch && b->kernel_sketch[i].len) {
-			uint8_t *sk = storage_op_alloc(op, b->kernel_sketch[i].len);
-
-			if (!sk)
-				goto fail;
-			memcpy(sk, b->kernel_sketch[i].data, b->kernel_sketch[i].len);
-			r->sketch = sk;
-			r->sketch_len = (uint32_t)b->kernel_sketch[i].len;
+		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i]) {
+			r->sketch = sketches + sketch_off;
+			r->sketch_len = b->kernel_sketch_len[i];
+			sketch_off += r->sketch_len;
+		}
+		if (b->n_kernel_p50_us) {
+			r->p50_us = b->kernel_p50_us[i];
+			r->p99_us = b->kernel_p99_us[i];
+		} else {
+			/* a sketch that does not decode is dropped by the window later */
+			(void)record_kernel_quantiles(r, &scratch);
 		}
 		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
 	}
@@ -679,10 +703,12 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 			goto fail;
 	free(starts.keys);
 	free(starts.starts);
+	sketch_free(&scratch);
 	return op;
 fail:
 	free(starts.keys);
 	free(starts.starts);
+	sketch_free(&scratch);
 	storage_op_free(op);
 	return NULL;
 }
@@ -718,7 +744,7 @@ static void handle_batch(struct conn *c, const Culprit__V1__Batch *b)
 	struct server *s = c->srv;
 	char err[256], key[300];
 	struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
-	size_t n_records = b->n_iter_rank + b->n_phase_rank + b->n_kernel_rank;
+	size_t n_records = b->n_iter_rank + b->n_phase_rank + b->n_kernel_name;
 	uint32_t *name_map;
 	struct storage_op *op;
 
@@ -753,7 +779,7 @@ static void handle_batch(struct conn *c, const Culprit__V1__Batch *b)
 	s->m.batches_ok++;
 	s->m.records_in[0] += b->n_iter_rank;
 	s->m.records_in[1] += b->n_phase_rank;
-	s->m.records_in[2] += b->n_kernel_rank;
+	s->m.records_in[2] += b->n_kernel_name;
 
 	if (!s->writer) {
 		/* without storage, received is as durable as it gets */

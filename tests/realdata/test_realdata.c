@@ -55,7 +55,7 @@ struct col {
 	const char *fresh[1280];
 	size_t nfresh;
 	/* figures */
-	uint64_t steps, bytes_steady, bytes_first, max_steady, bytes_kernels, bytes_sketch;
+	uint64_t steps, bytes_steady, bytes_first, max_steady, bytes_kernels, max_kernels, bytes_sketch;
 	uint64_t medians, bad_medians;
 	double worst_err;
 	struct kernel_summary ks;
@@ -65,10 +65,13 @@ static void flush_step(struct col *c)
 {
 	if (!c->have_it)
 		return;
-	size_t steady = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, NULL, 0);
-	size_t first = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, c->fresh, c->nfresh);
+	size_t steady = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, NULL, 0, (const char *const *)c->nm.s);
+	size_t first = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, c->fresh, c->nfresh, (const char *const *)c->nm.s);
 	c->steps++;
-	c->bytes_kernels += kernel_summary_wire_bytes(&c->it, 0, c->ph, 0, c->k, c->nk, NULL, 0);
+	size_t kb = kernel_summary_wire_bytes(&c->it, 0, c->ph, 0, c->k, c->nk, NULL, 0, (const char *const *)c->nm.s);
+	c->bytes_kernels += kb;
+	if (kb > c->max_kernels)
+		c->max_kernels = kb;
 	for (size_t i = 0; i < c->nk; i++)
 		c->bytes_sketch += c->k[i].sketch_len;
 	c->bytes_steady += steady;
@@ -214,11 +217,11 @@ static const char *const hta_files[] = {
 static void report_figures(const char *what, const struct col *c)
 {
 	printf("%-48s steps %3llu kernels %6llu  wire bytes/rank/step: %5.0f (max %llu), first step with "
-	       "names %5.0f; kernels %5.0f of which sketches %5.0f; medians %llu, worst error %.2f%%\n",
+	       "names %5.0f; kernels %5.0f (max %llu) of which sketches %5.0f; medians %llu, worst error %.2f%%\n",
 	       what, (unsigned long long)c->steps, (unsigned long long)c->kernels,
 	       c->steps ? (double)c->bytes_steady / (double)c->steps : 0, (unsigned long long)c->max_steady,
 	       c->steps ? (double)c->bytes_first / (double)c->steps : 0,
-	       c->steps ? (double)c->bytes_kernels / (double)c->steps : 0,
+	       c->steps ? (double)c->bytes_kernels / (double)c->steps : 0, (unsigned long long)c->max_kernels,
 	       c->steps ? (double)c->bytes_sketch / (double)c->steps : 0, (unsigned long long)c->medians,
 	       c->worst_err * 100);
 }
@@ -237,6 +240,9 @@ static void hta_each_file(void **state)
 		assert_true(c->iters >= 1);
 		assert_true(c->kernels >= 1);
 		assert_int_equal(c->bad_medians, 0);
+		/* the kernel summaries of every step within 2.7 KB (the phases of df_index_resolver's
+		 * CPU annotations add 2.4 KB of their own) */
+		assert_true(c->max_kernels <= 2700);
 		col_free(c);
 	}
 }

@@ -189,7 +189,7 @@ int main(void)
 	/* the well-behaved agent */
 	good = h_connect(proc.agent_port);
 	H_CHECK(good >= 0, &proc);
-	send_hello(good, 1, "good", 0);
+	send_hello(good, FRAME_PROTOCOL_VERSION, "good", 0);
 	e = recv_env(good, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted, &proc);
 	frame_free(e);
@@ -215,7 +215,7 @@ int main(void)
 		fd = h_connect(proc.agent_port);
 		H_CHECK(fd >= 0, &proc);
 		if (cases[i].hello_first) {
-			send_hello(fd, 1, "hostile-after-hello", 8);
+			send_hello(fd, FRAME_PROTOCOL_VERSION, "hostile-after-hello", 8);
 			e = recv_env(fd, 10000);
 			H_CHECK(e && e->hello_ack->accepted, &proc);
 			frame_free(e);
@@ -241,7 +241,7 @@ int main(void)
 
 	/* wrong protocol version: refused with a reason, then closed */
 	fd = h_connect(proc.agent_port);
-	send_hello(fd, 99, "old", 16);
+	send_hello(fd, 1, "old", 16); /* version 1: no longer accepted */
 	e = recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && !e->hello_ack->accepted, &proc);
 	H_CHECK(strstr(e->hello_ack->reason, "protocol version") != NULL, &proc);

@@ -80,7 +80,7 @@ void pgtest_fail(void)
 	for (int i = 0; i < 4; i++) {
 		if (!started[i][0])
 			continue;
-		char cmd[1200];
+		char cmd[4400];
 		snprintf(cmd, sizeof cmd, "echo '--- end of %s/server.log:' >&2; tail -n 30 '%s/server.log' >&2", started[i],
 		         started[i]);
 		if (system(cmd) != 0)

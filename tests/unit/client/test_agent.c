@@ -123,7 +123,7 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 		Culprit__V1__HelloAck ha = CULPRIT__V1__HELLO_ACK__INIT;
 		struct fs_agent *a = fs_agent_get(s, env->hello->agent_id);
 
-		assert_int_equal(env->hello->protocol_version, 1);
+		assert_int_equal(env->hello->protocol_version, FRAME_PROTOCOL_VERSION);
 		assert_true(env->hello->n_ranks > 0);
 		a->hellos++;
 		a->resume_seq = env->hello->resume_seq;
@@ -202,13 +202,15 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 				if (b->phase_name[i] >= b->n_names || strcmp(b->names[b->phase_name[i]], want) != 0)
 					a->name_errors++;
 			}
-			for (size_t i = 0; i < b->n_kernel_rank; i++)
-				a->checksum += b->kernel_rank[i] * 1000003ull + b->kernel_iter[i] * 31ull +
+			/* rank and iteration may be sent once for every kernel of the batch */
+			for (size_t i = 0; i < b->n_kernel_name; i++)
+				a->checksum += b->kernel_rank[b->n_kernel_rank == 1 ? 0 : i] * 1000003ull +
+					       b->kernel_iter[b->n_kernel_iter == 1 ? 0 : i] * 31ull +
 					       (uint64_t)b->kernel_sum_us[i];
-			a->sketches += b->n_kernel_sketch;
+			a->sketches += b->n_kernel_sketch_len;
 			a->iters += b->n_iter_rank;
 			a->phases += b->n_phase_rank;
-			a->kernels += b->n_kernel_rank;
+			a->kernels += b->n_kernel_name;
 			a->durable = b->seq;
 			if (!(s->drop_every && s->drop_before_ack && s->batches_total % s->drop_every == 0))
 				fs_send_ack(c->fd, a->durable);

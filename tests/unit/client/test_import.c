@@ -307,7 +307,7 @@ static void summary(void **state)
 	int64_t neg[] = {5, -1, 4, 4};
 	assert_int_equal(kernel_summary_make(&ks, &k, neg, 4, &why), -1);
 	struct record_iter it = {0, 1, 0, 10};
-	assert_true(kernel_summary_wire_bytes(&it, 1, NULL, 0, &k, 1, NULL, 0) > k.sketch_len);
+	assert_true(kernel_summary_wire_bytes(&it, 1, NULL, 0, &k, 1, NULL, 0, NULL) > k.sketch_len);
 	kernel_summary_free(&ks);
 }
 
