@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "auth.h"
 #include "log.h"
 #include "query.h"
 #include "server.h"
@@ -377,6 +378,8 @@ void api_dispatch(struct server *s, struct evhttp_request *req)
 		s->api->requests++;
 		evhttp_request_set_on_complete_cb(req, answered, s->api);
 	}
+	if (!auth_http_request(s, req))
+		goto out;
 	if (qs && evhttp_parse_query_str(qs, &r.query) < 0) {
 		api_reply_error(req, 400, "bad query string", "the query string is not well formed");
 		goto out;

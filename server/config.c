@@ -60,6 +60,18 @@ static const struct setting settings[] = {
 	INT(http_max_body, 1048576, 1024, 67108864, true, "Largest REST request body, in bytes (413 beyond)."),
 	INT(http_max_headers, 16384, 1024, 1048576, true, "Largest REST request header block, in bytes."),
 	INT(http_timeout_s, 30, 1, 3600, true, "Time limit for reading a REST request and writing its answer."),
+	STR(agent_token, "", true,
+	    "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead). With neither "
+	    "set, agents are not authenticated (a warning at start-up). Never logged; -t masks it."),
+	STR(job_tokens_file, "", true,
+	    "File of \"JOB TOKEN\" lines ('#' comments): an agent of a listed job must present that job's token; "
+	    "a job not listed needs agent_token, and is refused when that is empty. Re-read on SIGHUP."),
+	STR(http_read_token, "", true,
+	    "Bearer token for REST reads (GET, HEAD) and /metrics; the write token also reads. Empty: reads are "
+	    "open. Needs http_write_token. /healthz and /readyz stay open."),
+	STR(http_write_token, "", true,
+	    "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...). Empty: the REST API "
+	    "is open (a warning at start-up)."),
 	STR(alertmanager_url, "", false,
 	    "Prometheus Alertmanager base URL (http or https); incidents are POSTed to its /api/v2/alerts. "
 	    "Empty: off."),
@@ -410,6 +422,10 @@ void config_print_doc(FILE *out)
 /* Secrets are never printed or logged. */
 static int is_secret(const char *name)
 {
+	size_t n = strlen(name);
+
+	if (n > 5 && strcmp(name + n - 5, "_file") == 0)
+		return 0; /* the name of a file of secrets is not one */
 	return strstr(name, "secret") || strstr(name, "token") || strstr(name, "_key");
 }
 

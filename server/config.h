@@ -32,6 +32,11 @@ struct config {
 	int64_t http_max_body;
 	int64_t http_max_headers;
 	int64_t http_timeout_s;
+	/* authentication (auth.c) */
+	char *agent_token;
+	char *job_tokens_file;
+	char *http_read_token;
+	char *http_write_token;
 	/* alerts (alerts.c, deliver.c) */
 	char *alertmanager_url;
 	char *webhook_url;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "auth.h"
 #include "ingest.h"
 #include "log.h"
 #include "server.h"
@@ -78,7 +79,7 @@ static void metrics(struct evhttp_request *req, void *arg)
 	size_t len = 0;
 	FILE *f;
 
-	if (!only_get(req))
+	if (!only_get(req) || !auth_http_request(s, req))
 		return;
 	f = open_memstream(&text, &len);
 	if (!f) {

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "auth.h"
 #include "frame.h"
 #include "jobs.h"
 #include "log.h"
@@ -365,6 +366,13 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	}
 	if (!name_ok(h->job, 127) || !name_ok(h->agent_id, 127) || strlen(h->host) > 127) {
 		refuse_hello(c, "job and agent_id must be 1 to 127 printable bytes, host at most 127");
+		return;
+	}
+	if (!auth_agent(s->auth, h->job, h->token)) {
+		/* the same answer for an unknown job and a bad token; the token is never logged */
+		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", c->peer, h->job, h->agent_id);
+		s->m.agent_auth_failures++;
+		refuse_hello(c, AUTH_FAILED_REASON);
 		return;
 	}
 	if (!h->topology) {

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "auth.h"
 #include "clock.h"
 #include "config.h"
 #include "diagnosis.h"
@@ -269,6 +270,7 @@ static void drain_check_cb(evutil_socket_t fd, short what, void *arg)
 static void reload(struct server *s)
 {
 	struct config next;
+	struct auth *auth;
 	char err[512];
 
 	if (!s->config_path) {
@@ -285,6 +287,13 @@ static void reload(struct server *s)
 		config_free(&next);
 		return;
 	}
+	if (!(auth = auth_new(&next, err, sizeof(err)))) {
+		log_error("SIGHUP: %s; keeping the old configuration", err);
+		config_free(&next);
+		return;
+	}
+	auth_free(s->auth);
+	s->auth = auth;
 	config_free(&s->cfg);
 	s->cfg = next;
 	log_set_level((enum log_level)log_level_parse(s->cfg.log_level));
@@ -293,6 +302,7 @@ static void reload(struct server *s)
 	if (s->retention)
 		storage_retention_set_days(s->retention, (int)s->cfg.retention_days);
 	log_info("SIGHUP: configuration reloaded from \"%s\"", s->config_path);
+	auth_log_summary(s->auth);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -371,6 +381,7 @@ static void shutdown_all(struct server *s)
 	free(s->db_dsn);
 	if (s->base)
 		event_base_free(s->base);
+	auth_free(s->auth);
 	config_free(&s->cfg);
 }
 
@@ -384,13 +395,25 @@ int main(int argc, char **argv)
 		config_free(&s.cfg);
 		return 2;
 	}
+	{
+		char err[512];
+
+		s.auth = auth_new(&s.cfg, err, sizeof(err));
+		if (!s.auth) {
+			fprintf(stderr, "culpritd: %s\n", err);
+			config_free(&s.cfg);
+			return 2;
+		}
+	}
 	if (check_only) {
 		config_print_values(&s.cfg, stdout);
 		printf("configuration is valid\n");
+		auth_free(s.auth);
 		config_free(&s.cfg);
 		return 0;
 	}
 	log_set_level((enum log_level)log_level_parse(s.cfg.log_level));
+	auth_log_summary(s.auth);
 	raise_nofile(&s.cfg);
 	if (evthread_use_pthreads() < 0) {
 		log_error("could not enable libevent's thread support");

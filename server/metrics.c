@@ -119,4 +119,12 @@ void metrics_render(const struct metrics *m, FILE *out)
 		     "culprit_incident_changes_total{state=\"resolved\"} %" PRIu64 "\n",
 		m->incident_changes[1], m->incident_changes[2], m->incident_changes[3]);
 	render_alerts(m, out);
+	one(out, "culprit_agent_auth_failures_total", "counter",
+	    "Agent Hellos refused with \"authentication failed\" (wrong or missing token, or a job without one).",
+	    m->agent_auth_failures);
+	fprintf(out, "# HELP culprit_http_auth_failures_total REST requests refused by authentication, by status.\n"
+		     "# TYPE culprit_http_auth_failures_total counter\n"
+		     "culprit_http_auth_failures_total{code=\"401\"} %" PRIu64 "\n"
+		     "culprit_http_auth_failures_total{code=\"403\"} %" PRIu64 "\n",
+		m->http_auth_failures, m->http_auth_forbidden);
 }

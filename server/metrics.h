@@ -48,6 +48,10 @@ struct metrics {
 	uint64_t alert_sent[DELIVER_TARGETS], alert_failures[DELIVER_TARGETS], alert_given_up[DELIVER_TARGETS];
 	uint64_t alert_resends, alert_resend_failures;
 	int64_t alert_pending;                            /* outbox rows pending, -1 unknown */
+	/* authentication (auth.c) */
+	uint64_t agent_auth_failures;                     /* Hellos refused: bad token or unknown job */
+	uint64_t http_auth_failures;                      /* REST 401 */
+	uint64_t http_auth_forbidden;                     /* REST 403: read token on a write request */
 };
 
 void metrics_observe_diagnosis(struct metrics *m, double ms);

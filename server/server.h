@@ -19,6 +19,7 @@ struct storage_retention;
 struct diagnosis;
 struct conn;
 struct alerts;
+struct auth;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
@@ -41,6 +42,7 @@ struct server {
 	struct event *diagnosis_wake;
 	struct event *tick;            /* once a second: due diagnoses, hang checks */
 	struct alerts *alerts;         /* reports, incidents and the alert outbox (alerts.c) */
+	struct auth *auth;             /* token guards, rebuilt on SIGHUP (auth.c) */
 	struct event *signals[4];
 	char *db_dsn;                  /* the DSN in use (embedded or configured) */
 	bool embedded;

@@ -1,0 +1,356 @@
+/* auth.c: tokens of agents and REST callers (see auth.h). */
+#include "auth.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+#include "strmap.h"
+
+#define DIGEST SHA256_DIGEST_LENGTH
+#define MAX_TOKEN 4096
+#define MAX_JOB 127
+#define MAX_JOB_TOKENS_FILE (16u << 20) /* bytes: a million jobs fit */
+
+struct guard {
+	bool set;
+	uint8_t d[DIGEST];
+};
+
+struct auth {
+	struct guard agent;        /* agent_token */
+	struct strmap jobs;        /* job -> uint8_t[DIGEST] from job_tokens_file */
+	struct guard read, write;  /* http_read_token, http_write_token */
+	char job_tokens_file[512]; /* for the summary */
+};
+
+static void digest(const char *s, uint8_t out[DIGEST])
+{
+	SHA256((const unsigned char *)s, strlen(s), out);
+}
+
+static bool digest_equal(const uint8_t a[DIGEST], const uint8_t b[DIGEST])
+{
+	return CRYPTO_memcmp(a, b, DIGEST) == 0;
+}
+
+bool auth_token_equal(const char *a, const char *b)
+{
+	uint8_t da[DIGEST], db[DIGEST];
+
+	digest(a, da);
+	digest(b, db);
+	return digest_equal(da, db);
+}
+
+bool auth_token_valid(const char *token)
+{
+	size_t n = strlen(token);
+
+	if (n == 0 || n > MAX_TOKEN)
+		return false;
+	for (; *token; token++)
+		if ((unsigned char)*token <= 0x20 || (unsigned char)*token >= 0x7f)
+			return false;
+	return true;
+}
+
+static void fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, size, fmt, ap);
+	va_end(ap);
+}
+
+static int set_guard(struct guard *g, const char *name, const char *value, char *err, size_t err_size)
+{
+	g->set = false;
+	if (!value || !*value)
+		return 0;
+	if (!auth_token_valid(value)) {
+		fail(err, err_size,
+		     "invalid value for setting \"%s\": a token is 1 to %d visible ASCII characters without spaces", name,
+		     MAX_TOKEN);
+		return -1;
+	}
+	digest(value, g->d);
+	g->set = true;
+	return 0;
+}
+
+int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job, const char *token), void *arg,
+			  char *err, size_t err_size)
+{
+	int lineno = 0;
+
+	while (*text) {
+		const char *end = strchr(text, '\n');
+		size_t n = end ? (size_t)(end - text) : strlen(text);
+		char line[MAX_JOB + MAX_TOKEN + 64], *p, *job, *token, *extra;
+
+		lineno++;
+		if (n >= sizeof(line)) {
+			fail(err, err_size, "line %d: too long", lineno);
+			return -1;
+		}
+		memcpy(line, text, n);
+		line[n] = '\0';
+		text += n + (end ? 1 : 0);
+		if ((p = strchr(line, '#')))
+			*p = '\0';
+		job = strtok_r(line, " \t\r", &p);
+		if (!job)
+			continue;
+		token = strtok_r(NULL, " \t\r", &p);
+		extra = strtok_r(NULL, " \t\r", &p);
+		if (!token || extra) {
+			fail(err, err_size, "line %d: expected \"JOB TOKEN\"", lineno);
+			return -1;
+		}
+		if (strlen(job) > MAX_JOB) {
+			fail(err, err_size, "line %d: a job name has at most %d bytes", lineno, MAX_JOB);
+			return -1;
+		}
+		if (!auth_token_valid(token)) {
+			/* the token itself is not repeated in the message */
+			fail(err, err_size, "line %d: the token of job \"%s\" is not 1 to %d visible ASCII characters", lineno,
+			     job, MAX_TOKEN);
+			return -1;
+		}
+		if (fn(arg, job, token) < 0) {
+			fail(err, err_size, "line %d: job \"%s\" listed twice, or out of memory", lineno, job);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int add_job(void *arg, const char *job, const char *token)
+{
+	struct auth *a = arg;
+	uint8_t *d;
+
+	if (strmap_get(&a->jobs, job))
+		return -1;
+	d = malloc(DIGEST);
+	if (!d)
+		return -1;
+	digest(token, d);
+	if (strmap_put(&a->jobs, job, d) < 0) {
+		free(d);
+		return -1;
+	}
+	return 0;
+}
+
+static char *read_file(const char *path, char *err, size_t err_size)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	size_t len = 0;
+
+	if (!f) {
+		fail(err, err_size, "could not open \"%s\": %s", path, strerror(errno));
+		return NULL;
+	}
+	buf = malloc(MAX_JOB_TOKENS_FILE + 1);
+	if (!buf) {
+		fclose(f);
+		fail(err, err_size, "out of memory");
+		return NULL;
+	}
+	len = fread(buf, 1, MAX_JOB_TOKENS_FILE + 1, f);
+	if (ferror(f) || len > MAX_JOB_TOKENS_FILE || memchr(buf, '\0', len)) {
+		fail(err, err_size, "could not read \"%s\": %s", path,
+		     ferror(f) ? strerror(errno) : len > MAX_JOB_TOKENS_FILE ? "larger than 16 MiB" : "contains a NUL byte");
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	fclose(f);
+	buf[len] = '\0';
+	return buf;
+}
+
+static void free_value(const char *key, void *value, void *arg)
+{
+	(void)key;
+	(void)arg;
+	free(value);
+}
+
+void auth_free(struct auth *a)
+{
+	if (!a)
+		return;
+	strmap_each(&a->jobs, free_value, NULL);
+	strmap_free(&a->jobs);
+	OPENSSL_cleanse(a, sizeof(*a));
+	free(a);
+}
+
+struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
+{
+	struct auth *a = calloc(1, sizeof(*a));
+	char msg[512];
+
+	if (!a) {
+		fail(err, err_size, "out of memory");
+		return NULL;
+	}
+	if (set_guard(&a->agent, "agent_token", cfg->agent_token, err, err_size) < 0 ||
+	    set_guard(&a->read, "http_read_token", cfg->http_read_token, err, err_size) < 0 ||
+	    set_guard(&a->write, "http_write_token", cfg->http_write_token, err, err_size) < 0)
+		goto fail;
+	if (a->read.set && !a->write.set) {
+		/* otherwise reads would be guarded and writes open */
+		fail(err, err_size, "setting \"http_read_token\" needs \"http_write_token\" to be set too");
+		goto fail;
+	}
+	if (a->read.set && digest_equal(a->read.d, a->write.d)) {
+		fail(err, err_size, "settings \"http_read_token\" and \"http_write_token\" must differ");
+		goto fail;
+	}
+	if (cfg->job_tokens_file && cfg->job_tokens_file[0]) {
+		char *text = read_file(cfg->job_tokens_file, msg, sizeof(msg));
+
+		if (!text) {
+			fail(err, err_size, "setting \"job_tokens_file\": %s", msg);
+			goto fail;
+		}
+		if (auth_parse_job_tokens(text, add_job, a, msg, sizeof(msg)) < 0) {
+			fail(err, err_size, "setting \"job_tokens_file\": \"%s\", %s", cfg->job_tokens_file, msg);
+			OPENSSL_cleanse(text, strlen(text));
+			free(text);
+			goto fail;
+		}
+		OPENSSL_cleanse(text, strlen(text));
+		free(text);
+		snprintf(a->job_tokens_file, sizeof(a->job_tokens_file), "%s", cfg->job_tokens_file);
+	}
+	return a;
+fail:
+	auth_free(a);
+	return NULL;
+}
+
+void auth_log_summary(const struct auth *a)
+{
+	if (!a->agent.set && a->jobs.len == 0)
+		log_warning("agents are NOT authenticated: set agent_token or job_tokens_file (docs/operations.md, "
+			    "\"Security\")");
+	else
+		log_info("agents authenticate: %s%s%zu job tokens%s%s%s", a->agent.set ? "a shared agent token" : "",
+			 a->agent.set ? " and " : "", a->jobs.len, a->jobs.len ? " from \"" : "", a->job_tokens_file,
+			 a->jobs.len ? "\"" : "");
+	if (!a->write.set)
+		log_warning("the REST API is NOT authenticated: anyone who reaches http_listen may read and write; set "
+			    "http_write_token (and http_read_token)");
+	else if (!a->read.set)
+		log_info("REST API: writes need http_write_token; reads are open (no http_read_token)");
+	else
+		log_info("REST API: reads need http_read_token or http_write_token, writes http_write_token");
+}
+
+bool auth_agent(const struct auth *a, const char *job, const char *token)
+{
+	const uint8_t *want = strmap_get(&a->jobs, job ? job : "");
+	uint8_t got[DIGEST];
+	bool ok;
+
+	if (!want && !a->agent.set && a->jobs.len == 0)
+		return true; /* open */
+	digest(token ? token : "", got);
+	if (want)
+		return digest_equal(got, want);
+	/* the same work whether or not a shared token is set: an unknown job and a bad token
+	 * look alike from outside */
+	ok = digest_equal(got, a->agent.d);
+	return ok && a->agent.set;
+}
+
+/* The token of "Bearer TOKEN" (scheme case-insensitive), or NULL. */
+static const char *bearer(const char *authorization)
+{
+	if (!authorization || strncasecmp(authorization, "Bearer", 6) != 0 || (authorization[6] != ' ' && authorization[6] != '\t'))
+		return NULL;
+	authorization += 6;
+	while (*authorization == ' ' || *authorization == '\t')
+		authorization++;
+	return *authorization ? authorization : NULL;
+}
+
+enum auth_http_result auth_http(const struct auth *a, bool write, const char *authorization)
+{
+	const char *token = bearer(authorization);
+	uint8_t got[DIGEST];
+	bool is_write, is_read;
+
+	if (write ? !a->write.set : !a->read.set)
+		return AUTH_HTTP_OK;
+	if (!token)
+		return AUTH_HTTP_UNAUTHORIZED;
+	digest(token, got);
+	is_write = digest_equal(got, a->write.d) && a->write.set;
+	is_read = digest_equal(got, a->read.d) && a->read.set;
+	if (is_write || (!write && is_read))
+		return AUTH_HTTP_OK;
+	return is_read ? AUTH_HTTP_FORBIDDEN : AUTH_HTTP_UNAUTHORIZED;
+}
+
+bool auth_http_request(struct server *s, struct evhttp_request *req)
+{
+	enum evhttp_cmd_type m = evhttp_request_get_command(req);
+	bool write = m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD;
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	enum auth_http_result r = s->auth ? auth_http(s->auth, write, h) : AUTH_HTTP_UNAUTHORIZED;
+	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	const char *detail, *error;
+	char *peer = NULL, body[256];
+	uint16_t port = 0;
+	struct evbuffer *buf;
+
+	if (r == AUTH_HTTP_OK)
+		return true;
+	if (conn)
+		evhttp_connection_get_peer(conn, &peer, &port);
+	if (r == AUTH_HTTP_FORBIDDEN) {
+		s->m.http_auth_forbidden++;
+		error = "forbidden";
+		detail = "the read token does not allow this request; it needs the write token";
+	} else {
+		s->m.http_auth_failures++;
+		error = "unauthorized";
+		detail = h ? "the bearer token is not valid here" : "this request needs Authorization: Bearer TOKEN";
+		evhttp_add_header(out, "WWW-Authenticate",
+				  h ? "Bearer realm=\"culprit\", error=\"invalid_token\"" : "Bearer realm=\"culprit\"");
+	}
+	log_info("http %s:%u: %s %s refused: %s", peer ? peer : "?", (unsigned)port,
+		 m == EVHTTP_REQ_GET ? "GET" : m == EVHTTP_REQ_HEAD ? "HEAD" : m == EVHTTP_REQ_POST ? "POST"
+		 : m == EVHTTP_REQ_PUT ? "PUT" : m == EVHTTP_REQ_DELETE ? "DELETE" : "request",
+		 evhttp_request_get_uri(req), r == AUTH_HTTP_FORBIDDEN ? "read token on a write request"
+		 : h ? "invalid token" : "no token");
+	snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n", error, detail);
+	evhttp_add_header(out, "Content-Type", "application/json");
+	buf = evhttp_request_get_output_buffer(req);
+	evbuffer_add(buf, body, strlen(body));
+	evhttp_send_reply(req, r == AUTH_HTTP_FORBIDDEN ? 403 : 401, NULL, NULL);
+	return false;
+}
