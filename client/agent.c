@@ -850,7 +850,9 @@ struct agent *agent_new(const struct agent_config *cfg)
 	if (!why) {
 		a->job = strdup(cfg->job);
 		a->host = strdup(cfg->host);
-		a->token = strdup(cfg->token ? cfg->token : "");
+		const char *token = cfg->token ? cfg->token : getenv("CULPRIT_TOKEN");
+
+		a->token = strdup(token ? token : "");
 		a->order = strdup(cfg->topo.order ? cfg->topo.order : "");
 		a->ranks = malloc(cfg->n_ranks * sizeof(*a->ranks));
 		if (!a->job || !a->host || !a->token || !a->order || !a->ranks) {

@@ -69,7 +69,7 @@ struct agent_config {
 	const char *host;
 	const uint32_t *ranks;         /* the ranks this agent serves (copied) */
 	size_t n_ranks;
-	const char *token;             /* NULL: none */
+	const char *token;             /* sent in Hello; NULL: $CULPRIT_TOKEN, else none */
 	uint32_t flush_interval_ms;    /* 0: 200; a non-empty batch is sealed at this age */
 	uint32_t max_batch_records;    /* 0: 8192; records of all kinds in one batch */
 	size_t max_unacked_bytes;      /* 0: 64 MiB; see the buffer-full policy above */

@@ -136,7 +136,8 @@ static void usage(FILE *f)
 		   "streams interchange JSONL files, PyTorch profiler or Chrome traces, or worker CSVs (plain\n"
 		   "or gzipped; see culprit diagnose --format) to culpritd as agents, one per node\n"
 		   "(host) or, with --per-rank, one per rank, and waits until every record is acknowledged\n"
-		   "(for at most --timeout seconds; no limit by default)\n");
+		   "(for at most --timeout seconds; no limit by default). --token is the agent token sent in\n"
+		   "Hello (default: $CULPRIT_TOKEN)\n");
 }
 
 int replay_main(int argc, char **argv)
@@ -191,6 +192,8 @@ int replay_main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (!r.cfg.token)
+		r.cfg.token = getenv("CULPRIT_TOKEN"); /* kept out of ps: the environment is private */
 	if (!r.cfg.server || optind >= argc) {
 		usage(stderr);
 		return 2;

@@ -167,6 +167,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--recover-at N] --server HOST:PORT [--per-rank]\n"
 		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
+		   "  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
 		   "  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
 		   "              hung job stay (heartbeats, no iterations)\n");
 }
@@ -284,6 +285,8 @@ int sim_stream_main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (!s.cfg.token)
+		s.cfg.token = getenv("CULPRIT_TOKEN"); /* kept out of ps: the environment is private */
 	if (!opt.scenario || !s.cfg.server || optind != argc) {
 		usage(stderr);
 		return 2;
