@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "config.h"
 #include "log.h"
@@ -24,6 +25,7 @@
 #define MAX_TOKEN 4096
 #define MAX_JOB 127
 #define MAX_JOB_TOKENS_FILE (16u << 20) /* bytes: a million jobs fit */
+#define LOG_PER_SECOND 5                /* refusals logged in one second; the rest counted */
 
 struct guard {
 	bool set;
@@ -285,6 +287,43 @@ bool auth_agent(const struct auth *a, const char *job, const char *token)
 	return ok && a->agent.set;
 }
 
+/* A fleet with a stale token must not flood the log: the first LOG_PER_SECOND refusals of
+ * each second are logged, the rest summed up in one line (metrics count them all). Event
+ * loop only. */
+struct log_limit {
+	time_t second;
+	unsigned logged, suppressed;
+	const char *what;
+};
+
+static bool log_limit_allow(struct log_limit *l)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec != l->second) {
+		if (l->suppressed)
+			log_warning("%u more %s not logged", l->suppressed, l->what);
+		l->second = now.tv_sec;
+		l->logged = l->suppressed = 0;
+	}
+	if (l->logged < LOG_PER_SECOND) {
+		l->logged++;
+		return true;
+	}
+	l->suppressed++;
+	return false;
+}
+
+void auth_agent_refused(struct server *s, const char *peer, const char *job, const char *agent)
+{
+	static struct log_limit limit = {.what = "agent authentication failures"};
+
+	s->m.agent_auth_failures++;
+	if (log_limit_allow(&limit))
+		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", peer, job, agent);
+}
+
 /* The token of "Bearer TOKEN" (scheme case-insensitive), or NULL. */
 static const char *bearer(const char *authorization)
 {
@@ -314,6 +353,20 @@ enum auth_http_result auth_http(const struct auth *a, bool write, const char *au
 	return is_read ? AUTH_HTTP_FORBIDDEN : AUTH_HTTP_UNAUTHORIZED;
 }
 
+static const char *method_name(enum evhttp_cmd_type m)
+{
+	switch (m) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	default: return "request";
+	}
+}
+
 bool auth_http_request(struct server *s, struct evhttp_request *req)
 {
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
@@ -324,6 +377,7 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	const char *detail, *error;
 	char *peer = NULL, body[256];
+	static struct log_limit limit = {.what = "refused REST requests"};
 	uint16_t port = 0;
 	struct evbuffer *buf;
 
@@ -342,11 +396,10 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 		evhttp_add_header(out, "WWW-Authenticate",
 				  h ? "Bearer realm=\"culprit\", error=\"invalid_token\"" : "Bearer realm=\"culprit\"");
 	}
-	log_info("http %s:%u: %s %s refused: %s", peer ? peer : "?", (unsigned)port,
-		 m == EVHTTP_REQ_GET ? "GET" : m == EVHTTP_REQ_HEAD ? "HEAD" : m == EVHTTP_REQ_POST ? "POST"
-		 : m == EVHTTP_REQ_PUT ? "PUT" : m == EVHTTP_REQ_DELETE ? "DELETE" : "request",
-		 evhttp_request_get_uri(req), r == AUTH_HTTP_FORBIDDEN ? "read token on a write request"
-		 : h ? "invalid token" : "no token");
+	if (log_limit_allow(&limit))
+		log_info("http %s:%u: %s %s refused: %s", peer ? peer : "?", (unsigned)port, method_name(m),
+			 evhttp_request_get_uri(req),
+			 r == AUTH_HTTP_FORBIDDEN ? "read token on a write request" : h ? "invalid token" : "no token");
 	snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n", error, detail);
 	evhttp_add_header(out, "Content-Type", "application/json");
 	buf = evhttp_request_get_output_buffer(req);

@@ -37,6 +37,9 @@ void auth_log_summary(const struct auth *a);
 
 /* true when an agent of job presenting token (NULL: none) may stream. */
 bool auth_agent(const struct auth *a, const char *job, const char *token);
+/* Counts a Hello refused by auth_agent and logs peer, job and agent (never the token), at
+ * most a few lines a second. */
+void auth_agent_refused(struct server *s, const char *peer, const char *job, const char *agent);
 /* The verdict on a REST request: write is any method but GET and HEAD; authorization is
  * the Authorization header's value or NULL. */
 enum auth_http_result auth_http(const struct auth *a, bool write, const char *authorization);

@@ -313,11 +313,11 @@ static void refusing_event_cb(struct bufferevent *bev, short what, void *arg)
 	conn_close(arg, CLOSE_REFUSED);
 }
 
-static void refuse_hello(struct conn *c, const char *reason)
+/* Refuses Hello without a log line (the caller logs). */
+static void send_refusal(struct conn *c, const char *reason)
 {
 	struct timeval tv = {2, 0};
 
-	log_info("agent %s: hello refused: %s", c->peer, reason);
 	send_hello_ack(c, 0, reason, 0);
 	if (c->state == CONN_CLOSING)
 		return;
@@ -326,6 +326,12 @@ static void refuse_hello(struct conn *c, const char *reason)
 	bufferevent_setcb(c->bev, NULL, close_after_write_cb, refusing_event_cb, c);
 	bufferevent_set_timeouts(c->bev, NULL, &tv);
 	conn_set_state(c, CONN_REFUSING);
+}
+
+static void refuse_hello(struct conn *c, const char *reason)
+{
+	log_info("agent %s: hello refused: %s", c->peer, reason);
+	send_refusal(c, reason);
 }
 
 /* ---- Hello ---- */
@@ -369,10 +375,9 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		return;
 	}
 	if (!auth_agent(s->auth, h->job, h->token)) {
-		/* the same answer for an unknown job and a bad token; the token is never logged */
-		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", c->peer, h->job, h->agent_id);
-		s->m.agent_auth_failures++;
-		refuse_hello(c, AUTH_FAILED_REASON);
+		/* the same answer for an unknown job and a bad token */
+		auth_agent_refused(s, c->peer, h->job, h->agent_id); /* logs, rate-limited */
+		send_refusal(c, AUTH_FAILED_REASON);
 		return;
 	}
 	if (!h->topology) {
