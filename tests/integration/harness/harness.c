@@ -313,3 +313,72 @@ double h_metric(const char *text, const char *sample)
 			return atof(line + n + 1);
 	return -1;
 }
+
+int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body,
+	      char **head, char **body)
+{
+	int fd = h_connect(port), status = -1;
+	char *req = NULL, *resp = NULL, *p;
+	size_t len = 0, cap = 0, blen = req_body ? strlen(req_body) : 0;
+
+	*body = NULL;
+	if (head)
+		*head = NULL;
+	if (fd < 0)
+		return -1;
+	if (asprintf(&req,
+		     "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
+		     method, path, blen, headers ? headers : "") < 0) {
+		close(fd);
+		return -1;
+	}
+	if (h_write_all(fd, req, strlen(req)) < 0 || (blen && h_write_all(fd, req_body, blen) < 0)) {
+		free(req);
+		close(fd);
+		return -1;
+	}
+	free(req);
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			resp = realloc(resp, cap);
+		}
+		n = recv(fd, resp + len, cap - len - 1, 0);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (!resp)
+		return -1;
+	resp[len] = '\0';
+	if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
+		status = -1;
+	p = strstr(resp, "\r\n\r\n");
+	*body = strdup(p ? p + 4 : "");
+	if (head)
+		*head = strndup(resp, p ? (size_t)(p - resp) : len);
+	free(resp);
+	return status;
+}
+
+int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeout_ms)
+{
+	for (int64_t deadline = h_now_ms() + timeout_ms; h_now_ms() < deadline; poll(NULL, 0, 20)) {
+		FILE *f = fopen(p->log_path, "r");
+		char line[4096];
+		int n = 0;
+
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, needle))
+				n++;
+		fclose(f);
+		if (n >= count)
+			return 1;
+	}
+	return 0;
+}

@@ -46,6 +46,13 @@ int h_http(int port, const char *method, const char *path, const char *req_body,
 /* Value of a Prometheus sample line "name{labels} value" in text (exact name with labels). */
 double h_metric(const char *text, const char *sample);
 
+/* Like h_http, with extra request header lines (each ending in "\r\n", or NULL) and the
+ * response's status line and headers in a malloc'd *head (when head is not NULL). */
+int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body,
+	      char **head, char **body);
+/* 1 once the process log has at least count lines containing needle (within timeout_ms). */
+int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeout_ms);
+
 /* Monotonic milliseconds. */
 int64_t h_now_ms(void);
 
