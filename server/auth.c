@@ -14,18 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "config.h"
 #include "log.h"
+#include "loglimit.h"
 #include "server.h"
 #include "strmap.h"
+#include "tls.h"
 
 #define DIGEST SHA256_DIGEST_LENGTH
 #define MAX_TOKEN 4096
 #define MAX_JOB 127
 #define MAX_JOB_TOKENS_FILE (16u << 20) /* bytes: a million jobs fit */
-#define LOG_PER_SECOND 5                /* refusals logged in one second; the rest counted */
 
 struct guard {
 	bool set;
@@ -287,34 +287,6 @@ bool auth_agent(const struct auth *a, const char *job, const char *token)
 	return ok && a->agent.set;
 }
 
-/* A fleet with a stale token must not flood the log: the first LOG_PER_SECOND refusals of
- * each second are logged, the rest summed up in one line (metrics count them all). Event
- * loop only. */
-struct log_limit {
-	time_t second;
-	unsigned logged, suppressed;
-	const char *what;
-};
-
-static bool log_limit_allow(struct log_limit *l)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (now.tv_sec != l->second) {
-		if (l->suppressed)
-			log_warning("%u more %s not logged", l->suppressed, l->what);
-		l->second = now.tv_sec;
-		l->logged = l->suppressed = 0;
-	}
-	if (l->logged < LOG_PER_SECOND) {
-		l->logged++;
-		return true;
-	}
-	l->suppressed++;
-	return false;
-}
-
 void auth_agent_refused(struct server *s, const char *peer, const char *job, const char *agent)
 {
 	static struct log_limit limit = {.what = "agent authentication failures"};
@@ -381,6 +353,10 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 	uint16_t port = 0;
 	struct evbuffer *buf;
 
+	if (!tls_request_ok(s, req)) {
+		evhttp_send_error(req, 400, "TLS required");
+		return false;
+	}
 	if (r == AUTH_HTTP_OK)
 		return true;
 	if (conn)

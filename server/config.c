@@ -72,6 +72,10 @@ static const struct setting settings[] = {
 	STR(http_write_token, "", true,
 	    "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...). Empty: the REST API "
 	    "is open (a warning at start-up)."),
+	STR(tls_cert, "", true,
+	    "PEM file of the server certificate (and its chain). With tls_key: agents and the REST API speak "
+	    "TLS (1.2 or later) only. SIGHUP re-reads the files; turning TLS on or off needs a restart."),
+	STR(tls_key, "", true, "PEM file of the private key of tls_cert."),
 	STR(alertmanager_url, "", false,
 	    "Prometheus Alertmanager base URL (http or https); incidents are POSTed to its /api/v2/alerts. "
 	    "Empty: off."),
@@ -424,7 +428,7 @@ static int is_secret(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (n > 5 && strcmp(name + n - 5, "_file") == 0)
+	if ((n > 5 && strcmp(name + n - 5, "_file") == 0) || strncmp(name, "tls_", 4) == 0)
 		return 0; /* the name of a file of secrets is not one */
 	return strstr(name, "secret") || strstr(name, "token") || strstr(name, "_key");
 }

@@ -37,6 +37,9 @@ struct config {
 	char *job_tokens_file;
 	char *http_read_token;
 	char *http_write_token;
+	/* TLS (tls.c) */
+	char *tls_cert;
+	char *tls_key;
 	/* alerts (alerts.c, deliver.c) */
 	char *alertmanager_url;
 	char *webhook_url;

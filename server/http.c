@@ -17,6 +17,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "server.h"
+#include "tls.h"
 #include "writer.h"
 
 static void reply_json(struct evhttp_request *req, int status, json_t *body)
@@ -162,6 +163,8 @@ int http_start(struct server *s)
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
 						   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
 	evhttp_set_default_content_type(s->http, "application/json");
+	if (s->tls)
+		tls_http_setup(s);
 	evhttp_set_cb(s->http, "/healthz", healthz, s);
 	evhttp_set_cb(s->http, "/readyz", readyz, s);
 	evhttp_set_cb(s->http, "/metrics", metrics, s);
@@ -170,7 +173,7 @@ int http_start(struct server *s)
 		log_error("could not listen for HTTP on %s", s->cfg.http_listen);
 		return -1;
 	}
-	log_info("REST API on http://%s", s->cfg.http_listen);
+	log_info("REST API on %s://%s", s->tls ? "https" : "http", s->cfg.http_listen);
 	return 0;
 }
 

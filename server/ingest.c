@@ -29,8 +29,10 @@
 #include "frame.h"
 #include "jobs.h"
 #include "log.h"
+#include "loglimit.h"
 #include "server.h"
 #include "sketch.h"
+#include "tls.h"
 #include "writer.h"
 
 #define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
@@ -908,6 +910,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
+	char why[256];
 
 	(void)bev;
 	if (what & BEV_EVENT_TIMEOUT) {
@@ -920,6 +923,15 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 				 (long long)c->srv->cfg.idle_timeout_s);
 			conn_close(c, CLOSE_IDLE);
 		}
+		return;
+	}
+	if ((what & BEV_EVENT_ERROR) && tls_failed(c->bev, why, sizeof(why))) {
+		static struct log_limit limit = {.what = "failed TLS connections"};
+
+		/* a plaintext client, or one that does not trust the certificate */
+		if (log_limit_allow(&limit))
+			log_info("agent %s: TLS failed: %s; closing the connection", c->peer, why);
+		conn_close(c, CLOSE_TLS);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
@@ -974,7 +986,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->bev = s->tls ? tls_agent_bufferevent(s, fd) : bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!c->bev) {
 		s->m.closed[CLOSE_NOMEM]++;
 		evutil_closesocket(fd);

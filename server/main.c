@@ -17,6 +17,7 @@
 
 #include "alerts.h"
 #include "auth.h"
+#include "tls.h"
 #include "clock.h"
 #include "config.h"
 #include "diagnosis.h"
@@ -271,6 +272,7 @@ static void reload(struct server *s)
 {
 	struct config next;
 	struct auth *auth;
+	struct ssl_ctx_st *tls = NULL;
 	char err[512];
 
 	if (!s->config_path) {
@@ -287,13 +289,20 @@ static void reload(struct server *s)
 		config_free(&next);
 		return;
 	}
-	if (!(auth = auth_new(&next, err, sizeof(err)))) {
+	if (tls_check_reload(&s->cfg, &next, err, sizeof(err)) < 0 ||
+	    (tls_wanted(&next) && !(tls = tls_context_new(&next, err, sizeof(err)))) ||
+	    !(auth = auth_new(&next, err, sizeof(err)))) {
 		log_error("SIGHUP: %s; keeping the old configuration", err);
+		tls_context_free(tls);
 		config_free(&next);
 		return;
 	}
 	auth_free(s->auth);
 	s->auth = auth;
+	if (tls) {
+		tls_context_free(s->tls);
+		s->tls = tls;
+	}
 	config_free(&s->cfg);
 	s->cfg = next;
 	log_set_level((enum log_level)log_level_parse(s->cfg.log_level));
@@ -382,6 +391,7 @@ static void shutdown_all(struct server *s)
 	if (s->base)
 		event_base_free(s->base);
 	auth_free(s->auth);
+	tls_context_free(s->tls);
 	config_free(&s->cfg);
 }
 
@@ -399,8 +409,11 @@ int main(int argc, char **argv)
 		char err[512];
 
 		s.auth = auth_new(&s.cfg, err, sizeof(err));
-		if (!s.auth) {
+		if (s.auth && tls_wanted(&s.cfg))
+			s.tls = tls_context_new(&s.cfg, err, sizeof(err));
+		if (!s.auth || (tls_wanted(&s.cfg) && !s.tls)) {
 			fprintf(stderr, "culpritd: %s\n", err);
+			auth_free(s.auth);
 			config_free(&s.cfg);
 			return 2;
 		}
@@ -409,11 +422,17 @@ int main(int argc, char **argv)
 		config_print_values(&s.cfg, stdout);
 		printf("configuration is valid\n");
 		auth_free(s.auth);
+		tls_context_free(s.tls);
 		config_free(&s.cfg);
 		return 0;
 	}
 	log_set_level((enum log_level)log_level_parse(s.cfg.log_level));
 	auth_log_summary(s.auth);
+	if (s.tls)
+		log_info("TLS on: agents and the REST API use the certificate \"%s\"", s.cfg.tls_cert);
+	else
+		log_warning("TLS is off: records%s travel in clear text (set tls_cert and tls_key)",
+			    s.cfg.agent_token[0] || s.cfg.job_tokens_file[0] || s.cfg.http_write_token[0] ? " and tokens" : "");
 	raise_nofile(&s.cfg);
 	if (evthread_use_pthreads() < 0) {
 		log_error("could not enable libevent's thread support");

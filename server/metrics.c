@@ -4,7 +4,7 @@
 #include <inttypes.h>
 
 static const char *const close_names[CLOSE_REASONS] = {
-	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem",
+	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem", "tls",
 };
 
 /* upper bounds of the diagnosis duration histogram, in seconds */

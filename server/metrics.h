@@ -19,6 +19,7 @@ enum metrics_close_reason {
 	CLOSE_REPLACED,        /* the same agent connected again */
 	CLOSE_SHUTDOWN,        /* culpritd stopping */
 	CLOSE_NOMEM,           /* out of memory on this connection */
+	CLOSE_TLS,             /* TLS handshake or record error (e.g. a plaintext client) */
 	CLOSE_REASONS
 };
 

@@ -20,6 +20,7 @@ struct diagnosis;
 struct conn;
 struct alerts;
 struct auth;
+struct ssl_ctx_st;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
@@ -43,6 +44,7 @@ struct server {
 	struct event *tick;            /* once a second: due diagnoses, hang checks */
 	struct alerts *alerts;         /* reports, incidents and the alert outbox (alerts.c) */
 	struct auth *auth;             /* token guards, rebuilt on SIGHUP (auth.c) */
+	struct ssl_ctx_st *tls;        /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
 	struct event *signals[4];
 	char *db_dsn;                  /* the DSN in use (embedded or configured) */
 	bool embedded;
