@@ -795,6 +795,7 @@ static void agent_free(struct agent *a)
 	free(a->cmd.ranks);
 	free(a->c.rbuf);
 	free(a->c.ctrl);
+	agent_tls_release(a);
 	free(a->server_host);
 	free(a->server_port);
 	free(a->job);
@@ -870,6 +871,15 @@ struct agent *agent_new(const struct agent_config *cfg)
 		agent_log(a, AGENT_LOG_ERROR, "invalid configuration: %s", why);
 		agent_free(a);
 		return NULL;
+	}
+	if (cfg->tls || cfg->tls_ca) {
+		char err[512];
+
+		if (agent_tls_init(a, cfg->tls_ca, err, sizeof(err)) < 0) {
+			agent_log(a, AGENT_LOG_ERROR, "invalid configuration: %s", err);
+			agent_free(a);
+			return NULL;
+		}
 	}
 	a->topo = cfg->topo;
 	a->topo.order = NULL;

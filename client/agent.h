@@ -70,6 +70,9 @@ struct agent_config {
 	const uint32_t *ranks;         /* the ranks this agent serves (copied) */
 	size_t n_ranks;
 	const char *token;             /* sent in Hello; NULL: $CULPRIT_TOKEN, else none */
+	bool tls;                      /* TLS to the server, its certificate verified */
+	const char *tls_ca;            /* PEM file of the CA to verify it with (implies tls); NULL: the
+				        * system's CAs */
 	uint32_t flush_interval_ms;    /* 0: 200; a non-empty batch is sealed at this age */
 	uint32_t max_batch_records;    /* 0: 8192; records of all kinds in one batch */
 	size_t max_unacked_bytes;      /* 0: 64 MiB; see the buffer-full policy above */

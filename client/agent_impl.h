@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "agent.h"
 #include "frame.h"
@@ -26,6 +27,7 @@
 enum conn_state {
 	CONN_IDLE,       /* no socket; (re)connect at retry_at */
 	CONN_CONNECTING, /* non-blocking connect in progress */
+	CONN_TLS,        /* TLS handshake in progress (agent_tls.c) */
 	CONN_HELLO,      /* Hello sent, waiting for HelloAck */
 	CONN_STREAMING,  /* HelloAck accepted: batches flow */
 };
@@ -62,9 +64,14 @@ struct building {
 	long long started_ms;
 };
 
+struct ssl_st;
+struct ssl_ctx_st;
+
 struct agent_conn {
 	enum conn_state state;
 	int fd;
+	struct ssl_st *ssl;         /* NULL: plain TCP */
+	short tls_want;             /* poll events TLS waits for before it can go on */
 	int pidx;                   /* index in the loop's pollfd array, -1 none */
 	long long deadline_ms;      /* connect or hello timeout */
 	long long retry_at_ms;      /* CONN_IDLE: when to try again */
@@ -86,6 +93,7 @@ struct agent_conn {
 struct agent {
 	/* configuration (immutable after agent_new) */
 	char *server_host, *server_port, *job, *agent_id, *host, *token, *order;
+	struct ssl_ctx_st *tls;     /* NULL: plain TCP; shared with other agents (agent_tls.c) */
 	struct agent_topology topo;
 	uint32_t *ranks;            /* sorted */
 	size_t n_ranks;
@@ -146,6 +154,18 @@ int agent_seal(struct agent *a);
 void agent_queue_ack(struct agent *a, uint64_t durable);
 void agent_queue_reject(struct agent *a, uint64_t seq, const char *reason);
 void agent_rebase(struct agent *a, uint64_t durable);
+
+/* agent_tls.c */
+/* Takes a reference to the shared client context for ca (NULL: the system's CAs). */
+int agent_tls_init(struct agent *a, const char *ca, char *err, size_t size);
+void agent_tls_release(struct agent *a);
+/* network thread: */
+int agent_tls_start(struct agent *a, char *why, size_t size);     /* 0, or -1 with why */
+int agent_tls_handshake(struct agent *a, char *why, size_t size); /* 1 done, 0 wait (c.tls_want), -1 why */
+void agent_tls_close(struct agent_conn *c, bool notify);
+/* recv(2) and send(2) through TLS when c->ssl: -1 with errno EAGAIN to wait for c->tls_want */
+ssize_t agent_io_recv(struct agent_conn *c, void *buf, size_t n);
+ssize_t agent_io_send(struct agent_conn *c, const void *buf, size_t n);
 
 /* agent_loop.c */
 void agent_loop_wake(struct agent_loop *l);

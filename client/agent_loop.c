@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 	struct agent_conn *c = &a->c;
 	long long delay;
 
+	agent_tls_close(c, false);
 	if (c->fd >= 0) {
 		close(c->fd);
 		c->fd = -1;
@@ -185,6 +187,30 @@ static void conn_start(struct agent *a)
 	c->deadline_ms = agent_now_ms() + CONNECT_TIMEOUT_MS;
 }
 
+static void conn_say_hello(struct agent *a)
+{
+	struct agent_conn *c = &a->c;
+
+	if (conn_hello(a) < 0) {
+		conn_close(a, "out of memory for hello", true);
+		return;
+	}
+	c->state = CONN_HELLO;
+	c->deadline_ms = agent_now_ms() + HELLO_TIMEOUT_MS;
+}
+
+/* Drives the TLS handshake; Hello once it is done. */
+static void conn_handshake(struct agent *a)
+{
+	char why[512];
+	int r = agent_tls_handshake(a, why, sizeof(why));
+
+	if (r < 0)
+		conn_close(a, why, true);
+	else if (r > 0)
+		conn_say_hello(a);
+}
+
 static void conn_connected(struct agent *a)
 {
 	struct agent_conn *c = &a->c;
@@ -200,12 +226,16 @@ static void conn_connected(struct agent *a)
 		conn_close(a, why, true);
 		return;
 	}
-	if (conn_hello(a) < 0) {
-		conn_close(a, "out of memory for hello", true);
+	if (a->tls) {
+		if (agent_tls_start(a, why, sizeof(why)) < 0) {
+			conn_close(a, why, true);
+			return;
+		}
+		c->state = CONN_TLS; /* the connect deadline covers the handshake too */
+		conn_handshake(a);
 		return;
 	}
-	c->state = CONN_HELLO;
-	c->deadline_ms = agent_now_ms() + HELLO_TIMEOUT_MS;
+	conn_say_hello(a);
 }
 
 /* Handles one frame from the server; false when the connection was closed. */
@@ -350,7 +380,7 @@ static void conn_read(struct agent *a)
 			c->rbuf = p;
 			c->rcap = cap;
 		}
-		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		n = agent_io_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
 		if (n == 0) {
 			conn_close(a, "server closed the connection", true);
 			return;
@@ -430,7 +460,7 @@ static void conn_write(struct agent *a)
 			p = c->cur->frame + c->cur_off;
 			left = c->cur->len - c->cur_off;
 		}
-		n = send(c->fd, p, left, MSG_NOSIGNAL);
+		n = agent_io_send(c, p, left);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
@@ -505,6 +535,13 @@ static long long conn_tick(struct agent *a, long long now, short *events)
 		}
 		*events = POLLOUT;
 		return c->deadline_ms < next ? c->deadline_ms : next;
+	case CONN_TLS:
+		if (now >= c->deadline_ms) {
+			conn_close(a, "timed out in the TLS handshake with server", true);
+			return now;
+		}
+		*events = c->tls_want ? c->tls_want : POLLIN;
+		return c->deadline_ms < next ? c->deadline_ms : next;
 	case CONN_HELLO:
 		if (now >= c->deadline_ms) {
 			conn_close(a, "timed out waiting for hello_ack", true);
@@ -527,7 +564,7 @@ static long long conn_tick(struct agent *a, long long now, short *events)
 			next = c->last_send_ms + a->heartbeat_ms;
 		break;
 	}
-	*events = POLLIN;
+	*events = POLLIN | c->tls_want; /* TLS may need to write to read on, or the reverse */
 	if (c->ctrl || c->cur || want_write)
 		*events |= POLLOUT;
 	return next;
@@ -548,9 +585,10 @@ static void conn_goodbye(struct agent *a)
 		env.msg_case = CULPRIT__V1__ENVELOPE__MSG_GOODBYE;
 		env.goodbye = &g;
 		n = frame_pack(&env, buf);
-		if (send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		if (agent_io_send(c, buf, n) < 0)
 			agent_log(a, AGENT_LOG_DEBUG, "could not send goodbye: %s", strerror(errno));
 	}
+	agent_tls_close(c, c->state == CONN_STREAMING);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -565,6 +603,13 @@ static void conn_goodbye(struct agent *a)
 static void *loop_main(void *arg)
 {
 	struct agent_loop *l = arg;
+	sigset_t pipe;
+
+	/* TLS writes with write(2), which has no MSG_NOSIGNAL: a server gone away must be EPIPE
+	 * here, not a SIGPIPE that kills the training process */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
 
 	for (;;) {
 		long long now = agent_now_ms(), next = now + 1000;
@@ -656,9 +701,16 @@ static void *loop_main(void *arg)
 					conn_write(a);
 				continue;
 			}
-			if (re & (POLLIN | POLLERR | POLLHUP))
+			if (c->state == CONN_TLS) {
+				conn_handshake(a);
+				if (c->state == CONN_HELLO)
+					conn_write(a);
+				continue;
+			}
+			/* over TLS either direction may be what the other one waits for */
+			if ((re & (POLLIN | POLLERR | POLLHUP)) || (c->ssl && (re & POLLOUT)))
 				conn_read(a);
-			if (c->fd >= 0 && (re & POLLOUT))
+			if (c->fd >= 0 && ((re & POLLOUT) || (c->ssl && (re & POLLIN))))
 				conn_write(a);
 		}
 		pthread_mutex_unlock(&l->mu);

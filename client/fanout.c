@@ -263,6 +263,8 @@ static struct agent *agent_of(struct fanout *f, uint32_t rank, const char **why)
 	cfg.topo = f->topo;
 	cfg.host = f->hosts[h].name;
 	cfg.token = f->token;
+	cfg.tls = f->cfg.tls;
+	cfg.tls_ca = f->cfg.tls_ca;
 	cfg.flush_interval_ms = f->cfg.flush_interval_ms;
 	cfg.max_batch_records = f->cfg.max_batch_records ? f->cfg.max_batch_records : 4096;
 	cfg.max_unacked_bytes = f->cfg.max_unacked_bytes ? f->cfg.max_unacked_bytes : (size_t)4 << 20;

@@ -21,6 +21,8 @@
 struct fanout_config {
 	const char *server;          /* HOST:PORT */
 	const char *token;           /* NULL: none */
+	bool tls;                    /* TLS to the server (agent_config.tls) */
+	const char *tls_ca;          /* CA file (implies tls); NULL: the system's. Must outlive the fanout */
 	bool per_rank;               /* one agent per rank instead of per node */
 	uint32_t loops;              /* network threads (0: one per 512 expected agents, 2 to 32) */
 	uint32_t flush_interval_ms;  /* 0: 200 */

@@ -131,13 +131,14 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: culprit replay --server HOST:PORT [--per-rank] [--token TOKEN] [--timeout SECONDS]\n"
-		   "                      [--quiet] PATH...\n"
+	fprintf(f, "usage: culprit replay --server HOST:PORT [--per-rank] [--token TOKEN] [--tls] [--ca FILE]\n"
+		   "                      [--timeout SECONDS] [--quiet] PATH...\n"
 		   "streams interchange JSONL files, PyTorch profiler or Chrome traces, or worker CSVs (plain\n"
 		   "or gzipped; see culprit diagnose --format) to culpritd as agents, one per node\n"
 		   "(host) or, with --per-rank, one per rank, and waits until every record is acknowledged\n"
 		   "(for at most --timeout seconds; no limit by default). --token is the agent token sent in\n"
-		   "Hello (default: $CULPRIT_TOKEN)\n");
+		   "Hello (default: $CULPRIT_TOKEN). --tls speaks TLS and verifies the server's certificate\n"
+		   "against the system's CAs, --ca FILE against the CA certificates in FILE (implies --tls)\n");
 }
 
 int replay_main(int argc, char **argv)
@@ -146,6 +147,8 @@ int replay_main(int argc, char **argv)
 		{"server", required_argument, NULL, 's'},
 		{"per-rank", no_argument, NULL, 'p'},
 		{"token", required_argument, NULL, 't'},
+		{"tls", no_argument, NULL, 'L'},
+		{"ca", required_argument, NULL, 'C'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"timeout", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
@@ -170,6 +173,13 @@ int replay_main(int argc, char **argv)
 			break;
 		case 't':
 			r.cfg.token = optarg;
+			break;
+		case 'L':
+			r.cfg.tls = true;
+			break;
+		case 'C':
+			r.cfg.tls = true;
+			r.cfg.tls_ca = optarg;
 			break;
 		case 'q':
 			r.quiet = true;

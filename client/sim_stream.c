@@ -167,7 +167,10 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--recover-at N] --server HOST:PORT [--per-rank]\n"
 		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
+		   "                   [--tls] [--ca FILE]\n"
 		   "  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
+		   "  --tls       TLS to the server, its certificate verified against the system's CAs\n"
+		   "  --ca FILE   ... against the CA certificates in FILE (implies --tls)\n"
 		   "  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
 		   "              hung job stay (heartbeats, no iterations)\n");
 }
@@ -196,6 +199,8 @@ int sim_stream_main(int argc, char **argv)
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
 		{"token", required_argument, NULL, 't'},
+		{"tls", no_argument, NULL, 'Y'},
+		{"ca", required_argument, NULL, 'C'},
 		{"timeout", required_argument, NULL, 'T'},
 		{"linger", required_argument, NULL, 'L'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -261,6 +266,13 @@ int sim_stream_main(int argc, char **argv)
 			break;
 		case 't':
 			s.cfg.token = optarg;
+			break;
+		case 'Y':
+			s.cfg.tls = true;
+			break;
+		case 'C':
+			s.cfg.tls = true;
+			s.cfg.tls_ca = optarg;
 			break;
 		case 'T':
 			if (parse_num(optarg, 0, 86400 * 7, &timeout_s) < 0) {
