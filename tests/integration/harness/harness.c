@@ -113,11 +113,26 @@ static void track(struct h_proc *p)
 		}
 }
 
+static int count_lines(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
 int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra)
 {
 	char agent[64], http[64];
 	const char *argv[64];
-	int n = 0;
+	int n = 0, ready_before;
 
 	memset(p, 0, sizeof(*p));
 	p->agent_port = h_free_port();
@@ -136,6 +151,7 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 	for (int i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
+	ready_before = count_lines(p->log_path, "culpritd ready");
 
 	p->pid = fork();
 	if (p->pid < 0)
@@ -163,6 +179,12 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 			return -1;
 		}
 		if (h_http(p->http_port, "GET", "/healthz", NULL, &body) == 200) {
+			free(body);
+			return 0;
+		}
+		/* with TLS on, plain HTTP gets no answer: the log says when it listens (the log
+		 * is appended to: a process before this one may have said so too) */
+		if (h_log_wait(p, "culpritd ready", ready_before + 1, 0)) {
 			free(body);
 			return 0;
 		}
@@ -366,19 +388,10 @@ int h_http_ex(int port, const char *method, const char *path, const char *header
 
 int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeout_ms)
 {
-	for (int64_t deadline = h_now_ms() + timeout_ms; h_now_ms() < deadline; poll(NULL, 0, 20)) {
-		FILE *f = fopen(p->log_path, "r");
-		char line[4096];
-		int n = 0;
-
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f))
-			if (strstr(line, needle))
-				n++;
-		fclose(f);
-		if (n >= count)
+	for (int64_t deadline = h_now_ms() + timeout_ms;; poll(NULL, 0, 20)) {
+		if (count_lines(p->log_path, needle) >= count)
 			return 1;
+		if (h_now_ms() >= deadline)
+			return 0;
 	}
-	return 0;
 }

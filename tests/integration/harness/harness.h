@@ -25,7 +25,8 @@ int h_free_port(void);
 void h_tmpdir(const char *name, char *out, size_t size);
 
 /* Starts culpritd with --agent-listen/--http-listen on free ports, --data-dir dir, and the
- * extra arguments (NULL-terminated). Waits until /healthz answers. Returns 0 or -1. */
+ * extra arguments (NULL-terminated). Waits until /healthz answers (or, for HTTPS, the log
+ * says "culpritd ready"). Returns 0 or -1. */
 int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra);
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1 on timeout
  * after which it SIGKILLs). */
