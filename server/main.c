@@ -17,7 +17,6 @@
 
 #include "alerts.h"
 #include "auth.h"
-#include "tls.h"
 #include "clock.h"
 #include "config.h"
 #include "diagnosis.h"
@@ -29,6 +28,7 @@
 #include "migrate.h"
 #include "retention.h"
 #include "server.h"
+#include "tls.h"
 #include "writer.h"
 
 #define DRAIN_TIMEOUT_MS 30000
