@@ -47,6 +47,7 @@ struct fanout {
 	struct agent *pend_agent;
 	struct record_iter pend_it;
 	uint32_t pend_rank, pend_iter;
+	uint32_t sealed_iter; /* every agent's batch was sealed when this iteration began */
 	size_t n_pend_ph, n_pend_k, pend_sk;
 	uint8_t *sk_buf;
 	size_t sk_cap;
@@ -326,6 +327,7 @@ static int append_rc(int rc, const char **why)
 }
 
 #define PEND_MAX 4096 /* records held for one (rank, iteration) before they go anyway */
+#define SEAL_EVERY_ITERS 4 /* replay: every agent's batch is sealed this often (iterations) */
 
 static int grow_scratch(struct fanout *f, size_t nph, size_t nk, const char **why)
 {
@@ -403,6 +405,15 @@ static struct agent *pend_join(struct fanout *f, uint32_t rank, uint32_t iter, c
 	if (f->pending && (f->pend_rank != rank || f->pend_iter != iter ||
 			   f->n_pend_ph + f->n_pend_k >= PEND_MAX) && pend_flush(f, why) < 0)
 		return NULL;
+	if (!f->pending && (iter >= f->sealed_iter + SEAL_EVERY_ITERS || iter + SEAL_EVERY_ITERS <= f->sealed_iter)) {
+		/* a file holds many iterations per agent: sealing every agent's batch every few
+		 * iterations keeps the agents within a few iterations of each other at the
+		 * server, whose window is a ring of iterations (a batch of one agent's whole run
+		 * would wrap it before the others' arrived) */
+		for (size_t i = 0; i < f->n_agents; i++)
+			(void)agent_flush(f->agents[i], 0); /* seals; the acks are not awaited */
+		f->sealed_iter = iter;
+	}
 	if (!f->pending) {
 		f->pending = true;
 		f->pend_agent = a;

@@ -132,13 +132,16 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: culprit replay --server HOST:PORT [--per-rank] [--token TOKEN] [--tls] [--ca FILE]\n"
+		   "                      [--format auto|jsonl|kineto|chrome|csv] [--meta FILE] [--job NAME]\n"
 		   "                      [--timeout SECONDS] [--quiet] PATH...\n"
 		   "streams interchange JSONL files, PyTorch profiler or Chrome traces, or worker CSVs (plain\n"
 		   "or gzipped; see culprit diagnose --format) to culpritd as agents, one per node\n"
 		   "(host) or, with --per-rank, one per rank, and waits until every record is acknowledged\n"
 		   "(for at most --timeout seconds; no limit by default). --token is the agent token sent in\n"
 		   "Hello (default: $CULPRIT_TOKEN). --tls speaks TLS and verifies the server's certificate\n"
-		   "against the system's CAs, --ca FILE against the CA certificates in FILE (implies --tls)\n");
+		   "against the system's CAs, --ca FILE against the CA certificates in FILE (implies --tls).\n"
+		   "--job names the job of a format that has no job name (kineto, chrome, csv; default: the\n"
+		   "format's name); --format and --meta are those of culprit diagnose\n");
 }
 
 int replay_main(int argc, char **argv)
@@ -151,14 +154,18 @@ int replay_main(int argc, char **argv)
 		{"ca", required_argument, NULL, 'C'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"format", required_argument, NULL, 'f'},
+		{"meta", required_argument, NULL, 'm'},
+		{"job", required_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct replay r;
 	struct jsonl_handler h = {.ctx = &r, .job = on_job, .host = on_host, .iter = on_iter, .phase = on_phase,
 				  .kernel = on_kernel, .event = on_event};
+	struct import_options iopt = {0};
 	char err[1024];
-	int c, rc = 0, bad_input = 0;
+	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO;
 	long timeout_s = -1;
 
 	memset(&r, 0, sizeof(r));
@@ -183,6 +190,18 @@ int replay_main(int argc, char **argv)
 			break;
 		case 'q':
 			r.quiet = true;
+			break;
+		case 'f':
+			if ((fmt = import_format_parse(optarg)) < 0) {
+				fprintf(stderr, "culprit replay: unknown format \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			iopt.meta = optarg;
+			break;
+		case 'j':
+			iopt.job = optarg;
 			break;
 		case 'T': {
 			char *end;
@@ -212,7 +231,7 @@ int replay_main(int argc, char **argv)
 	if (!r.quiet)
 		r.cfg.progress_prefix = "replay: waiting for acknowledgements";
 	/* every format culprit diagnose takes, detected per file (import.h) */
-	if (import_read(IMPORT_AUTO, (const char *const *)argv + optind, (size_t)(argc - optind), NULL, &h,
+	if (import_read((enum import_format)fmt, (const char *const *)argv + optind, (size_t)(argc - optind), &iopt, &h,
 			err, sizeof(err)) < 0) {
 		fprintf(stderr, "culprit replay: %s\n", err);
 		bad_input = 1;
