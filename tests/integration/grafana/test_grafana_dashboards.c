@@ -5,7 +5,8 @@
  * incident streamed by `culprit sim --scenario case5 --iters 12` (12,960 ranks, the fault on
  * node-1294 from iteration 4) and the out-of-band "port down" on node-1294. Then every
  * panel's rawSql, every annotation query and every query variable is read out of the JSON,
- * its template variables ($job, $phase, $node, $topk, $__interval) and macros ($__timeFilter,
+ * its template variables ($job, $phase, $node, $topk, $__interval: the panel's min interval or
+ * 1m) and macros ($__timeFilter,
  * $__timeFrom, $__timeTo, $__timeGroup, $__timeGroupAlias, $__time) are replaced by concrete
  * SQL, and it is run: each must succeed with rows. A macro or variable this test does not know
  * fails it, as does a panel the checks below expect and cannot find. What the panels must
@@ -56,14 +57,23 @@ static void puts_(struct buf *b, const char *s)
 	put(b, s, strlen(s));
 }
 
+/* $__interval of the query being expanded: the panel's min interval ("interval") when it has
+ * one, else what Grafana would choose for a ~16-minute range on a wide panel (the data
+ * source's timeInterval, 30s, rounded up: 1m). */
+static char interval[16] = "1m", interval_ms[24] = "60000";
+
 static const char *var_value(const char *name)
 {
 	static const struct {
 		const char *name, *value;
 	} vars[] = {
 		{"job", JOB}, {"phase", "mlp"}, {"node", "node-1294"}, {"topk", TOPK},
-		{"__interval", "1m"}, {"__interval_ms", "60000"},
 	};
+
+	if (strcmp(name, "__interval") == 0)
+		return interval;
+	if (strcmp(name, "__interval_ms") == 0)
+		return interval_ms;
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		if (strcmp(vars[i].name, name) == 0)
@@ -248,10 +258,16 @@ struct query {
 static struct query queries[64];
 static size_t nqueries;
 
-static void add_query(const char *uid, const char *kind, const char *id, const char *title, const char *raw)
+static double interval_s(const char *s, const char *what);
+
+static void add_query(const char *uid, const char *kind, const char *id, const char *title, const char *raw,
+		      const char *min_interval)
 {
 	struct query *q;
 	char *v;
+
+	snprintf(interval, sizeof(interval), "%s", min_interval ? min_interval : "1m");
+	snprintf(interval_ms, sizeof(interval_ms), "%.0f", 1000 * interval_s(interval, uid));
 
 	H_CHECK(nqueries < sizeof(queries) / sizeof(queries[0]), &proc);
 	q = &queries[nqueries++];
@@ -281,7 +297,8 @@ static void walk_panels(const char *uid, json_t *panels)
 				fprintf(stderr, "%s panel %s: a target without rawSql\n", uid, id);
 				H_CHECK(0, &proc);
 			}
-			add_query(uid, "panel", k ? "x" : id, json_string_value(json_object_get(p, "title")), sql);
+			add_query(uid, "panel", k ? "x" : id, json_string_value(json_object_get(p, "title")), sql,
+				  json_string_value(json_object_get(p, "interval")));
 		}
 		walk_panels(uid, json_object_get(p, "panels"));
 	}
@@ -307,7 +324,7 @@ static void load_dashboard(const char *path)
 		if (json_integer_value(json_object_get(x, "builtIn")) == 1)
 			continue;
 		H_CHECK(sql != NULL, &proc);
-		add_query(uid, "anno", json_string_value(json_object_get(x, "name")), NULL, sql);
+		add_query(uid, "anno", json_string_value(json_object_get(x, "name")), NULL, sql, NULL);
 	}
 	json_array_foreach(json_object_get(json_object_get(d, "templating"), "list"), i, x) {
 		const char *type = json_string_value(json_object_get(x, "type"));
@@ -316,7 +333,7 @@ static void load_dashboard(const char *path)
 			const char *sql = json_string_value(json_object_get(x, "query"));
 
 			H_CHECK(sql != NULL, &proc);
-			add_query(uid, "var", json_string_value(json_object_get(x, "name")), NULL, sql);
+			add_query(uid, "var", json_string_value(json_object_get(x, "name")), NULL, sql, NULL);
 		}
 	}
 	fprintf(stderr, "read %s (%s)\n", path, uid);
@@ -552,24 +569,26 @@ static void fill(void)
 {
 	pid_t sim = api_sim_start(&proc, "case5", ITERS);
 	json_t *j = NULL;
-	int posted = 0;
+	char body[256];
+	char *ts = NULL;
 
-	/* the port-down event, once the job exists (so that its diagnosis sees it) */
-	for (int64_t deadline = h_now_ms() + 110000; !posted;) {
+	/* The port-down event, timed like the seed's: 10 s (of the job's clock) before the first
+	 * slow iteration, 4. The stream runs 100 times faster than the job's clock, so the time is
+	 * given, not left to the server's clock; posted once the job exists, so its diagnosis
+	 * judges it. */
+	for (int64_t deadline = h_now_ms() + 110000;; poll(NULL, 0, 50)) {
 		H_CHECK(h_now_ms() < deadline, &proc);
-		if (api_call(&proc, "GET", "/api/v1/jobs/" JOB, NULL, &j) == 200) {
-			json_decref(j);
-			H_CHECK(api_call(&proc, "POST", "/api/v1/events",
-					 "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"source\":\"oob\",\"detail\":\"eth3\"}",
-					 &j) == 202,
-				&proc);
-			posted = 1;
-		} else {
-			poll(NULL, 0, 100);
-		}
-		json_decref(j);
-		j = NULL;
+		ts = sql_text("SELECT (SELECT (extract(epoch FROM culprit_iter_start(id, 3)) * 1e6)::bigint + 20000000"
+			      " FROM jobs WHERE name = '" JOB "')");
+		if (*ts)
+			break;
+		free(ts);
 	}
+	snprintf(body, sizeof(body),
+		 "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"source\":\"oob\",\"detail\":\"eth3\",\"ts_us\":%s}", ts);
+	free(ts);
+	H_CHECK(api_call(&proc, "POST", "/api/v1/events", body, &j) == 202, &proc);
+	json_decref(j);
 	H_CHECK(api_sim_wait(sim, 170000) == 0, &proc);
 
 	/* every iteration stored, and a report judging the event */
