@@ -12,8 +12,13 @@
 -- push a filter on an aggregate, so they are driven by rows that can (see each view).
 
 -- An iteration's ranks by (job, iteration): the lookups of culprit_iteration_time and of
--- the report and incident views. INCLUDE (dur_us) makes them index-only scans.
+-- the report and incident views (the data time of an iteration: its ranks' earliest start,
+-- latest end). INCLUDE (dur_us) makes them index-only scans.
 CREATE INDEX iterations_job_iter ON iterations (job_id, iter, ts) INCLUDE (dur_us);
+
+-- Views read their tables with their owner's privileges, so a Grafana role needs SELECT on
+-- the views only (docs/grafana/grants.sql); they call no function that reads a table (a
+-- function would run with the caller's privileges).
 
 -- Kind and collective group of a phase as text (the numbering of diagnose/record.h).
 CREATE FUNCTION culprit_kind_name(k smallint) RETURNS text
@@ -25,16 +30,15 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 	SELECT (ARRAY['', 'tp', 'cp', 'ep', 'dp', 'pp'])[g + 1]
 $$;
 
--- The data time of an iteration of a job: its earliest start over the ranks, and its
--- latest end. NULL when no rank of it is stored (any more).
-CREATE FUNCTION culprit_iter_start(job integer, it integer) RETURNS timestamptz
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-	SELECT min(ts) FROM iterations WHERE job_id = job AND iter = it
-$$;
-CREATE FUNCTION culprit_iter_end(job integer, it integer) RETURNS timestamptz
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-	SELECT max(ts + dur_us * interval '1 microsecond') FROM iterations WHERE job_id = job AND iter = it
-$$;
+-- Jobs, for the dashboards' job variable: topology, the lowest rank (what
+-- culprit_iteration_time walks), and "time" = the last time culpritd heard of the job.
+CREATE VIEW culprit_jobs AS
+SELECT j.updated AS time,
+       j.name AS job,
+       j.created,
+       j.world, j.tp, j.cp, j.pp, j.dp, j.ep, j.gpus_per_node, j.rank_order,
+       (SELECT min(r.rank) FROM ranks r WHERE r.job_id = j.id) AS lowest_rank
+FROM jobs j;
 
 -- Iteration time per job: one row per (job, iteration) with the maximum (the step time the
 -- job sees), median and minimum over its ranks.
@@ -109,7 +113,7 @@ LEFT JOIN ranks r ON r.job_id = p.job_id AND r.rank = p.rank;
 -- "created" is when culpritd wrote it. Reports are one row per diagnosis, not per rank, so
 -- the filter on the computed time is a scan of the job's reports (index reports_job_created).
 CREATE VIEW culprit_suspects AS
-SELECT COALESCE(culprit_iter_end(r.job_id, r.last_iter), r.created) AS time,
+SELECT w.time,
        j.name AS job,
        r.id AS report_id,
        r.created,
@@ -132,6 +136,11 @@ SELECT COALESCE(culprit_iter_end(r.job_id, r.last_iter), r.created) AS time,
        (s.v->'kernels'->0->>'ratio')::double precision AS kernel_ratio
 FROM reports r
 JOIN jobs j ON j.id = r.job_id
+CROSS JOIN LATERAL (
+	SELECT COALESCE((SELECT max(it.ts + it.dur_us * interval '1 microsecond') FROM iterations it
+	                 WHERE it.job_id = r.job_id AND it.iter = r.last_iter), r.created) AS time
+	OFFSET 0  -- once per report, not per suspect
+) w
 CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(r.json->'suspects')
                                         WHEN 'array' THEN r.json->'suspects' ELSE '[]' END)
 	WITH ORDINALITY AS s(v, ord);
@@ -141,8 +150,10 @@ CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(r.json->'suspects')
 -- (data time; the incident's server times when those iterations are gone). text: state,
 -- category and summary; tags: "culprit", the category and the state, comma-separated.
 CREATE VIEW culprit_incident_annotations AS
-SELECT COALESCE(culprit_iter_start(i.job_id, w.first_iter), i.opened) AS time,
-       COALESCE(culprit_iter_end(i.job_id, w.last_iter), i.resolved, i.updated) AS timeend,
+SELECT COALESCE((SELECT min(it.ts) FROM iterations it
+                  WHERE it.job_id = i.job_id AND it.iter = w.first_iter), i.opened) AS time,
+       COALESCE((SELECT max(it.ts + it.dur_us * interval '1 microsecond') FROM iterations it
+                 WHERE it.job_id = i.job_id AND it.iter = w.last_iter), i.resolved, i.updated) AS timeend,
        j.name AS job,
        i.id AS incident_id,
        i.key,

@@ -565,6 +565,24 @@ static char *sql_text(const char *q)
 	return v;
 }
 
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	struct buf b = {0};
+	char chunk[4096];
+	size_t n;
+
+	if (!f) {
+		perror(path);
+		H_CHECK(0, &proc);
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		put(&b, chunk, n);
+	fclose(f);
+	H_CHECK(b.s != NULL, &proc);
+	return b.s;
+}
+
 static void fill(void)
 {
 	pid_t sim = api_sim_start(&proc, "case5", ITERS);
@@ -578,8 +596,8 @@ static void fill(void)
 	 * judges it. */
 	for (int64_t deadline = h_now_ms() + 110000;; poll(NULL, 0, 50)) {
 		H_CHECK(h_now_ms() < deadline, &proc);
-		ts = sql_text("SELECT (SELECT (extract(epoch FROM culprit_iter_start(id, 3)) * 1e6)::bigint + 20000000"
-			      " FROM jobs WHERE name = '" JOB "')");
+		ts = sql_text("SELECT (extract(epoch FROM min(i.ts)) * 1e6)::bigint + 20000000 FROM iterations i"
+			      " JOIN jobs j ON j.id = i.job_id WHERE j.name = '" JOB "' AND i.iter = 3");
 		if (*ts)
 			break;
 		free(ts);
@@ -611,7 +629,8 @@ int main(void)
 	char dir[512], dsn[512], path[1024];
 	const char *extra[3];
 	const char *src = getenv("CULPRIT_SOURCE_DIR");
-	char *from, *to;
+	char *from, *to, *grants;
+	PGresult *r;
 	DIR *dd;
 	struct dirent *e;
 	int64_t t0;
@@ -642,6 +661,21 @@ int main(void)
 	free(from);
 	free(to);
 	fprintf(stderr, "time range %s .. %s\n", t_from, t_to);
+
+	/* Grafana's role: SELECT on the views only (docs/grafana/grants.sql), and no more */
+	snprintf(path, sizeof(path), "%s/docs/grafana/grants.sql", src);
+	grants = read_file(path);
+	r = PQexec(db, grants);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		fprintf(stderr, "%s: %s", path, PQerrorMessage(db));
+		H_CHECK(0, &proc);
+	}
+	PQclear(r);
+	free(grants);
+	PQclear(PQexec(db, "SET ROLE culprit_grafana"));
+	r = PQexec(db, "SELECT 1 FROM phases LIMIT 1");
+	H_CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR, &proc); /* permission denied */
+	PQclear(r);
 
 	snprintf(path, sizeof(path), "%s/docs/grafana/dashboards", src);
 	dd = opendir(path);
