@@ -693,6 +693,8 @@ int main(void)
 	H_CHECK(nqueries >= 10, &proc);
 	run_all();
 
+	for (size_t i = 0; i < nqueries; i++)
+		free(queries[i].sql);
 	PQfinish(db);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);
 	fprintf(stderr, "test_grafana_dashboards: ok (%zu queries)\n", nqueries);
