@@ -155,91 +155,87 @@ static double interval_s(const char *s, const char *what)
 	return 0;
 }
 
-/* Splits "a, b, c" (the macro's arguments, parentheses balanced) into at most 3 trimmed args. */
+/* Splits the macro's arguments at every comma and trims spaces, as Grafana does (no nesting:
+ * its regular expression ends the arguments at the first ')'). At most 3. */
 static int split_args(char *s, char **args)
 {
-	int n = 0, depth = 0;
+	int n = 0;
 
 	args[n++] = s;
-	for (char *p = s; *p; p++) {
-		if (*p == '(')
-			depth++;
-		else if (*p == ')')
-			depth--;
-		else if (*p == ',' && depth == 0 && n < 3) {
+	for (char *p = s; *p; p++)
+		if (*p == ',' && n < 3) {
 			*p = '\0';
 			args[n++] = p + 1;
 		}
-	}
 	for (int i = 0; i < n; i++) {
 		char *e;
 
-		while (*args[i] == ' ' || *args[i] == '\n')
+		while (*args[i] == ' ')
 			args[i]++;
 		e = args[i] + strlen(args[i]);
-		while (e > args[i] && (e[-1] == ' ' || e[-1] == '\n'))
+		while (e > args[i] && e[-1] == ' ')
 			*--e = '\0';
-		if (*args[i] == '\'' && e > args[i] + 1 && e[-1] == '\'') { /* '5m' */
-			e[-1] = '\0';
-			args[i]++;
-		}
 	}
 	return n;
 }
 
-/* Grafana's PostgreSQL macros (pkg/tsdb/grafana-postgresql-datasource/macros.go). */
+/* Grafana's PostgreSQL macro engine (pkg/tsdb/grafana-postgresql-datasource/macros.go):
+ * `\$([_a-zA-Z0-9]+)\(([^\)]*)\)`, arguments split at commas; $__timeGroup directly followed
+ * by ',' becomes $__timeGroupAlias (its pre-5.3 compatibility); an interval argument may be
+ * quoted. */
 static char *expand_macros(const char *sql, const char *what)
 {
 	struct buf b = {0};
 
 	for (const char *p = sql; *p;) {
-		const char *m = strstr(p, "$__");
+		const char *m = strstr(p, "$__"), *q, *close;
 		char name[32], argbuf[512], *args[3], out[1024];
 		size_t n = 0;
-		const char *q;
-		int depth = 0, nargs;
+		int nargs;
 
 		if (!m) {
 			puts_(&b, p);
 			break;
 		}
 		put(&b, p, (size_t)(m - p));
-		q = m + 3;
-		while (n + 1 < sizeof(name) && ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+		q = m + 1;
+		while (n + 1 < sizeof(name) && ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+						(*q >= '0' && *q <= '9') || *q == '_'))
 			name[n++] = *q++;
 		name[n] = '\0';
-		if (*q != '(') {
-			fprintf(stderr, "%s: \"$__%s\" is not a macro call in:\n%s\n", what, name, sql);
+		close = *q == '(' ? strchr(q, ')') : NULL;
+		if (!close) {
+			fprintf(stderr, "%s: \"$%s\" is not a macro call in:\n%s\n", what, name, sql);
 			H_CHECK(0, &proc);
 		}
-		for (const char *a = q;; a++) {
-			H_CHECK(*a, &proc);
-			if (*a == '(')
-				depth++;
-			else if (*a == ')' && --depth == 0) {
-				H_CHECK((size_t)(a - q - 1) < sizeof(argbuf), &proc);
-				memcpy(argbuf, q + 1, (size_t)(a - q - 1));
-				argbuf[a - q - 1] = '\0';
-				p = a + 1;
-				break;
-			}
-		}
+		H_CHECK((size_t)(close - q - 1) < sizeof(argbuf), &proc);
+		memcpy(argbuf, q + 1, (size_t)(close - q - 1));
+		argbuf[close - q - 1] = '\0';
+		p = close + 1;
+		if (strcmp(name, "__timeGroup") == 0 && *p == ',')
+			snprintf(name, sizeof(name), "__timeGroupAlias");
 		nargs = split_args(argbuf, args);
-		if (strcmp(name, "timeFilter") == 0 && nargs == 1 && *args[0])
+		if (strcmp(name, "__timeFilter") == 0 && *args[0])
 			snprintf(out, sizeof(out), "%s BETWEEN '%s' AND '%s'", args[0], t_from, t_to);
-		else if (strcmp(name, "timeFrom") == 0 && !*args[0])
+		else if (strcmp(name, "__timeFrom") == 0)
 			snprintf(out, sizeof(out), "'%s'", t_from);
-		else if (strcmp(name, "timeTo") == 0 && !*args[0])
+		else if (strcmp(name, "__timeTo") == 0)
 			snprintf(out, sizeof(out), "'%s'", t_to);
-		else if (strcmp(name, "time") == 0 && nargs == 1 && *args[0])
+		else if (strcmp(name, "__time") == 0 && *args[0])
 			snprintf(out, sizeof(out), "%s AS \"time\"", args[0]);
-		else if ((strcmp(name, "timeGroup") == 0 || strcmp(name, "timeGroupAlias") == 0) && nargs == 2) {
-			double s = interval_s(args[1], what);
+		else if ((strcmp(name, "__timeGroup") == 0 || strcmp(name, "__timeGroupAlias") == 0) && nargs >= 2) {
+			char *iv = args[1];
+			double s;
 
+			if (*iv == '\'') /* Trim(args[1], "'") */
+				iv++;
+			if (*iv && iv[strlen(iv) - 1] == '\'')
+				iv[strlen(iv) - 1] = '\0';
+			s = interval_s(iv, what);
 			snprintf(out, sizeof(out), "floor(extract(epoch from %s)/%g)*%g%s", args[0], s, s,
-				 strcmp(name, "timeGroupAlias") == 0 ? " AS \"time\"" : "");
+				 strcmp(name, "__timeGroupAlias") == 0 ? " AS \"time\"" : "");
 		} else {
-			fprintf(stderr, "%s: macro $__%s(%s) is not known to this test:\n%s\n", what, name, argbuf, sql);
+			fprintf(stderr, "%s: macro $%s(%s) is not known to this test:\n%s\n", what, name, argbuf, sql);
 			H_CHECK(0, &proc);
 		}
 		puts_(&b, out);
