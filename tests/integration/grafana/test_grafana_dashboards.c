@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "apitest.h"
 
@@ -579,12 +580,26 @@ static char *read_file(const char *path)
 	return b.s;
 }
 
+/* `culprit sim` while it runs: a failing check exits, and must not leave it behind. */
+static pid_t sim_pid;
+
+static void kill_sim(void)
+{
+	if (sim_pid > 0) {
+		kill(sim_pid, SIGKILL);
+		waitpid(sim_pid, NULL, 0);
+	}
+}
+
 static void fill(void)
 {
 	pid_t sim = api_sim_start(&proc, "case5", ITERS);
 	json_t *j = NULL;
 	char body[256];
 	char *ts = NULL;
+
+	sim_pid = sim;
+	atexit(kill_sim);
 
 	/* The port-down event, timed like the seed's: 10 s (of the job's clock) before the first
 	 * slow iteration, 4. The stream runs 100 times faster than the job's clock, so the time is
@@ -603,7 +618,12 @@ static void fill(void)
 	free(ts);
 	H_CHECK(api_call(&proc, "POST", "/api/v1/events", body, &j) == 202, &proc);
 	json_decref(j);
-	H_CHECK(api_sim_wait(sim, 170000) == 0, &proc);
+	{
+		int rc = api_sim_wait(sim, 170000); /* reaps it, whatever the outcome */
+
+		sim_pid = 0;
+		H_CHECK(rc == 0, &proc);
+	}
 
 	/* every iteration stored, and a report judging the event */
 	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
