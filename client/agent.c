@@ -2,10 +2,12 @@
  * the batch being built, sealing, the queue of unacknowledged batches, the agent's life
  * cycle. The network side is agent_loop.c; what they share, and the locking, agent_impl.h.
  *
- * A sealed batch is kept as the bytes of its whole frame. Its body is packed once, without
- * the sequence; the frame prefix (length, Envelope tag, Batch length, seq field) is written
- * in front of it, so that renumbering (only ever before the first accepted Hello, see
- * agent_rebase) rewrites a few bytes instead of re-packing. */
+ * A sealed batch is kept as its Batch packed once, without the sequence and without the
+ * strings of its names (it names them by agent name id). The frame header (length,
+ * Envelope tag, Batch length, seq field) and the definitions of the names the connection has
+ * not had yet are made when it is sent (agent_batch_frame), so that renumbering (only ever
+ * before the first accepted Hello, see agent_rebase) and a resend on a new connection cost
+ * no re-packing. */
 #include "agent.h"
 
 #include <endian.h>
@@ -85,27 +87,86 @@ static size_t varint_put(uint8_t *p, uint64_t v)
 
 /* Writes the frame prefix for seq in front of the body: 4-byte length, Envelope field 3
  * (batch, length-delimited), the Batch's length, Batch field 1 (seq, varint). */
-static void batch_set_seq(struct batch *bt, uint64_t seq)
+/* The frame header in front of a batch's body: the length, the Envelope's batch field tag
+ * and length, the seq field. batch_len is the Batch's bytes after the seq field. */
+static size_t frame_header(uint8_t *p, uint64_t seq, size_t batch_len)
 {
-	size_t seq_part = seq ? 1 + varint_len(seq) : 0;
-	size_t batch_len = seq_part + bt->body_len;
-	size_t env_len = 1 + varint_len(batch_len) + batch_len;
-	size_t prefix = FRAME_HEADER + 1 + varint_len(batch_len) + seq_part;
-	uint8_t *p = bt->base + PREFIX_MAX - prefix;
-	uint32_t be = htobe32((uint32_t)env_len);
+	size_t seq_part = 1 + varint_len(seq);
+	size_t inner = seq_part + batch_len;
+	uint32_t be = htobe32((uint32_t)(1 + varint_len(inner) + inner));
 	size_t o = 0;
 
 	memcpy(p, &be, sizeof(be));
 	o += 4;
 	p[o++] = (3u << 3) | 2u;
-	o += varint_put(p + o, batch_len);
-	if (seq) {
-		p[o++] = (1u << 3) | 0u;
-		o += varint_put(p + o, seq);
-	}
+	o += varint_put(p + o, inner);
+	p[o++] = (1u << 3) | 0u;
+	o += varint_put(p + o, seq);
+	return o;
+}
+
+/* Numbers a batch; its frame length without name definitions (what the queue counts). */
+static void batch_set_seq(struct batch *bt, uint64_t seq)
+{
+	uint8_t hdr[PREFIX_MAX];
+
 	bt->seq = seq;
-	bt->frame = p;
-	bt->len = prefix + bt->body_len;
+	bt->len = frame_header(hdr, seq, bt->body_len) + bt->body_len;
+}
+
+int agent_batch_frame(struct agent *a, struct batch *bt)
+{
+	struct agent_conn *c = &a->c;
+
+	if (c->epoch == 0)
+		c->epoch = 1;
+	c->defs_len = 0;
+	for (size_t i = 0; i < bt->n_ids; i++) {
+		uint32_t id = bt->ids[i];
+		const char *name = a->name_str[id];
+		size_t nl = strlen(name), inner = 1 + varint_len(id) + 1 + varint_len(nl) + nl;
+		size_t need = c->defs_len + 1 + varint_len(inner) + inner;
+
+		if (id >= c->known_cap) {
+			size_t cap = c->known_cap ? c->known_cap : 256;
+			uint32_t *k;
+
+			while (cap <= id)
+				cap *= 2;
+			if (!(k = realloc(c->known, cap * sizeof(*k))))
+				return -1;
+			memset(k + c->known_cap, 0, (cap - c->known_cap) * sizeof(*k));
+			c->known = k;
+			c->known_cap = cap;
+		}
+		if (c->known[id] == c->epoch)
+			continue;
+		if (need > c->defs_cap) {
+			size_t cap = c->defs_cap ? c->defs_cap : 4096;
+			uint8_t *d;
+
+			while (cap < need)
+				cap *= 2;
+			if (!(d = realloc(c->defs, cap)))
+				return -1;
+			c->defs = d;
+			c->defs_cap = cap;
+		}
+		uint8_t *p = c->defs + c->defs_len;
+		size_t o = 0;
+
+		p[o++] = (4u << 3) | 2u; /* Batch.name_defs */
+		o += varint_put(p + o, inner);
+		p[o++] = (1u << 3) | 0u; /* NameDef.id */
+		o += varint_put(p + o, id);
+		p[o++] = (2u << 3) | 2u; /* NameDef.name */
+		o += varint_put(p + o, nl);
+		memcpy(p + o, name, nl);
+		c->defs_len += o + nl;
+		c->known[id] = c->epoch;
+	}
+	c->hdr_len = frame_header(c->hdr, bt->seq, bt->body_len + c->defs_len);
+	return 0;
 }
 
 /* ---- names ---- */
@@ -210,7 +271,7 @@ static void building_free(struct building *b)
 	void *arrays[] = {b->iter_rank, b->iter_iter, b->iter_start, b->iter_dur, b->ph_rank, b->ph_iter,
 			  b->ph_name, b->ph_kind, b->ph_group, b->ph_start, b->ph_dur, b->k_rank, b->k_iter,
 			  b->k_name, b->k_kind, b->k_count, b->k_sum, b->k_min, b->k_max, b->k_p50, b->k_p99,
-			  b->k_sketch_len, b->sketch, b->local_of, b->local_epoch, b->names};
+			  b->k_sketch_len, b->sketch, b->used_epoch, b->name_ids};
 
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		free(arrays[i]);
@@ -227,44 +288,39 @@ size_t agent_building_records(const struct agent *a)
 	return building_records(&a->b);
 }
 
-/* The batch-local index of agent name id; -1 out of memory. */
-static int64_t building_local_name(struct agent *a, uint32_t id)
+/* Notes that the batch uses agent name id (its definition may have to go with it); 0, -1
+ * out of memory. */
+static int building_use_name(struct agent *a, uint32_t id)
 {
 	struct building *b = &a->b;
 
-	if (id >= b->local_cap) {
-		size_t cap = b->local_cap ? b->local_cap : 64;
-		uint32_t *lo, *le;
+	if (id >= b->used_cap) {
+		size_t cap = b->used_cap ? b->used_cap : 64;
+		uint32_t *u;
 
 		while (cap <= id)
 			cap *= 2;
-		lo = realloc(b->local_of, cap * sizeof(*lo));
-		if (!lo)
+		if (!(u = realloc(b->used_epoch, cap * sizeof(*u))))
 			return -1;
-		b->local_of = lo;
-		le = realloc(b->local_epoch, cap * sizeof(*le));
-		if (!le)
-			return -1;
-		b->local_epoch = le;
-		memset(le + b->local_cap, 0, (cap - b->local_cap) * sizeof(*le));
-		b->local_cap = cap;
+		memset(u + b->used_cap, 0, (cap - b->used_cap) * sizeof(*u));
+		b->used_epoch = u;
+		b->used_cap = cap;
 	}
-	if (b->local_epoch[id] == b->epoch)
-		return b->local_of[id];
+	if (b->used_epoch[id] == b->epoch)
+		return 0;
 	if (b->n_names == b->names_cap) {
 		size_t cap = b->names_cap ? b->names_cap * 2 : 32;
-		const char **n = realloc(b->names, cap * sizeof(*n));
+		uint32_t *ids = realloc(b->name_ids, cap * sizeof(*ids));
 
-		if (!n)
+		if (!ids)
 			return -1;
-		b->names = n;
+		b->name_ids = ids;
 		b->names_cap = cap;
 	}
-	b->names[b->n_names] = a->name_str[id];
-	b->local_epoch[id] = b->epoch;
-	b->local_of[id] = (uint32_t)b->n_names;
-	b->est_bytes += strlen(a->name_str[id]) + 3;
-	return (int64_t)b->n_names++;
+	b->name_ids[b->n_names++] = id;
+	b->used_epoch[id] = b->epoch;
+	b->est_bytes += strlen(a->name_str[id]) + 8;
+	return 0;
 }
 
 static void building_reset(struct building *b)
@@ -275,8 +331,8 @@ static void building_reset(struct building *b)
 	b->any_sketch = false;
 	b->est_bytes = 0;
 	if (++b->epoch == 0) { /* wrapped: forget every mapping */
-		if (b->local_epoch)
-			memset(b->local_epoch, 0, b->local_cap * sizeof(*b->local_epoch));
+		if (b->used_epoch)
+			memset(b->used_epoch, 0, b->used_cap * sizeof(*b->used_epoch));
 		b->epoch = 1;
 	}
 }
@@ -285,7 +341,7 @@ static void building_reset(struct building *b)
  * when every kernel shares them; no kinds when each follows from its name
  * (record_kernel_kind_of); no p50/p99 when the server can derive them (each kernel has a
  * sketch or at most 3 calls). */
-static void kernel_columns(const struct building *b, Culprit__V1__Batch *m)
+static void kernel_columns(const struct agent *a, const struct building *b, Culprit__V1__Batch *m)
 {
 	size_t n = b->n_kernel, n_rank = n, n_iter = n, n_q = 0, n_kind = 0;
 	bool one_rank = n > 0, one_iter = n > 0;
@@ -297,7 +353,7 @@ static void kernel_columns(const struct building *b, Culprit__V1__Batch *m)
 	for (size_t i = 0; i < n; i++) {
 		if (!b->k_sketch_len[i] && b->k_count[i] > 3)
 			n_q = n;
-		if (b->k_kind[i] != record_kernel_kind_of(b->names[b->k_name[i]]))
+		if (b->k_kind[i] != record_kernel_kind_of(a->name_str[b->k_name[i]]))
 			n_kind = n;
 	}
 	if (one_rank)
@@ -330,8 +386,8 @@ int agent_seal(struct agent *a)
 	struct batch *bt;
 	size_t body;
 
-	m.n_names = b->n_names;
-	m.names = (char **)b->names;
+	/* no dictionary: records carry the agent's name ids, whose strings go at send time,
+	 * once per connection (agent_batch_frame) */
 	m.n_iter_rank = m.n_iter_iter = m.n_iter_start_us = m.n_iter_dur_us = b->n_iter;
 	m.iter_rank = b->iter_rank;
 	m.iter_iter = b->iter_iter;
@@ -346,7 +402,7 @@ int agent_seal(struct agent *a)
 	m.phase_group = b->ph_group;
 	m.phase_start_us = b->ph_start;
 	m.phase_dur_us = b->ph_dur;
-	kernel_columns(b, &m);
+	kernel_columns(a, b, &m);
 	if (b->any_sketch && b->n_kernel) {
 		m.n_kernel_sketch_len = b->n_kernel;
 		m.kernel_sketch_len = b->k_sketch_len;
@@ -355,11 +411,19 @@ int agent_seal(struct agent *a)
 	}
 	body = culprit__v1__batch__get_packed_size(&m);
 	bt = calloc(1, sizeof(*bt));
-	if (!bt || !(bt->base = malloc(PREFIX_MAX + body))) {
+	if (!bt || !(bt->base = malloc(body ? body : 1))) {
 		free(bt);
 		return -1;
 	}
-	culprit__v1__batch__pack(&m, bt->base + PREFIX_MAX);
+	culprit__v1__batch__pack(&m, bt->base);
+	if (b->n_names && !(bt->ids = malloc(b->n_names * sizeof(*bt->ids)))) {
+		free(bt->base);
+		free(bt);
+		return -1;
+	}
+	if (b->n_names)
+		memcpy(bt->ids, b->name_ids, b->n_names * sizeof(*bt->ids));
+	bt->n_ids = b->n_names;
 	bt->body_len = body;
 	bt->n_records = (uint32_t)building_records(b);
 	batch_set_seq(bt, a->next_seq++);
@@ -503,13 +567,11 @@ static int put_iter(struct agent *a, const struct record_iter *r)
 static int put_phase(struct agent *a, const struct record_phase *r)
 {
 	struct building *b = &a->b;
-	int64_t local;
-
-	if (building_reserve(b, 1) < 0 || (local = building_local_name(a, r->name)) < 0)
+	if (building_reserve(b, 1) < 0 || building_use_name(a, r->name) < 0)
 		return AGENT_ENOMEM;
 	b->ph_rank[b->n_phase] = r->rank;
 	b->ph_iter[b->n_phase] = r->iter;
-	b->ph_name[b->n_phase] = (uint32_t)local;
+	b->ph_name[b->n_phase] = r->name; /* the agent's name id: the batch lists it in name ids */
 	b->ph_kind[b->n_phase] = r->kind;
 	b->ph_group[b->n_phase] = r->group;
 	b->ph_start[b->n_phase] = r->start_us == RECORD_NO_START ? -1 : r->start_us;
@@ -522,10 +584,9 @@ static int put_phase(struct agent *a, const struct record_phase *r)
 static int put_kernel(struct agent *a, const struct record_kernel *r)
 {
 	struct building *b = &a->b;
-	int64_t local;
 	size_t k;
 
-	if (building_reserve(b, 2) < 0 || (local = building_local_name(a, r->name)) < 0)
+	if (building_reserve(b, 2) < 0 || building_use_name(a, r->name) < 0)
 		return AGENT_ENOMEM;
 	if (b->sketch_len + r->sketch_len > b->sketch_cap) {
 		size_t cap = b->sketch_cap ? b->sketch_cap : 4096;
@@ -541,7 +602,7 @@ static int put_kernel(struct agent *a, const struct record_kernel *r)
 	k = b->n_kernel;
 	b->k_rank[k] = r->rank;
 	b->k_iter[k] = r->iter;
-	b->k_name[k] = (uint32_t)local;
+	b->k_name[k] = r->name;
 	b->k_kind[k] = r->kind;
 	b->k_count[k] = r->count;
 	b->k_sum[k] = r->sum_us;
@@ -651,6 +712,7 @@ static void batch_free(struct batch *bt)
 {
 	if (bt) {
 		free(bt->base);
+		free(bt->ids);
 		free(bt);
 	}
 }
@@ -795,6 +857,8 @@ static void agent_free(struct agent *a)
 	free(a->cmd.ranks);
 	free(a->c.rbuf);
 	free(a->c.ctrl);
+	free(a->c.defs);
+	free(a->c.known);
 	agent_tls_release(a);
 	free(a->server_host);
 	free(a->server_port);

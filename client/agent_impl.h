@@ -34,11 +34,12 @@ enum conn_state {
 
 struct batch {
 	uint64_t seq;
-	uint8_t *base;   /* allocation: PREFIX_MAX bytes of room, then the body */
-	uint8_t *frame;  /* start of the frame inside base */
-	size_t len;      /* frame bytes */
+	uint8_t *base;   /* the Batch's fields after seq (packed once, at seal) */
+	size_t len;      /* frame bytes without name definitions */
 	size_t body_len;
 	uint32_t n_records;
+	uint32_t *ids;   /* the agent name ids of its dictionary, defined on a connection at send */
+	size_t n_ids;
 	struct batch *next;
 };
 
@@ -55,10 +56,11 @@ struct building {
 	uint8_t *sketch;  /* bytes of this batch's sketches */
 	size_t sketch_len, sketch_cap;
 	bool any_sketch;
-	/* dictionary: agent name id -> index in this batch */
-	uint32_t *local_of, *local_epoch, epoch;
-	size_t local_cap;
-	const char **names;
+	/* the agent name ids the batch uses (their definitions go with it on a connection
+	 * that has not had them) */
+	uint32_t *used_epoch, epoch; /* per name id: the batch (epoch) that last used it */
+	size_t used_cap;
+	uint32_t *name_ids;
 	size_t n_names, names_cap;
 	size_t est_bytes;
 	long long started_ms;
@@ -83,7 +85,14 @@ struct agent_conn {
 	uint8_t *ctrl;              /* a control frame being written (Hello, Heartbeat, Goodbye) */
 	size_t ctrl_len, ctrl_off;
 	struct batch *cur;          /* batch being written, NULL none */
-	size_t cur_off;
+	size_t cur_off;             /* in hdr, then the batch's body, then defs */
+	uint8_t hdr[32];            /* cur's frame header, with defs in its lengths */
+	size_t hdr_len;
+	uint8_t *defs;              /* NameDefs cur carries: its names this connection lacks */
+	size_t defs_len, defs_cap;
+	uint32_t *known;            /* per agent name id: the connection (epoch) that defined it */
+	size_t known_cap;
+	uint32_t epoch;             /* this connection's number */
 	struct batch *last_sent;    /* NULL: the next to send is the queue's head */
 	uint8_t *rbuf;
 	size_t rlen, rcap;
@@ -151,6 +160,10 @@ void agent_log(struct agent *a, enum agent_log_level level, const char *fmt, ...
 /* a.mu held: */
 size_t agent_building_records(const struct agent *a);
 int agent_seal(struct agent *a);
+/* Before bt goes out on the connection (a.mu held): its frame header (c.hdr) and the name
+ * definitions this connection has not had yet (c.defs), which it then counts as had.
+ * 0, -1 out of memory. */
+int agent_batch_frame(struct agent *a, struct batch *bt);
 void agent_queue_ack(struct agent *a, uint64_t durable);
 void agent_queue_reject(struct agent *a, uint64_t seq, const char *reason);
 void agent_rebase(struct agent *a, uint64_t durable);

@@ -74,6 +74,12 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 		agent_log(a, AGENT_LOG_INFO, "%s; reconnecting", why);
 	}
 	c->state = CONN_IDLE;
+	/* the next connection has no names yet */
+	if (++c->epoch == 0) {
+		if (c->known)
+			memset(c->known, 0, c->known_cap * sizeof(*c->known));
+		c->epoch = 1;
+	}
 	free(c->ctrl);
 	c->ctrl = NULL;
 	c->ctrl_len = c->ctrl_off = 0;
@@ -451,14 +457,29 @@ static void conn_write(struct agent *a)
 					agent_queue_reject(a, c->cur->seq, "larger than the server's max_frame; dropped by the agent");
 					c->cur = next_batch(a);
 				}
+				if (c->cur && agent_batch_frame(a, c->cur) < 0) {
+					pthread_mutex_unlock(&a->mu);
+					c->cur = NULL;
+					conn_close(a, "out of memory for the names of a batch", true);
+					return;
+				}
 				pthread_mutex_unlock(&a->mu);
 				c->cur_off = 0;
 				if (!c->cur)
 					return;
 			}
+			/* header, body, name definitions: one frame */
 			is_ctrl = false;
-			p = c->cur->frame + c->cur_off;
-			left = c->cur->len - c->cur_off;
+			if (c->cur_off < c->hdr_len) {
+				p = c->hdr + c->cur_off;
+				left = c->hdr_len - c->cur_off;
+			} else if (c->cur_off < c->hdr_len + c->cur->body_len) {
+				p = c->cur->base + (c->cur_off - c->hdr_len);
+				left = c->hdr_len + c->cur->body_len - c->cur_off;
+			} else {
+				p = c->defs + (c->cur_off - c->hdr_len - c->cur->body_len);
+				left = c->hdr_len + c->cur->body_len + c->defs_len - c->cur_off;
+			}
 		}
 		n = agent_io_send(c, p, left);
 		if (n < 0) {
@@ -480,7 +501,7 @@ static void conn_write(struct agent *a)
 			}
 		} else {
 			c->cur_off += (size_t)n;
-			if (c->cur_off == c->cur->len) {
+			if (c->cur_off == c->hdr_len + c->cur->body_len + c->defs_len) {
 				pthread_mutex_lock(&a->mu);
 				c->last_sent = c->cur;
 				a->st.batches_sent++;

@@ -48,6 +48,7 @@ struct fanout {
 	struct record_iter pend_it;
 	uint32_t pend_rank, pend_iter;
 	uint32_t sealed_iter; /* every agent's batch was sealed when this iteration began */
+	uint32_t synced_iter; /* ... and everything before it acknowledged */
 	size_t n_pend_ph, n_pend_k, pend_sk;
 	uint8_t *sk_buf;
 	size_t sk_cap;
@@ -328,6 +329,8 @@ static int append_rc(int rc, const char **why)
 
 #define PEND_MAX 4096 /* records held for one (rank, iteration) before they go anyway */
 #define SEAL_EVERY_ITERS 4 /* replay: every agent's batch is sealed this often (iterations) */
+#define SYNC_EVERY_ITERS 24 /* replay: and acknowledged this often, within the window's 64 */
+#define SYNC_TIMEOUT_MS 60000
 
 static int grow_scratch(struct fanout *f, size_t nph, size_t nk, const char **why)
 {
@@ -410,8 +413,16 @@ static struct agent *pend_join(struct fanout *f, uint32_t rank, uint32_t iter, c
 		 * iterations keeps the agents within a few iterations of each other at the
 		 * server, whose window is a ring of iterations (a batch of one agent's whole run
 		 * would wrap it before the others' arrived) */
+		bool sync = iter >= f->synced_iter + SYNC_EVERY_ITERS || iter + SYNC_EVERY_ITERS <= f->synced_iter;
+
 		for (size_t i = 0; i < f->n_agents; i++)
 			(void)agent_flush(f->agents[i], 0); /* seals; the acks are not awaited */
+		/* and every few dozen iterations waits until the server has taken everything
+		 * so far: it may read one agent's many small batches in one go */
+		for (size_t i = 0; sync && i < f->n_agents; i++)
+			(void)agent_flush(f->agents[i], SYNC_TIMEOUT_MS);
+		if (sync)
+			f->synced_iter = iter;
 		f->sealed_iter = iter;
 	}
 	if (!f->pending) {

@@ -84,16 +84,19 @@ oom:
 }
 
 size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
-				 size_t nph, const struct record_kernel *k, size_t nk,
-				 const char *const *names, size_t nnames, const char *const *name_of)
+				 size_t nph, const struct record_kernel *k, size_t nk, const uint32_t *fresh,
+				 size_t nfresh, const char *const *name_of)
 {
 	Culprit__V1__Batch m = CULPRIT__V1__BATCH__INIT;
 	size_t total = nit * 4 + nph * 7 + nk * 11;
 	uint64_t *v = calloc(total ? total : 1, sizeof(*v)); /* every repeated field, 8 bytes */
 	uint8_t *sk = NULL;
+	Culprit__V1__NameDef *defs = calloc(nfresh ? nfresh : 1, sizeof(*defs));
+	Culprit__V1__NameDef **def_ptrs = calloc(nfresh ? nfresh : 1, sizeof(*def_ptrs));
 	size_t bytes = 0;
-	if (!v)
+	if (!v || !defs || !def_ptrs)
 		goto out;
+	/* no dictionary: the records carry the agent's name ids (client/agent.c) */
 	uint64_t *p = v;
 #define COL(field, n, expr, T)                                 \
 	do {                                                   \
@@ -151,12 +154,21 @@ size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const
 		m.kernel_sketches.len = sk_bytes;
 		m.kernel_sketches.data = sk;
 	}
-	m.n_names = nnames;
-	m.names = (char **)names;
+	/* the definitions of the names this connection has not had yet */
+	for (size_t i = 0; i < nfresh; i++) {
+		culprit__v1__name_def__init(&defs[i]);
+		defs[i].id = fresh[i];
+		defs[i].name = (char *)name_of[fresh[i]];
+		def_ptrs[i] = &defs[i];
+	}
+	m.n_name_defs = nfresh;
+	m.name_defs = def_ptrs;
 	m.seq = 1;
 	bytes = culprit__v1__batch__get_packed_size(&m) + 4;
 out:
 	free(v);
+	free(defs);
+	free(def_ptrs);
 	free(sk);
 	return bytes;
 }

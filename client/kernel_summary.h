@@ -31,13 +31,14 @@ void kernel_summary_free(struct kernel_summary *ks);
  * duration or out of memory (*why says which). */
 int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs,
 			size_t n, const char **why);
-/* Bytes of one Batch message (protobuf, schema/culprit.proto) holding these records and
- * names (the batch dictionary; pass nnames 0 for a step whose names the server already
- * has), plus the 4-byte frame length prefix, packed as client/agent.c packs it. name_of
- * (indexed by the records' name ids; NULL: unknown) tells whether the kernel kinds follow
- * from the names (record_kernel_kind_of) and need not be sent. */
+/* Bytes of one Batch frame holding these records, packed as client/agent.c packs it: no
+ * dictionary (the records' name fields are the agent's name ids), with the
+ * definitions of the fresh[0..nfresh) names, those the connection has not had yet (none in
+ * the steady state), plus the frame's 4-byte length prefix. name_of (indexed by name id;
+ * needed when nfresh > 0, else NULL: unknown) gives the names, and tells whether the
+ * kernel kinds follow from them (record_kernel_kind_of) and need not be sent. */
 size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
-				 size_t nph, const struct record_kernel *k, size_t nk,
-				 const char *const *names, size_t nnames, const char *const *name_of);
+				 size_t nph, const struct record_kernel *k, size_t nk, const uint32_t *fresh,
+				 size_t nfresh, const char *const *name_of);
 
 #endif

@@ -36,7 +36,7 @@
 #include "writer.h"
 
 #define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
-#define MAX_NAMES 65536         /* names in one batch's dictionary */
+#define MAX_NAMES 65536         /* names in one batch's dictionary; name ids on one connection */
 #define MAX_SKETCH 65536        /* bytes in one kernel sketch */
 #define MAX_DUR_US (7LL * 86400 * 1000000) /* a week: longer is not a duration we believe */
 #define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
@@ -56,6 +56,11 @@ struct conn {
 	uint32_t *ranks; /* sorted */
 	size_t n_ranks;
 	uint64_t acked_seq;          /* highest Ack sent */
+	uint32_t *names;             /* the agent's name ids defined on this connection -> job name ids */
+	uint32_t *dict_epoch_of;     /* per name id: the batch (dict_epoch) whose dictionary has it */
+	uint32_t *dict_index;        /* per name id: its index in that dictionary */
+	uint32_t dict_epoch;
+	size_t names_cap;
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	struct timespec blocked_since;
 	struct conn *blocked_next;
@@ -190,6 +195,9 @@ static void conn_free(struct conn *c)
 	s->free_slots[s->n_free++] = slot;
 	storage_op_free(c->pending);
 	free(c->ranks);
+	free(c->names);
+	free(c->dict_epoch_of);
+	free(c->dict_index);
 	free(c);
 }
 
@@ -509,15 +517,106 @@ static int bad(char *err, size_t size, const char *what, size_t i)
 }
 
 /* Checks a batch against the protocol's and the job's rules. */
-static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, char *err, size_t size)
+/* The batch's dictionary as strings, which its phase_name and kernel_name index: its
+ * names; or, when it has none, its records carry the agent's name ids (defined on this
+ * connection): those are rewritten in place to indexes of a dictionary made here. -1 with
+ * the reason in err. */
+static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict, size_t *n, char *err,
+		      size_t size)
 {
-	size_t n, sketch_bytes = 0;
+	uint32_t *cols[2] = {b->phase_name, b->kernel_name};
+	size_t lens[2] = {b->n_phase_name, b->n_kernel_name}, cap = 0;
 
+	*dict = (const char **)b->names;
+	*n = b->n_names;
 	if (b->n_names > MAX_NAMES)
 		return bad(err, size, "too many names in the dictionary", b->n_names);
 	for (size_t i = 0; i < b->n_names; i++)
 		if (!name_ok(b->names[i], MAX_NAME_LEN))
 			return bad(err, size, "name empty, too long or not printable", i);
+	if (b->n_names || !(lens[0] + lens[1]))
+		return 0;
+	if (++c->dict_epoch == 0) {
+		memset(c->dict_epoch_of, 0, c->names_cap * sizeof(*c->dict_epoch_of));
+		c->dict_epoch = 1;
+	}
+	*dict = NULL;
+	for (int col = 0; col < 2; col++)
+		for (size_t i = 0; i < lens[col]; i++) {
+			uint32_t id = cols[col][i];
+
+			if (id >= c->names_cap || c->names[id] == UINT32_MAX) {
+				free(*dict);
+				*dict = NULL;
+				return bad(err, size, "name id not defined on this connection", i);
+			}
+			if (c->dict_epoch_of[id] != c->dict_epoch) {
+				if (*n == cap) {
+					const char **d;
+
+					cap = cap ? cap * 2 : 64;
+					if (!(d = realloc(*dict, cap * sizeof(*d)))) {
+						free(*dict);
+						*dict = NULL;
+						return bad(err, size, "out of memory", i);
+					}
+					*dict = d;
+				}
+				c->dict_epoch_of[id] = c->dict_epoch;
+				c->dict_index[id] = (uint32_t)*n;
+				(*dict)[(*n)++] = jobs_name(c->job, c->names[id]);
+			}
+			cols[col][i] = c->dict_index[id];
+		}
+	return 0;
+}
+
+/* Takes the batch's name definitions (before anything else: they hold for the connection
+ * even when the batch is a resend or is refused). -1 with the reason in err. */
+static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, char *err, size_t size)
+{
+	for (size_t i = 0; i < b->n_name_defs; i++) {
+		const Culprit__V1__NameDef *d = b->name_defs[i];
+		uint32_t job_id;
+
+		if (d->id >= MAX_NAMES)
+			return bad(err, size, "name id too large", i);
+		if (!name_ok(d->name, MAX_NAME_LEN))
+			return bad(err, size, "name empty, too long or not printable", i);
+		if ((job_id = jobs_intern(c->job, d->name)) == UINT32_MAX)
+			return bad(err, size, "too many names in the job", i);
+		if (d->id >= c->names_cap) {
+			size_t cap = c->names_cap ? c->names_cap : 256;
+			uint32_t *p[3] = {c->names, c->dict_epoch_of, c->dict_index};
+
+			while (cap <= d->id)
+				cap *= 2;
+			for (int k = 0; k < 3; k++) {
+				uint32_t *q = realloc(p[k], cap * sizeof(*q));
+
+				if (!q)
+					return bad(err, size, "out of memory", i);
+				p[k] = q;
+				memset(q + c->names_cap, k == 0 ? 0xff : 0, (cap - c->names_cap) * sizeof(*q));
+				if (k == 0)
+					c->names = q;
+				else if (k == 1)
+					c->dict_epoch_of = q;
+				else
+					c->dict_index = q;
+			}
+			c->names_cap = cap;
+		}
+		c->names[d->id] = job_id;
+	}
+	return 0;
+}
+
+/* Checks a batch against the protocol's and the job's rules; dict is its dictionary. */
+static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, const char *const *dict,
+			  size_t n_dict, char *err, size_t size)
+{
+	size_t n, sketch_bytes = 0;
 
 	n = b->n_iter_rank;
 	if (b->n_iter_iter != n || b->n_iter_start_us != n || b->n_iter_dur_us != n)
@@ -536,7 +635,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, cha
 	for (size_t i = 0; i < n; i++) {
 		if (!serves(c, b->phase_rank[i]))
 			return bad(err, size, "phase of a rank this agent does not serve", i);
-		if (b->phase_name[i] >= b->n_names)
+		if (b->phase_name[i] >= n_dict)
 			return bad(err, size, "phase name index outside the dictionary", i);
 		if (b->phase_kind[i] >= RECORD_KIND_COUNT || b->phase_group[i] >= RECORD_GROUP_COUNT)
 			return bad(err, size, "phase kind or group unknown", i);
@@ -555,7 +654,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, cha
 	for (size_t i = 0; i < n; i++) {
 		if (!serves(c, KCOL(b, rank, i)))
 			return bad(err, size, "kernel summary of a rank this agent does not serve", i);
-		if (b->kernel_name[i] >= b->n_names)
+		if (b->kernel_name[i] >= n_dict)
 			return bad(err, size, "kernel name index outside the dictionary", i);
 		if (b->n_kernel_kind && b->kernel_kind[i] >= RECORD_KIND_COUNT)
 			return bad(err, size, "kernel kind unknown", i);
@@ -615,7 +714,8 @@ static int64_t start_index_get(const struct start_index *x, uint32_t rank, uint3
 }
 
 /* Builds the storage operation (and the window's view: names mapped to job ids). */
-static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, uint32_t *name_map)
+static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, const char *const *dict,
+				      size_t n_dict, uint32_t *name_map)
 {
 	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
 	struct storage_op *op;
@@ -625,15 +725,15 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	size_t sketch_off = 0;
 	int64_t fallback = clock_wall_us();
 
-	arena += b->n_names * sizeof(char *);
-	for (size_t i = 0; i < b->n_names; i++)
-		arena += strlen(b->names[i]) + 1;
+	arena += n_dict * sizeof(char *);
+	for (size_t i = 0; i < n_dict; i++)
+		arena += strlen(dict[i]) + 1;
 	arena += b->n_iter_rank * sizeof(struct record_iter);
 	arena += b->n_phase_rank * (sizeof(struct record_phase) + sizeof(int64_t));
 	arena += b->n_kernel_name * (sizeof(struct record_kernel) + sizeof(int64_t));
 	arena += b->kernel_sketches.len;
 	/* every allocation from the arena is aligned to 16 bytes */
-	arena += 16 * (16 + b->n_names);
+	arena += 16 * (16 + n_dict);
 
 	op = storage_op_new(STORAGE_OP_BATCH, arena);
 	if (!op)
@@ -645,8 +745,8 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	op->agent = storage_op_strdup(op, c->agent);
 	op->source = c->id;
 	op->seq = b->seq;
-	op->n_names = b->n_names;
-	op->names = storage_op_alloc(op, b->n_names * sizeof(char *) + 1);
+	op->n_names = n_dict;
+	op->names = storage_op_alloc(op, n_dict * sizeof(char *) + 1);
 	op->n_iters = b->n_iter_rank;
 	op->iters = storage_op_alloc(op, op->n_iters * sizeof(struct record_iter) + 1);
 	op->n_phases = b->n_phase_rank;
@@ -658,8 +758,8 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	if (!op->job || !op->agent || !op->names || !op->iters || !op->phases || !op->phase_iter_start_us ||
 	    !op->kernels || !op->kernel_iter_start_us)
 		goto fail;
-	for (size_t i = 0; i < b->n_names; i++)
-		if (!(op->names[i] = storage_op_strdup(op, b->names[i])))
+	for (size_t i = 0; i < n_dict; i++)
+		if (!(op->names[i] = storage_op_strdup(op, dict[i])))
 			goto fail;
 	for (size_t i = 0; i < op->n_iters; i++) {
 		struct record_iter *r = &op->iters[i];
@@ -692,7 +792,7 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		r->rank = KCOL(b, rank, i);
 		r->iter = KCOL(b, iter, i);
 		r->name = b->kernel_name[i];
-		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(b->names[r->name]));
+		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(dict[r->name]));
 		r->count = b->kernel_count[i];
 		r->sum_us = b->kernel_sum_us[i];
 		r->min_us = b->kernel_min_us[i];
@@ -713,8 +813,8 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		}
 		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
 	}
-	for (size_t i = 0; i < b->n_names; i++)
-		if ((name_map[i] = jobs_intern(c->job, b->names[i])) == UINT32_MAX)
+	for (size_t i = 0; i < n_dict; i++)
+		if ((name_map[i] = jobs_intern(c->job, dict[i])) == UINT32_MAX)
 			goto fail;
 	free(starts.keys);
 	free(starts.starts);
@@ -754,13 +854,21 @@ static void block(struct conn *c)
 	s->blocked_tail = c;
 }
 
-static void handle_batch(struct conn *c, const Culprit__V1__Batch *b)
+static void free_dict(const Culprit__V1__Batch *b, const char **dict)
+{
+	if (dict != (const char **)b->names)
+		free(dict);
+}
+
+static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 {
 	struct server *s = c->srv;
 	char err[256], key[300];
 	struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
 	size_t n_records = b->n_iter_rank + b->n_phase_rank + b->n_kernel_name;
 	uint32_t *name_map;
+	const char **dict = NULL;
+	size_t n_dict = 0;
 	struct storage_op *op;
 
 	if (b->seq == 0) {
@@ -769,21 +877,31 @@ static void handle_batch(struct conn *c, const Culprit__V1__Batch *b)
 		send_reject(c, 0, "batch sequence numbers start at 1");
 		return;
 	}
-	if (p && b->seq <= p->durable_seq) {
-		/* a resend of something already durable: a no-op, acknowledged again */
-		s->m.batches_duplicate++;
-		send_ack(c, p->durable_seq, 1);
-		return;
-	}
-	if (validate_batch(c, b, err, sizeof(err)) < 0) {
+	if (take_name_defs(c, b, err, sizeof(err)) < 0 ||
+	    (!(p && b->seq <= p->durable_seq) && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
 		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)b->seq, err);
 		s->m.batches_rejected++;
 		s->m.records_rejected += n_records;
 		send_reject(c, b->seq, err);
 		return;
 	}
-	name_map = malloc((b->n_names + 1) * sizeof(uint32_t));
-	op = name_map ? batch_to_op(c, b, name_map) : NULL;
+	if (p && b->seq <= p->durable_seq) {
+		/* a resend of something already durable: a no-op, acknowledged again */
+		s->m.batches_duplicate++;
+		send_ack(c, p->durable_seq, 1);
+		return;
+	}
+	if (validate_batch(c, b, dict, n_dict, err, sizeof(err)) < 0) {
+		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)b->seq, err);
+		s->m.batches_rejected++;
+		s->m.records_rejected += n_records;
+		send_reject(c, b->seq, err);
+		free_dict(b, dict);
+		return;
+	}
+	name_map = malloc((n_dict + 1) * sizeof(uint32_t));
+	op = name_map ? batch_to_op(c, b, dict, n_dict, name_map) : NULL;
+	free_dict(b, dict);
 	if (!op) {
 		free(name_map);
 		log_warning("agent %s: out of memory for a batch of %zu records", c->peer, n_records);

@@ -97,6 +97,11 @@ uint32_t jobs_intern(struct job *job, const char *name)
 	return id < 0 ? UINT32_MAX : (uint32_t)id;
 }
 
+const char *jobs_name(const struct job *job, uint32_t id)
+{
+	return store_name(engine_store(job->engine), id);
+}
+
 void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host)
 {
 	for (size_t i = 0; i < n; i++)

@@ -46,6 +46,8 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 			       char *err, size_t err_size);
 /* Job-wide id of a name (interned on first use); UINT32_MAX when it cannot be held. */
 uint32_t jobs_intern(struct job *job, const char *name);
+/* The name of a job name id (from jobs_intern). */
+const char *jobs_name(const struct job *job, uint32_t id);
 /* Hosts of ranks, as an agent's Hello states them. */
 void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host);
 /* Adds a batch's records to the job's window (names already mapped to job ids) and lets

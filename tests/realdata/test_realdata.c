@@ -52,7 +52,7 @@ struct col {
 	struct record_kernel k[1024];
 	uint8_t *sk[1024];
 	size_t nk;
-	const char *fresh[1280];
+	uint32_t fresh[1280]; /* name ids first seen in this step */
 	size_t nfresh;
 	/* figures */
 	uint64_t steps, bytes_steady, bytes_first, max_steady, bytes_kernels, max_kernels, bytes_sketch;
@@ -116,7 +116,7 @@ static int on_phase(void *ctx, const struct record_phase *r, const char *name, c
 		c->ph[c->nph] = *r;
 		c->ph[c->nph].name = name_id(&c->nm, name, &fresh);
 		if (fresh && c->nfresh < 1280)
-			c->fresh[c->nfresh++] = c->nm.s[c->ph[c->nph].name];
+			c->fresh[c->nfresh++] = c->ph[c->nph].name;
 		c->nph++;
 	}
 	return 0;
@@ -139,7 +139,7 @@ static int on_kernel(void *ctx, const struct record_kernel *r, const char *name,
 	int fresh;
 	k.name = name_id(&c->nm, name, &fresh);
 	if (fresh && c->nfresh < 1280)
-		c->fresh[c->nfresh++] = c->nm.s[k.name];
+		c->fresh[c->nfresh++] = k.name;
 	if (kernel_summary_make(&c->ks, &k, durs, nd, why) < 0)
 		return -1;
 	/* the median the server gets back from the sketch against the exact one */

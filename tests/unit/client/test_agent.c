@@ -34,6 +34,7 @@ struct fs_agent {
 	uint64_t iters, phases, kernels, sketches;
 	uint64_t checksum;   /* sum over records of rank * 1000003 + iter * 31 + dur */
 	uint64_t name_errors; /* phase names that did not decode to "phase-<iter % 7>" */
+	uint64_t name_defs;   /* names defined, over all connections */
 	uint64_t gaps;        /* batches with seq > durable + 1 */
 	uint64_t orphans;     /* phases of an even iteration without their iteration in the batch */
 	uint64_t dups;        /* batches with seq <= durable (resends: no-ops) */
@@ -48,6 +49,7 @@ struct fs_conn {
 	uint8_t buf[1 << 21];
 	size_t len;
 	int agent; /* -1 before hello */
+	char names[64][32]; /* the agent's name ids defined on this connection ("" none) */
 };
 
 struct fake_server {
@@ -162,6 +164,13 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 		assert_true(c->agent >= 0);
 		a = &s->agents[c->agent];
 		s->batches_total++;
+		/* names are defined once per connection; records carry the agent's name ids */
+		assert_int_equal(b->n_names, 0);
+		for (size_t i = 0; i < b->n_name_defs; i++) {
+			assert_true(b->name_defs[i]->id < 64);
+			snprintf(c->names[b->name_defs[i]->id], sizeof(c->names[0]), "%s", b->name_defs[i]->name);
+			a->name_defs++;
+		}
 		if (s->no_ack) {
 			/* hold nothing */
 		} else if (b->seq <= a->durable) {
@@ -199,7 +208,7 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 						found = b->iter_rank[j] == b->phase_rank[i] && b->iter_iter[j] == b->phase_iter[i];
 					a->orphans += !found;
 				}
-				if (b->phase_name[i] >= b->n_names || strcmp(b->names[b->phase_name[i]], want) != 0)
+				if (b->phase_name[i] >= 64 || strcmp(c->names[b->phase_name[i]], want) != 0)
 					a->name_errors++;
 			}
 			/* rank and iteration may be sent once for every kernel of the batch */
@@ -467,6 +476,8 @@ static void test_stream_exact(void **state)
 	pthread_mutex_lock(&s->mu);
 	assert_int_equal(fs_agent_get(s, "a1")->sketches > 0, 1);
 	assert_int_equal(fs_agent_get(s, "a1")->dups, 0);
+	/* one connection: each of the 8 names crossed it once, over many batches */
+	assert_int_equal(fs_agent_get(s, "a1")->name_defs, 8);
 	pthread_mutex_unlock(&s->mu);
 	assert_int_equal(agent_close(a, 1000), 0);
 	fs_stop(s);
@@ -501,6 +512,8 @@ static void test_reconnect_resend(void **state)
 	pthread_mutex_lock(&s->mu);
 	/* resend after a lost ack: HelloAck says the batch is durable, so it is not resent */
 	assert_int_equal(fs_agent_get(s, "a2")->dups, 0);
+	/* every new connection is told the names again (check_exact saw every name decode) */
+	assert_true(fs_agent_get(s, "a2")->name_defs >= 8 * 2 && fs_agent_get(s, "a2")->name_defs <= 8 * st.connects);
 	pthread_mutex_unlock(&s->mu);
 	assert_int_equal(agent_close(a, 1000), 0);
 	fs_stop(s);
