@@ -70,15 +70,6 @@ bool auth_token_valid(const char *token)
 	return true;
 }
 
-static void fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-}
 
 static int set_guard(struct guard *g, const char *name, const char *value, char *err, size_t err_size)
 {
@@ -86,7 +77,7 @@ static int set_guard(struct guard *g, const char *name, const char *value, char 
 	if (!value || !*value)
 		return 0;
 	if (!auth_token_valid(value)) {
-		fail(err, err_size,
+		config_fail(err, err_size,
 		     "invalid value for setting \"%s\": a token is 1 to %d visible ASCII characters without spaces", name,
 		     MAX_TOKEN);
 		return -1;
@@ -108,7 +99,7 @@ int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job
 
 		lineno++;
 		if (n >= sizeof(line)) {
-			fail(err, err_size, "line %d: too long", lineno);
+			config_fail(err, err_size, "line %d: too long", lineno);
 			return -1;
 		}
 		memcpy(line, text, n);
@@ -122,21 +113,21 @@ int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job
 		token = strtok_r(NULL, " \t\r", &p);
 		extra = strtok_r(NULL, " \t\r", &p);
 		if (!token || extra) {
-			fail(err, err_size, "line %d: expected \"JOB TOKEN\"", lineno);
+			config_fail(err, err_size, "line %d: expected \"JOB TOKEN\"", lineno);
 			return -1;
 		}
 		if (strlen(job) > MAX_JOB) {
-			fail(err, err_size, "line %d: a job name has at most %d bytes", lineno, MAX_JOB);
+			config_fail(err, err_size, "line %d: a job name has at most %d bytes", lineno, MAX_JOB);
 			return -1;
 		}
 		if (!auth_token_valid(token)) {
 			/* the token itself is not repeated in the message */
-			fail(err, err_size, "line %d: the token of job \"%s\" is not 1 to %d visible ASCII characters", lineno,
+			config_fail(err, err_size, "line %d: the token of job \"%s\" is not 1 to %d visible ASCII characters", lineno,
 			     job, MAX_TOKEN);
 			return -1;
 		}
 		if (fn(arg, job, token) < 0) {
-			fail(err, err_size, "line %d: job \"%s\" listed twice, or out of memory", lineno, job);
+			config_fail(err, err_size, "line %d: job \"%s\" listed twice, or out of memory", lineno, job);
 			return -1;
 		}
 	}
@@ -168,18 +159,18 @@ static char *read_file(const char *path, char *err, size_t err_size)
 	size_t len = 0;
 
 	if (!f) {
-		fail(err, err_size, "could not open \"%s\": %s", path, strerror(errno));
+		config_fail(err, err_size, "could not open \"%s\": %s", path, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(MAX_JOB_TOKENS_FILE + 1);
 	if (!buf) {
 		fclose(f);
-		fail(err, err_size, "out of memory");
+		config_fail(err, err_size, "out of memory");
 		return NULL;
 	}
 	len = fread(buf, 1, MAX_JOB_TOKENS_FILE + 1, f);
 	if (ferror(f) || len > MAX_JOB_TOKENS_FILE || memchr(buf, '\0', len)) {
-		fail(err, err_size, "could not read \"%s\": %s", path,
+		config_fail(err, err_size, "could not read \"%s\": %s", path,
 		     ferror(f) ? strerror(errno) : len > MAX_JOB_TOKENS_FILE ? "larger than 16 MiB" : "contains a NUL byte");
 		fclose(f);
 		free(buf);
@@ -213,7 +204,7 @@ struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 	char msg[512];
 
 	if (!a) {
-		fail(err, err_size, "out of memory");
+		config_fail(err, err_size, "out of memory");
 		return NULL;
 	}
 	if (set_guard(&a->agent, "agent_token", cfg->agent_token, err, err_size) < 0 ||
@@ -222,22 +213,22 @@ struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 		goto fail;
 	if (a->read.set && !a->write.set) {
 		/* otherwise reads would be guarded and writes open */
-		fail(err, err_size, "setting \"http_read_token\" needs \"http_write_token\" to be set too");
+		config_fail(err, err_size, "setting \"http_read_token\" needs \"http_write_token\" to be set too");
 		goto fail;
 	}
 	if (a->read.set && digest_equal(a->read.d, a->write.d)) {
-		fail(err, err_size, "settings \"http_read_token\" and \"http_write_token\" must differ");
+		config_fail(err, err_size, "settings \"http_read_token\" and \"http_write_token\" must differ");
 		goto fail;
 	}
 	if (cfg->job_tokens_file && cfg->job_tokens_file[0]) {
 		char *text = read_file(cfg->job_tokens_file, msg, sizeof(msg));
 
 		if (!text) {
-			fail(err, err_size, "setting \"job_tokens_file\": %s", msg);
+			config_fail(err, err_size, "setting \"job_tokens_file\": %s", msg);
 			goto fail;
 		}
 		if (auth_parse_job_tokens(text, add_job, a, msg, sizeof(msg)) < 0) {
-			fail(err, err_size, "setting \"job_tokens_file\": \"%s\", %s", cfg->job_tokens_file, msg);
+			config_fail(err, err_size, "setting \"job_tokens_file\": \"%s\", %s", cfg->job_tokens_file, msg);
 			OPENSSL_cleanse(text, strlen(text));
 			free(text);
 			goto fail;

@@ -105,8 +105,7 @@ static const struct setting *find(const char *name)
 	return NULL;
 }
 
-static void fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t size, const char *fmt, ...)
+void config_fail(char *err, size_t size, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -148,7 +147,7 @@ static int set_one(struct config *cfg, const struct setting *s, const char *valu
 		char *copy = strdup(value);
 
 		if (!copy) {
-			fail(err, err_size, "out of memory");
+			config_fail(err, err_size, "out of memory");
 			return -1;
 		}
 		free(*(char **)field);
@@ -159,11 +158,11 @@ static int set_one(struct config *cfg, const struct setting *s, const char *valu
 		int64_t v;
 
 		if (parse_int(value, &v) < 0) {
-			fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not an integer", s->name, value);
+			config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not an integer", s->name, value);
 			return -1;
 		}
 		if (v < s->min || v > s->max) {
-			fail(err, err_size,
+			config_fail(err, err_size,
 			     "invalid value for setting \"%s\": %lld is outside the allowed range %lld .. %lld", s->name,
 			     (long long)v, (long long)s->min, (long long)s->max);
 			return -1;
@@ -177,7 +176,7 @@ static int set_one(struct config *cfg, const struct setting *s, const char *valu
 		else if (!strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no") || !strcmp(value, "0"))
 			*(bool *)field = false;
 		else {
-			fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not true or false", s->name, value);
+			config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not true or false", s->name, value);
 			return -1;
 		}
 		return 0;
@@ -229,7 +228,7 @@ int config_set(struct config *cfg, const char *name, const char *value, bool rel
 	const struct setting *s = find(name);
 
 	if (!s) {
-		fail(err, err_size, "unrecognized setting \"%s\"", name);
+		config_fail(err, err_size, "unrecognized setting \"%s\"", name);
 		return -1;
 	}
 	if (reload && !s->reloadable) {
@@ -251,7 +250,7 @@ int config_set(struct config *cfg, const char *name, const char *value, bool rel
 			same = *(bool *)field == *(bool *)((char *)&probe + s->offset);
 		config_free(&probe);
 		if (!same) {
-			fail(err, err_size, "setting \"%s\" cannot be changed without restarting culpritd", name);
+			config_fail(err, err_size, "setting \"%s\" cannot be changed without restarting culpritd", name);
 			return -1;
 		}
 		return 0;
@@ -278,7 +277,7 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 	int lineno = 0;
 
 	if (!f) {
-		fail(err, err_size, "could not open configuration file \"%s\": %s", path, strerror(errno));
+		config_fail(err, err_size, "could not open configuration file \"%s\": %s", path, strerror(errno));
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -286,7 +285,7 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 
 		lineno++;
 		if (!strchr(line, '\n') && !feof(f)) {
-			fail(err, err_size, "%s:%d: line too long", path, lineno);
+			config_fail(err, err_size, "%s:%d: line too long", path, lineno);
 			fclose(f);
 			return -1;
 		}
@@ -298,7 +297,7 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 			continue;
 		eq = strchr(p, '=');
 		if (!eq) {
-			fail(err, err_size, "%s:%d: expected \"name = value\"", path, lineno);
+			config_fail(err, err_size, "%s:%d: expected \"name = value\"", path, lineno);
 			fclose(f);
 			return -1;
 		}
@@ -310,7 +309,7 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 			value++;
 		}
 		if (config_set(cfg, name, value, reload, msg, sizeof(msg)) < 0) {
-			fail(err, err_size, "%s:%d: %s", path, lineno, msg);
+			config_fail(err, err_size, "%s:%d: %s", path, lineno, msg);
 			fclose(f);
 			return -1;
 		}
@@ -325,7 +324,7 @@ static int check_hostport(const char *name, const char *v, char *err, size_t err
 	int64_t port;
 
 	if (!colon || colon == v || parse_int(colon + 1, &port) < 0 || port < 0 || port > 65535) {
-		fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not HOST:PORT", name, v);
+		config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not HOST:PORT", name, v);
 		return -1;
 	}
 	return 0;
@@ -337,21 +336,21 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	    check_hostport("http_listen", cfg->http_listen, err, err_size) < 0)
 		return -1;
 	if (log_level_parse(cfg->log_level) < 0) {
-		fail(err, err_size, "invalid value for setting \"log_level\": \"%s\" is not debug, info, warning or error",
+		config_fail(err, err_size, "invalid value for setting \"log_level\": \"%s\" is not debug, info, warning or error",
 		     cfg->log_level);
 		return -1;
 	}
 	if (cfg->max_frame_before_hello > cfg->max_frame) {
-		fail(err, err_size, "setting \"max_frame_before_hello\" (%lld) must not exceed \"max_frame\" (%lld)",
+		config_fail(err, err_size, "setting \"max_frame_before_hello\" (%lld) must not exceed \"max_frame\" (%lld)",
 		     (long long)cfg->max_frame_before_hello, (long long)cfg->max_frame);
 		return -1;
 	}
 	if (cfg->writer_txn_records > cfg->writer_queue_records) {
-		fail(err, err_size, "setting \"writer_txn_records\" must not exceed \"writer_queue_records\"");
+		config_fail(err, err_size, "setting \"writer_txn_records\" must not exceed \"writer_queue_records\"");
 		return -1;
 	}
 	if (cfg->data_dir[0] == '\0') {
-		fail(err, err_size, "setting \"data_dir\" must not be empty");
+		config_fail(err, err_size, "setting \"data_dir\" must not be empty");
 		return -1;
 	}
 	return 0;

@@ -76,4 +76,7 @@ void config_print_doc(FILE *out);
 /* "name = value" for every setting (what -t prints). */
 void config_print_values(const struct config *cfg, FILE *out);
 
+/* Writes the printf-style message into err (size bytes): how the parsers here say why. */
+void config_fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -16,15 +16,6 @@
 #include "log.h"
 #include "server.h"
 
-static void fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-}
 
 /* OpenSSL's latest error as text, the queue cleared */
 static const char *ssl_reason(char *buf, size_t size)
@@ -50,29 +41,29 @@ struct ssl_ctx_st *tls_context_new(const struct config *cfg, char *err, size_t e
 	char why[256];
 
 	if (!cfg->tls_cert[0] || !cfg->tls_key[0]) {
-		fail(err, err_size, "setting \"%s\" must be set too: TLS needs a certificate and its key",
+		config_fail(err, err_size, "setting \"%s\" must be set too: TLS needs a certificate and its key",
 		     cfg->tls_cert[0] ? "tls_key" : "tls_cert");
 		return NULL;
 	}
 	ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx) {
-		fail(err, err_size, "could not create a TLS context: %s", ssl_reason(why, sizeof(why)));
+		config_fail(err, err_size, "could not create a TLS context: %s", ssl_reason(why, sizeof(why)));
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1) {
-		fail(err, err_size, "setting \"tls_cert\": could not load \"%s\": %s", cfg->tls_cert,
+		config_fail(err, err_size, "setting \"tls_cert\": could not load \"%s\": %s", cfg->tls_cert,
 		     ssl_reason(why, sizeof(why)));
 		goto bad;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) != 1) {
-		fail(err, err_size, "setting \"tls_key\": could not load \"%s\": %s", cfg->tls_key,
+		config_fail(err, err_size, "setting \"tls_key\": could not load \"%s\": %s", cfg->tls_key,
 		     ssl_reason(why, sizeof(why)));
 		goto bad;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		fail(err, err_size, "setting \"tls_key\": \"%s\" is not the key of the certificate in \"%s\"", cfg->tls_key,
+		config_fail(err, err_size, "setting \"tls_key\": \"%s\" is not the key of the certificate in \"%s\"", cfg->tls_key,
 		     cfg->tls_cert);
 		ERR_clear_error();
 		goto bad;
@@ -91,7 +82,7 @@ void tls_context_free(struct ssl_ctx_st *ctx)
 int tls_check_reload(const struct config *old, const struct config *next, char *err, size_t err_size)
 {
 	if (tls_wanted(old) != tls_wanted(next)) {
-		fail(err, err_size, "setting \"tls_cert\": turning TLS %s needs a restart of culpritd",
+		config_fail(err, err_size, "setting \"tls_cert\": turning TLS %s needs a restart of culpritd",
 		     tls_wanted(next) ? "on" : "off");
 		return -1;
 	}

@@ -284,46 +284,7 @@ int h_peer_closed(int fd, int timeout_ms)
 
 int h_http(int port, const char *method, const char *path, const char *req_body, char **body)
 {
-	int fd = h_connect(port), status = -1;
-	char *req = NULL, *resp = NULL, *p;
-	size_t len = 0, cap = 0, blen = req_body ? strlen(req_body) : 0;
-
-	*body = NULL;
-	if (fd < 0)
-		return -1;
-	if (asprintf(&req, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-		     method, path, blen) < 0) {
-		close(fd);
-		return -1;
-	}
-	if (h_write_all(fd, req, strlen(req)) < 0 || (blen && h_write_all(fd, req_body, blen) < 0)) {
-		free(req);
-		close(fd);
-		return -1;
-	}
-	free(req);
-	for (;;) {
-		ssize_t n;
-
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 65536;
-			resp = realloc(resp, cap);
-		}
-		n = recv(fd, resp + len, cap - len - 1, 0);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	if (!resp)
-		return -1;
-	resp[len] = '\0';
-	if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
-		status = -1;
-	p = strstr(resp, "\r\n\r\n");
-	*body = strdup(p ? p + 4 : "");
-	free(resp);
-	return status;
+	return h_http_ex(port, method, path, NULL, req_body, NULL, body);
 }
 
 double h_metric(const char *text, const char *sample)
