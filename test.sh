@@ -25,6 +25,7 @@ pgdir=$CULPRIT_TEST_TMP/testpg
 stop_pg() {
 	# whatever a failed test left running under the scratch directory, then the database
 	pkill -TERM -f "culpritd .*$CULPRIT_TEST_TMP" 2>/dev/null && sleep 2 || true
+	pkill -TERM -f "^$(pwd)/$build/client/culprit " 2>/dev/null || true # sims and replays
 	tests/pg.sh stop "$pgdir"
 }
 trap stop_pg EXIT
