@@ -174,7 +174,8 @@ int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, i
 }
 
 static int submit(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
-		  const char *const *params, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx))
+		  const char *const *params, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx),
+		  storage_query_fn fn)
 {
 	struct api *a = r->s->api;
 	struct pending *p;
@@ -189,7 +190,8 @@ static int submit(struct api_req *r, int ok_status, const char *not_found, const
 		return -1;
 	}
 	p->token = ++a->next_token;
-	if (storage_query_submit(a->q, p->token, sql, nparams, params) < 0) {
+	if ((fn ? storage_query_submit_fn(a->q, p->token, fn, ctx)
+		: storage_query_submit(a->q, p->token, sql, nparams, params)) < 0) {
 		free(p);
 		a->busy++;
 		api_reply_error(r->req, 503, "busy", "too many requests wait for the database; try again");
@@ -210,13 +212,18 @@ static int submit(struct api_req *r, int ok_status, const char *not_found, const
 void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
 	       const char *const *params)
 {
-	submit(r, ok_status, not_found, sql, nparams, params, NULL, NULL, NULL);
+	submit(r, ok_status, not_found, sql, nparams, params, NULL, NULL, NULL, NULL);
 }
 
 int api_query_then(struct api_req *r, const char *sql, int nparams, const char *const *params, api_done_fn done,
 		   void *ctx, void (*ctx_free)(void *ctx))
 {
-	return submit(r, 200, NULL, sql, nparams, params, done, ctx, ctx_free);
+	return submit(r, 200, NULL, sql, nparams, params, done, ctx, ctx_free, NULL);
+}
+
+int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx))
+{
+	return submit(r, 200, NULL, NULL, 0, NULL, done, ctx, ctx_free, fn);
 }
 
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res)

@@ -57,6 +57,7 @@ void api_query(struct api_req *r, int ok_status, const char *not_found, const ch
 	       const char *const *params);
 
 struct storage_query_result;
+struct pg_conn;
 /* Like api_query, but done answers the request itself when the result comes (on the loop);
  * ctx_free(ctx) follows done, or runs at shutdown. 0 submitted; -1 answered (503) and ctx
  * NOT taken. */
@@ -64,6 +65,11 @@ typedef void (*api_done_fn)(struct server *s, struct evhttp_request *req, const 
 			    void *ctx);
 int api_query_then(struct api_req *r, const char *sql, int nparams, const char *const *params, api_done_fn done,
 		   void *ctx, void (*ctx_free)(void *ctx));
+/* Like api_query_then, but fn runs on a query worker with its connection (storage/query.h):
+ * for answers built from several statements or in another format than one JSON text. ctx
+ * is read by fn on the worker and freed (ctx_free) on the loop after done. */
+typedef void (*storage_query_fn)(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
+int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx));
 /* The answer to a failed statement (400 for SQLSTATE class 22, 503 unreachable or timed out, else 500). */
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_trace.h"
 #include "jobs.h"
 #include "server.h"
 
@@ -297,6 +298,8 @@ void api_jobs_route(struct api_req *r)
 		phases(r);
 	else if (r->nseg == 3 && strcmp(sub, "diagnose") == 0)
 		diagnose_now(r);
+	else if (r->nseg == 3 && strcmp(sub, "trace") == 0)
+		api_trace(r);
 	else
 		api_reply_error(r->req, 404, "not found", "no such resource");
 }

@@ -13,6 +13,8 @@
 
 struct request {
 	uint64_t token;
+	storage_query_fn fn; /* instead of sql */
+	void *fn_ctx;
 	char *sql;
 	int nparams;
 	char *params[STORAGE_QUERY_MAX_PARAMS];
@@ -95,12 +97,24 @@ static void run(struct storage_query *q, PGconn **conn, struct request *rq, stru
 			r->failed = 1;
 			return;
 		}
+		if (rq->fn) {
+			r->failed = 0;
+			r->sqlstate[0] = r->error[0] = '\0';
+			free(r->text);
+			r->text = NULL;
+			r->len = 0;
+			rq->fn(c, rq->fn_ctx, r);
+			if (!r->failed || PQstatus(c) == CONNECTION_OK)
+				return;
+			continue; /* the connection broke: once more on a fresh one */
+		}
 		res = PQexecParams(c, rq->sql, rq->nparams, NULL, (const char *const *)rq->params, NULL, NULL, 0);
 		if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK) {
 			r->failed = 0;
 			r->error[0] = '\0';
 			if (PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0)) {
 				r->text = strdup(PQgetvalue(res, 0, 0));
+				r->len = r->text ? strlen(r->text) : 0;
 				if (!r->text) {
 					r->failed = 1;
 					snprintf(r->error, sizeof(r->error), "out of memory");
@@ -109,19 +123,27 @@ static void run(struct storage_query *q, PGconn **conn, struct request *rq, stru
 			PQclear(res);
 			return;
 		}
-		r->failed = 1;
-		if (PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY))
-			snprintf(r->error, sizeof(r->error), "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
-		else
-			snprintf(r->error, sizeof(r->error), "%s", PQresultErrorMessage(res));
-		r->error[strcspn(r->error, "\n")] = '\0';
-		if (PQresultErrorField(res, PG_DIAG_SQLSTATE))
-			snprintf(r->sqlstate, sizeof(r->sqlstate), "%s", PQresultErrorField(res, PG_DIAG_SQLSTATE));
+		storage_query_fail(r, res, c);
 		PQclear(res);
 		if (PQstatus(c) == CONNECTION_OK)
 			return; /* the statement's own error */
 		/* the connection broke: once more on a fresh one */
 	}
+}
+
+void storage_query_fail(struct storage_query_result *r, const PGresult *res, const PGconn *conn)
+{
+	r->failed = 1;
+	if (res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY))
+		snprintf(r->error, sizeof(r->error), "%s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+	else if (res && PQresultErrorMessage(res)[0])
+		snprintf(r->error, sizeof(r->error), "%s", PQresultErrorMessage(res));
+	else
+		snprintf(r->error, sizeof(r->error), "%s", conn ? PQerrorMessage(conn) : "statement failed");
+	r->error[strcspn(r->error, "\n")] = '\0';
+	r->sqlstate[0] = '\0';
+	if (res && PQresultErrorField(res, PG_DIAG_SQLSTATE))
+		snprintf(r->sqlstate, sizeof(r->sqlstate), "%s", PQresultErrorField(res, PG_DIAG_SQLSTATE));
 }
 
 static void *worker(void *arg)
@@ -262,6 +284,34 @@ int storage_query_submit(struct storage_query *q, uint64_t token, const char *sq
 		request_free(rq);
 		return -1;
 	}
+	pthread_mutex_lock(&q->mu);
+	if (q->tail)
+		q->tail->next = rq;
+	else
+		q->head = rq;
+	q->tail = rq;
+	q->queued++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+	return 0;
+}
+
+int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_query_fn fn, void *ctx)
+{
+	struct request *rq;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->queued >= q->queue_max) {
+		pthread_mutex_unlock(&q->mu);
+		return -1;
+	}
+	pthread_mutex_unlock(&q->mu);
+	rq = calloc(1, sizeof(*rq));
+	if (!rq)
+		return -1;
+	rq->token = token;
+	rq->fn = fn;
+	rq->fn_ctx = ctx;
 	pthread_mutex_lock(&q->mu);
 	if (q->tail)
 		q->tail->next = rq;

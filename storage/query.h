@@ -29,6 +29,7 @@ struct storage_query_config {
 struct storage_query_result {
 	uint64_t token;     /* the submitter's */
 	char *text;         /* the row's text (malloc'd, free it); NULL: no row, or failed */
+	size_t len;         /* bytes in text (a storage_query_fn may return binary data) */
 	int failed;         /* 1: the statement failed (error and sqlstate say why) */
 	char sqlstate[6];   /* "" when the database could not be reached */
 	char error[256];
@@ -40,6 +41,17 @@ void storage_query_stop(struct storage_query *q);
 /* Copies sql and params (NULL params are SQL NULLs). 0 queued, -1 queue full or no memory. */
 int storage_query_submit(struct storage_query *q, uint64_t token, const char *sql, int nparams,
 			 const char *const *params);
+/* A statement sequence of the submitter's own, run on a worker thread with the worker's
+ * connection (statement_timeout set): it fills r->text / r->len (malloc'd; NULL for "no
+ * such thing") or sets r->failed with error and sqlstate. ctx belongs to the submitter, who
+ * must not touch or free it until the result was taken (or the workers were stopped). */
+struct pg_conn;   /* libpq's PGconn */
+struct pg_result; /* libpq's PGresult */
+typedef void (*storage_query_fn)(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
+int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_query_fn fn, void *ctx);
+/* Copies the error of a failed PGresult (may be NULL) into r; the helper for a storage_query_fn. */
+void storage_query_fail(struct storage_query_result *r, const struct pg_result *res, const struct pg_conn *conn);
+
 /* Moves up to max results into out; returns how many. */
 size_t storage_query_take(struct storage_query *q, struct storage_query_result *out, size_t max);
 
