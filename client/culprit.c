@@ -14,6 +14,7 @@
 #include "replay.h"
 #include "sim.h"
 #include "sim_stream.h"
+#include "trace_cmd.h"
 
 /* --- culprit diagnose --- */
 
@@ -436,6 +437,7 @@ static const struct command commands[] = {
 	{"diagnose", cmd_diagnose, "diagnose interchange files and print the report"},
 	{"sim", cmd_sim, "generate a simulated job with a known fault"},
 	{"replay", replay_main, "stream interchange files to culpritd as agents"},
+	{"trace", trace_cmd_main, "fetch a Perfetto or Chrome trace of chosen ranks from culpritd"},
 };
 
 static void usage(FILE *f)

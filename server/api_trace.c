@@ -177,7 +177,7 @@ void api_trace(struct api_req *r)
 	struct job *job;
 	struct trace_ctx *c;
 	const char *fmt, *ranks;
-	int64_t from, to;
+	int64_t from, to, max_slices;
 	int has_from, has_to;
 	char err[256];
 	int rc;
@@ -192,6 +192,8 @@ void api_trace(struct api_req *r)
 	}
 	if ((has_from = api_param_int(r, "from_iter", 0, INT32_MAX, -1, &from)) < 0 ||
 	    (has_to = api_param_int(r, "to_iter", 0, INT32_MAX, -1, &to)) < 0)
+		return;
+	if (api_param_int(r, "max_slices", 1, TRACE_MAX_SLICES, TRACE_MAX_SLICES, &max_slices) < 0)
 		return;
 	if (has_from && has_to && to < from) {
 		api_reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")", to,
@@ -219,7 +221,7 @@ void api_trace(struct api_req *r)
 	c->req.from_iter = has_from ? from : -1;
 	c->req.to_iter = has_to ? to : -1;
 	c->req.span = TRACE_DEFAULT_ITERATIONS;
-	c->req.max_slices = TRACE_MAX_SLICES;
+	c->req.max_slices = (size_t)max_slices;
 	c->format = fmt && strcmp(fmt, "chrome") == 0 ? TRACE_FORMAT_CHROME : TRACE_FORMAT_PERFETTO;
 	if (api_query_fn(r, trace_run, trace_done, c, ctx_free) < 0)
 		ctx_free(c);

@@ -1,0 +1,212 @@
+/* trace_cmd.c: `culprit trace` and `culprit capture`, the L5 deep dive from the command line:
+ * thin HTTP clients (libcurl) of GET /api/v1/jobs/{job}/trace and POST .../capture. */
+#include "trace_cmd.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct body {
+	char *p;
+	size_t len;
+	FILE *f; /* when set, the answer goes here instead */
+	int failed;
+};
+
+static size_t on_data(char *data, size_t size, size_t n, void *arg)
+{
+	struct body *b = arg;
+	size_t len = size * n;
+
+	if (b->f) {
+		if (fwrite(data, 1, len, b->f) != len) {
+			b->failed = 1;
+			return 0;
+		}
+		return len;
+	}
+	char *np = realloc(b->p, b->len + len + 1);
+	if (!np) {
+		b->failed = 1;
+		return 0;
+	}
+	b->p = np;
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+	return len;
+}
+
+/* "HOST:PORT" or a URL; the base without a trailing slash. */
+static void base_url(const char *server, char *out, size_t size)
+{
+	size_t n;
+
+	if (strncmp(server, "http://", 7) == 0 || strncmp(server, "https://", 8) == 0)
+		snprintf(out, size, "%s", server);
+	else
+		snprintf(out, size, "http://%s", server);
+	n = strlen(out);
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+}
+
+/* One request. The status, or -1 (message printed). The body goes to f, or to *text. */
+static long request(const char *cmd, const char *url, const char *post, FILE *f, char **text)
+{
+	CURL *c = curl_easy_init();
+	struct body b = {.f = f};
+	struct curl_slist *hdr = NULL;
+	char err[CURL_ERROR_SIZE] = "";
+	long status = -1;
+	CURLcode rc;
+
+	if (!c) {
+		fprintf(stderr, "culprit %s: could not start libcurl\n", cmd);
+		return -1;
+	}
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (post) {
+		hdr = curl_slist_append(hdr, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
+	}
+	rc = curl_easy_perform(c);
+	if (rc != CURLE_OK)
+		fprintf(stderr, "culprit %s: %s: %s\n", cmd, url, err[0] ? err : curl_easy_strerror(rc));
+	else if (b.failed)
+		fprintf(stderr, "culprit %s: could not store the answer: %s\n", cmd, f ? strerror(errno) : "out of memory");
+	else
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+	if (text)
+		*text = b.p;
+	else
+		free(b.p);
+	return status;
+}
+
+static char *escape(const char *s)
+{
+	CURL *c = curl_easy_init();
+	char *e = c ? curl_easy_escape(c, s, 0) : NULL;
+	char *out = e ? strdup(e) : NULL;
+
+	curl_free(e);
+	if (c)
+		curl_easy_cleanup(c);
+	return out;
+}
+
+static void trace_usage(FILE *f)
+{
+	fprintf(f, "usage: culprit trace --server URL --job JOB --ranks LIST [--from-iter N] [--to-iter M]\n"
+		   "                     [--format perfetto|chrome] -o FILE\n"
+		   "LIST is ranks and ranges, e.g. 10352-10359,10336. Without --from-iter/--to-iter the\n"
+		   "last 10 iterations stored for those ranks. Open a perfetto file in https://ui.perfetto.dev.\n");
+}
+
+int trace_cmd_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},
+		{"ranks", required_argument, NULL, 'r'},  {"from-iter", required_argument, NULL, 'f'},
+		{"to-iter", required_argument, NULL, 't'}, {"format", required_argument, NULL, 'F'},
+		{"out", required_argument, NULL, 'o'},    {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *server = NULL, *job = NULL, *ranks = NULL, *from = NULL, *to = NULL, *format = "perfetto",
+		   *out = NULL;
+	char base[512], url[2048], tmp[1100];
+	char *ej = NULL, *er = NULL, *text = NULL;
+	FILE *f;
+	long status;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': server = optarg; break;
+		case 'j': job = optarg; break;
+		case 'r': ranks = optarg; break;
+		case 'f': from = optarg; break;
+		case 't': to = optarg; break;
+		case 'F': format = optarg; break;
+		case 'o': out = optarg; break;
+		case 'h': trace_usage(stdout); return 0;
+		default: trace_usage(stderr); return 2;
+		}
+	}
+	if (!server || !job || !ranks || !out || optind != argc ||
+	    (strcmp(format, "perfetto") != 0 && strcmp(format, "chrome") != 0) ||
+	    (from && strspn(from, "0123456789") != strlen(from)) || (to && strspn(to, "0123456789") != strlen(to))) {
+		trace_usage(stderr);
+		return 2;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	base_url(server, base, sizeof(base));
+	ej = escape(job);
+	er = escape(ranks);
+	if (!ej || !er) {
+		fprintf(stderr, "culprit trace: out of memory\n");
+		free(ej);
+		free(er);
+		return 1;
+	}
+	snprintf(url, sizeof(url), "%s/api/v1/jobs/%s/trace?ranks=%s&format=%s%s%s%s%s", base, ej, er, format,
+		 from ? "&from_iter=" : "", from ? from : "", to ? "&to_iter=" : "", to ? to : "");
+	free(ej);
+	free(er);
+	/* into FILE.part, renamed when the whole answer is there */
+	snprintf(tmp, sizeof(tmp), "%s.part", out);
+	f = fopen(tmp, "wb");
+	if (!f) {
+		fprintf(stderr, "culprit trace: could not open \"%s\": %s\n", tmp, strerror(errno));
+		curl_global_cleanup();
+		return 1;
+	}
+	status = request("trace", url, NULL, f, NULL);
+	if (fclose(f) != 0 && status == 200) {
+		fprintf(stderr, "culprit trace: could not write \"%s\": %s\n", tmp, strerror(errno));
+		status = -1;
+	}
+	if (status != 200) {
+		if (status > 0) {
+			f = fopen(tmp, "rb");
+			if (f) {
+				size_t n;
+
+				text = calloc(1, 1025);
+				n = text ? fread(text, 1, 1024, f) : 0;
+				fclose(f);
+				while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+					n--;
+				if (text)
+					text[n] = '\0';
+			}
+			fprintf(stderr, "culprit trace: the server answered %ld: %s\n", status, text ? text : "");
+			free(text);
+		}
+		remove(tmp);
+		curl_global_cleanup();
+		return 1;
+	}
+	if (rename(tmp, out) != 0) {
+		fprintf(stderr, "culprit trace: could not rename \"%s\" to \"%s\": %s\n", tmp, out, strerror(errno));
+		remove(tmp);
+		curl_global_cleanup();
+		return 1;
+	}
+	curl_global_cleanup();
+	return 0;
+}
