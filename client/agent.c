@@ -275,12 +275,13 @@ static void building_free(struct building *b)
 
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		free(arrays[i]);
+	free(b->raw);
 	memset(b, 0, sizeof(*b));
 }
 
 static size_t building_records(const struct building *b)
 {
-	return b->n_iter + b->n_phase + b->n_kernel;
+	return b->n_iter + b->n_phase + b->n_kernel + b->n_raw;
 }
 
 size_t agent_building_records(const struct agent *a)
@@ -325,7 +326,7 @@ static int building_use_name(struct agent *a, uint32_t id)
 
 static void building_reset(struct building *b)
 {
-	b->n_iter = b->n_phase = b->n_kernel = 0;
+	b->n_iter = b->n_phase = b->n_kernel = b->n_raw = 0;
 	b->n_names = 0;
 	b->sketch_len = 0;
 	b->any_sketch = false;
@@ -383,6 +384,7 @@ int agent_seal(struct agent *a)
 {
 	struct building *b = &a->b;
 	Culprit__V1__Batch m = CULPRIT__V1__BATCH__INIT;
+	Culprit__V1__RawKernel **raw = NULL;
 	struct batch *bt;
 	size_t body;
 
@@ -409,13 +411,23 @@ int agent_seal(struct agent *a)
 		m.kernel_sketches.len = b->sketch_len;
 		m.kernel_sketches.data = b->sketch;
 	}
+	if (b->n_raw) {
+		if (!(raw = malloc(b->n_raw * sizeof(*raw))))
+			return -1;
+		for (size_t i = 0; i < b->n_raw; i++)
+			raw[i] = &b->raw[i];
+		m.n_raw_kernels = b->n_raw;
+		m.raw_kernels = raw;
+	}
 	body = culprit__v1__batch__get_packed_size(&m);
 	bt = calloc(1, sizeof(*bt));
 	if (!bt || !(bt->base = malloc(body ? body : 1))) {
 		free(bt);
+		free(raw);
 		return -1;
 	}
 	culprit__v1__batch__pack(&m, bt->base);
+	free(raw);
 	if (b->n_names && !(bt->ids = malloc(b->n_names * sizeof(*bt->ids)))) {
 		free(bt->base);
 		free(bt);
@@ -667,6 +679,56 @@ int agent_add_kernels(struct agent *a, const struct record_kernel *r, size_t n)
 	}
 	for (i = 0; i < n; i++)
 		if ((rc = make_room(a, 1, 110 + r[i].sketch_len)) < 0 || (rc = put_kernel(a, &r[i])) < 0)
+			break;
+	return append_done(a, i, n, rc);
+}
+
+/* Raw kernels of a capture: one RawKernel message each (a.mu held, make_room done). */
+static int put_raw(struct agent *a, const struct record_raw_kernel *r)
+{
+	struct building *b = &a->b;
+	Culprit__V1__RawKernel *k;
+
+	if (b->n_raw == b->raw_cap) {
+		size_t cap = b->raw_cap ? b->raw_cap * 2 : 64;
+		Culprit__V1__RawKernel *p = realloc(b->raw, cap * sizeof(*p));
+
+		if (!p)
+			return AGENT_ENOMEM;
+		b->raw = p;
+		b->raw_cap = cap;
+	}
+	if (building_use_name(a, r->name) < 0)
+		return AGENT_ENOMEM;
+	k = &b->raw[b->n_raw++];
+	culprit__v1__raw_kernel__init(k);
+	k->rank = r->rank;
+	k->iter = r->iter;
+	k->name = r->name; /* the agent's name id, as for phases and kernels */
+	k->kind = r->kind;
+	k->start_us = r->start_us;
+	k->dur_us = r->dur_us;
+	k->stream = r->stream;
+	b->est_bytes += 40;
+	return 0;
+}
+
+int agent_add_raw_kernels(struct agent *a, const struct record_raw_kernel *r, size_t n)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < n; i++)
+		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT || r[i].dur_us < 0 || r[i].start_us <= 0)
+			return AGENT_EINVAL;
+	pthread_mutex_lock(&a->mu);
+	for (i = 0; i < n; i++)
+		if (r[i].name >= a->n_names) {
+			pthread_mutex_unlock(&a->mu);
+			return AGENT_EINVAL;
+		}
+	for (i = 0; i < n; i++)
+		if ((rc = make_room(a, 1, 40)) < 0 || (rc = put_raw(a, &r[i])) < 0)
 			break;
 	return append_done(a, i, n, rc);
 }

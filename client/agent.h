@@ -103,7 +103,7 @@ struct agent_stats {
 	bool connected;             /* a HelloAck accepted on the current connection */
 };
 
-/* The latest Command the server sent (a later issue acts on it). */
+/* The latest Command the server sent (culprit sim acts on captures: client/sim_capture.c). */
 struct agent_command {
 	uint64_t id;
 	uint32_t kind;              /* Culprit__V1__Command__Kind: 0 none, 1 capture */
@@ -140,6 +140,10 @@ int agent_add_kernels(struct agent *a, const struct record_kernel *r, size_t n);
 int agent_add_iteration(struct agent *a, const struct record_iter *it, const struct record_phase *ph, size_t nph,
 			const struct record_kernel *k, size_t nk);
 
+/* Raw kernel executions of an on-demand capture (agent_command(): kind 1), sent in
+ * Batch.raw_kernels; names interned as for kernels, start_us since the epoch. The caller
+ * keeps to the capture's ranks, iterations and max_events. Returns as agent_add_*. */
+int agent_add_raw_kernels(struct agent *a, const struct record_raw_kernel *r, size_t n);
 /* Seals the current batch and waits until everything appended before the call is
  * acknowledged (or rejected). timeout_ms < 0: no limit. 0 or AGENT_ETIMEDOUT. */
 int agent_flush(struct agent *a, int timeout_ms);

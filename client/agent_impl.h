@@ -64,6 +64,8 @@ struct building {
 	size_t n_names, names_cap;
 	size_t est_bytes;
 	long long started_ms;
+	Culprit__V1__RawKernel *raw; /* raw kernels of a capture (agent_add_raw_kernels) */
+	size_t n_raw, raw_cap;
 };
 
 struct ssl_st;

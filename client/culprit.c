@@ -438,6 +438,7 @@ static const struct command commands[] = {
 	{"sim", cmd_sim, "generate a simulated job with a known fault"},
 	{"replay", replay_main, "stream interchange files to culpritd as agents"},
 	{"trace", trace_cmd_main, "fetch a Perfetto or Chrome trace of chosen ranks from culpritd"},
+	{"capture", capture_cmd_main, "ask the agents of chosen ranks for raw kernel events"},
 };
 
 static void usage(FILE *f)

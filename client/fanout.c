@@ -41,6 +41,8 @@ struct fanout {
 	size_t ph_cap;
 	struct record_kernel *k;
 	size_t k_cap;
+	struct record_raw_kernel *raw;
+	size_t raw_cap;
 	/* replay: the records of the last (rank, iteration) seen, sent together when another
 	 * one starts, so that phases travel with their iteration (agent_add_iteration) */
 	bool pending, pend_has_it;
@@ -364,6 +366,21 @@ static int grow_scratch(struct fanout *f, size_t nph, size_t nk, const char **wh
 }
 
 /* Points the kernels' sketches into f->sk_buf (it may have moved while it grew). */
+static int grow_raw(struct fanout *f, size_t n, const char **why)
+{
+	if (n > f->raw_cap) {
+		struct record_raw_kernel *p = realloc(f->raw, n * sizeof(*p));
+
+		if (!p) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->raw = p;
+		f->raw_cap = n;
+	}
+	return 0;
+}
+
 static void point_sketches(struct fanout *f, size_t nk)
 {
 	size_t off = 0;
@@ -613,6 +630,41 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 	return append_rc(agent_add_iteration(a, it, f->ph, nph, f->k, nk), why);
 }
 
+void fanout_each_command(struct fanout *f, void (*cb)(void *arg, const struct agent_command *cmd), void *arg)
+{
+	for (size_t i = 0; i < f->n_agents; i++) {
+		struct agent_command cmd;
+
+		if (!agent_command(f->agents[i], &cmd))
+			continue;
+		cb(arg, &cmd);
+		free(cmd.ranks);
+	}
+}
+
+int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, const char *const *names, size_t n,
+		       const char **why)
+{
+	struct agent *a;
+
+	if (n == 0)
+		return 0;
+	if (pend_flush(f, why) < 0 || !(a = agent_of(f, r[0].rank, why)) || grow_raw(f, n, why) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int32_t id = agent_intern(a, names[i]);
+
+		if (id < 0 || r[i].rank != r[0].rank) {
+			*why = id < 0 ? "kernel name empty or longer than 255 bytes" : "raw kernels of several ranks";
+			return -1;
+		}
+		f->raw[i] = r[i];
+		f->raw[i].name = (uint32_t)id;
+	}
+	f->records += n;
+	return append_rc(agent_add_raw_kernels(a, f->raw, n), why);
+}
+
 void fanout_kick(struct fanout *f)
 {
 	const char *why = NULL;
@@ -711,6 +763,7 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	free(f->sorted);
 	free(f->ph);
 	free(f->k);
+	free(f->raw);
 	free(f->sk_buf);
 	sketch_free(&f->sk);
 	free(f->job);

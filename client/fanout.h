@@ -72,6 +72,11 @@ int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *n
 int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struct record_phase *ph,
 		     const char *const *pnames, size_t nph, const struct record_kernel *k, const char *const *knames,
 		     const int64_t *const *kdurs, const size_t *kndurs, size_t nk, const char **why);
+/* Calls cb with the latest Command of every agent that has one (client/sim_capture.c). */
+void fanout_each_command(struct fanout *f, void (*cb)(void *arg, const struct agent_command *cmd), void *arg);
+/* Raw kernels of one rank (an on-demand capture), names[i] naming r[i]. 0 or -1 with *why. */
+int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, const char *const *names, size_t n,
+		       const char **why);
 /* Seals every agent's batch (does not wait). */
 void fanout_kick(struct fanout *f);
 void fanout_get_stats(struct fanout *f, struct fanout_stats *st);

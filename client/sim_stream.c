@@ -13,10 +13,12 @@
 
 #include "fanout.h"
 #include "sim.h"
+#include "sim_capture.h"
 
 struct sim_stream {
 	struct fanout_config cfg;
 	struct fanout *f;
+	struct sim_capture *capture; /* answers Command CAPTURE (client/sim_capture.c) */
 	const char *const *names;
 	size_t n_names;
 	double speed;          /* simulated seconds per wall second; 0: no pacing */
@@ -65,6 +67,10 @@ static int on_job(void *ctx, const struct jsonl_job *j)
 		return -1; /* one job per scenario */
 	if (!(s->f = fanout_new(&s->cfg, &fj, s->err, sizeof(s->err))))
 		return -1;
+	if (!(s->capture = sim_capture_new(j->world))) {
+		snprintf(s->err, sizeof(s->err), "out of memory");
+		return -1;
+	}
 	if (!s->quiet)
 		fprintf(stderr, "sim: job %s, %u ranks, streaming to %s as %s agents\n", j->job, j->world, s->cfg.server,
 			s->cfg.per_rank ? "rank" : "node");
@@ -142,7 +148,8 @@ static int on_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 		s->knames[i] = s->names[ri->kernels[i].name];
 	}
 	if (fanout_rank_iter(s->f, &ri->iter, ri->phases, s->pnames, ri->nphases, ri->kernels, s->knames,
-			     ri->kernel_durs, ri->kernel_ndurs, ri->nkernels, &why) < 0)
+			     ri->kernel_durs, ri->kernel_ndurs, ri->nkernels, &why) < 0 ||
+	    sim_capture_rank_iter(s->capture, s->f, ri, s->names, &why) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -313,6 +320,7 @@ int sim_stream_main(int argc, char **argv)
 		fprintf(stderr, "culprit sim: %s\n", s.err[0] ? s.err : err);
 		if (s.f)
 			fanout_close(s.f, 10000, NULL);
+		sim_capture_free(s.capture);
 		return s.f ? 1 : 2;
 	}
 	if (!s.f) {
@@ -339,6 +347,10 @@ int sim_stream_main(int argc, char **argv)
 		secs > 0 ? (double)st.records / secs : 0.0, (unsigned long long)st.acked_batches,
 		(unsigned long long)st.sealed_batches, (unsigned long long)st.rejected_batches,
 		(unsigned long long)st.rejected_records, (unsigned long long)st.resent_batches);
+	if (s.capture && sim_capture_sent(s.capture))
+		fprintf(stderr, "sim: %llu raw kernels sent for on-demand captures\n",
+			(unsigned long long)sim_capture_sent(s.capture));
+	sim_capture_free(s.capture);
 	if (rc < 0) {
 		fprintf(stderr, "culprit sim: not every record was acknowledged by \"%s\"\n", s.cfg.server);
 		return 1;

@@ -210,3 +210,66 @@ int trace_cmd_main(int argc, char **argv)
 	curl_global_cleanup();
 	return 0;
 }
+
+static void capture_usage(FILE *f)
+{
+	fprintf(f, "usage: culprit capture --server URL --job JOB --ranks LIST --iterations N [--max-events M]\n"
+		   "Asks the agents serving LIST (e.g. 10352-10359) for raw kernel events of their next N\n"
+		   "iterations; prints culpritd's answer (the capture id, the agents that got it). Then\n"
+		   "`culprit trace` shows the kernels.\n");
+}
+
+int capture_cmd_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"server", required_argument, NULL, 's'},     {"job", required_argument, NULL, 'j'},
+		{"ranks", required_argument, NULL, 'r'},      {"iterations", required_argument, NULL, 'i'},
+		{"max-events", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *server = NULL, *job = NULL, *ranks = NULL, *iters = NULL, *max = NULL;
+	char base[512], url[1024], body[512], *ej, *text = NULL;
+	long status;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': server = optarg; break;
+		case 'j': job = optarg; break;
+		case 'r': ranks = optarg; break;
+		case 'i': iters = optarg; break;
+		case 'm': max = optarg; break;
+		case 'h': capture_usage(stdout); return 0;
+		default: capture_usage(stderr); return 2;
+		}
+	}
+	if (!server || !job || !ranks || !iters || optind != argc || !iters[0] ||
+	    strspn(iters, "0123456789") != strlen(iters) || strlen(iters) > 9 ||
+	    (max && (!max[0] || strspn(max, "0123456789") != strlen(max) || strlen(max) > 9)) ||
+	    strspn(ranks, "0123456789,-") != strlen(ranks) || strlen(ranks) > 300) {
+		capture_usage(stderr);
+		return 2;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	base_url(server, base, sizeof(base));
+	if (!(ej = escape(job))) {
+		fprintf(stderr, "culprit capture: out of memory\n");
+		return 1;
+	}
+	snprintf(url, sizeof(url), "%s/api/v1/jobs/%s/capture", base, ej);
+	free(ej);
+	snprintf(body, sizeof(body), "{\"ranks\":\"%s\",\"iterations\":%s%s%s}", ranks, iters,
+		 max ? ",\"max_events\":" : "", max ? max : "");
+	status = request("capture", url, body, NULL, &text);
+	if (status > 0)
+		printf("%s", text ? text : "");
+	free(text);
+	curl_global_cleanup();
+	if (status != 202) {
+		if (status > 0)
+			fprintf(stderr, "culprit capture: the server answered %ld\n", status);
+		return 1;
+	}
+	return 0;
+}

@@ -81,6 +81,18 @@ struct sketch;
  * 0, or -1 when the sketch does not decode (or memory ran out): the summary gave them. */
 int record_kernel_quantiles(struct record_kernel *k, struct sketch *scratch);
 
+/* One raw kernel execution, sent only during an on-demand capture (Batch.raw_kernels).
+ * start_us is microseconds since the Unix epoch on the agent's clock. */
+struct record_raw_kernel {
+	uint32_t rank;
+	uint32_t iter;
+	uint32_t name;   /* index into the name dictionary */
+	uint8_t kind;    /* enum record_kind */
+	uint32_t stream; /* the CUDA stream (or any small id of the queue it ran on) */
+	int64_t start_us;
+	int64_t dur_us;
+};
+
 const char *record_kind_name(enum record_kind kind);
 const char *record_group_name(enum record_group group);
 /* Parse "compute", "comm", ... ; returns -1 when unknown. */

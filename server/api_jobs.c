@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "api_trace.h"
+#include "capture.h"
 #include "jobs.h"
 #include "server.h"
 
@@ -300,6 +301,8 @@ void api_jobs_route(struct api_req *r)
 		diagnose_now(r);
 	else if (r->nseg == 3 && strcmp(sub, "trace") == 0)
 		api_trace(r);
+	else if (r->nseg == 3 && strcmp(sub, "capture") == 0)
+		api_capture(r);
 	else
 		api_reply_error(r->req, 404, "not found", "no such resource");
 }

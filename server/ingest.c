@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "capture.h"
 #include "frame.h"
 #include "jobs.h"
 #include "log.h"
@@ -525,7 +526,7 @@ static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict,
 		      size_t size)
 {
 	uint32_t *cols[2] = {b->phase_name, b->kernel_name};
-	size_t lens[2] = {b->n_phase_name, b->n_kernel_name}, cap = 0;
+	size_t lens[3] = {b->n_phase_name, b->n_kernel_name, b->n_raw_kernels}, cap = 0;
 
 	*dict = (const char **)b->names;
 	*n = b->n_names;
@@ -534,16 +535,17 @@ static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict,
 	for (size_t i = 0; i < b->n_names; i++)
 		if (!name_ok(b->names[i], MAX_NAME_LEN))
 			return bad(err, size, "name empty, too long or not printable", i);
-	if (b->n_names || !(lens[0] + lens[1]))
+	if (b->n_names || !(lens[0] + lens[1] + lens[2]))
 		return 0;
 	if (++c->dict_epoch == 0) {
 		memset(c->dict_epoch_of, 0, c->names_cap * sizeof(*c->dict_epoch_of));
 		c->dict_epoch = 1;
 	}
 	*dict = NULL;
-	for (int col = 0; col < 2; col++)
+	for (int col = 0; col < 3; col++) /* phase names, kernel names, raw kernel names */
 		for (size_t i = 0; i < lens[col]; i++) {
-			uint32_t id = cols[col][i];
+			uint32_t *idp = col < 2 ? &cols[col][i] : &b->raw_kernels[i]->name;
+			uint32_t id = *idp;
 
 			if (id >= c->names_cap || c->names[id] == UINT32_MAX) {
 				free(*dict);
@@ -566,7 +568,7 @@ static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict,
 				c->dict_index[id] = (uint32_t)*n;
 				(*dict)[(*n)++] = jobs_name(c->job, c->names[id]);
 			}
-			cols[col][i] = c->dict_index[id];
+			*idp = c->dict_index[id];
 		}
 	return 0;
 }
@@ -668,7 +670,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, con
 	}
 	if (sketch_bytes != b->kernel_sketches.len)
 		return bad(err, size, "kernel sketch lengths do not add up to the sketch bytes", n);
-	return 0;
+	return capture_validate_raw(b, n_dict, c->ranks, c->n_ranks, err, size);
 }
 
 /* Iteration start of (rank, iter) in this batch, for partitioning the phases and kernels. */
@@ -732,6 +734,7 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	arena += b->n_phase_rank * (sizeof(struct record_phase) + sizeof(int64_t));
 	arena += b->n_kernel_name * (sizeof(struct record_kernel) + sizeof(int64_t));
 	arena += b->kernel_sketches.len;
+	arena += capture_raw_arena(b);
 	/* every allocation from the arena is aligned to 16 bytes */
 	arena += 16 * (16 + n_dict);
 
@@ -813,6 +816,8 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		}
 		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
 	}
+	if (capture_raw_to_op(op, b) < 0)
+		goto fail;
 	for (size_t i = 0; i < n_dict; i++)
 		if ((name_map[i] = jobs_intern(c->job, dict[i])) == UINT32_MAX)
 			goto fail;
@@ -1194,6 +1199,42 @@ void ingest_close_all(struct server *s)
 	free(s->free_slots);
 	s->slots = NULL;
 	s->n_slots = 0;
+}
+
+size_t ingest_send_command(struct server *s, const struct job *job, const Culprit__V1__Command *cmd,
+			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks, size_t n),
+			   void *arg)
+{
+	uint32_t *mine = malloc((cmd->n_ranks + 1) * sizeof(uint32_t));
+	size_t sent = 0;
+
+	if (!mine)
+		return 0;
+	for (size_t slot = 0; slot < s->n_slots; slot++) {
+		struct conn *c = s->slots[slot];
+		frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+		Culprit__V1__Command part = *cmd;
+		size_t n = 0;
+
+		if (!c || c->job != job || (c->state != CONN_ACTIVE && c->state != CONN_BLOCKED))
+			continue;
+		for (size_t i = 0; i < cmd->n_ranks; i++)
+			if (serves(c, cmd->ranks[i]))
+				mine[n++] = cmd->ranks[i];
+		if (n == 0)
+			continue;
+		part.n_ranks = n;
+		part.ranks = mine;
+		env.msg_case = CULPRIT__V1__ENVELOPE__MSG_COMMAND;
+		env.command = &part;
+		if (conn_send(c, &env) < 0)
+			continue;
+		sent++;
+		if (each)
+			each(arg, c->agent, c->host, mine, n);
+	}
+	free(mine);
+	return sent;
 }
 
 uint64_t ingest_open_connections(const struct server *s)

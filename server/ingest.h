@@ -10,9 +10,13 @@
 #ifndef CULPRIT_INGEST_H
 #define CULPRIT_INGEST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "culprit.pb-c.h"
+
 struct server;
+struct job;
 
 /* Starts listening on cfg.agent_listen. -1 with a log line on failure. */
 int ingest_start(struct server *s);
@@ -25,6 +29,12 @@ void ingest_close_all(struct server *s);
 void ingest_writer_progress(struct server *s);
 /* Loads the durable sequences of every (job, agent) from the database (start-up only). */
 int ingest_load_progress(struct server *s);
+/* Sends cmd to every connection of job past Hello that serves some of cmd's ranks, with
+ * cmd.ranks narrowed to those; each (may be NULL) is told who got which. Returns how many
+ * connections it was sent to. */
+size_t ingest_send_command(struct server *s, const struct job *job, const Culprit__V1__Command *cmd,
+			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks, size_t n),
+			   void *arg);
 /* Connections open (any state). */
 uint64_t ingest_open_connections(const struct server *s);
 

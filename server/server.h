@@ -65,6 +65,7 @@ struct server {
 	size_t scratch_size;
 
 	struct metrics m;
+	int64_t last_capture_id; /* POST .../capture: ids increase (capture.c) */
 	int stopping; /* 0 running, 1 draining after SIGTERM, 2 exit now */
 };
 

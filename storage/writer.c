@@ -6,7 +6,7 @@
  *      job names -> job ids, batch name dictionaries -> name ids, topology of JOB ops, and the
  *      durable seq of each (job, agent) (cached; reloaded after every reconnect);
  *   2. skips batches whose seq is already durable (resends) -- reported done, not written;
- *   3. BEGIN; binary COPY iterations, phases, kernels; upsert agent_progress to the highest
+ *   3. BEGIN; binary COPY iterations, phases, kernels, raw_kernels; upsert agent_progress to the highest
  *      seq per (job, agent); COMMIT. A unique violation (a resend we could not tell from the
  *      cache) rolls back and redoes the group through temporary staging tables with
  *      INSERT ... ON CONFLICT DO NOTHING;
@@ -167,7 +167,7 @@ static size_t op_records(const struct storage_op *op)
 {
 	if (op->type != STORAGE_OP_BATCH)
 		return 1;
-	size_t n = op->n_iters + op->n_phases + op->n_kernels;
+	size_t n = op->n_iters + op->n_phases + op->n_kernels + op->n_raw_kernels;
 	return n ? n : 1;
 }
 
@@ -526,6 +526,9 @@ static const char *batch_invalid(const struct storage_op *op)
 	for (size_t i = 0; i < op->n_kernels; i++)
 		if (op->kernels[i].name >= op->n_names)
 			return "kernel name index out of range";
+	for (size_t i = 0; i < op->n_raw_kernels; i++)
+		if (op->raw_kernels[i].name >= op->n_names)
+			return "raw kernel name index out of range";
 	if (op->n_phases && !op->phase_iter_start_us)
 		return "phases without phase_iter_start_us";
 	if (op->n_kernels && !op->kernel_iter_start_us)
@@ -550,13 +553,19 @@ static int copy_flush(struct storage_writer *w, bool all)
 	return 0;
 }
 
-enum table { T_ITER, T_PHASE, T_KERNEL };
-static const char *const table_names[] = {"iterations", "phases", "kernels"};
+enum table { T_ITER, T_PHASE, T_KERNEL, T_RAW, T_COUNT };
+static const char *const table_names[] = {"iterations", "phases", "kernels", "raw_kernels"};
 static const char *const table_cols[] = {
 	"job_id, rank, iter, ts, dur_us",
 	"job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us",
 	"job_id, rank, iter, name_id, ts, kind, count, sum_us, min_us, max_us, p50_us, p99_us, sketch",
+	"job_id, rank, iter, name_id, ts, kind, dur_us, stream",
 };
+
+static size_t table_rows(enum table t, const struct storage_op *op)
+{
+	return t == T_ITER ? op->n_iters : t == T_PHASE ? op->n_phases : t == T_KERNEL ? op->n_kernels : op->n_raw_kernels;
+}
 
 static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i)
 {
@@ -583,6 +592,17 @@ static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op,
 		else
 			pgbuf_copy_int8(b, ph->start_us);
 		pgbuf_copy_int8(b, ph->dur_us);
+	} else if (t == T_RAW) {
+		const struct record_raw_kernel *k = &op->raw_kernels[i];
+		pgbuf_copy_tuple(b, 8);
+		pgbuf_copy_int4(b, (int32_t)st->job_id);
+		pgbuf_copy_int4(b, (int32_t)k->rank);
+		pgbuf_copy_int4(b, (int32_t)k->iter);
+		pgbuf_copy_int4(b, (int32_t)st->name_ids[k->name]);
+		pgbuf_copy_timestamptz(b, k->start_us);
+		pgbuf_copy_int2(b, (int16_t)k->kind);
+		pgbuf_copy_int8(b, k->dur_us);
+		pgbuf_copy_int4(b, (int32_t)k->stream);
 	} else {
 		const struct record_kernel *k = &op->kernels[i];
 		pgbuf_copy_tuple(b, 13);
@@ -614,7 +634,7 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 	for (size_t i = 0; i < n; i++) {
 		if (sts[i].skip || sts[i].invalid || ops[i]->type != STORAGE_OP_BATCH)
 			continue;
-		rows += t == T_ITER ? ops[i]->n_iters : t == T_PHASE ? ops[i]->n_phases : ops[i]->n_kernels;
+		rows += table_rows(t, ops[i]);
 	}
 	if (rows == 0)
 		return TXN_OK;
@@ -635,7 +655,7 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 		const struct storage_op *op = ops[i];
 		if (sts[i].skip || sts[i].invalid || op->type != STORAGE_OP_BATCH)
 			continue;
-		size_t m = t == T_ITER ? op->n_iters : t == T_PHASE ? op->n_phases : op->n_kernels;
+		size_t m = table_rows(t, op);
 		for (size_t k = 0; k < m && ok == 0; k++) {
 			copy_row(b, t, op, &sts[i], k);
 			ok = copy_flush(w, false);
@@ -715,6 +735,7 @@ static enum txn_result ensure_staging(struct storage_writer *w)
 	                  "CREATE TEMP TABLE IF NOT EXISTS stage_iterations (LIKE iterations) ON COMMIT DELETE ROWS;"
 	                  "CREATE TEMP TABLE IF NOT EXISTS stage_phases (LIKE phases) ON COMMIT DELETE ROWS;"
 	                  "CREATE TEMP TABLE IF NOT EXISTS stage_kernels (LIKE kernels) ON COMMIT DELETE ROWS;"
+	                  "CREATE TEMP TABLE IF NOT EXISTS stage_raw_kernels (LIKE raw_kernels) ON COMMIT DELETE ROWS;"
 	                  "RESET client_min_messages",
 	                  0, NULL);
 	if (!r)
@@ -807,7 +828,7 @@ static enum txn_result write_txn(struct storage_writer *w, struct storage_op **o
 	if (!r)
 		return res;
 	PQclear(r);
-	for (int t = 0; t < 3 && res == TXN_OK; t++) {
+	for (int t = 0; t < T_COUNT && res == TXN_OK; t++) {
 		char target[32];
 		snprintf(target, sizeof target, "%s%s", staged ? "stage_" : "", table_names[t]);
 		res = copy_table(w, (enum table)t, target, ops, sts, n);
@@ -920,7 +941,7 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 			else if (sts[i].skip)
 				w->st.skipped_batches++;
 			else
-				written += ops[i]->n_iters + ops[i]->n_phases + ops[i]->n_kernels;
+				written += ops[i]->n_iters + ops[i]->n_phases + ops[i]->n_kernels + ops[i]->n_raw_kernels;
 		}
 	}
 	w->q_records -= records;

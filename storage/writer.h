@@ -21,7 +21,7 @@ struct storage_writer;
 
 enum storage_op_type {
 	STORAGE_OP_JOB,   /* create or update a job and its ranks (topology, hosts, coordinates) */
-	STORAGE_OP_BATCH, /* one agent batch: iterations, phases, kernels */
+	STORAGE_OP_BATCH, /* one agent batch: iterations, phases, kernels, raw kernels of a capture */
 	STORAGE_OP_REPORT, /* a diagnosis report, its job's incident and alert outbox rows (storage/reports.c) */
 };
 
@@ -69,6 +69,8 @@ struct storage_op {
 	struct record_kernel *kernels;
 	int64_t *kernel_iter_start_us;
 	size_t n_kernels;
+	struct record_raw_kernel *raw_kernels; /* table raw_kernels (ts = the kernel's own start) */
+	size_t n_raw_kernels;
 	/* STORAGE_OP_REPORT (counts one record, no done item): in one transaction, the report
 	 * (when report_json is set), the incident upsert by (job, incident_key) (when set), and
 	 * the outbox rows. durable(durable_arg) is called on the writer thread after the commit. */
@@ -92,7 +94,7 @@ struct storage_op {
 
 struct storage_writer_config {
 	const char *dsn;
-	size_t queue_max_records; /* bound on queued records (iters + phases + kernels) */
+	size_t queue_max_records; /* bound on queued records (iters + phases + kernels + raw kernels) */
 	size_t max_txn_records;   /* at most this many records per transaction */
 	void (*wake)(void *arg);  /* called on the writer thread when done items or queue space appear */
 	void *wake_arg;
