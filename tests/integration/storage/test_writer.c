@@ -1,6 +1,7 @@
 /* test_writer.c: the storage writer against real PostgreSQL.
  *   - 1,000,000 phase rows (plus iterations and kernels) stored, durable seq reported;
- *   - the same batches re-sent store no duplicate (cache path and COPY-conflict path);
+ *   - the same batches re-sent store no duplicate (cache path and COPY-conflict path), raw
+ *     kernels of a capture included;
  *   - a batch the database refuses is reported failed without holding up the others;
  *   - PostgreSQL restarted in the middle of writing loses nothing once it is back, the
  *     queue refuses submissions while it is down (backpressure), stop reports what is lost. */
@@ -438,10 +439,63 @@ static void test_partitions_live(const char *base)
 	base_us = saved;
 }
 
+/* Raw kernels of a capture travel in their batch: stored with it, exactly once (a resend
+ * skipped from the cache, and redone through staging by a writer that does not know). */
+static void test_raw_kernels(const char *base)
+{
+	char dsn[1024], err[512];
+	pgtest_db_create(base, "test_writer_raw", dsn, sizeof dsn);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+	struct sink s;
+	struct storage_writer *w = start_writer(dsn, &s, 200000, 50000);
+
+	for (int round = 0; round < 3; round++) {
+		if (round == 2) {
+			/* progress set back: the COPY hits the keys, redone through staging */
+			CHECK(storage_writer_stop(w, 5000) == 0);
+			free_sink(&s);
+			pgtest_scalar(dsn, "UPDATE agent_progress SET durable_seq = 0");
+			w = start_writer(dsn, &s, 200000, 50000);
+		}
+		/* a batch of raw kernels only (names: its dictionary) */
+		struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 4096);
+		CHECK(op != NULL);
+		op->job = storage_op_strdup(op, "R");
+		op->agent = storage_op_strdup(op, "a0");
+		op->seq = 1;
+		op->names = storage_op_alloc(op, 2 * sizeof(char *));
+		op->n_names = 2;
+		op->names[0] = storage_op_strdup(op, "sm90_gemm");
+		op->names[1] = storage_op_strdup(op, "nccl_all_reduce");
+		op->raw_kernels = storage_op_alloc(op, 3 * sizeof *op->raw_kernels);
+		CHECK(op->raw_kernels != NULL);
+		op->n_raw_kernels = 3;
+		for (uint32_t k = 0; k < 3; k++)
+			op->raw_kernels[k] = (struct record_raw_kernel){.rank = 7, .iter = 12, .name = k == 2,
+			                                                .kind = k == 2, .stream = k == 2 ? 13 : 7,
+			                                                .start_us = base_us + 1000 * k, .dur_us = 900 + k};
+		submit_wait(w, &s, op);
+		wait_done(w, &s, round == 2 ? 1 : (size_t)round + 1, 30000);
+		CHECK(s.failed == 0);
+		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels") == 3);
+	}
+	struct storage_writer_stats st;
+	storage_writer_stats(w, &st);
+	CHECK_MSG(st.conflicts >= 1, "conflicts %" PRIu64, st.conflicts);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels k JOIN names n USING (name_id) WHERE k.rank = 7"
+	                         " AND k.iter = 12 AND n.name = 'nccl_all_reduce' AND k.kind = 1 AND k.stream = 13"
+	                         " AND k.dur_us = 902 AND k.ts = to_timestamp(1764633600.002)") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1);
+	CHECK(storage_writer_stop(w, 5000) == 0);
+	free_sink(&s);
+	printf("test_writer: raw kernels stored once (cache and staging paths)\n");
+}
+
 int main(void)
 {
 	const char *base = pgtest_base_dsn();
 	test_million(base);
+	test_raw_kernels(base);
 	test_partitions_live(base);
 	test_restart();
 	printf("test_writer: ok\n");
