@@ -54,8 +54,15 @@ static void base_url(const char *server, char *out, size_t size)
 		out[--n] = '\0';
 }
 
+/* REST credentials: --token (default $CULPRIT_API_TOKEN) as a bearer token, --ca for an
+ * https URL whose certificate the system's CAs do not vouch for. */
+struct creds {
+	const char *token;
+	const char *ca;
+};
+
 /* One request. The status, or -1 (message printed). The body goes to f, or to *text. */
-static long request(const char *cmd, const char *url, const char *post, FILE *f, char **text)
+static long request(const char *cmd, const struct creds *cr, const char *url, const char *post, FILE *f, char **text)
 {
 	CURL *c = curl_easy_init();
 	struct body b = {.f = f};
@@ -75,11 +82,20 @@ static long request(const char *cmd, const char *url, const char *post, FILE *f,
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (cr->token && cr->token[0]) {
+		char auth[1100];
+
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cr->token);
+		hdr = curl_slist_append(hdr, auth);
+	}
+	if (cr->ca)
+		curl_easy_setopt(c, CURLOPT_CAINFO, cr->ca);
 	if (post) {
 		hdr = curl_slist_append(hdr, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
 	}
+	if (hdr)
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK)
 		fprintf(stderr, "culprit %s: %s: %s\n", cmd, url, err[0] ? err : curl_easy_strerror(rc));
@@ -111,9 +127,10 @@ static char *escape(const char *s)
 static void trace_usage(FILE *f)
 {
 	fprintf(f, "usage: culprit trace --server URL --job JOB --ranks LIST [--from-iter N] [--to-iter M]\n"
-		   "                     [--format perfetto|chrome] -o FILE\n"
+		   "                     [--format perfetto|chrome] [--token T] [--ca FILE] -o FILE\n"
 		   "LIST is ranks and ranges, e.g. 10352-10359,10336. Without --from-iter/--to-iter the\n"
-		   "last 10 iterations stored for those ranks. Open a perfetto file in https://ui.perfetto.dev.\n");
+		   "last 10 iterations stored for those ranks. Open a perfetto file in https://ui.perfetto.dev.\n"
+		   "--token: the REST read token (default: $CULPRIT_API_TOKEN); --ca: CA file for https.\n");
 }
 
 int trace_cmd_main(int argc, char **argv)
@@ -122,9 +139,11 @@ int trace_cmd_main(int argc, char **argv)
 		{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},
 		{"ranks", required_argument, NULL, 'r'},  {"from-iter", required_argument, NULL, 'f'},
 		{"to-iter", required_argument, NULL, 't'}, {"format", required_argument, NULL, 'F'},
-		{"out", required_argument, NULL, 'o'},    {"help", no_argument, NULL, 'h'},
+		{"out", required_argument, NULL, 'o'},    {"token", required_argument, NULL, 'T'},
+		{"ca", required_argument, NULL, 'C'},     {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	struct creds cr = {getenv("CULPRIT_API_TOKEN"), NULL};
 	const char *server = NULL, *job = NULL, *ranks = NULL, *from = NULL, *to = NULL, *format = "perfetto",
 		   *out = NULL;
 	char base[512], url[2048], tmp[1100];
@@ -143,6 +162,8 @@ int trace_cmd_main(int argc, char **argv)
 		case 't': to = optarg; break;
 		case 'F': format = optarg; break;
 		case 'o': out = optarg; break;
+		case 'T': cr.token = optarg; break;
+		case 'C': cr.ca = optarg; break;
 		case 'h': trace_usage(stdout); return 0;
 		default: trace_usage(stderr); return 2;
 		}
@@ -175,7 +196,7 @@ int trace_cmd_main(int argc, char **argv)
 		curl_global_cleanup();
 		return 1;
 	}
-	status = request("trace", url, NULL, f, NULL);
+	status = request("trace", &cr, url, NULL, f, NULL);
 	if (fclose(f) != 0 && status == 200) {
 		fprintf(stderr, "culprit trace: could not write \"%s\": %s\n", tmp, strerror(errno));
 		status = -1;
@@ -214,9 +235,11 @@ int trace_cmd_main(int argc, char **argv)
 static void capture_usage(FILE *f)
 {
 	fprintf(f, "usage: culprit capture --server URL --job JOB --ranks LIST --iterations N [--max-events M]\n"
+		   "                       [--token T] [--ca FILE]\n"
 		   "Asks the agents serving LIST (e.g. 10352-10359) for raw kernel events of their next N\n"
 		   "iterations; prints culpritd's answer (the capture id, the agents that got it). Then\n"
-		   "`culprit trace` shows the kernels.\n");
+		   "`culprit trace` shows the kernels. --token: the REST write token (default:\n"
+		   "$CULPRIT_API_TOKEN); --ca: CA file for https.\n");
 }
 
 int capture_cmd_main(int argc, char **argv)
@@ -224,9 +247,11 @@ int capture_cmd_main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"server", required_argument, NULL, 's'},     {"job", required_argument, NULL, 'j'},
 		{"ranks", required_argument, NULL, 'r'},      {"iterations", required_argument, NULL, 'i'},
-		{"max-events", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
+		{"max-events", required_argument, NULL, 'm'}, {"token", required_argument, NULL, 'T'},
+		{"ca", required_argument, NULL, 'C'},         {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	struct creds cr = {getenv("CULPRIT_API_TOKEN"), NULL};
 	const char *server = NULL, *job = NULL, *ranks = NULL, *iters = NULL, *max = NULL;
 	char base[512], url[1024], body[512], *ej, *text = NULL;
 	long status;
@@ -240,6 +265,8 @@ int capture_cmd_main(int argc, char **argv)
 		case 'r': ranks = optarg; break;
 		case 'i': iters = optarg; break;
 		case 'm': max = optarg; break;
+		case 'T': cr.token = optarg; break;
+		case 'C': cr.ca = optarg; break;
 		case 'h': capture_usage(stdout); return 0;
 		default: capture_usage(stderr); return 2;
 		}
@@ -261,7 +288,7 @@ int capture_cmd_main(int argc, char **argv)
 	free(ej);
 	snprintf(body, sizeof(body), "{\"ranks\":\"%s\",\"iterations\":%s%s%s}", ranks, iters,
 		 max ? ",\"max_events\":" : "", max ? max : "");
-	status = request("capture", url, body, NULL, &text);
+	status = request("capture", &cr, url, body, NULL, &text);
 	if (status > 0)
 		printf("%s", text ? text : "");
 	free(text);
