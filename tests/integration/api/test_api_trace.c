@@ -6,8 +6,9 @@
  * schema/perfetto_trace.proto) and its tracks (hosts as processes, ranks as threads under
  * them) and slices (per-phase counts) are checked; the Chrome JSON answer is checked
  * structurally: metadata names every process and thread used, slices of each thread nest
- * strictly, ts is relative to the job's start. Then the bounds and bad input, and the
- * `culprit trace` command. */
+ * strictly, ts is relative to the job's start. Then the bounds and bad input, the
+ * `culprit trace` command, and both endpoints behind REST tokens (culpritd restarted on the
+ * same database with http_read_token and http_write_token). */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -286,6 +287,61 @@ static void cli(void)
 	fprintf(stderr, "ok: culprit trace\n");
 }
 
+#define READ_TOKEN "read-token-r3ad"
+#define WRITE_TOKEN "write-token-wr1te"
+
+static int http(const char *method, const char *path, const char *hdr, const char *body)
+{
+	char *b = NULL;
+	int st = h_http_ex(proc.http_port, method, path, hdr, body, NULL, &b);
+
+	free(b);
+	return st;
+}
+
+static void tokens(const char *dsn)
+{
+	char conf[700], cmd[2048], file[600];
+	FILE *f;
+	int rc;
+
+	snprintf(conf, sizeof(conf), "%s/tokens.conf", dir);
+	f = fopen(conf, "w");
+	H_CHECK(f != NULL, &proc);
+	fprintf(f, "http_read_token = %s\nhttp_write_token = %s\n", READ_TOKEN, WRITE_TOKEN);
+	fclose(f);
+	H_CHECK(h_culpritd_start(&proc, dir, (const char *const[]){"--db", dsn, "--config", conf, NULL}) == 0, &proc);
+	/* without a token: 401; the read token reads a trace but may not start a capture */
+	H_CHECK(http("GET", "/api/v1/jobs/" JOB "/trace?ranks=517", NULL, NULL) == 401, &proc);
+	H_CHECK(http("GET", "/api/v1/jobs/" JOB "/trace?ranks=517&format=chrome", "Authorization: Bearer " READ_TOKEN "\r\n",
+		     NULL) == 200,
+		&proc);
+	H_CHECK(http("POST", "/api/v1/jobs/" JOB "/capture", "Authorization: Bearer " READ_TOKEN "\r\n",
+		     "{\"ranks\":[517],\"iterations\":1}") == 403,
+		&proc);
+	/* the commands pass their token: $CULPRIT_API_TOKEN, or --token */
+	snprintf(file, sizeof(file), "%s/tok.pftrace", dir);
+	snprintf(cmd, sizeof(cmd), "CULPRIT_API_TOKEN=%s %s trace --server 127.0.0.1:%d --job %s --ranks 517 -o '%s'",
+		 READ_TOKEN, CULPRIT_BIN, proc.http_port, JOB, file);
+	rc = system(cmd);
+	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && access(file, F_OK) == 0, &proc);
+	snprintf(cmd, sizeof(cmd), "%s trace --server 127.0.0.1:%d --job %s --ranks 517 -o '%s.2' 2>/dev/null",
+		 CULPRIT_BIN, proc.http_port, JOB, file);
+	rc = system(cmd);
+	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, &proc); /* 401 */
+	/* the job is not live on this culpritd (no agent said Hello since the restart): 404, past auth */
+	snprintf(cmd, sizeof(cmd),
+		 "%s capture --server 127.0.0.1:%d --job %s --ranks 517 --iterations 1 --token %s >/dev/null 2>&1",
+		 CULPRIT_BIN, proc.http_port, JOB, WRITE_TOKEN);
+	rc = system(cmd);
+	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, &proc);
+	H_CHECK(http("POST", "/api/v1/jobs/" JOB "/capture", "Authorization: Bearer " WRITE_TOKEN "\r\n",
+		     "{\"ranks\":[517],\"iterations\":1}") == 404,
+		&proc);
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+	fprintf(stderr, "ok: trace and capture behind REST tokens\n");
+}
+
 int main(void)
 {
 	char dsn[512];
@@ -316,6 +372,7 @@ int main(void)
 	bounds();
 	cli();
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+	tokens(dsn);
 	fprintf(stderr, "test_api_trace: passed\n");
 	return 0;
 }
