@@ -150,7 +150,8 @@ static int layout(struct trace_data *d, struct laid **out)
 
 	if (!l)
 		return -1;
-	qsort(d->slices, d->n_slices, sizeof(*d->slices), cmp_slice);
+	if (d->n_slices > 1)
+		qsort(d->slices, d->n_slices, sizeof(*d->slices), cmp_slice);
 	for (size_t i = 0; i < d->n_slices; i++) {
 		struct trace_slice *s = &d->slices[i];
 
