@@ -240,6 +240,8 @@ void api_capture(struct api_req *r)
 		free(ranks);
 		return;
 	}
+	r->s->m.captures++;
+	r->s->m.capture_commands += n_sent;
 	unserved = json_array();
 	for (size_t i = 0; i < n_ranks; i++)
 		if (!st.served[i])

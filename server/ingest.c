@@ -918,6 +918,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	s->m.records_in[0] += b->n_iter_rank;
 	s->m.records_in[1] += b->n_phase_rank;
 	s->m.records_in[2] += b->n_kernel_name;
+	s->m.records_in[3] += b->n_raw_kernels;
 
 	if (!s->writer) {
 		/* without storage, received is as durable as it gets */

@@ -60,7 +60,7 @@ static void render_alerts(const struct metrics *m, FILE *out)
 
 void metrics_render(const struct metrics *m, FILE *out)
 {
-	static const char *const record_names[3] = {"iteration", "phase", "kernel"};
+	static const char *const record_names[4] = {"iteration", "phase", "kernel", "raw_kernel"};
 
 	one(out, "culprit_agent_connections_accepted_total", "counter", "Agent connections accepted.", m->accepted);
 	fprintf(out, "# HELP culprit_agent_connections_closed_total Agent connections closed, by reason.\n"
@@ -88,11 +88,14 @@ void metrics_render(const struct metrics *m, FILE *out)
 		m->batches_ok, m->batches_rejected, m->batches_duplicate);
 	fprintf(out, "# HELP culprit_records_total Records received from agents, by type and outcome.\n"
 		     "# TYPE culprit_records_total counter\n");
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		fprintf(out, "culprit_records_total{type=\"%s\",outcome=\"accepted\"} %" PRIu64 "\n", record_names[i],
 			m->records_in[i]);
 	fprintf(out, "culprit_records_total{type=\"any\",outcome=\"rejected\"} %" PRIu64 "\n", m->records_rejected);
 	one(out, "culprit_agent_acks_total", "counter", "Ack frames sent to agents.", m->acks_sent);
+	one(out, "culprit_captures_total", "counter", "On-demand kernel captures started (POST .../capture, 202).",
+	    m->captures);
+	one(out, "culprit_capture_commands_total", "counter", "Capture Commands sent to agents.", m->capture_commands);
 	one(out, "culprit_backpressure_events_total", "counter",
 	    "Times a connection stopped being read because the storage queue was full.", m->backpressure_events);
 	fprintf(out, "# HELP culprit_backpressure_seconds_total Time connections spent unread because the storage queue was full.\n"

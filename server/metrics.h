@@ -32,7 +32,7 @@ struct metrics {
 	uint64_t frames_ok, frames_malformed;
 	uint64_t bytes_in;
 	uint64_t batches_ok, batches_rejected, batches_duplicate;
-	uint64_t records_in[3];                         /* iterations, phases, kernels accepted */
+	uint64_t records_in[4];                         /* iterations, phases, kernels, raw kernels accepted */
 	uint64_t records_rejected;                      /* in refused batches */
 	uint64_t acks_sent;
 	uint64_t backpressure_events;
@@ -53,6 +53,9 @@ struct metrics {
 	uint64_t agent_auth_failures;                     /* Hellos refused: bad token or unknown job */
 	uint64_t http_auth_failures;                      /* REST 401 */
 	uint64_t http_auth_forbidden;                     /* REST 403: read token on a write request */
+	/* on-demand captures (capture.c) */
+	uint64_t captures;                                /* POST .../capture answered 202 */
+	uint64_t capture_commands;                        /* Commands sent to agents for them */
 };
 
 void metrics_observe_diagnosis(struct metrics *m, double ms);

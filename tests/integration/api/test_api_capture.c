@@ -165,6 +165,17 @@ int main(void)
 		PQclear(r);
 		PQfinish(c);
 	}
+	/* counted: one capture, one Command (node-64), its raw kernels */
+	{
+		char *text = NULL;
+
+		H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
+		H_CHECK(h_metric(text, "culprit_captures_total") == 1, &proc);
+		H_CHECK(h_metric(text, "culprit_capture_commands_total") == 1, &proc);
+		H_CHECK(h_metric(text, "culprit_records_total{type=\"raw_kernel\",outcome=\"accepted\"}") == 2 * 3 * PER_ITER,
+			&proc);
+		free(text);
+	}
 	check_trace(gemm);
 	fprintf(stderr, "mean sm90_gemm: rank 516 %.0f us, rank 517 %.0f us\n", gemm[0], gemm[1]);
 	/* 517's mlp is 3x slower since iteration 10: its GEMMs are the long ones */
