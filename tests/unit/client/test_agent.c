@@ -42,6 +42,9 @@ struct fs_agent {
 	uint64_t resume_seq;
 	uint64_t heartbeats;
 	uint64_t goodbyes;
+	uint64_t raw;            /* raw kernels (captures) */
+	uint64_t raw_name_errors; /* raw kernels whose name id did not decode to "flash_attn_fwd" */
+	int64_t raw_dur_sum;
 };
 
 struct fs_conn {
@@ -216,6 +219,14 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 				a->checksum += b->kernel_rank[b->n_kernel_rank == 1 ? 0 : i] * 1000003ull +
 					       b->kernel_iter[b->n_kernel_iter == 1 ? 0 : i] * 31ull +
 					       (uint64_t)b->kernel_sum_us[i];
+			for (size_t i = 0; i < b->n_raw_kernels; i++) {
+				const Culprit__V1__RawKernel *k = b->raw_kernels[i];
+
+				if (k->name >= 64 || strcmp(c->names[k->name], "flash_attn_fwd") != 0)
+					a->raw_name_errors++;
+				a->raw_dur_sum += k->dur_us;
+			}
+			a->raw += b->n_raw_kernels;
 			a->sketches += b->n_kernel_sketch_len;
 			a->iters += b->n_iter_rank;
 			a->phases += b->n_phase_rank;
@@ -611,6 +622,61 @@ static void test_goodbye_and_command(void **state)
 	fs_stop(s);
 }
 
+/* Raw kernels of a capture: validated like the other appends, sent in Batch.raw_kernels
+ * with the agent's name ids (defined on the connection), exactly once with the stream. */
+static void test_raw_kernels(void **state)
+{
+	struct fake_server *s = fs_start();
+	char server[64];
+	struct agent_config cfg = base_config(server, sizeof(server), s->port, "a9");
+	struct agent *a;
+	struct stream_sum sum = {0};
+	struct fs_agent *fa;
+	int32_t gemm;
+	int64_t want = 0;
+
+	(void)state;
+	a = agent_new(&cfg);
+	assert_non_null(a);
+	stream(a, 0, 10, &sum);
+	gemm = agent_intern(a, "flash_attn_fwd"); /* after stream's names: not id 0 */
+	assert_true(gemm > 0);
+	for (uint32_t i = 0; i < 20; i++) {
+		struct record_raw_kernel k = {.rank = 3, .iter = 9, .name = (uint32_t)gemm, .kind = RECORD_KIND_COMPUTE,
+					      .stream = 7, .start_us = 1796207474000000LL + i * 100, .dur_us = 90 + i};
+
+		assert_int_equal(agent_add_raw_kernels(a, &k, 1), 0);
+		want += k.dur_us;
+	}
+	{
+		struct record_raw_kernel bad = {.rank = 99, .iter = 9, .name = (uint32_t)gemm, .start_us = 1, .dur_us = 1};
+
+		assert_int_equal(agent_add_raw_kernels(a, &bad, 1), AGENT_EINVAL); /* rank not served */
+		bad.rank = 3;
+		bad.kind = 7;
+		assert_int_equal(agent_add_raw_kernels(a, &bad, 1), AGENT_EINVAL); /* kind */
+		bad.kind = 0;
+		bad.name = 9999;
+		assert_int_equal(agent_add_raw_kernels(a, &bad, 1), AGENT_EINVAL); /* name never interned */
+		bad.name = (uint32_t)gemm;
+		bad.dur_us = -1;
+		assert_int_equal(agent_add_raw_kernels(a, &bad, 1), AGENT_EINVAL);
+		bad.dur_us = 1;
+		bad.start_us = 0;
+		assert_int_equal(agent_add_raw_kernels(a, &bad, 1), AGENT_EINVAL); /* no start */
+	}
+	assert_int_equal(agent_flush(a, 10000), 0);
+	check_exact(s, "a9", &sum);
+	pthread_mutex_lock(&s->mu);
+	fa = fs_agent_get(s, "a9");
+	assert_int_equal(fa->raw, 20);
+	assert_int_equal(fa->raw_name_errors, 0);
+	assert_int_equal(fa->raw_dur_sum, want);
+	pthread_mutex_unlock(&s->mu);
+	assert_int_equal(agent_close(a, 1000), 0);
+	fs_stop(s);
+}
+
 /* Nothing acknowledges: the buffer fills; a bounded wait returns AGENT_EFULL and counts
  * the dropped records; flush and close time out honestly. */
 static void test_buffer_full_policy(void **state)
@@ -971,6 +1037,7 @@ int main(void)
 		cmocka_unit_test(test_restart_continues_sequence),
 		cmocka_unit_test(test_reject_drops_batch),
 		cmocka_unit_test(test_goodbye_and_command),
+		cmocka_unit_test(test_raw_kernels),
 		cmocka_unit_test(test_buffer_full_policy),
 		cmocka_unit_test(test_no_server_then_server),
 		cmocka_unit_test(test_refused_hello),
