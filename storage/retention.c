@@ -55,6 +55,18 @@ int storage_retention_run(const char *dsn, int retention_days, int ahead_days, c
 	if (changed)
 		log_info("retention: %d partitions created, %d dropped (keeping %d days)", created, dropped, retention_days);
 	PQclear(r);
+	/* captured raw kernels are few (bounded per capture) and not partitioned: deleted by age */
+	r = PQexecParams(c, "DELETE FROM raw_kernels WHERE ts < now() - make_interval(days => $1::int)", 1, NULL,
+	                 params + 1, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		set_err(err, err_size, "could not delete old captured kernels", PQerrorMessage(c));
+		PQclear(r);
+		PQfinish(c);
+		return -1;
+	}
+	if (atoi(PQcmdTuples(r)) > 0)
+		log_info("retention: deleted %s captured kernels older than %d days", PQcmdTuples(r), retention_days);
+	PQclear(r);
 	PQfinish(c);
 	return changed;
 }

@@ -47,6 +47,14 @@ int main(void)
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 1);
 	CHECK(pgtest_scalar(dsn, count_parts) == 12);
 
+	/* captured raw kernels (not partitioned) are deleted by age */
+	pgtest_scalar(dsn, "INSERT INTO raw_kernels VALUES (1, 0, 1, 1, now(), 0, 5, 7),"
+	                   " (1, 0, 2, 1, now() - interval '3 days', 0, 5, 7)");
+	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels") == 2);
+	CHECK(storage_retention_run(dsn, 2, 2, err, sizeof err) == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels") == 1);
+
 	/* bad arguments */
 	CHECK(storage_retention_run(dsn, 0, 2, err, sizeof err) == -1);
 
