@@ -62,6 +62,12 @@ uint32_t engine_windows(const struct engine *e)
 	return e->l1.windows;
 }
 
+void engine_resume_window(struct engine *e, uint32_t first_iter, double baseline_ms)
+{
+	l1_resume(&e->l1, first_iter, baseline_ms);
+	e->due_sent = 0;
+}
+
 int engine_diagnose(struct engine *e, int64_t now_us, struct report *out)
 {
 	struct diagnose_input in;

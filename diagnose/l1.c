@@ -138,3 +138,24 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	}
 	return L1_NONE;
 }
+
+void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
+{
+	const struct l1_config *c = &l->cfg;
+
+	for (uint32_t i = 0; i < c->min_history; i++) {
+		l->hist[l->hpos] = baseline_ms;
+		l->hpos = (l->hpos + 1) % c->history;
+		if (l->nhist < c->history)
+			l->nhist++;
+	}
+	l->open = 1;
+	l->windows++;
+	l->baseline_ms = baseline_ms;
+	l->first_iter = l->last_iter = first_iter;
+	l->normal_run = 0;
+	l->prev_high = 1;
+	l->window_sum_ms = l->pending_sum_ms = 0;
+	l->window_n = l->pending_n = 0;
+	l->nrecent = l->rpos = 0;
+}

@@ -110,10 +110,41 @@ static void small_regression_below_threshold(void **state)
 	assert_int_equal(l.windows, 1); /* +20% persists */
 }
 
+/* a window resumed after a restart (first iteration and baseline of the stored report):
+ * open at once, extended by slow iterations, closed by recovery, and a later one opens */
+static void resumed_window(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	l1_resume(&l, 12, 30000);
+	assert_true(l.open);
+	assert_int_equal(l.first_iter, 12);
+	assert_true(fabs(l1_baseline(&l) - 30000) < 1e-9);
+	for (uint32_t i = 20; i < 30; i++)
+		assert_int_equal(l1_update(&l, i, 91000 * (1 + jitter(i))), L1_NONE);
+	assert_int_equal(l.last_iter, 29);
+	assert_true(fabs(l1_window_ms(&l) - 91000) < 5000);
+	enum l1_event e = L1_NONE;
+	uint32_t i;
+	for (i = 30; i < 40 && e == L1_NONE; i++)
+		e = l1_update(&l, i, 30000 * (1 + jitter(i)));
+	assert_int_equal(e, L1_CLOSED);
+	assert_int_equal(i - 1, 34); /* close_k = 5 normal iterations */
+	assert_int_equal(l.first_iter, 12);
+	assert_int_equal(l.last_iter, 29);
+	/* the seeded history lets the next regression open a window of its own */
+	for (i = 40; i < 60 && e != L1_OPENED; i++)
+		e = l1_update(&l, i, i < 45 ? 30000 * (1 + jitter(i)) : 91000);
+	assert_int_equal(e, L1_OPENED);
+	assert_int_equal(l.windows, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(noise_opens_nothing),
+		cmocka_unit_test(resumed_window),
 		cmocka_unit_test(regression_opens_and_closes),
 		cmocka_unit_test(checkpoint_after_recovery),
 		cmocka_unit_test(small_regression_below_threshold),
