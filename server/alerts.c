@@ -197,6 +197,66 @@ static void note_suspects(struct job_alert *ja, const struct report *r)
 			 r->nsuspects - SUSPECTS_LISTED);
 }
 
+/* note_suspects from a stored report (JSON) */
+static void note_suspects_json(struct job_alert *ja, json_t *report)
+{
+	json_t *sus = json_object_get(report, "suspects"), *x;
+	size_t used = 0, i;
+
+	if (!json_is_array(sus) || json_array_size(sus) == 0)
+		return;
+	{
+		const char *host = json_string_value(json_object_get(json_array_get(sus, 0), "host"));
+
+		snprintf(ja->host, sizeof(ja->host), "%s", host ? host : "");
+	}
+	ja->suspects[0] = '\0';
+	json_array_foreach(sus, i, x) {
+		const char *host = json_string_value(json_object_get(x, "host"));
+		const char *role = json_string_value(json_object_get(x, "role"));
+
+		if (i >= SUSPECTS_LISTED || used + 100 >= sizeof(ja->suspects))
+			break;
+		used += (size_t)snprintf(ja->suspects + used, sizeof(ja->suspects) - used, "%s%" JSON_INTEGER_FORMAT " (%s, %s)",
+					 i ? ", " : "", json_integer_value(json_object_get(x, "rank")), host ? host : "",
+					 role && strcmp(role, "culprit") == 0 ? "culprit" : "late arriver");
+	}
+	if (json_array_size(sus) > SUSPECTS_LISTED && used + 32 < sizeof(ja->suspects))
+		snprintf(ja->suspects + used, sizeof(ja->suspects) - used, " and %zu more",
+			 json_array_size(sus) - SUSPECTS_LISTED);
+}
+
+static struct job_alert *job_alert_of(struct alerts *a, const struct job *job)
+{
+	struct job_alert *ja = strmap_get(&a->jobs, job->name);
+
+	if (!ja) {
+		ja = calloc(1, sizeof(*ja));
+		if (!ja || strmap_put(&a->jobs, job->name, ja) < 0) {
+			free(ja);
+			return NULL;
+		}
+	}
+	return ja;
+}
+
+void alerts_restore(struct server *s, struct job *job, const char *alert_json, json_t *report)
+{
+	struct alerts *a = s->alerts;
+	struct job_alert *ja;
+
+	if (!a)
+		return;
+	ja = job_alert_of(a, job);
+	if (!ja) {
+		log_error("alerts: out of memory; the alerts of job \"%s\" name no suspects", job->name);
+		return;
+	}
+	json_decref(ja->am);
+	ja->am = alert_json ? json_loads(alert_json, 0, NULL) : NULL;
+	note_suspects_json(ja, report);
+}
+
 /* The Alertmanager alert of the incident's current state (no endsAt). */
 static json_t *am_alert(const struct job *job, const struct job_alert *ja, const char *report_url,
 			const char *incidents_url)
@@ -287,14 +347,10 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 
 	if (!a || (!json && !has_incident))
 		return;
-	ja = strmap_get(&a->jobs, job->name);
+	ja = job_alert_of(a, job);
 	if (!ja) {
-		ja = calloc(1, sizeof(*ja));
-		if (!ja || strmap_put(&a->jobs, job->name, ja) < 0) {
-			free(ja);
-			log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
-			return;
-		}
+		log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
+		return;
 	}
 	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED)
 		note_suspects(ja, r);
@@ -469,4 +525,15 @@ void alerts_tick(struct server *s)
 	s->m.alert_ops_waiting = a->n;
 	s->m.alert_ops_dropped = a->dropped;
 	s->m.reports_queued = a->stored;
+}
+
+size_t alerts_uncommitted(struct server *s)
+{
+	struct alerts *a = s->alerts;
+	struct storage_writer_stats st;
+
+	if (!a)
+		return 0;
+	storage_writer_stats(a->writer, &st);
+	return a->n + (size_t)st.queued_ops;
 }

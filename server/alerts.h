@@ -5,6 +5,8 @@
 #ifndef CULPRIT_ALERTS_H
 #define CULPRIT_ALERTS_H
 
+#include <jansson.h>
+
 #include "incident.h"
 #include "report.h"
 
@@ -27,6 +29,13 @@ void alerts_stop(struct server *s);
  * target. Event loop only. */
 void alerts_report(struct server *s, struct job *job, const struct report *r, const char *json,
 		   enum incident_change change);
+/* A job came back with an incident the previous culpritd left open: remember its
+ * Alertmanager alert (to resolve it) and, from its latest report (parsed JSON, may be NULL),
+ * the host and suspects its alerts name. Event loop only. */
+void alerts_restore(struct server *s, struct job *job, const char *alert_json, json_t *report);
+/* Reports and incident changes not yet committed (waiting on the loop or in the writer's
+ * queue): the drain at SIGTERM waits for 0. */
+size_t alerts_uncommitted(struct server *s);
 /* Retries ops that found the writer queue full and refreshes the delivery metrics. Call on
  * the writer's wake and the periodic tick. Event loop only. */
 void alerts_tick(struct server *s);

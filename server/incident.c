@@ -13,17 +13,50 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /* category and the set of culprit ranks (sorted: their order by score may change) */
+static void fingerprint_of(const char *category, uint32_t *ranks, size_t n, char *out, size_t size)
+{
+	size_t used = (size_t)snprintf(out, size, "%s", category);
+
+	qsort(ranks, n, sizeof(ranks[0]), cmp_u32);
+	for (size_t i = 0; i < n && used + 12 < size; i++)
+		used += (size_t)snprintf(out + used, size - used, ",%u", ranks[i]);
+}
+
 static void fingerprint(const struct report *r, char *out, size_t size)
 {
 	uint32_t ranks[64];
-	size_t n = 0, used = (size_t)snprintf(out, size, "%s", r->category);
+	size_t n = 0;
 
 	for (size_t i = 0; i < r->nsuspects && n < 64; i++)
 		if (r->suspects[i].role == REPORT_CULPRIT)
 			ranks[n++] = r->suspects[i].rank;
-	qsort(ranks, n, sizeof(ranks[0]), cmp_u32);
-	for (size_t i = 0; i < n && used + 12 < size; i++)
-		used += (size_t)snprintf(out + used, size - used, ",%u", ranks[i]);
+	fingerprint_of(r->category, ranks, n, out, size);
+}
+
+void incident_restore(struct incident *inc, const char *key, const char *category, const char *summary,
+		      uint32_t updates, int64_t opened_us, int64_t changed_us, const uint32_t *culprits, size_t n)
+{
+	uint32_t ranks[64];
+	const char *last = strrchr(key, '/'), *p = last;
+
+	memset(inc, 0, sizeof(*inc));
+	inc->open = 1;
+	snprintf(inc->key, sizeof(inc->key), "%s", key);
+	snprintf(inc->category, sizeof(inc->category), "%s", category);
+	snprintf(inc->summary, sizeof(inc->summary), "%s", summary);
+	/* "<job>/<first iteration>/<category at opening>" */
+	while (p && p > key && p[-1] != '/')
+		p--;
+	if (p && p > key && last)
+		inc->first_iter = (uint32_t)strtoul(p, NULL, 10);
+	inc->updates = updates;
+	inc->opened_us = opened_us;
+	inc->changed_us = changed_us;
+	if (n > 64)
+		n = 64;
+	if (n)
+		memcpy(ranks, culprits, n * sizeof(ranks[0]));
+	fingerprint_of(category, ranks, n, inc->fingerprint, sizeof(inc->fingerprint));
 }
 
 enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r,

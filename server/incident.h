@@ -34,6 +34,11 @@ enum incident_change incident_report(struct incident *inc, const char *job, cons
 				     int window_open, int64_t now_us);
 /* The window closed (or hung ranks came back): resolves an open incident. */
 enum incident_change incident_recover(struct incident *inc, int64_t now_us);
+/* An incident a previous culpritd left open, as stored: key, category, summary, updates and
+ * times, and the culprit ranks of its latest report (its fingerprint, so that the same
+ * diagnosis is not announced as an update). The first iteration is read from the key. */
+void incident_restore(struct incident *inc, const char *key, const char *category, const char *summary,
+		      uint32_t updates, int64_t opened_us, int64_t changed_us, const uint32_t *culprits, size_t n);
 const char *incident_change_name(enum incident_change c);
 
 #endif

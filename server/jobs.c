@@ -11,6 +11,7 @@
 
 #include "alerts.h"
 #include "diagnosis.h"
+#include "incidents.h"
 #include "log.h"
 #include "server.h"
 
@@ -38,6 +39,95 @@ static void announce(struct server *s, struct job *job, enum incident_change cha
 		 incident_change_name(change), job->name, job->incident.category, job->incident.first_iter,
 		 text ? text : job->incident.summary);
 	free(text);
+}
+
+/* An incident left open by the previous culpritd, waiting for its job to come back. */
+struct restored {
+	struct incident inc;
+	double baseline_ms; /* of its latest report's window (NaN: none) */
+	char *alert;        /* Alertmanager alert (JSON) or NULL */
+	json_t *report;     /* its latest report or NULL */
+};
+
+static void restored_free(struct restored *r)
+{
+	if (!r)
+		return;
+	free(r->alert);
+	json_decref(r->report);
+	free(r);
+}
+
+static void restored_row(const struct storage_open_incident *row, void *arg)
+{
+	struct server *s = arg;
+	struct restored *r = calloc(1, sizeof(*r)), *old;
+	uint32_t culprits[64];
+	size_t n = 0, i;
+	json_t *x, *window;
+
+	if (!r) {
+		log_error("out of memory restoring incident %s", row->key);
+		return;
+	}
+	r->report = row->report_json ? json_loads(row->report_json, 0, NULL) : NULL;
+	r->alert = row->alert ? strdup(row->alert) : NULL;
+	json_array_foreach(json_object_get(r->report, "suspects"), i, x) {
+		const char *role = json_string_value(json_object_get(x, "role"));
+
+		if (n < 64 && role && strcmp(role, "culprit") == 0)
+			culprits[n++] = (uint32_t)json_integer_value(json_object_get(x, "rank"));
+	}
+	window = json_object_get(r->report, "window");
+	r->baseline_ms = json_is_number(json_object_get(window, "baseline_iter_ms"))
+				 ? json_number_value(json_object_get(window, "baseline_iter_ms"))
+				 : NAN;
+	incident_restore(&r->inc, row->key, row->category, row->summary, row->updates, row->opened_us, row->changed_us,
+			 culprits, n);
+	/* one incident per job is followed; an older one still open stays as it is */
+	old = strmap_get(&s->restored, row->job);
+	if (old)
+		log_warning("job \"%s\": incident %s was left open too and is not followed (%s is)", row->job,
+			    old->inc.key, row->key);
+	if (strmap_put(&s->restored, row->job, r) < 0) {
+		log_error("out of memory restoring incident %s", row->key);
+		restored_free(r);
+		return;
+	}
+	restored_free(old);
+}
+
+int jobs_load_incidents(struct server *s)
+{
+	char err[512];
+	int n = storage_open_incidents_load(s->db_dsn, restored_row, s, err, sizeof(err));
+
+	if (n < 0) {
+		log_error("could not load the open incidents: %s", err);
+		return -1;
+	}
+	if (s->restored.len)
+		log_info("%zu incidents were left open; each continues when its job's agents return", s->restored.len);
+	return 0;
+}
+
+/* The job is back: its open incident continues. */
+static void restore_incident(struct server *s, struct job *job)
+{
+	struct restored *r = strmap_del(&s->restored, job->name);
+
+	if (!r)
+		return;
+	job->incident = r->inc;
+	/* the anomalous window goes on from where it was: it closes (and the incident resolves)
+	 * when the job is back at the baseline it had then. A hang has no window: the hang
+	 * check resolves it when every rank reports again. */
+	if (strcmp(r->inc.category, "hang") != 0 && r->baseline_ms > 0)
+		engine_resume_window(job->engine, r->inc.first_iter, r->baseline_ms);
+	alerts_restore(s, job, r->alert, r->report);
+	log_info("job \"%s\": incident %s continues (%s, %u updates so far%s)", job->name, r->inc.key, r->inc.category,
+		 r->inc.updates, engine_l1(job->engine)->open ? "; window resumed" : "");
+	restored_free(r);
 }
 
 static int same_topology(const struct storage_topology *a, const struct storage_topology *b)
@@ -87,6 +177,7 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 	log_info("job \"%s\": new, world %u (tp %u, cp %u, pp %u, dp %u, ep %u), window of %lld iterations: %.1f MiB",
 		 name, wire->world, wire->tp, wire->cp, wire->pp, wire->dp, wire->ep, (long long)s->cfg.window_iters,
 		 (double)store_memory(engine_store(job->engine)) / (1 << 20));
+	restore_incident(s, job);
 	return job;
 }
 
@@ -296,8 +387,17 @@ static void free_job(const char *key, void *value, void *arg)
 	free(job);
 }
 
+static void free_restored(const char *key, void *value, void *arg)
+{
+	(void)key;
+	(void)arg;
+	restored_free(value);
+}
+
 void jobs_free_all(struct server *s)
 {
+	strmap_each(&s->restored, free_restored, NULL);
+	strmap_free(&s->restored);
 	strmap_each(&s->jobs, free_job, NULL);
 	strmap_free(&s->jobs);
 }

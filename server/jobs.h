@@ -62,6 +62,10 @@ void jobs_diagnose_due(struct server *s, struct job *job);
 void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us);
 /* Takes the finished diagnoses: latest reports, incidents. Runs on the loop. */
 void jobs_diagnosis_results(struct server *s);
+/* Start-up (before the loop runs): reads the incidents a previous culpritd left open; each
+ * continues when its job's first agent says Hello (same key, its L1 window resumed from the
+ * stored report's baseline), and resolves when the fault ends. 0, or -1 (logged). */
+int jobs_load_incidents(struct server *s);
 void jobs_free_all(struct server *s);
 
 #endif

@@ -180,7 +180,7 @@ static int open_storage(struct server *s)
 		log_error("could not start the storage writer");
 		return -1;
 	}
-	return ingest_load_progress(s);
+	return ingest_load_progress(s) < 0 || jobs_load_incidents(s) < 0 ? -1 : 0;
 }
 
 /* ---- diagnoses off the loop, and the periodic tick ---- */
@@ -258,8 +258,11 @@ static void drain_check_cb(evutil_socket_t fd, short what, void *arg)
 	if (s->writer)
 		storage_writer_stats(s->writer, &st);
 	waited_ms += 100;
-	/* done when nothing is queued and no connection waits for queue space */
-	if ((st.queued_records == 0 && st.queued_ops == 0 && !s->blocked_head) || waited_ms >= DRAIN_TIMEOUT_MS) {
+	/* done when nothing is queued, no connection waits for queue space, and every report and
+	 * incident change (with its outbox rows) is committed */
+	alerts_tick(s);
+	if ((st.queued_records == 0 && st.queued_ops == 0 && !s->blocked_head && alerts_uncommitted(s) == 0) ||
+	    waited_ms >= DRAIN_TIMEOUT_MS) {
 		if (waited_ms >= DRAIN_TIMEOUT_MS)
 			log_warning("gave up waiting for the database after %d ms", waited_ms);
 		if (s->writer)

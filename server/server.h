@@ -60,6 +60,7 @@ struct server {
 
 	struct strmap jobs;   /* name -> struct job */
 	struct strmap agents; /* "job\x1fagent" -> struct agent_progress */
+	struct strmap restored; /* job name -> incident the previous culpritd left open, until the job returns (jobs.c) */
 
 	uint8_t *scratch; /* frame packing buffer, event loop only */
 	size_t scratch_size;
