@@ -90,8 +90,9 @@ static const struct setting settings[] = {
 	    "http://<http_listen>."),
 	INT(alert_resend_s, 60, 5, 3600, false,
 	    "Interval at which open incidents are re-sent to Alertmanager (which resolves alerts not re-sent)."),
-	INT(alert_backoff_max_s, 300, 1, 86400, false,
-	    "Longest delay between two delivery attempts of an alert (exponential backoff from 1 s, with jitter)."),
+	INT(alert_backoff_max_s, 60, 1, 86400, false,
+	    "Longest delay between two delivery attempts of an alert (exponential backoff from 1 s, with jitter): "
+	    "a target that comes back gets the alerts that waited for it at most this long after."),
 	INT(alert_give_up_s, 86400, 10, 2592000, false,
 	    "An alert not delivered this long after it was queued is given up (outbox state failed)."),
 };

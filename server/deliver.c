@@ -73,8 +73,9 @@ struct deliver {
 	struct request *inflight;
 	int n_inflight;
 	int resend_inflight;
+	int failing[DELIVER_TARGETS]; /* the last attempt to the target failed */
+	int repoll;                   /* a row was delivered: the next of its incident may go */
 	unsigned rng;
-	time_t started;
 
 	_Atomic uint64_t sent[DELIVER_TARGETS], failures[DELIVER_TARGETS], given_up[DELIVER_TARGETS];
 	_Atomic uint64_t resends, resend_failures;
@@ -265,6 +266,29 @@ static int64_t backoff_ms(struct deliver *d, int attempts)
 	return ms / 2 + (int64_t)(rand_r(&d->rng) % (unsigned)(ms / 2 + 1));
 }
 
+/* The target answers again after failures: its rows waiting out their backoff are due now,
+ * so that a backlog goes out at once rather than each row at its own next attempt (the ones
+ * in flight keep their claim). */
+static void target_back(struct deliver *d, enum deliver_target t)
+{
+	char ids[32 * MAX_INFLIGHT + 8];
+	size_t used = (size_t)snprintf(ids, sizeof ids, "{");
+	const char *p[2] = {target_names[t], ids};
+	PGresult *r;
+
+	for (struct request *q = d->inflight; q; q = q->next)
+		if (q->id > 0 && used + 24 < sizeof ids)
+			used += (size_t)snprintf(ids + used, sizeof ids - used, "%s%" PRId64, used > 1 ? "," : "", q->id);
+	snprintf(ids + used, sizeof ids - used, "}");
+	r = db_exec(d, "rescheduling alerts of a target that is back",
+		    "UPDATE alert_outbox SET next_attempt = now() WHERE state = 'pending' AND target = $1"
+		    " AND next_attempt > now() AND id <> ALL($2::bigint[])",
+		    2, p);
+	if (r)
+		PQclear(r);
+	d->repoll = 1;
+}
+
 static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 {
 	long code = 0;
@@ -273,11 +297,15 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 	curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &code);
 	if (cc == CURLE_OK && code >= 200 && code < 300) {
 		log_release(&d->target_down[q->target], LOG_INFO, "alerts: delivering to %s again", target_names[q->target]);
+		if (d->failing[q->target])
+			target_back(d, q->target);
+		d->failing[q->target] = 0;
 		if (q->id == 0) {
 			atomic_fetch_add(&d->resends, 1);
 			return;
 		}
 		atomic_fetch_add(&d->sent[q->target], 1);
+		d->repoll = 1;
 		snprintf(idb, sizeof idb, "%" PRId64, q->id);
 		{
 			const char *p[1] = {idb};
@@ -296,6 +324,7 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 		snprintf(why, sizeof why, "HTTP status %ld", code);
 	log_complain(&d->target_down[q->target], LOG_WARNING, "alerts: delivery to %s failed: %s (retrying)",
 		     target_names[q->target], why);
+	d->failing[q->target] = 1;
 	if (q->id == 0) {
 		atomic_fetch_add(&d->resend_failures, 1);
 		return;
@@ -350,6 +379,10 @@ static void check_multi(struct deliver *d)
 			request_done(d, q, cc);
 		}
 		request_free(q);
+	}
+	if (d->repoll) {
+		d->repoll = 0;
+		event_active(d->wake_ev, EV_READ, 0);
 	}
 }
 
@@ -433,8 +466,13 @@ static void poll_outbox(struct deliver *d)
 		r = db_exec(d, "claiming due alerts",
 			    /* the claim: retried after 15 s (REQUEST_TIMEOUT_S + 5) if nothing is heard */
 			    "UPDATE alert_outbox o SET next_attempt = now() + interval '15 seconds', attempts = o.attempts + 1"
-			    " FROM (SELECT id FROM alert_outbox WHERE state = 'pending' AND next_attempt <= now()"
-			    " ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) due WHERE o.id = due.id"
+			    /* in order per target and incident: a row waits while an older one of
+			     * the same incident ("<incident key>/<state>/<n>") is pending */
+			    " FROM (SELECT a.id FROM alert_outbox a WHERE a.state = 'pending' AND a.next_attempt <= now()"
+			    " AND NOT EXISTS (SELECT 1 FROM alert_outbox e WHERE e.state = 'pending' AND e.target = a.target"
+			    " AND e.id < a.id AND regexp_replace(e.dedup_key, '/[^/]*/[0-9]+$', '') ="
+			    " regexp_replace(a.dedup_key, '/[^/]*/[0-9]+$', ''))"
+			    " ORDER BY a.id LIMIT $1 FOR UPDATE OF a SKIP LOCKED) due WHERE o.id = due.id"
 			    " RETURNING o.id, o.target, o.dedup_key, o.payload::text, o.attempts,"
 			    " extract(epoch FROM now() - o.created)::float8",
 			    1, p);
@@ -493,18 +531,12 @@ static void resend_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (!d->url[DELIVER_ALERTMANAGER][0] || d->resend_inflight)
 		return;
-	/* only incidents opened by this process: one left open by a culpritd that stopped is no
-	 * longer followed, and Alertmanager lets it expire */
-	{
-		char since[24];
-		const char *p[1] = {since};
-
-		snprintf(since, sizeof since, "%lld", (long long)d->started);
-		r = db_exec(d, "reading open incidents",
-			    "SELECT count(*), coalesce(jsonb_agg(alert), '[]')::text FROM incidents"
-			    " WHERE state = 'open' AND alert IS NOT NULL AND opened >= to_timestamp($1::float8)",
-			    1, p);
-	}
+	/* every open incident: those a previous culpritd left open are restored and followed by
+	 * this one (jobs_load_incidents) */
+	r = db_exec(d, "reading open incidents",
+		    "SELECT count(*), coalesce(jsonb_agg(alert), '[]')::text FROM incidents"
+		    " WHERE state = 'open' AND alert IS NOT NULL",
+		    0, NULL);
 	if (!r)
 		return;
 	if (strcmp(PQgetvalue(r, 0, 0), "0") != 0) {
@@ -568,7 +600,6 @@ struct deliver *deliver_start(const struct deliver_config *cfg)
 	d->backoff_max_s = cfg->backoff_max_s > 0 ? cfg->backoff_max_s : 300;
 	d->give_up_s = cfg->give_up_s > 0 ? cfg->give_up_s : 86400;
 	d->backoff_min_ms = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 1000;
-	d->started = time(NULL) - 1;
 	d->rng = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)d;
 	atomic_store(&d->pending, -1);
 	d->base = failed ? NULL : event_base_new();
