@@ -687,6 +687,9 @@ static void add_stats(struct fanout_stats *st, const struct agent_stats *as)
 	st->dropped_records += as->records_dropped;
 	st->resent_batches += as->batches_resent;
 	st->connects += as->connects;
+	st->disconnects += as->disconnects;
+	st->unacked_bytes += as->unacked_bytes;
+	st->unacked_batches += as->unacked_batches;
 }
 
 void fanout_get_stats(struct fanout *f, struct fanout_stats *st)

@@ -45,6 +45,8 @@ struct fanout_stats {
 	uint64_t acked_batches, sealed_batches, rejected_batches, rejected_records, dropped_records;
 	uint64_t resent_batches;     /* sent more than once */
 	uint64_t connects;
+	uint64_t disconnects;
+	uint64_t unacked_bytes, unacked_batches; /* held by the agents, not yet acknowledged */
 };
 
 struct fanout;

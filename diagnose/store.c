@@ -797,18 +797,24 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 			s->next++;
 			continue;
 		}
-		/* nobody reported it but a later iteration is complete: iteration numbers with
-		 * gaps (agents that sample every k-th iteration) */
-		if (s->jtag[j] != s->next + 1) {
+		/* a later iteration is complete: this one is skipped. Nobody reported it
+		 * (iteration numbers with gaps: agents that sample every k-th iteration), or too few
+		 * did and the rest will not: ranks report their iterations in order, so a rank that
+		 * reported the later one is done with this one (its records of it were stored
+		 * before a restart of the server and are not sent again) */
+		{
+			uint32_t skip = 0;
 			for (uint32_t k = 1; k < R && s->next + k <= s->max_iter; k++) {
 				uint32_t jk = (s->next + k) % R;
 				if (s->jtag[jk] == s->next + k + 1 && s->jcount[jk] >= need) {
-					s->next += k;
+					skip = k;
 					break;
 				}
 			}
-			if (s->jtag[s->next % R] == s->next + 1)
+			if (skip) {
+				s->next += skip;
 				continue;
+			}
 		}
 		return 0;
 	}

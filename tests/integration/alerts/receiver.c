@@ -23,6 +23,8 @@ struct rx {
 	int fd;
 	pthread_t thread;
 	atomic_int stop;
+	atomic_int down;
+	int port;
 	pthread_mutex_t mu;
 	int fail; /* under mu */
 	struct rx_hit *hits;
@@ -135,6 +137,23 @@ static void serve(struct rx *r, int c)
 	}
 }
 
+/* A listening socket on 127.0.0.1:port (0: any), or -1. */
+static int listen_on(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons((uint16_t)port)};
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static void *rx_main(void *arg)
 {
 	struct rx *r = arg;
@@ -142,6 +161,23 @@ static void *rx_main(void *arg)
 	while (!atomic_load(&r->stop)) {
 		struct pollfd p = {r->fd, POLLIN, 0};
 		int c;
+
+		if (atomic_load(&r->down) && r->fd >= 0) {
+			close(r->fd);
+			r->fd = -1;
+		}
+		if (!atomic_load(&r->down) && r->fd < 0) {
+			r->fd = listen_on(r->port);
+			if (r->fd < 0) {
+				poll(NULL, 0, 50);
+				continue;
+			}
+			p.fd = r->fd;
+		}
+		if (r->fd < 0) {
+			poll(NULL, 0, 50);
+			continue;
+		}
 
 		if (poll(&p, 1, 100) <= 0)
 			continue;
@@ -173,8 +209,13 @@ struct rx *rx_start(int *port)
 		free(r);
 		return NULL;
 	}
-	*port = ntohs(a.sin_port);
+	*port = r->port = ntohs(a.sin_port);
 	return r;
+}
+
+void rx_down(struct rx *r, int down)
+{
+	atomic_store(&r->down, down);
 }
 
 void rx_fail(struct rx *r, int n)
@@ -210,7 +251,8 @@ void rx_stop(struct rx *r)
 {
 	atomic_store(&r->stop, 1);
 	pthread_join(r->thread, NULL);
-	close(r->fd);
+	if (r->fd >= 0)
+		close(r->fd);
 	rx_hits_free(r->hits, r->n);
 	pthread_mutex_destroy(&r->mu);
 	free(r);

@@ -161,6 +161,11 @@ uint32_t fleet_stats(struct fleet *f, struct agent_stats *sum)
 	return connected;
 }
 
+void fleet_agent_stats(struct fleet *f, uint32_t i, struct agent_stats *st)
+{
+	agent_get_stats(f->agents[i], st);
+}
+
 const struct fleet_sum *fleet_sent(const struct fleet *f)
 {
 	return &f->sent;

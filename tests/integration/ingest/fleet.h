@@ -27,6 +27,8 @@ void fleet_stream(struct fleet *f, uint32_t first, uint32_t n);
 int fleet_flush(struct fleet *f, int timeout_ms);
 /* Summed agent counters (connected left false); returns how many agents are connected. */
 uint32_t fleet_stats(struct fleet *f, struct agent_stats *sum);
+/* Counters of node agent i (agent id "node-<i>"). */
+void fleet_agent_stats(struct fleet *f, uint32_t i, struct agent_stats *st);
 const struct fleet_sum *fleet_sent(const struct fleet *f);
 void fleet_free(struct fleet *f);
 
