@@ -234,6 +234,8 @@ int fleet_check_db(const char *dsn, const char *job, const struct fleet_sum *sen
 		PQfinish(c);
 		return -1;
 	}
+	/* the distinct-key counts hash millions of rows: in memory, not in sorted runs on disk */
+	PQclear(PQexec(c, "SET work_mem = '256MB'"));
 	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
 		int64_t got = q_int(c, checks[i].sql, job);
 
