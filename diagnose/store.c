@@ -797,12 +797,12 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 			s->next++;
 			continue;
 		}
-		/* a later iteration is complete: this one is skipped. Nobody reported it
-		 * (iteration numbers with gaps: agents that sample every k-th iteration), or too few
-		 * did and the rest will not: ranks report their iterations in order, so a rank that
-		 * reported the later one is done with this one (its records of it were stored
-		 * before a restart of the server and are not sent again) */
-		{
+		/* a later iteration is complete: this one is skipped when nobody reported it
+		 * (iteration numbers with gaps: agents that sample every k-th iteration) or, in a
+		 * live stream, when too few did and the rest will not: there ranks report their
+		 * iterations in order, so a rank that reported the later one is done with this one
+		 * (its records of it were stored before a restart of the server, not sent again) */
+		if (s->jtag[j] != s->next + 1 || s->cfg.live) {
 			uint32_t skip = 0;
 			for (uint32_t k = 1; k < R && s->next + k <= s->max_iter; k++) {
 				uint32_t jk = (s->next + k) % R;

@@ -33,6 +33,11 @@ struct store_config {
 	uint32_t max_kernels;         /* distinct kernel names per job (default 16) */
 	uint32_t kernel_block_iters;  /* iterations pooled in one kernel sketch (default 8) */
 	double quorum;                /* fraction of ranks that completes an iteration (0.95) */
+	int live;                     /* a live stream, where each rank reports its iterations in
+				       * order: an iteration some ranks reported, but not a quorum, is
+				       * skipped once a later one is complete (its other reports are not
+				       * coming: stored before a restart of the server, not resent).
+				       * 0 for files, whose records may come in any order */
 };
 
 struct store_event {

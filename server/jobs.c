@@ -162,6 +162,7 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 	}
 	memset(&ec, 0, sizeof(ec));
 	ec.store.ring_iters = (uint32_t)s->cfg.window_iters;
+	ec.store.live = 1;
 	job->engine = engine_create(&job->topo, &ec);
 	if (!job->engine || strmap_put(&s->jobs, name, job) < 0) {
 		if (job->engine)
