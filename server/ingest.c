@@ -1179,8 +1179,11 @@ int ingest_start(struct server *s)
 
 void ingest_stop_accepting(struct server *s)
 {
+	/* closed, not only disabled: a new connection is refused at once (its agent retries
+	 * against the next culpritd) instead of waiting in the kernel's backlog */
 	if (s->agent_listener)
-		evconnlistener_disable(s->agent_listener);
+		evconnlistener_free(s->agent_listener);
+	s->agent_listener = NULL;
 }
 
 void ingest_close_all(struct server *s)

@@ -58,12 +58,13 @@ int main(void)
 	/* the fault from iteration 20 to 39: fires, then resolves */
 	H_CHECK(at_sim("compute_straggler", 60, 40, proc.agent_port, simlog) == 0, &proc);
 
-	/* both states queued and tried at least once, nothing accepted */
+	/* both states queued, the firing tried at least once (the resolve waits behind it: an
+	 * incident's states go out in order), nothing accepted */
 	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
 		long firing = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'webhook' AND"
 					       " dedup_key LIKE '%/firing/%' AND attempts > 0");
 		long resolved = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'webhook' AND"
-						 " dedup_key LIKE '%/resolved/%' AND attempts > 0");
+						 " dedup_key LIKE '%/resolved/%'");
 
 		if (firing >= 1 && resolved >= 1)
 			break;
@@ -189,7 +190,7 @@ int main(void)
 	for (int t = 0; t < 3; t++)
 		H_CHECK(ok[t] == (size_t)target_rows[t], NULL);
 	H_CHECK(resolves == 1, NULL);
-	H_CHECK(failed >= 4, NULL); /* at least one per state before the kill, two after */
+	H_CHECK(failed >= 4, NULL); /* at least one per target before the kill, two after */
 	rx_hits_free(hits, n);
 	rx_stop(rx);
 	printf("ok\n");
