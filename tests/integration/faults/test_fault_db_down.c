@@ -23,7 +23,7 @@
 #include "simfeed.h"
 
 #define JOB "sim-compute_straggler"
-#define ITERS 90 /* the fault starts at 30 */
+#define ITERS 60 /* the fault starts at 20 */
 
 static struct h_proc proc;
 

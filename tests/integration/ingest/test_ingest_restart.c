@@ -24,8 +24,8 @@
 #include "simfeed.h"
 
 #define JOB "sim-case5"
-#define ITERS 18      /* the fault starts at ITERS / 3 = 6 */
-#define RECOVER_AT 12 /* and ends here: the window closes 5 iterations later */
+#define ITERS 15      /* the fault starts at ITERS / 3 = 5 */
+#define RECOVER_AT 10 /* and ends here: the window closes 5 iterations later */
 
 static struct h_proc proc;
 
