@@ -600,6 +600,9 @@ struct deliver *deliver_start(const struct deliver_config *cfg)
 	d->backoff_max_s = cfg->backoff_max_s > 0 ? cfg->backoff_max_s : 300;
 	d->give_up_s = cfg->give_up_s > 0 ? cfg->give_up_s : 86400;
 	d->backoff_min_ms = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 1000;
+	/* rows a previous culpritd left waiting out their backoff go at the first success */
+	for (int t = 0; t < DELIVER_TARGETS; t++)
+		d->failing[t] = 1;
 	d->rng = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)d;
 	atomic_store(&d->pending, -1);
 	d->base = failed ? NULL : event_base_new();
