@@ -41,6 +41,24 @@ static PGresult *query(PGconn *c, struct storage_query_result *r, const char *sq
 	return NULL;
 }
 
+/* One of the slice queries (params: job id, ranks, from, to), at most room rows: NULL on an
+ * error (in r), or with d->too_many set when there are more. */
+static PGresult *query_slices(PGconn *c, struct storage_query_result *r, const char *sql, const char *const *p4,
+			      size_t room, struct trace_data *d)
+{
+	char lim[32];
+	PGresult *res;
+
+	snprintf(lim, sizeof(lim), "%zu", room + 1);
+	res = query(c, r, sql, 5, (const char *const[]){p4[0], p4[1], p4[2], p4[3], lim});
+	if (res && (size_t)PQntuples(res) > room) {
+		PQclear(res);
+		d->too_many = 1;
+		return NULL;
+	}
+	return res;
+}
+
 static void oom(struct storage_query_result *r)
 {
 	r->failed = 1;
@@ -292,14 +310,9 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 		goto out;
 
 	/* iterations */
-	snprintf(lim, sizeof(lim), "%zu", req->max_slices + 1);
-	res = query(conn, r, iters_sql, 5, (const char *const[]){l.job_id, arr.p, from, to, lim});
-	if (!res)
-		goto out;
-	if ((size_t)PQntuples(res) > req->max_slices) {
-		PQclear(res);
-		d->too_many = 1;
-		rc = 2;
+	res = query_slices(conn, r, iters_sql, (const char *const[]){l.job_id, arr.p, from, to}, req->max_slices, d);
+	if (!res) {
+		rc = d->too_many ? 2 : rc;
 		goto out;
 	}
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -323,14 +336,9 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	n_iters = d->n_slices;
 
 	/* phases, ordered by (rank, iter, start) */
-	snprintf(lim, sizeof(lim), "%zu", req->max_slices - n_iters + 1);
-	res = query(conn, r, phases_sql, 5, (const char *const[]){l.job_id, arr.p, from, to, lim});
-	if (!res)
-		goto out;
-	if ((size_t)PQntuples(res) > req->max_slices - n_iters) {
-		PQclear(res);
-		d->too_many = 1;
-		rc = 2;
+	res = query_slices(conn, r, phases_sql, (const char *const[]){l.job_id, arr.p, from, to}, req->max_slices - n_iters, d);
+	if (!res) {
+		rc = d->too_many ? 2 : rc;
 		goto out;
 	}
 	{
@@ -382,14 +390,9 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	PQclear(res);
 
 	/* captured raw kernels (migration 006) */
-	snprintf(lim, sizeof(lim), "%zu", req->max_slices - d->n_slices + 1);
-	res = query(conn, r, kernels_sql, 5, (const char *const[]){l.job_id, arr.p, from, to, lim});
-	if (!res)
-		goto out;
-	if ((size_t)PQntuples(res) > req->max_slices - d->n_slices) {
-		PQclear(res);
-		d->too_many = 1;
-		rc = 2;
+	res = query_slices(conn, r, kernels_sql, (const char *const[]){l.job_id, arr.p, from, to}, req->max_slices - d->n_slices, d);
+	if (!res) {
+		rc = d->too_many ? 2 : rc;
 		goto out;
 	}
 	for (int i = 0; i < PQntuples(res); i++) {

@@ -43,20 +43,6 @@ static void *stream_main(void *arg)
 	return NULL;
 }
 
-static int count_lines(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /* agent_progress of job: durable_seq per node agent (index = node number) */
 static void db_progress(const char *dsn, const char *job, uint64_t *seq, uint32_t n)
 {
@@ -120,7 +106,7 @@ static void drain_keeps_acknowledged(void)
 	H_CHECK(refused, &proc);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
 	H_CHECK(h_log_wait(&proc, "shutting down: no new connections", 1, 0), &proc);
-	H_CHECK(count_lines(proc.log_path, "were not committed") == 0, &proc);
+	H_CHECK(h_count_lines(proc.log_path, "were not committed") == 0, &proc);
 	/* every acknowledged batch is committed */
 	db_progress(dsn, "fault-sigterm", db_seq, NODES);
 	for (uint32_t i = 0; i < NODES; i++) {

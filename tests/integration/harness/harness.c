@@ -113,7 +113,7 @@ static void track(struct h_proc *p)
 		}
 }
 
-static int count_lines(const char *path, const char *needle)
+int h_count_lines(const char *path, const char *needle)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];
@@ -151,7 +151,7 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 	for (int i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	ready_before = count_lines(p->log_path, "culpritd ready");
+	ready_before = h_count_lines(p->log_path, "culpritd ready");
 
 	p->pid = fork();
 	if (p->pid < 0)
@@ -350,7 +350,7 @@ int h_http_ex(int port, const char *method, const char *path, const char *header
 int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeout_ms)
 {
 	for (int64_t deadline = h_now_ms() + timeout_ms;; poll(NULL, 0, 20)) {
-		if (count_lines(p->log_path, needle) >= count)
+		if (h_count_lines(p->log_path, needle) >= count)
 			return 1;
 		if (h_now_ms() >= deadline)
 			return 0;

@@ -51,6 +51,8 @@ double h_metric(const char *text, const char *sample);
  * response's status line and headers in a malloc'd *head (when head is not NULL). */
 int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body,
 	      char **head, char **body);
+/* The lines of the file at path that contain needle (0 when it cannot be read). */
+int h_count_lines(const char *path, const char *needle);
 /* 1 once the process log has at least count lines containing needle (within timeout_ms). */
 int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeout_ms);
 

@@ -37,20 +37,6 @@ static void start(const char *dir, const char *dsn, const char *listen, const ch
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 }
 
-static int count_lines(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	int n = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 int main(void)
 {
 	char dsn[512], dir[600], listen[64], hook[128], *key;
@@ -90,7 +76,7 @@ int main(void)
 		if (at_kill.unacked_batches > 0 || h_now_ms() > deadline)
 			break;
 	}
-	firing_lines = count_lines(proc.log_path, " firing: ");
+	firing_lines = h_count_lines(proc.log_path, " firing: ");
 	h_proc_stop(&proc, SIGKILL, 10000);
 	t_kill = h_now_ms();
 	H_CHECK(proc.pid == 0, &proc);
@@ -133,7 +119,7 @@ int main(void)
 		H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/firing/%'") == 1, &proc);
 	}
 	/* no second "firing" from the restarted culpritd */
-	H_CHECK(count_lines(proc.log_path, " firing: ") == firing_lines, &proc);
+	H_CHECK(h_count_lines(proc.log_path, " firing: ") == firing_lines, &proc);
 	H_CHECK(h_log_wait(&proc, " resolved: job \"" JOB "\"", 1, 1000), &proc);
 	status = h_proc_stop(&proc, SIGTERM, 60000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
