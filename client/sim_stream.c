@@ -22,6 +22,8 @@ struct sim_stream {
 	const char *const *names;
 	size_t n_names;
 	double speed;          /* simulated seconds per wall second; 0: no pacing */
+	double step_s;         /* > 0: one iteration per step_s wall seconds, whatever its length */
+	uint32_t iter0;        /* first iteration seen (step pacing) */
 	int64_t sim_t0_us;     /* first iteration start seen */
 	double wall_t0;        /* wall clock then */
 	double t0, last_progress;
@@ -77,19 +79,24 @@ static int on_job(void *ctx, const struct jsonl_job *j)
 	return 0;
 }
 
-/* Sleeps until the simulated time start_us is due on the accelerated clock. */
-static void pace(struct sim_stream *s, int64_t start_us)
+/* Sleeps until the simulated time start_us is due on the accelerated clock, or with
+ * --step-seconds until iteration iter is due (real-time soaks: one step a second). */
+static void pace(struct sim_stream *s, int64_t start_us, uint32_t iter)
 {
 	double due, now;
 
-	if (s->speed <= 0)
+	if (s->speed <= 0 && s->step_s <= 0)
 		return;
 	if (!s->sim_t0_us) {
 		s->sim_t0_us = start_us;
+		s->iter0 = iter;
 		s->wall_t0 = mono_s();
 		return;
 	}
-	due = s->wall_t0 + (double)(start_us - s->sim_t0_us) / 1e6 / s->speed;
+	if (s->step_s > 0)
+		due = s->wall_t0 + (double)(iter - s->iter0) * s->step_s;
+	else
+		due = s->wall_t0 + (double)(start_us - s->sim_t0_us) / 1e6 / s->speed;
 	now = mono_s();
 	if (due > now + 0.001) {
 		struct timespec ts;
@@ -114,7 +121,7 @@ static int on_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 		snprintf(s->err, sizeof(s->err), "records before the job");
 		return -1;
 	}
-	pace(s, ri->iter.start_us);
+	pace(s, ri->iter.start_us, ri->iter.iter);
 	if (ri->iter.iter != s->last_iter) {
 		s->last_iter = ri->iter.iter;
 		progress(s, false);
@@ -173,11 +180,14 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--recover-at N] --server HOST:PORT [--per-rank]\n"
-		   "                   [--speed X] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
+		   "                   [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
 		   "                   [--tls] [--ca FILE]\n"
 		   "  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
 		   "  --tls       TLS to the server, its certificate verified against the system's CAs\n"
 		   "  --ca FILE   ... against the CA certificates in FILE (implies --tls)\n"
+		   "  --speed X   simulated seconds per wall second (default 100; 0: as fast as culpritd takes it)\n"
+		   "  --step-seconds S  instead, one iteration every S wall seconds whatever its simulated length\n"
+		   "              (soaks: --step-seconds 1 --iters 3600 is an hour of one step a second)\n"
 		   "  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
 		   "              hung job stay (heartbeats, no iterations)\n");
 }
@@ -205,6 +215,7 @@ int sim_stream_main(int argc, char **argv)
 		{"server", required_argument, NULL, 'r'},
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
+		{"step-seconds", required_argument, NULL, 'P'},
 		{"token", required_argument, NULL, 't'},
 		{"tls", no_argument, NULL, 'Y'},
 		{"ca", required_argument, NULL, 'C'},
@@ -268,6 +279,12 @@ int sim_stream_main(int argc, char **argv)
 		case 'x':
 			if (parse_num(optarg, 0, 1e9, &s.speed) < 0) {
 				fprintf(stderr, "culprit sim: invalid --speed \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case 'P':
+			if (parse_num(optarg, 0.001, 3600, &s.step_s) < 0) {
+				fprintf(stderr, "culprit sim: invalid --step-seconds \"%s\"\n", optarg);
 				return 2;
 			}
 			break;
