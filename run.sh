@@ -22,7 +22,9 @@ mkdir -p "$data"
 
 # a session of its own, so that Ctrl-C reaches run.sh alone, which then stops culpritd once
 # (SIGTERM: drain and stop its PostgreSQL)
-setsid "$build/server/culpritd" --data-dir "$data" --agent-listen "$agent" --http-listen "$http" &
+# all 1,620 simulated node agents connect from 127.0.0.1: allow them (default 256 an address)
+setsid "$build/server/culpritd" --data-dir "$data" --agent-listen "$agent" --http-listen "$http" \
+	--max-connections-per-addr 2048 &
 culpritd=$!
 stop() {
 	trap - INT TERM EXIT

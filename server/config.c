@@ -41,8 +41,16 @@ static const struct setting settings[] = {
 	INT(max_connections, 20000, 1, 1000000, false,
 	    "Most agent connections at once; more are accepted and closed at once. culpritd raises its "
 	    "open-file limit to fit (see docs/operations.md)."),
-	INT(max_connections_per_addr, 20000, 1, 1000000, true,
-	    "Most agent connections from one IP address at once."),
+	INT(max_connections_per_addr, 256, 1, 1000000, true,
+	    "Most agent connections from one IP address at once; more are closed at accept. A node agent "
+	    "is one connection per node; raise it for NAT, or for many agents on one host (loopback tests)."),
+	INT(max_connections_before_hello, 4096, 1, 1000000, true,
+	    "Most connections at once that have not yet said Hello (slow or flooding clients); more are "
+	    "closed at accept. Each may buffer up to max_frame_before_hello."),
+	INT(max_jobs, 256, 1, 100000, true,
+	    "Most jobs culpritd keeps at once; a Hello that would create another is refused."),
+	INT(max_world, 262144, 1, 16777216, true,
+	    "Largest world size (ranks) a job may declare in Hello; its in-memory window grows with it."),
 	INT(max_frame, 4194304, 1024, 67108864, true, "Largest frame body an agent may send, in bytes, after Hello."),
 	INT(max_frame_before_hello, 65536, 256, 1048576, true,
 	    "Largest frame body accepted before a connection has said Hello, in bytes."),

@@ -20,6 +20,9 @@ struct config {
 	char *log_level;
 	int64_t max_connections;
 	int64_t max_connections_per_addr;
+	int64_t max_connections_before_hello;
+	int64_t max_jobs;
+	int64_t max_world;
 	int64_t max_frame;
 	int64_t max_frame_before_hello;
 	int64_t hello_timeout_ms;

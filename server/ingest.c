@@ -218,10 +218,14 @@ static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
 
 static void protocol_error(struct conn *c, const char *why, const uint8_t *sample, size_t len)
 {
+	static struct log_limit limit = {.what = "protocol violations"};
 	char hex[80];
 
-	frame_hex_sample(sample, len, hex, sizeof(hex));
-	log_warning("agent %s: protocol violation: %s (first bytes: %s); closing the connection", c->peer, why, hex);
+	if (log_limit_allow(&limit)) {
+		frame_hex_sample(sample, len, hex, sizeof(hex));
+		log_warning("agent %s: protocol violation: %s (first bytes: %s); closing the connection", c->peer, why,
+			    hex);
+	}
 	c->srv->m.frames_malformed++;
 	conn_close(c, CLOSE_PROTOCOL);
 }
@@ -341,7 +345,10 @@ static void send_refusal(struct conn *c, const char *reason)
 
 static void refuse_hello(struct conn *c, const char *reason)
 {
-	log_info("agent %s: hello refused: %s", c->peer, reason);
+	static struct log_limit limit = {.what = "refused hellos"};
+
+	if (log_limit_allow(&limit))
+		log_info("agent %s: hello refused: %s", c->peer, reason);
 	send_refusal(c, reason);
 }
 
@@ -428,6 +435,16 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 			refuse_hello(c, err);
 			return;
 		}
+	}
+	if (topo.world > (uint64_t)s->cfg.max_world) {
+		snprintf(err, sizeof(err), "world %u is over max_world (%lld)", topo.world, (long long)s->cfg.max_world);
+		refuse_hello(c, err);
+		return;
+	}
+	if (!strmap_get(&s->jobs, h->job) && s->jobs.len >= (size_t)s->cfg.max_jobs) {
+		snprintf(err, sizeof(err), "culpritd keeps at most %lld jobs (max_jobs)", (long long)s->cfg.max_jobs);
+		refuse_hello(c, err);
+		return;
 	}
 	job = jobs_get_or_create(s, h->job, &topo, err, sizeof(err));
 	if (!job) {
@@ -1039,8 +1056,11 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_TIMEOUT) {
 		if (c->state == CONN_HELLO) {
-			log_info("agent %s: no hello within %lld ms; closing the connection", c->peer,
-				 (long long)c->srv->cfg.hello_timeout_ms);
+			static struct log_limit limit = {.what = "hello timeouts"};
+
+			if (log_limit_allow(&limit))
+				log_info("agent %s: no hello within %lld ms; closing the connection", c->peer,
+					 (long long)c->srv->cfg.hello_timeout_ms);
 			conn_close(c, CLOSE_HELLO_TIMEOUT);
 		} else {
 			log_info("agent %s: silent for %lld s; closing the connection", c->peer,
@@ -1067,6 +1087,19 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 /* ---- accepting ---- */
 
+/* Closes a connection over a limit at accept: counted always, logged a few times a second. */
+static void over_limit(struct server *s, evutil_socket_t fd, enum metrics_limit which, const char *addr, int port,
+		       const char *setting, int64_t value)
+{
+	static struct log_limit limit = {.what = "connections over a limit"};
+
+	s->m.closed[CLOSE_LIMIT]++;
+	s->m.over_limit[which]++;
+	if (log_limit_allow(&limit))
+		log_warning("agent %s:%d: over %s (%lld); closing", addr, port, setting, (long long)value);
+	evutil_closesocket(fd);
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
 	struct server *s = arg;
@@ -1091,16 +1124,16 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	s->m.accepted++;
 	if (s->n_free == 0 || ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections) {
-		s->m.closed[CLOSE_LIMIT]++;
-		log_warning("agent %s:%d: over max_connections (%lld); closing", addr, port, (long long)s->cfg.max_connections);
-		evutil_closesocket(fd);
+		over_limit(s, fd, LIMIT_CONNECTIONS, addr, port, "max_connections", s->cfg.max_connections);
 		return;
 	}
 	if ((intptr_t)strmap_get(&s->per_addr, addr) >= s->cfg.max_connections_per_addr) {
-		s->m.closed[CLOSE_LIMIT]++;
-		log_warning("agent %s:%d: over max_connections_per_addr (%lld); closing", addr, port,
-			    (long long)s->cfg.max_connections_per_addr);
-		evutil_closesocket(fd);
+		over_limit(s, fd, LIMIT_PER_ADDR, addr, port, "max_connections_per_addr", s->cfg.max_connections_per_addr);
+		return;
+	}
+	if (s->m.conns_hello >= (uint64_t)s->cfg.max_connections_before_hello) {
+		over_limit(s, fd, LIMIT_BEFORE_HELLO, addr, port, "max_connections_before_hello",
+			   s->cfg.max_connections_before_hello);
 		return;
 	}
 	c = calloc(1, sizeof(*c));

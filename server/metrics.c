@@ -63,6 +63,13 @@ void metrics_render(const struct metrics *m, FILE *out)
 	static const char *const record_names[4] = {"iteration", "phase", "kernel", "raw_kernel"};
 
 	one(out, "culprit_agent_connections_accepted_total", "counter", "Agent connections accepted.", m->accepted);
+	fprintf(out, "# HELP culprit_agent_connections_over_limit_total Agent connections closed at accept, by the limit "
+		     "they exceeded (max_connections, max_connections_per_addr, max_connections_before_hello).\n"
+		     "# TYPE culprit_agent_connections_over_limit_total counter\n"
+		     "culprit_agent_connections_over_limit_total{limit=\"connections\"} %" PRIu64 "\n"
+		     "culprit_agent_connections_over_limit_total{limit=\"per_address\"} %" PRIu64 "\n"
+		     "culprit_agent_connections_over_limit_total{limit=\"before_hello\"} %" PRIu64 "\n",
+		m->over_limit[LIMIT_CONNECTIONS], m->over_limit[LIMIT_PER_ADDR], m->over_limit[LIMIT_BEFORE_HELLO]);
 	fprintf(out, "# HELP culprit_agent_connections_closed_total Agent connections closed, by reason.\n"
 		     "# TYPE culprit_agent_connections_closed_total counter\n");
 	for (int r = 0; r < CLOSE_REASONS; r++)

@@ -25,8 +25,12 @@ enum metrics_close_reason {
 
 #define METRICS_DIAG_BUCKETS 11
 
+/* the limits checked at accept (culprit_agent_connections_over_limit_total{limit=...}) */
+enum metrics_limit { LIMIT_CONNECTIONS, LIMIT_PER_ADDR, LIMIT_BEFORE_HELLO, METRICS_LIMITS };
+
 struct metrics {
 	uint64_t accepted;
+	uint64_t over_limit[METRICS_LIMITS];              /* closed at accept, by enum metrics_limit */
 	uint64_t closed[CLOSE_REASONS];
 	uint64_t conns_hello, conns_active, conns_blocked; /* gauges, by state */
 	uint64_t frames_ok, frames_malformed;

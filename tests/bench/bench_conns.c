@@ -145,7 +145,8 @@ int main(int argc, char **argv)
 		pid = fork();
 		if (pid == 0) {
 			execl(argv[1], argv[1], "--storage", "false", "--agent-listen", agent, "--http-listen", http,
-			      "--max-connections", maxc, "--log-level", "warning", "--idle-timeout-s", "3600", (char *)NULL);
+			      "--max-connections", maxc, "--max-connections-per-addr", maxc, "--log-level", "warning",
+			      "--idle-timeout-s", "3600", (char *)NULL);
 			_exit(127);
 		}
 		for (int i = 0; i < 500 && (fds[0] = connect_to(agent_port)) < 0; i++)

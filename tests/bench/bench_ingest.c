@@ -2,10 +2,10 @@
  * listener, end to end: records are appended for --seconds, then the clock runs until the
  * server has acknowledged every one of them. Point it at any server:
  *
- *   culpritd --storage false --agent-listen 127.0.0.1:7433 &     # listener only
+ *   culpritd --storage false --agent-listen 127.0.0.1:7433 --max-connections-per-addr 20000 &
  *   bench_ingest --server 127.0.0.1:7433 --agents 1620 --seconds 10
  *
- *   culpritd --db "$DSN" --agent-listen 127.0.0.1:7433 &        # through PostgreSQL
+ *   culpritd --db "$DSN" --agent-listen 127.0.0.1:7433 --max-connections-per-addr 20000 &  # with PostgreSQL
  *   bench_ingest --server 127.0.0.1:7433 --agents 1620 --seconds 10
  *
  * Prints one line of figures. The agents and their producer threads share the machine with

@@ -148,6 +148,9 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 	argv[n++] = agent;
 	argv[n++] = "--http-listen";
 	argv[n++] = http;
+	/* every agent of a loopback test comes from 127.0.0.1; a test of the limit sets it again */
+	argv[n++] = "--max-connections-per-addr";
+	argv[n++] = "20000";
 	for (int i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
