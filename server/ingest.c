@@ -514,9 +514,14 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 /* ---- Batch ---- */
 
+static int serves_in(const uint32_t *ranks, size_t n_ranks, uint32_t rank)
+{
+	return bsearch(&rank, ranks, n_ranks, sizeof(uint32_t), cmp_u32) != NULL;
+}
+
 static int serves(const struct conn *c, uint32_t rank)
 {
-	return bsearch(&rank, c->ranks, c->n_ranks, sizeof(uint32_t), cmp_u32) != NULL;
+	return serves_in(c->ranks, c->n_ranks, rank);
 }
 
 /* A kernel column holds one value per kernel; rank and iteration may hold one value for all
@@ -631,9 +636,8 @@ static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, char *err
 	return 0;
 }
 
-/* Checks a batch against the protocol's and the job's rules; dict is its dictionary. */
-static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, const char *const *dict,
-			  size_t n_dict, char *err, size_t size)
+int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
+			  char *err, size_t size)
 {
 	size_t n, sketch_bytes = 0;
 
@@ -641,7 +645,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, con
 	if (b->n_iter_iter != n || b->n_iter_start_us != n || b->n_iter_dur_us != n)
 		return bad(err, size, "iteration columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
-		if (!serves(c, b->iter_rank[i]))
+		if (!serves_in(ranks, n_ranks, b->iter_rank[i]))
 			return bad(err, size, "iteration of a rank this agent does not serve", i);
 		if (b->iter_dur_us[i] < 0 || b->iter_dur_us[i] > MAX_DUR_US)
 			return bad(err, size, "iteration duration negative or over a week", i);
@@ -652,7 +656,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, con
 	    b->n_phase_start_us != n || b->n_phase_dur_us != n)
 		return bad(err, size, "phase columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
-		if (!serves(c, b->phase_rank[i]))
+		if (!serves_in(ranks, n_ranks, b->phase_rank[i]))
 			return bad(err, size, "phase of a rank this agent does not serve", i);
 		if (b->phase_name[i] >= n_dict)
 			return bad(err, size, "phase name index outside the dictionary", i);
@@ -671,7 +675,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, con
 	    b->n_kernel_p99_us != b->n_kernel_p50_us || !col_ok(b->n_kernel_sketch_len, n, false))
 		return bad(err, size, "kernel columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
-		if (!serves(c, KCOL(b, rank, i)))
+		if (!serves_in(ranks, n_ranks, KCOL(b, rank, i)))
 			return bad(err, size, "kernel summary of a rank this agent does not serve", i);
 		if (b->kernel_name[i] >= n_dict)
 			return bad(err, size, "kernel name index outside the dictionary", i);
@@ -687,7 +691,7 @@ static int validate_batch(const struct conn *c, const Culprit__V1__Batch *b, con
 	}
 	if (sketch_bytes != b->kernel_sketches.len)
 		return bad(err, size, "kernel sketch lengths do not add up to the sketch bytes", n);
-	return capture_validate_raw(b, n_dict, c->ranks, c->n_ranks, err, size);
+	return capture_validate_raw(b, n_dict, ranks, n_ranks, err, size);
 }
 
 /* Iteration start of (rank, iter) in this batch, for partitioning the phases and kernels. */
@@ -913,7 +917,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		send_ack(c, p->durable_seq, 1);
 		return;
 	}
-	if (validate_batch(c, b, dict, n_dict, err, sizeof(err)) < 0) {
+	if (ingest_validate_batch(c->ranks, c->n_ranks, b, n_dict, err, sizeof(err)) < 0) {
 		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)b->seq, err);
 		s->m.batches_rejected++;
 		s->m.records_rejected += n_records;

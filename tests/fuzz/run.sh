@@ -10,7 +10,7 @@ secs=${1:-20}
 build=${CULPRIT_FUZZ_BUILD:-build/fuzz}
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCULPRIT_FUZZ=ON >/dev/null
 targets=$(sed -n 's/^culprit_fuzz_target(\(fuzz_[a-z_]*\) .*/\1/p' tests/fuzz/CMakeLists.txt)
-targets="$targets fuzz_import_kineto fuzz_import_chrome fuzz_import_csv"
+targets="$targets fuzz_import_jsonl fuzz_import_kineto fuzz_import_chrome fuzz_import_csv"
 cmake --build "$build" -j2 --target $targets >/dev/null
 work=$(mktemp -d /tmp/culprit-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT

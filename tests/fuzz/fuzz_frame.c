@@ -1,0 +1,100 @@
+/* fuzz_frame: libFuzzer driver for what an agent's bytes meet before any state: the frame
+ * header check (schema/frame.c), the protobuf unpack of the envelope, a pack/unpack round
+ * trip of what unpacked, and for a Batch the listener's validation (ingest_validate_batch,
+ * for an agent serving ranks 0..7) and the decoding of every kernel sketch it accepted (what
+ * the listener does next, record_kernel_quantiles). The input is one frame: 4-byte big-endian
+ * length, then the body. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "ingest.h"
+#include "record.h"
+#include "sketch.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_batch(const Culprit__V1__Batch *b)
+{
+	static const uint32_t ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	char err[256] = "";
+	struct sketch scratch;
+	size_t off = 0;
+
+	/* a batch with a dictionary of its own (name ids defined earlier on the connection are
+	 * connection state: without one, any name index is outside the dictionary) */
+	if (ingest_validate_batch(ranks, 8, b, b->n_names, err, sizeof(err)) < 0) {
+		if (!err[0])
+			__builtin_trap(); /* a refusal always says why */
+		return;
+	}
+	sketch_init(&scratch);
+	for (size_t i = 0; i < b->n_kernel_name; i++) {
+		struct record_kernel k = {0};
+
+		k.count = b->kernel_count[i];
+		k.sum_us = b->kernel_sum_us[i];
+		k.min_us = b->kernel_min_us[i];
+		k.max_us = b->kernel_max_us[i];
+		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i]) {
+			if (off + b->kernel_sketch_len[i] > b->kernel_sketches.len)
+				__builtin_trap(); /* validation promised the lengths add up */
+			k.sketch = b->kernel_sketches.data + off;
+			k.sketch_len = b->kernel_sketch_len[i];
+			off += k.sketch_len;
+		}
+		(void)record_kernel_quantiles(&k, &scratch);
+	}
+	sketch_free(&scratch);
+}
+
+/* Whether the envelope, its message or a Hello's topology carried fields unknown to us. */
+static int has_unknown(const frame_envelope *env)
+{
+	const ProtobufCMessage *msg = (const ProtobufCMessage *)env->hello; /* any member of the oneof */
+
+	return env->base.n_unknown_fields || (msg && msg->n_unknown_fields) ||
+	       (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO && env->hello->topology &&
+		env->hello->topology->base.n_unknown_fields);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint32_t body = 0, body2 = 0;
+	const char *why = NULL;
+	enum frame_status st = frame_check(data, size, 4u << 20, &body, &why);
+	frame_envelope *env, *again;
+	uint8_t *buf;
+	size_t n;
+
+	if (st == FRAME_MALFORMED) {
+		if (!why)
+			__builtin_trap();
+		return 0;
+	}
+	if (st == FRAME_NEED_MORE)
+		return 0;
+	if (body == 0 || body > size - FRAME_HEADER)
+		__builtin_trap();
+	env = frame_unpack(data + FRAME_HEADER, body);
+	if (!env)
+		return 0;
+	/* what unpacked packs again, and that unpacks, unless it held unknown fields: protobuf-c
+	 * keeps those as they came (even a field number 0) and packs them back verbatim */
+	n = frame_packed_size(env);
+	buf = malloc(n);
+	if (!buf || frame_pack(env, buf) != n || frame_check(buf, n, UINT32_MAX, &body2, &why) != FRAME_OK ||
+	    body2 + FRAME_HEADER != n)
+		__builtin_trap();
+	again = frame_unpack(buf + FRAME_HEADER, body2);
+	if (!again ? !has_unknown(env) : again->msg_case != env->msg_case)
+		__builtin_trap();
+	frame_free(again);
+	free(buf);
+	if (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_BATCH)
+		check_batch(env->batch);
+	frame_free(env);
+	return 0;
+}
