@@ -20,7 +20,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 aport=$(port) hport=$(port)
 dir=$(mktemp -d /tmp/bench_rest.XXXXXX)
 taskset -c 0 "$culpritd" --storage false --data-dir "$dir" --agent-listen 127.0.0.1:$aport \
-	--http-listen 127.0.0.1:$hport >"$dir/culpritd.log" 2>&1 &
+	--http-listen 127.0.0.1:$hport --max-connections-per-addr 2048 >"$dir/culpritd.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hport/healthz" >/dev/null && break; sleep 0.1; done
