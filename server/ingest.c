@@ -62,6 +62,7 @@ struct conn {
 	uint32_t *dict_index;        /* per name id: its index in that dictionary */
 	uint32_t dict_epoch;
 	size_t names_cap;
+	size_t in_seen;              /* input bytes already counted in culprit_agent_received_bytes_total */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	struct timespec blocked_since;
 	struct conn *blocked_next;
@@ -997,7 +998,7 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 	}
 }
 
-static void read_frames(struct conn *c)
+static void parse_frames(struct conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 
@@ -1042,6 +1043,18 @@ static void read_frames(struct conn *c)
 		frame_free(env);
 		evbuffer_drain(in, FRAME_HEADER + body);
 	}
+}
+
+/* Parses what arrived, counting the bytes that are new since the last time. */
+static void read_frames(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t len = evbuffer_get_length(in);
+
+	if (len > c->in_seen)
+		c->srv->m.bytes_in += len - c->in_seen;
+	parse_frames(c);
+	c->in_seen = evbuffer_get_length(in);
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)

@@ -678,6 +678,7 @@ int main(int argc, char **argv)
 	if (m) {
 		static const char *const shown[] = {
 			"culprit_agent_connections_accepted_total",
+			"culprit_agent_received_bytes_total",
 			"culprit_agent_connections_closed_total{reason=\"protocol\"}",
 			"culprit_agent_connections_closed_total{reason=\"hello_timeout\"}",
 			"culprit_agent_connections_closed_total{reason=\"peer\"}",
@@ -705,6 +706,9 @@ int main(int argc, char **argv)
 		if (m && n_hostile / n_addrs > per_addr &&
 		    metric(m, "culprit_agent_connections_over_limit_total{limit=\"per_address\"}") <= 0)
 			failed = complain("no connection over max_connections_per_addr counted");
+		/* every healthy batch is more than 100 bytes on the wire */
+		if (m && metric(m, "culprit_agent_received_bytes_total") < 100.0 * (double)H.acked_records / (1 + PHASES))
+			failed = complain("culprit_agent_received_bytes_total is below what the healthy agents sent");
 		if (rss1 - rss0 > 64 * 1024)
 			failed = complain("culpritd grew by %ld KiB", rss1 - rss0);
 		if (failed) {
