@@ -887,6 +887,15 @@ static void free_dict(const Culprit__V1__Batch *b, const char **dict)
 		free(dict);
 }
 
+/* A refused batch's log line, a few a second at most (an agent can send them at will). */
+static void log_batch_refused(const struct conn *c, uint64_t seq, const char *why)
+{
+	static struct log_limit limit = {.what = "refused batches"};
+
+	if (log_limit_allow(&limit))
+		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)seq, why);
+}
+
 static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 {
 	struct server *s = c->srv;
@@ -906,7 +915,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	}
 	if (take_name_defs(c, b, err, sizeof(err)) < 0 ||
 	    (!(p && b->seq <= p->durable_seq) && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
-		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)b->seq, err);
+		log_batch_refused(c, b->seq, err);
 		s->m.batches_rejected++;
 		s->m.records_rejected += n_records;
 		send_reject(c, b->seq, err);
@@ -919,7 +928,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		return;
 	}
 	if (ingest_validate_batch(c->ranks, c->n_ranks, b, n_dict, err, sizeof(err)) < 0) {
-		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)b->seq, err);
+		log_batch_refused(c, b->seq, err);
 		s->m.batches_rejected++;
 		s->m.records_rejected += n_records;
 		send_reject(c, b->seq, err);
