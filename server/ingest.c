@@ -63,6 +63,7 @@ struct conn {
 	uint32_t dict_epoch;
 	size_t names_cap;
 	size_t in_seen;              /* input bytes already counted in culprit_agent_received_bytes_total */
+	bool sent_batch;             /* a batch reached the window or the writer on this connection */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	struct timespec blocked_since;
 	struct conn *blocked_next;
@@ -176,8 +177,15 @@ static void conn_close(struct conn *c, enum metrics_close_reason why)
 		char key[300];
 		struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
 
-		if (p && p->conn_id == c->id)
+		if (p && p->conn_id == c->id) {
 			p->conn_id = 0;
+			/* an agent that never had a batch stored leaves nothing to remember (Hello
+			 * floods with new agent ids must not grow the map) */
+			if (p->durable_seq == 0 && !c->sent_batch) {
+				strmap_del(&s->agents, key);
+				free(p);
+			}
+		}
 	}
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	c->closing_next = s->closing;
@@ -470,6 +478,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	if (p->conn_id) {
 		struct conn *old = conn_by_id(s, p->conn_id);
 
+		p->conn_id = c->id; /* first: closing the old one must not forget the agent */
 		if (old && old != c) {
 			log_info("agent %s: replaces the connection %s of agent \"%s\"", c->peer, old->peer, c->agent);
 			conn_close(old, CLOSE_REPLACED);
@@ -945,6 +954,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		return;
 	}
 	op_to_window(s, c->job, op, name_map);
+	c->sent_batch = true;
 	s->m.batches_ok++;
 	s->m.records_in[0] += b->n_iter_rank;
 	s->m.records_in[1] += b->n_phase_rank;

@@ -3,7 +3,7 @@
  *
  *   bench_hostile CULPRITD [--healthy N] [--hostile N] [--runs R] [--seconds S]
  *                 [--hostile-addrs K] [--hostile-pause-ms MS] [--per-addr-limit L]
- *                 [--hello-timeout-ms T] [--check]
+ *                 [--hello-timeout-ms T] [--kinds K,K...] [--check]
  *
  * Starts CULPRITD with --storage false (the listener and the windows, no PostgreSQL: the
  * figure is the agent path's), connects N healthy agents (default 10,000) speaking the raw
@@ -17,7 +17,7 @@
  *   oversized   a length prefix of 0xffffffff, then junk
  *   garbage     a length prefix of 200 and 200 random bytes (not a protocol message)
  *   half-open   connects and sends nothing
- *   hello flood connects, sends a valid Hello of job "flood", closes at once
+ *   flood       connects, sends a valid Hello of job "flood", closes at once
  * each reconnecting MS ms (default 100) after culpritd closed it (or it closed itself), and S
  * seconds are counted with them. Prints the healthy records/s of each window, the medians,
  * their ratio, culpritd's RSS before and after, the close counters from /metrics and whether
@@ -139,6 +139,27 @@ static long rss_kib(pid_t pid)
 	if (f)
 		fclose(f);
 	return kib;
+}
+
+/* CPU seconds (user + system) of pid so far. */
+static double cpu_s(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f || !fgets(buf, sizeof(buf), f)) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	p = strrchr(buf, ')'); /* the name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* GET /metrics into a malloc'd string (NULL on failure). */
@@ -381,7 +402,7 @@ static int healthy_connect(uint32_t n)
 /* ---- hostile connections (a process of their own) ---- */
 
 enum hostile_kind { SLOWLORIS, OVERSIZED, GARBAGE, HALF_OPEN, HELLO_FLOOD, KINDS };
-static const char *const kind_names[KINDS] = {"slowloris", "oversized", "garbage", "half-open", "hello flood"};
+static const char *const kind_names[KINDS] = {"slowloris", "oversized", "garbage", "half-open", "flood"};
 
 struct hostile {
 	int fd;
@@ -399,47 +420,62 @@ static void on_term(int sig)
 	hostile_stop = 1;
 }
 
-static void hostile_main(uint32_t n, int n_addrs, double pause_s)
+static void hostile_main(uint32_t n, int n_addrs, double pause_s, unsigned kinds)
 {
 	struct hostile *x = calloc(n, sizeof(*x));
 	uint8_t hello[256], junk[512];
 	size_t hello_len = pack_hello(hello, "flood", "slow", 64, 0);
-	uint64_t connects[KINDS] = {0}, refused = 0, rounds = 0;
+	uint64_t connects[KINDS] = {0}, refused = 0;
 	uint32_t seed = 12345;
 
 	signal(SIGTERM, on_term);
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)((seed = seed * 1103515245u + 12345u) >> 16);
+	unsigned n_kinds = 0;
+	enum hostile_kind which[KINDS];
+
+	for (int k = 0; k < KINDS; k++)
+		if (kinds & (1u << k))
+			which[n_kinds++] = (enum hostile_kind)k;
 	for (uint32_t i = 0; i < n; i++) {
 		x[i].fd = -1;
-		x[i].kind = (enum hostile_kind)(i % KINDS);
-		x[i].addr = (int)(i % (uint32_t)n_addrs);
+		x[i].kind = which[i % n_kinds];
+		x[i].addr = (int)(i / ((n + (uint32_t)n_addrs - 1) / (uint32_t)n_addrs)); /* blocks: kinds mixed */
 		x[i].next = now_s() + (double)i / n * 0.5; /* spread the first connects over half a second */
 	}
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev[256];
+	struct rusage ru;
+
 	while (!hostile_stop) {
+		/* closed by culpritd (or answered: read and ignored)? then reconnect after the pause */
+		int ne = epoll_wait(ep, ev, 256, 5);
 		double t = now_s();
 
-		rounds++;
+		for (int k = 0; k < ne; k++) {
+			struct hostile *h = &x[ev[k].data.u32];
+			char sink[4096];
+			ssize_t r = recv(h->fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+			if (r == 0 || (r < 0 && errno != EAGAIN) || (ev[k].events & (EPOLLHUP | EPOLLERR))) {
+				close(h->fd);
+				h->fd = -1;
+				h->next = t + pause_s;
+			}
+		}
 		for (uint32_t i = 0; i < n; i++) {
 			struct hostile *h = &x[i];
-			char sink[4096];
 
-			if (h->fd >= 0) {
-				/* closed by culpritd? then reconnect after the pause */
-				ssize_t r = recv(h->fd, sink, sizeof(sink), MSG_DONTWAIT);
-
-				if (r == 0 || (r < 0 && errno != EAGAIN && errno != ENOTCONN)) {
-					close(h->fd);
-					h->fd = -1;
-					h->next = t + pause_s;
-					continue;
-				}
-			}
 			if (t < h->next)
 				continue;
 			if (h->fd < 0) {
+				struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = i};
+
 				h->fd = connect_from(2, h->addr, true);
-				if (h->fd < 0) {
+				if (h->fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, h->fd, &e) < 0) {
+					if (h->fd >= 0)
+						close(h->fd);
+					h->fd = -1;
 					refused++;
 					h->next = t + pause_s;
 					continue;
@@ -495,12 +531,13 @@ static void hostile_main(uint32_t n, int n_addrs, double pause_s)
 				break;
 			}
 		}
-		usleep(5000);
 	}
+	getrusage(RUSAGE_SELF, &ru);
 	fprintf(stderr, "bench_hostile: hostile process: connects");
 	for (int k = 0; k < KINDS; k++)
 		fprintf(stderr, " %s %llu", kind_names[k], (unsigned long long)connects[k]);
-	fprintf(stderr, "; %llu could not connect\n", (unsigned long long)refused);
+	fprintf(stderr, "; %llu could not connect; its CPU %.1f s\n", (unsigned long long)refused,
+		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	_exit(0);
 }
 
@@ -546,7 +583,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bench_hostile CULPRITD [--healthy N] [--hostile N] [--runs R] [--seconds S]\n"
 			"                     [--hostile-addrs K] [--hostile-pause-ms MS] [--per-addr-limit L]\n"
-			"                     [--hello-timeout-ms T] [--check]\n");
+			"                     [--hello-timeout-ms T] [--kinds slowloris,oversized,garbage,half-open,flood] [--check]\n");
 	exit(2);
 }
 
@@ -557,12 +594,13 @@ int main(int argc, char **argv)
 		{"runs", required_argument, NULL, 'r'},          {"seconds", required_argument, NULL, 's'},
 		{"hostile-addrs", required_argument, NULL, 'a'}, {"hostile-pause-ms", required_argument, NULL, 'p'},
 		{"per-addr-limit", required_argument, NULL, 'l'}, {"hello-timeout-ms", required_argument, NULL, 't'},
-		{"check", no_argument, NULL, 'c'},
+		{"kinds", required_argument, NULL, 'k'},         {"check", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
 	long n_healthy = 10000, n_hostile = 1000, runs = 3, n_addrs = 5, pause_ms = 100, per_addr = 256, hello_ms = 5000;
-	double secs = 10, without[32], with[32];
+	double secs = 10, without[32], with[32], cpu_alone[32], cpu_with[32], cpu0;
 	bool check = false;
+	unsigned kinds = (1u << KINDS) - 1;
 	int c, failed = 0;
 	struct rlimit rl;
 	char agent[64], http[64], maxc[32], per_addr_s[32], hello_s[32], log_path[] = "/tmp/bench_hostile.XXXXXX";
@@ -581,6 +619,18 @@ int main(int argc, char **argv)
 		case 'l': per_addr = atol(optarg); break;
 		case 't': hello_ms = atol(optarg); break;
 		case 'c': check = true; break;
+		case 'k':
+			kinds = 0;
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				int k = 0;
+
+				while (k < KINDS && strcmp(kind_names[k], tok) != 0)
+					k++;
+				if (k == KINDS)
+					usage();
+				kinds |= 1u << k;
+			}
+			break;
 		default: usage();
 		}
 	}
@@ -641,8 +691,10 @@ int main(int argc, char **argv)
 		for (uint32_t i = 0; i < H.n; i++)
 			H.a[i].acked_in_window = 0;
 		before = H.acked_records;
+		cpu0 = cpu_s(culpritd_pid);
 		healthy_run(secs);
 		without[r] = (double)(H.acked_records - before) / secs;
+		cpu_alone[r] = (cpu_s(culpritd_pid) - cpu0) / secs;
 		failed |= starved("alone");
 
 		fflush(stdout);
@@ -651,21 +703,24 @@ int main(int argc, char **argv)
 			close(H.ep);
 			for (uint32_t i = 0; i < H.n; i++)
 				close(H.a[i].fd);
-			hostile_main((uint32_t)n_hostile, (int)n_addrs, (double)pause_ms / 1000);
+			hostile_main((uint32_t)n_hostile, (int)n_addrs, (double)pause_ms / 1000, kinds);
 		}
 		healthy_run(2); /* let the hostile connections pile up */
 		for (uint32_t i = 0; i < H.n; i++)
 			H.a[i].acked_in_window = 0;
 		before = H.acked_records;
+		cpu0 = cpu_s(culpritd_pid);
 		healthy_run(secs);
 		with[r] = (double)(H.acked_records - before) / secs;
+		cpu_with[r] = (cpu_s(culpritd_pid) - cpu0) / secs;
 		failed |= starved("with hostile connections");
 		kill(hp, SIGTERM);
 		while (waitpid(hp, NULL, WNOHANG) == 0)
 			healthy_run(0.05);
 		healthy_run(1); /* culpritd closes what is left of them */
-		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%)\n", r + 1,
-		       without[r], with[r], 100.0 * with[r] / without[r]);
+		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%); culpritd CPU "
+		       "%.2f and %.2f cores\n",
+		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], cpu_alone[r], cpu_with[r]);
 		fflush(stdout);
 	}
 	rss1 = rss_kib(culpritd_pid);
