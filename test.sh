@@ -38,8 +38,8 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "$@"
 
 # libFuzzer targets (clang, build/fuzz), each for a bounded time: CULPRIT_FUZZ_SECONDS
-# (default 10; 0 skips; skipped too when ctest was given arguments). About a minute and a
-# half in all (tests/fuzz/run.sh).
+# (default 10; 0 skips; skipped too when ctest was given arguments). About two minutes in
+# all for the 7 targets (tests/fuzz/run.sh).
 fuzz_secs=${CULPRIT_FUZZ_SECONDS:-10}
 if [ "$fuzz_secs" != 0 ] && [ $# -eq 0 ]; then
 	tests/fuzz/run.sh "$fuzz_secs"
