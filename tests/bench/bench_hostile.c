@@ -607,7 +607,7 @@ int main(int argc, char **argv)
 	int c, failed = 0;
 	struct rlimit rl;
 	char agent[64], http[64], maxc[32], per_addr_s[32], hello_s[32], before_s[32], log_path[] = "/tmp/bench_hostile.XXXXXX";
-	long rss0, rss1;
+	long rss0, rss1, rss_alone = 0, rss_with = 0;
 	char *m;
 	int status;
 
@@ -708,6 +708,7 @@ int main(int argc, char **argv)
 		healthy_run(secs);
 		without[r] = (double)(H.acked_records - before) / secs;
 		cpu_alone[r] = (cpu_s(culpritd_pid) - cpu0) / secs;
+		rss_alone = rss_kib(culpritd_pid);
 		failed |= starved("alone");
 
 		fflush(stdout);
@@ -726,14 +727,16 @@ int main(int argc, char **argv)
 		healthy_run(secs);
 		with[r] = (double)(H.acked_records - before) / secs;
 		cpu_with[r] = (cpu_s(culpritd_pid) - cpu0) / secs;
+		rss_with = rss_kib(culpritd_pid);
 		failed |= starved("with hostile connections");
 		kill(hp, SIGTERM);
 		while (waitpid(hp, NULL, WNOHANG) == 0)
 			healthy_run(0.05);
 		healthy_run(1); /* culpritd closes what is left of them */
 		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%); culpritd CPU "
-		       "%.2f and %.2f cores\n",
-		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], cpu_alone[r], cpu_with[r]);
+		       "%.2f and %.2f cores, RSS %.1f and %.1f MiB\n",
+		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], cpu_alone[r], cpu_with[r],
+		       rss_alone / 1024.0, rss_with / 1024.0);
 		fflush(stdout);
 	}
 	rss1 = rss_kib(culpritd_pid);
@@ -751,6 +754,7 @@ int main(int argc, char **argv)
 			"culprit_agent_connections_closed_total{reason=\"hello_timeout\"}",
 			"culprit_agent_connections_closed_total{reason=\"peer\"}",
 			"culprit_agent_connections_closed_total{reason=\"limit\"}",
+			"culprit_agent_connections_over_limit_total{limit=\"connections\"}",
 			"culprit_agent_connections_over_limit_total{limit=\"per_address\"}",
 			"culprit_agent_connections_over_limit_total{limit=\"before_hello\"}",
 			"culprit_agent_frames_total{outcome=\"malformed\"}",
