@@ -741,9 +741,17 @@ int main(int argc, char **argv)
 	}
 	rss1 = rss_kib(culpritd_pid);
 	m = get_metrics();
+	double us_alone[32], us_with[32];
+
+	for (int r = 0; r < runs; r++) {
+		us_alone[r] = cpu_alone[r] / without[r] * 1e6;
+		us_with[r] = cpu_with[r] / with[r] * 1e6;
+	}
 	double mw = median(without, (int)runs), mh = median(with, (int)runs);
 	printf("median healthy records/s: alone %.0f, with %ld hostile connections %.0f; ratio %.3f (target >= 0.90)\n",
 	       mw, n_hostile, mh, mh / mw);
+	printf("culpritd CPU per healthy record (median): %.2f us alone, %.2f us with the hostile connections\n",
+	       median(us_alone, (int)runs), median(us_with, (int)runs));
 	printf("culpritd RSS: %.1f MiB before, %.1f MiB after (%+.1f MiB)\n", rss0 / 1024.0, rss1 / 1024.0,
 	       (rss1 - rss0) / 1024.0);
 	if (m) {
