@@ -3,6 +3,7 @@
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,29 @@ void storage_query_stop(struct storage_query *q)
 	free(q);
 }
 
+/* Full: a submit is refused before anything is allocated (the bound is soft by the few
+ * submits racing past this check together). */
+static bool queue_full(struct storage_query *q)
+{
+	pthread_mutex_lock(&q->mu);
+	bool full = q->queued >= q->queue_max;
+	pthread_mutex_unlock(&q->mu);
+	return full;
+}
+
+static void enqueue(struct storage_query *q, struct request *rq)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->tail)
+		q->tail->next = rq;
+	else
+		q->head = rq;
+	q->tail = rq;
+	q->queued++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+}
+
 int storage_query_submit(struct storage_query *q, uint64_t token, const char *sql, int nparams,
 			 const char *const *params)
 {
@@ -263,12 +287,8 @@ int storage_query_submit(struct storage_query *q, uint64_t token, const char *sq
 
 	if (nparams < 0 || nparams > STORAGE_QUERY_MAX_PARAMS)
 		return -1;
-	pthread_mutex_lock(&q->mu);
-	if (q->queued >= q->queue_max) {
-		pthread_mutex_unlock(&q->mu);
+	if (queue_full(q))
 		return -1;
-	}
-	pthread_mutex_unlock(&q->mu);
 	rq = calloc(1, sizeof(*rq));
 	if (!rq)
 		return -1;
@@ -284,15 +304,7 @@ int storage_query_submit(struct storage_query *q, uint64_t token, const char *sq
 		request_free(rq);
 		return -1;
 	}
-	pthread_mutex_lock(&q->mu);
-	if (q->tail)
-		q->tail->next = rq;
-	else
-		q->head = rq;
-	q->tail = rq;
-	q->queued++;
-	pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->mu);
+	enqueue(q, rq);
 	return 0;
 }
 
@@ -300,27 +312,15 @@ int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_que
 {
 	struct request *rq;
 
-	pthread_mutex_lock(&q->mu);
-	if (q->queued >= q->queue_max) {
-		pthread_mutex_unlock(&q->mu);
+	if (queue_full(q))
 		return -1;
-	}
-	pthread_mutex_unlock(&q->mu);
 	rq = calloc(1, sizeof(*rq));
 	if (!rq)
 		return -1;
 	rq->token = token;
 	rq->fn = fn;
 	rq->fn_ctx = ctx;
-	pthread_mutex_lock(&q->mu);
-	if (q->tail)
-		q->tail->next = rq;
-	else
-		q->head = rq;
-	q->tail = rq;
-	q->queued++;
-	pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->mu);
+	enqueue(q, rq);
 	return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
@@ -358,4 +359,76 @@ int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeou
 		if (h_now_ms() >= deadline)
 			return 0;
 	}
+}
+
+/* ---- the agent protocol by hand (tests of hostile or unusual agents) ---- */
+
+void h_send_env(int fd, const frame_envelope *env)
+{
+	uint8_t buf[65536];
+	size_t n = frame_packed_size(env);
+
+	H_CHECK(n <= sizeof(buf), NULL);
+	frame_pack(env, buf);
+	H_CHECK(h_write_all(fd, buf, n) == 0, NULL);
+}
+
+frame_envelope *h_recv_env(int fd, int timeout_ms)
+{
+	uint8_t hdr[4], *body;
+	uint32_t len;
+	size_t got = 0;
+	int64_t deadline = h_now_ms() + timeout_ms;
+	frame_envelope *env;
+
+	while (got < 4) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t n;
+
+		if (poll(&p, 1, (int)(deadline - h_now_ms())) <= 0)
+			return NULL;
+		n = recv(fd, hdr + got, 4 - got, 0);
+		if (n <= 0)
+			return NULL;
+		got += (size_t)n;
+	}
+	memcpy(&len, hdr, 4);
+	len = be32toh(len);
+	body = malloc(len ? len : 1);
+	if (!body)
+		return NULL;
+	for (got = 0; got < len;) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t n;
+
+		if (poll(&p, 1, (int)(deadline - h_now_ms())) <= 0) {
+			free(body);
+			return NULL;
+		}
+		n = recv(fd, body + got, len - got, 0);
+		if (n <= 0) {
+			free(body);
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	env = frame_unpack(body, len);
+	free(body);
+	return env;
+}
+
+int h_wait_ack(int fd, uint64_t seq)
+{
+	for (int64_t deadline = h_now_ms() + 20000; h_now_ms() < deadline;) {
+		frame_envelope *e = h_recv_env(fd, 20000);
+		int done;
+
+		if (!e)
+			return 0;
+		done = e->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK && e->ack->durable_seq >= seq;
+		frame_free(e);
+		if (done)
+			return 1;
+	}
+	return 0;
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "frame.h"
+
 struct h_proc {
 	pid_t pid;
 	char log_path[512];
@@ -67,5 +69,12 @@ int64_t h_now_ms(void);
 			exit(1);                                                                   \
 		}                                                                                  \
 	} while (0)
+
+/* The agent protocol by hand: one frame out (a failed write fails the test), one frame in
+ * (NULL when the peer closed, on a timeout or a malformed frame), and waiting (20 s) for an
+ * Ack of at least seq, skipping other frames (1, or 0). */
+void h_send_env(int fd, const frame_envelope *env);
+frame_envelope *h_recv_env(int fd, int timeout_ms);
+int h_wait_ack(int fd, uint64_t seq);
 
 #endif

@@ -18,58 +18,6 @@
 
 static struct h_proc proc;
 
-static void send_env(int fd, const frame_envelope *env)
-{
-	uint8_t buf[65536];
-	size_t n = frame_packed_size(env);
-
-	H_CHECK(n <= sizeof(buf), &proc);
-	frame_pack(env, buf);
-	H_CHECK(h_write_all(fd, buf, n) == 0, &proc);
-}
-
-/* Reads one frame (blocking up to timeout); NULL when the peer closed or on timeout. */
-static frame_envelope *recv_env(int fd, int timeout_ms)
-{
-	uint8_t hdr[4], *body;
-	uint32_t len;
-	size_t got = 0;
-	int64_t deadline = h_now_ms() + timeout_ms;
-
-	while (got < 4) {
-		struct pollfd p = {fd, POLLIN, 0};
-		ssize_t n;
-
-		if (poll(&p, 1, (int)(deadline - h_now_ms())) <= 0)
-			return NULL;
-		n = recv(fd, hdr + got, 4 - got, 0);
-		if (n <= 0)
-			return NULL;
-		got += (size_t)n;
-	}
-	memcpy(&len, hdr, 4);
-	len = be32toh(len);
-	body = malloc(len);
-	for (got = 0; got < len;) {
-		struct pollfd p = {fd, POLLIN, 0};
-		ssize_t n;
-
-		if (poll(&p, 1, (int)(deadline - h_now_ms())) <= 0) {
-			free(body);
-			return NULL;
-		}
-		n = recv(fd, body + got, len - got, 0);
-		if (n <= 0) {
-			free(body);
-			return NULL;
-		}
-		got += (size_t)n;
-	}
-	frame_envelope *env = frame_unpack(body, len);
-	free(body);
-	return env;
-}
-
 static void send_hello(int fd, uint32_t version, const char *agent, uint32_t first_rank)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
@@ -95,7 +43,7 @@ static void send_hello(int fd, uint32_t version, const char *agent, uint32_t fir
 	h.n_ranks = 8;
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
 	env.hello = &h;
-	send_env(fd, &env);
+	h_send_env(fd, &env);
 }
 
 /* One batch of one iteration of 8 ranks, with 2 phases each. rank_offset lets a test send
@@ -141,24 +89,7 @@ static void send_batch(int fd, uint64_t seq, uint32_t iter, uint32_t first_rank,
 	b.phase_dur_us = pd, b.n_phase_dur_us = 16;
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
 	env.batch = &b;
-	send_env(fd, &env);
-}
-
-/* Waits for an Ack of at least seq, skipping other frames. */
-static int wait_ack(int fd, uint64_t seq)
-{
-	for (int64_t deadline = h_now_ms() + 20000; h_now_ms() < deadline;) {
-		frame_envelope *e = recv_env(fd, 20000);
-		int done;
-
-		if (!e)
-			return 0;
-		done = e->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK && e->ack->durable_seq >= seq;
-		frame_free(e);
-		if (done)
-			return 1;
-	}
-	return 0;
+	h_send_env(fd, &env);
 }
 
 static double metric(const char *sample)
@@ -190,11 +121,11 @@ int main(void)
 	good = h_connect(proc.agent_port);
 	H_CHECK(good >= 0, &proc);
 	send_hello(good, FRAME_PROTOCOL_VERSION, "good", 0);
-	e = recv_env(good, 10000);
+	e = h_recv_env(good, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted, &proc);
 	frame_free(e);
 	send_batch(good, ++seq, 1, 0, 1);
-	H_CHECK(wait_ack(good, seq), &proc);
+	H_CHECK(h_wait_ack(good, seq), &proc);
 
 	struct {
 		const char *what;
@@ -216,7 +147,7 @@ int main(void)
 		H_CHECK(fd >= 0, &proc);
 		if (cases[i].hello_first) {
 			send_hello(fd, FRAME_PROTOCOL_VERSION, "hostile-after-hello", 8);
-			e = recv_env(fd, 10000);
+			e = h_recv_env(fd, 10000);
 			H_CHECK(e && e->hello_ack->accepted, &proc);
 			frame_free(e);
 		}
@@ -230,7 +161,7 @@ int main(void)
 		close(fd);
 		/* the good agent is unaffected */
 		send_batch(good, ++seq, (uint32_t)(2 + i), 0, 1);
-		H_CHECK(wait_ack(good, seq), &proc);
+		H_CHECK(h_wait_ack(good, seq), &proc);
 	}
 	H_CHECK(metric("culprit_agent_frames_total{outcome=\"malformed\"}") - malformed0 == n_cases, &proc);
 
@@ -242,7 +173,7 @@ int main(void)
 	/* wrong protocol version: refused with a reason, then closed */
 	fd = h_connect(proc.agent_port);
 	send_hello(fd, 1, "old", 16); /* version 1: no longer accepted */
-	e = recv_env(fd, 10000);
+	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && !e->hello_ack->accepted, &proc);
 	H_CHECK(strstr(e->hello_ack->reason, "protocol version") != NULL, &proc);
 	frame_free(e);
@@ -268,22 +199,22 @@ int main(void)
 	 * dictionary) is refused with a reason, and the connection stays */
 	double rejected0 = metric("culprit_agent_batches_total{outcome=\"rejected\"}");
 	send_batch(good, ++seq, 50, 8, 1);
-	e = recv_env(good, 10000);
+	e = h_recv_env(good, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && e->reject->seq == seq, &proc);
 	H_CHECK(strstr(e->reject->reason, "does not serve") != NULL, &proc);
 	frame_free(e);
 	send_batch(good, ++seq, 51, 0, 7);
-	e = recv_env(good, 10000);
+	e = h_recv_env(good, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "dictionary"), &proc);
 	frame_free(e);
 	H_CHECK(metric("culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 2, &proc);
 	send_batch(good, ++seq, 52, 0, 1);
-	H_CHECK(wait_ack(good, seq), &proc);
+	H_CHECK(h_wait_ack(good, seq), &proc);
 
 	/* a resend of a durable batch is a no-op, acknowledged again */
 	double dup0 = metric("culprit_agent_batches_total{outcome=\"duplicate\"}");
 	send_batch(good, 1, 1, 0, 1);
-	H_CHECK(wait_ack(good, seq), &proc);
+	H_CHECK(h_wait_ack(good, seq), &proc);
 	H_CHECK(metric("culprit_agent_batches_total{outcome=\"duplicate\"}") == dup0 + 1, &proc);
 	H_CHECK(metric("culprit_agent_connections{state=\"active\"}") == 1, &proc);
 

@@ -34,59 +34,6 @@ static struct h_proc proc;
 static char conf_path[700];
 static char jobs_path[700];
 
-static void send_env(int fd, const frame_envelope *env)
-{
-	uint8_t buf[65536];
-	size_t n = frame_packed_size(env);
-
-	H_CHECK(n <= sizeof(buf), &proc);
-	frame_pack(env, buf);
-	H_CHECK(h_write_all(fd, buf, n) == 0, &proc);
-}
-
-/* One frame (blocking up to timeout); NULL when the peer closed or on timeout. */
-static frame_envelope *recv_env(int fd, int timeout_ms)
-{
-	uint8_t hdr[4], *body;
-	uint32_t len;
-	size_t got = 0;
-	int64_t deadline = h_now_ms() + timeout_ms;
-	frame_envelope *env;
-
-	while (got < 4) {
-		struct pollfd p = {fd, POLLIN, 0};
-		ssize_t n;
-
-		if (poll(&p, 1, (int)(deadline - h_now_ms())) <= 0)
-			return NULL;
-		n = recv(fd, hdr + got, 4 - got, 0);
-		if (n <= 0)
-			return NULL;
-		got += (size_t)n;
-	}
-	memcpy(&len, hdr, 4);
-	len = be32toh(len);
-	body = malloc(len ? len : 1);
-	for (got = 0; got < len;) {
-		struct pollfd p = {fd, POLLIN, 0};
-		ssize_t n;
-
-		if (poll(&p, 1, (int)(deadline - h_now_ms())) <= 0) {
-			free(body);
-			return NULL;
-		}
-		n = recv(fd, body + got, len - got, 0);
-		if (n <= 0) {
-			free(body);
-			return NULL;
-		}
-		got += (size_t)n;
-	}
-	env = frame_unpack(body, len);
-	free(body);
-	return env;
-}
-
 static void send_hello(int fd, const char *job, const char *agent, const char *token)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
@@ -114,7 +61,7 @@ static void send_hello(int fd, const char *job, const char *agent, const char *t
 		h.token = (char *)token;
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
 	env.hello = &h;
-	send_env(fd, &env);
+	h_send_env(fd, &env);
 }
 
 static void send_batch(int fd, uint64_t seq, uint32_t iter)
@@ -137,23 +84,7 @@ static void send_batch(int fd, uint64_t seq, uint32_t iter)
 	b.iter_dur_us = id, b.n_iter_dur_us = 8;
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
 	env.batch = &b;
-	send_env(fd, &env);
-}
-
-static int wait_ack(int fd, uint64_t seq)
-{
-	for (int64_t deadline = h_now_ms() + 20000; h_now_ms() < deadline;) {
-		frame_envelope *e = recv_env(fd, 20000);
-		int done;
-
-		if (!e)
-			return 0;
-		done = e->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK && e->ack->durable_seq >= seq;
-		frame_free(e);
-		if (done)
-			return 1;
-	}
-	return 0;
+	h_send_env(fd, &env);
 }
 
 /* An agent of job says Hello with token: 1 when accepted and a batch is acknowledged; 0
@@ -166,7 +97,7 @@ static int agent_try(const char *job, const char *agent, const char *token)
 
 	H_CHECK(fd >= 0, &proc);
 	send_hello(fd, job, agent, token);
-	e = recv_env(fd, 10000);
+	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK, &proc);
 	ok = e->hello_ack->accepted;
 	if (!ok) {
@@ -176,7 +107,7 @@ static int agent_try(const char *job, const char *agent, const char *token)
 		uint64_t s = e->hello_ack->durable_seq + 1;
 
 		send_batch(fd, s, (uint32_t)s);
-		H_CHECK(wait_ack(fd, s), &proc);
+		H_CHECK(h_wait_ack(fd, s), &proc);
 	}
 	frame_free(e);
 	close(fd);
