@@ -74,10 +74,15 @@ struct record_kernel {
  * (the name holds "nccl" in any case), compute otherwise. */
 enum record_kind record_kernel_kind_of(const char *name);
 
+/* p50_us and p99_us of a kernel whose sender left them to be read off its sketch, which
+ * record_kernel_quantiles does (culpritd's storage writer, off the event loop). */
+#define RECORD_QUANTILES_FROM_SKETCH (-1)
+
 struct sketch;
 /* Sets k's p50_us and p99_us, which the wire may leave out: from its sketch when it has one
- * (scratch is an initialized sketch to decode into), otherwise exactly from count, min, max
- * and sum (up to 3 values: the lower median and the top value; past 3, the mean and the top).
+ * (scratch is an initialized sketch to decode into; may be NULL for a kernel without one),
+ * otherwise exactly from count, min, max and sum (up to 3 values: the lower median and the
+ * top value; past 3, the mean and the top).
  * 0, or -1 when the sketch does not decode (or memory ran out): the summary gave them. */
 int record_kernel_quantiles(struct record_kernel *k, struct sketch *scratch);
 

@@ -32,7 +32,6 @@
 #include "log.h"
 #include "loglimit.h"
 #include "server.h"
-#include "sketch.h"
 #include "tls.h"
 #include "writer.h"
 
@@ -753,7 +752,6 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
 	struct storage_op *op;
 	struct start_index starts = {0};
-	struct sketch scratch;
 	uint8_t *sketches;
 	size_t sketch_off = 0;
 	int64_t fallback = clock_wall_us();
@@ -772,7 +770,6 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	op = storage_op_new(STORAGE_OP_BATCH, arena);
 	if (!op)
 		return NULL;
-	sketch_init(&scratch);
 	if (start_index_build(&starts, b) < 0)
 		goto fail;
 	op->job = storage_op_strdup(op, c->job->name);
@@ -841,9 +838,12 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		if (b->n_kernel_p50_us) {
 			r->p50_us = b->kernel_p50_us[i];
 			r->p99_us = b->kernel_p99_us[i];
+		} else if (r->sketch) {
+			/* read off the sketch by the storage writer, on its thread: the window
+			 * decodes the sketch itself and needs no quantiles */
+			r->p50_us = r->p99_us = RECORD_QUANTILES_FROM_SKETCH;
 		} else {
-			/* a sketch that does not decode is dropped by the window later */
-			(void)record_kernel_quantiles(r, &scratch);
+			(void)record_kernel_quantiles(r, NULL); /* from the summary: no decoding */
 		}
 		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
 	}
@@ -854,12 +854,10 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 			goto fail;
 	free(starts.keys);
 	free(starts.starts);
-	sketch_free(&scratch);
 	return op;
 fail:
 	free(starts.keys);
 	free(starts.starts);
-	sketch_free(&scratch);
 	storage_op_free(op);
 	return NULL;
 }

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "pgbuf.h"
 #include "reports.h"
+#include "sketch.h"
 
 #define DEFAULT_RECONNECT_MIN_MS 100
 #define DEFAULT_RECONNECT_MAX_MS 5000
@@ -161,6 +162,7 @@ struct storage_writer {
 	struct strmap job_index; /* name -> index in jobs */
 	struct strmap group_seq; /* "job_id:agent" -> highest seq written by the current group */
 	struct pgbuf copy, scratch;
+	struct sketch quantiles; /* decodes the sketches whose p50/p99 the agent left out */
 };
 
 static size_t op_records(const struct storage_op *op)
@@ -395,6 +397,14 @@ static int64_t progress_get(struct storage_writer *w, struct job_cache *j, const
 }
 
 /* Fills st->name_ids for a batch, upserting the names the cache misses. */
+/* p50/p99 the agent left to the sketch (RECORD_QUANTILES_FROM_SKETCH), read off it once. */
+static void kernel_quantiles(struct storage_writer *w, struct storage_op *op)
+{
+	for (size_t i = 0; i < op->n_kernels; i++)
+		if (op->kernels[i].p50_us == RECORD_QUANTILES_FROM_SKETCH)
+			(void)record_kernel_quantiles(&op->kernels[i], &w->quantiles);
+}
+
 static int names_resolve(struct storage_writer *w, struct storage_op *op, struct op_state *st, enum txn_result *res)
 {
 	struct job_cache *j = st->job;
@@ -796,6 +806,7 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 		st->skip = (durable >= 0 && op->seq <= (uint64_t)durable) || (g && op->seq <= (uint64_t)g->val);
 		if (st->skip)
 			continue;
+		kernel_quantiles(w, op);
 		if (op->n_names > 0) {
 			if (!st->name_ids) {
 				st->name_ids = malloc(op->n_names * sizeof *st->name_ids);
@@ -1108,6 +1119,7 @@ struct storage_writer *storage_writer_start(const struct storage_writer_config *
 	if (!w)
 		return NULL;
 	w->dsn = strdup(cfg->dsn ? cfg->dsn : "");
+	sketch_init(&w->quantiles);
 	w->queue_max = cfg->queue_max_records ? cfg->queue_max_records : 1000000;
 	w->txn_max = cfg->max_txn_records ? cfg->max_txn_records : 50000;
 	w->wake = cfg->wake;
@@ -1163,6 +1175,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	strmap_clear(&w->group_seq);
 	pgbuf_free(&w->copy);
 	pgbuf_free(&w->scratch);
+	sketch_free(&w->quantiles);
 	free(w->done);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);

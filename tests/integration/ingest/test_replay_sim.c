@@ -28,6 +28,7 @@ static struct h_proc proc;
 struct counts {
 	int64_t iters, phases, kernels, iter_dur, phase_dur;
 	int64_t misplaced; /* phases and kernels time-stamped otherwise than their iteration */
+	int64_t bad_quantiles; /* kernels stored without their p50/p99 (left to the sketch) */
 };
 
 /* Counts the records of a JSONL file (the writer's own format: "type" first, dur_us fields). */
@@ -80,6 +81,8 @@ static void db_counts(const char *dsn, struct counts *c)
 	c->phase_dur = q(pg, "SELECT sum(dur_us) FROM phases");
 	/* phases and kernels travelled with their iteration: the server stamped them with its
 	 * start, not with the time they arrived */
+	c->bad_quantiles = q(pg, "SELECT count(*) FROM kernels WHERE p50_us < min_us OR p50_us > max_us OR p99_us < p50_us"
+				 " OR p99_us > max_us");
 	c->misplaced = q(pg, "SELECT count(*) FROM phases p JOIN iterations i USING (job_id, rank, iter) WHERE p.ts <> i.ts") +
 		       q(pg, "SELECT count(*) FROM kernels k JOIN iterations i USING (job_id, rank, iter) WHERE k.ts <> i.ts");
 	PQfinish(pg);
@@ -89,9 +92,10 @@ static int same(const char *what, const struct counts *want, const struct counts
 {
 	fprintf(stderr, "%s: iterations %" PRId64 "/%" PRId64 ", phases %" PRId64 "/%" PRId64 ", kernels %" PRId64
 			"/%" PRId64 ", iteration durations %" PRId64 "/%" PRId64 ", phase durations %" PRId64
-			"/%" PRId64 " (sent/stored), %" PRId64 " phases or kernels not at their iteration's time\n",
+			"/%" PRId64 " (sent/stored), %" PRId64 " phases or kernels not at their iteration's time, %" PRId64
+			" kernels without p50/p99\n",
 		what, want->iters, got->iters, want->phases, got->phases, want->kernels, got->kernels, want->iter_dur,
-		got->iter_dur, want->phase_dur, got->phase_dur, got->misplaced);
+		got->iter_dur, want->phase_dur, got->phase_dur, got->misplaced, got->bad_quantiles);
 	return memcmp(want, got, sizeof(*want)) == 0;
 }
 
