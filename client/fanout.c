@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sketch.h"
+#include "kernel_summary.h"
 
 #define NO_AGENT UINT32_MAX
 
@@ -35,8 +35,6 @@ struct fanout {
 	size_t n_agents, agents_cap;
 	uint64_t records;
 	/* scratch */
-	int64_t *sorted;
-	size_t sorted_cap;
 	struct record_phase *ph;
 	size_t ph_cap;
 	struct record_kernel *k;
@@ -54,7 +52,7 @@ struct fanout {
 	size_t n_pend_ph, n_pend_k, pend_sk;
 	uint8_t *sk_buf;
 	size_t sk_cap;
-	struct sketch sk;
+	struct kernel_summary ks; /* turns raw durations into a summary and a sketch */
 	/* default log: rate limit */
 	pthread_mutex_t log_mu;
 	time_t log_sec;
@@ -132,7 +130,7 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 		return NULL;
 	}
 	pthread_mutex_init(&f->log_mu, NULL);
-	sketch_init(&f->sk);
+	kernel_summary_init(&f->ks);
 	f->cfg = *cfg;
 	f->t0_ms = mono_ms();
 	f->job = strdup(job->job);
@@ -365,7 +363,6 @@ static int grow_scratch(struct fanout *f, size_t nph, size_t nk, const char **wh
 	return 0;
 }
 
-/* Points the kernels' sketches into f->sk_buf (it may have moved while it grew). */
 static int grow_raw(struct fanout *f, size_t n, const char **why)
 {
 	if (n > f->raw_cap) {
@@ -381,6 +378,7 @@ static int grow_raw(struct fanout *f, size_t n, const char **why)
 	return 0;
 }
 
+/* Points the kernels' sketches into f->sk_buf (it may have moved while it grew). */
 static void point_sketches(struct fanout *f, size_t nk)
 {
 	size_t off = 0;
@@ -482,57 +480,15 @@ int fanout_phase(struct fanout *f, const struct record_phase *r, const char *nam
 	return 0;
 }
 
-static int cmp_i64(const void *x, const void *y)
+/* Appends a sketch's bytes to f->sk_buf at *sk_off (the caller points the kernels' sketches
+ * into the buffer once all are there: it may move while it grows). */
+static int keep_sketch(struct fanout *f, size_t *sk_off, const uint8_t *data, size_t len, const char **why)
 {
-	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-
-	return a < b ? -1 : a > b;
-}
-
-/* Fills count and the summary fields of k from durs and appends its sketch to f->sk_buf at
- * *sk_off (the caller points k->sketch into the buffer once all kernels are done). */
-static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *durs, size_t ndurs, size_t *sk_off,
-		     const char **why)
-{
-	size_t need;
-
-	if (ndurs > f->sorted_cap) {
-		int64_t *p = realloc(f->sorted, ndurs * sizeof(*p));
-
-		if (!p) {
-			*why = "out of memory";
-			return -1;
-		}
-		f->sorted = p;
-		f->sorted_cap = ndurs;
-	}
-	memcpy(f->sorted, durs, ndurs * sizeof(*durs));
-	qsort(f->sorted, ndurs, sizeof(*f->sorted), cmp_i64);
-	sketch_reset(&f->sk);
-	k->sum_us = 0;
-	for (size_t i = 0; i < ndurs; i++) {
-		if (f->sorted[i] < 0) {
-			*why = "negative kernel duration";
-			return -1;
-		}
-		k->sum_us += f->sorted[i];
-		if (sketch_add(&f->sk, (double)f->sorted[i], 1) < 0) {
-			*why = "out of memory";
-			return -1;
-		}
-	}
-	if (!k->count)
-		k->count = (uint32_t)ndurs;
-	k->min_us = f->sorted[0];
-	k->max_us = f->sorted[ndurs - 1];
-	k->p50_us = f->sorted[(ndurs - 1) / 2];
-	k->p99_us = f->sorted[(size_t)((double)(ndurs - 1) * 0.99 + 0.5)];
-	need = sketch_serialize(&f->sk, NULL, 0);
-	if (*sk_off + need > f->sk_cap) {
+	if (*sk_off + len > f->sk_cap) {
 		size_t cap = f->sk_cap ? f->sk_cap : 4096;
 		uint8_t *p;
 
-		while (cap < *sk_off + need)
+		while (cap < *sk_off + len)
 			cap *= 2;
 		if (!(p = realloc(f->sk_buf, cap))) {
 			*why = "out of memory";
@@ -541,10 +497,20 @@ static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *d
 		f->sk_buf = p;
 		f->sk_cap = cap;
 	}
-	sketch_serialize(&f->sk, f->sk_buf + *sk_off, need);
+	memcpy(f->sk_buf + *sk_off, data, len);
+	*sk_off += len;
+	return 0;
+}
+
+/* Fills count and the summary fields of k from durs (client/kernel_summary.c) and keeps its
+ * sketch, if any, in f->sk_buf. */
+static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *durs, size_t ndurs, size_t *sk_off,
+		     const char **why)
+{
+	if (kernel_summary_make(&f->ks, k, durs, ndurs, why) < 0 ||
+	    (k->sketch_len && keep_sketch(f, sk_off, k->sketch, k->sketch_len, why) < 0))
+		return -1;
 	k->sketch = NULL;
-	k->sketch_len = (uint32_t)need;
-	*sk_off += need;
 	return 0;
 }
 
@@ -570,21 +536,8 @@ int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *n
 		if (summarize(f, k, durs, ndurs, &f->pend_sk, why) < 0)
 			return -1;
 	} else if (r->sketch_len) { /* a sketch of the caller's: keep a copy until the group goes */
-		if (f->pend_sk + r->sketch_len > f->sk_cap) {
-			size_t cap = f->sk_cap ? f->sk_cap : 4096;
-			uint8_t *p;
-
-			while (cap < f->pend_sk + r->sketch_len)
-				cap *= 2;
-			if (!(p = realloc(f->sk_buf, cap))) {
-				*why = "out of memory";
-				return -1;
-			}
-			f->sk_buf = p;
-			f->sk_cap = cap;
-		}
-		memcpy(f->sk_buf + f->pend_sk, r->sketch, r->sketch_len);
-		f->pend_sk += r->sketch_len;
+		if (keep_sketch(f, &f->pend_sk, r->sketch, r->sketch_len, why) < 0)
+			return -1;
 		k->sketch = NULL;
 	}
 	f->n_pend_k++;
@@ -763,12 +716,11 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	free(f->agents);
 	free(f->rank_host);
 	free(f->rank_agent);
-	free(f->sorted);
 	free(f->ph);
 	free(f->k);
 	free(f->raw);
 	free(f->sk_buf);
-	sketch_free(&f->sk);
+	kernel_summary_free(&f->ks);
 	free(f->job);
 	free(f->order);
 	free(f->token);
