@@ -462,14 +462,13 @@ static const yajl_callbacks callbacks = {
 int import_stream_events(const char *path, const struct import_stream_handler *h,
 			 uint64_t *bytes, char *err, size_t errlen)
 {
-	gzFile f = gzopen(path, "rb");
+	gzFile f = gz_open_read(path, 1 << 17);
 	if (!f) {
 		snprintf(err, errlen, "%s: could not open", path);
 		return -1;
 	}
-	gzbuffer(f, 1 << 17);
 	struct sp *p = calloc(1, sizeof(*p));
-	const size_t CH = 1 << 18;
+	const size_t CH = 1 << 16;
 	unsigned char *buf = malloc(CH);
 	yajl_handle y = p && buf ? yajl_alloc(&callbacks, NULL, p) : NULL;
 	int rc = -1;

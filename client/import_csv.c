@@ -62,7 +62,7 @@ static int parse_num(const char *s, double *out)
 int import_csv_read(const char *path, const struct import_options *opt,
 		    const struct jsonl_handler *h, char *err, size_t errlen)
 {
-	gzFile f = gzopen(path, "rb");
+	gzFile f = gz_open_read(path, 1 << 17);
 	if (!f) {
 		snprintf(err, errlen, "%s: could not open", path);
 		return -1;

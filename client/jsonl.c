@@ -2,11 +2,14 @@
 #include "jsonl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* --- reading ---
@@ -661,15 +664,32 @@ handler:
 #undef I64
 }
 
+struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
+{
+	int fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	unsigned b = max_buf;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)b)
+		b = st.st_size < 8192 ? 8192 : (unsigned)st.st_size;
+	gzFile f = gzdopen(fd, "rb");
+	if (!f) {
+		close(fd);
+		return NULL;
+	}
+	gzbuffer(f, b);
+	return f;
+}
+
 int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err,
 	       size_t errlen)
 {
-	gzFile f = strcmp(path, "-") == 0 ? gzdopen(0, "rb") : gzopen(path, "rb");
+	gzFile f = gz_open_read(path, 1 << 18);
 	if (!f) {
 		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
 		return -1;
 	}
-	gzbuffer(f, 1 << 18);
 	size_t cap = 1 << 16, len;
 	char *buf = malloc(cap);
 	uint64_t line = 0;
