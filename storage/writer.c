@@ -1056,12 +1056,26 @@ fail:
 	return -1;
 }
 
+static bool idle(struct storage_writer *w)
+{
+	pthread_mutex_lock(&w->mu);
+	bool i = !w->head && !w->stopping;
+	pthread_mutex_unlock(&w->mu);
+	return i;
+}
+
 static void *writer_main(void *arg)
 {
 	struct storage_writer *w = arg;
 	struct storage_op **group = NULL;
 	size_t group_cap = 0;
+	int idle_delay = w->reconnect_min_ms;
 	for (;;) {
+		/* connected before the first records (at start, or after a failure while idle), so
+		 * that /readyz and the metrics tell the truth on an idle culpritd */
+		while (!w->conn && idle(w) && connect_db(w) < 0)
+			backoff_wait(w, &idle_delay);
+		idle_delay = w->reconnect_min_ms;
 		pthread_mutex_lock(&w->mu);
 		while (!w->head && !w->stopping)
 			pthread_cond_wait(&w->cv, &w->mu);

@@ -6,9 +6,9 @@
  *    acknowledged is in PostgreSQL: for every agent, agent_progress (committed with the
  *    records) holds at least the sequence the agent saw acknowledged. Started again, culpritd
  *    gets the rest: PostgreSQL ends with exactly what was sent.
- * 2. On a PostgreSQL cluster of the test's own, the database is stopped while records wait in
- *    culpritd's writer queue: a SIGTERM drain would wait (up to 30 s). It is still running 3 s
- *    later; a second SIGTERM makes it exit within 2 s. The database and culpritd started
+ * 2. On a PostgreSQL cluster of the test's own: /readyz says ready before any agent came. The
+ *    database is stopped while records wait in culpritd's writer queue: a SIGTERM drain would
+ *    wait (up to 30 s). It is still running 3 s later; a second SIGTERM makes it exit within 2 s. The database and culpritd started
  *    again, the agents resend what was not committed: exactly what was sent is stored. */
 #include <poll.h>
 #include <pthread.h>
@@ -152,6 +152,16 @@ static void second_signal_exits(void)
 	pgtest_cluster_start(pgdir, pgdsn, sizeof(pgdsn));
 	h_tmpdir("fault_sigterm_2", dir, sizeof(dir));
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	/* ready before any agent came: the writer connects while idle */
+	for (int64_t deadline = h_now_ms() + 10000;; poll(NULL, 0, 50)) {
+		char *body = NULL;
+		int code = h_http(proc.http_port, "GET", "/readyz", NULL, &body);
+
+		free(body);
+		if (code == 200)
+			break;
+		H_CHECK(h_now_ms() < deadline, &proc);
+	}
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", proc.agent_port);
 	f = fleet_new("fault-sigterm-2", 36, proc.agent_port);
 	fleet_stream(f, 0, 10);
