@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/bench/soak.sh: a soak benchmark (a program that prints figures, not a CI test).
 #
-#   tests/bench/soak.sh [-b BUILD] [-s SECONDS] [-p STEP_SECONDS] [-i INTERVAL] [-d DIR] [-m MIN_FREE_GB] [-- SIM ARGS...]
+#   tests/bench/soak.sh [-b BUILD] [-s SECONDS] [-p STEP_SECONDS] [-i INTERVAL] [-d DIR] [-m MIN_FREE_GB] [-n] [-- SIM ARGS...]
 #
 # Starts a private PostgreSQL (tests/pg.sh, fsync off) in DIR/pg and culpritd on it, streams the
 # simulated case5 job (12,960 ranks on 1,620 node agents) at one iteration every STEP_SECONDS
@@ -13,13 +13,18 @@
 # Defaults: build/hr (Release), 3600 s, 10 s, /tmp/culprit-soak-$USER. The soak stops early
 # (and says so) when the file system of DIR has less than MIN_FREE_GB (default 15) free:
 # one step of case5 is ~155,000 records, ~21 MB in PostgreSQL (137 bytes a record).
+# -n runs culpritd with --storage false and no PostgreSQL: the whole rate through the agent
+# path, the windows and the diagnoses for as long as wanted (an hour at one step a second is
+# about 76 GB in PostgreSQL, more than a small disk holds). committed_records is then the
+# records culpritd accepted (culprit_records_total) and db_mib is -1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build/hr secs=3600 step=1 every=10 dir=/tmp/culprit-soak-${USER:-$(id -un)} min_free=15
-while getopts b:s:p:i:d:m: o; do
+build=build/hr secs=3600 step=1 every=10 dir=/tmp/culprit-soak-${USER:-$(id -un)} min_free=15 storage=true
+while getopts b:s:p:i:d:m:n o; do
 	case $o in
 	b) build=$OPTARG ;; s) secs=$OPTARG ;; p) step=$OPTARG ;; i) every=$OPTARG ;; d) dir=$OPTARG ;; m) min_free=$OPTARG ;;
-	*) sed -n 2,17p "$0" >&2; exit 2 ;;
+	n) storage=false ;;
+	*) sed -n 2,21p "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -29,18 +34,23 @@ shift $((OPTIND - 1))
 mkdir -p "$dir"
 [ "$(id -u)" -ne 0 ] || chmod 755 "$dir"
 agent=127.0.0.1:${SOAK_AGENT_PORT:-7533} http=127.0.0.1:${SOAK_HTTP_PORT:-7534}
-dsn=$(tests/pg.sh start "$dir/pg")
-psql_q() { psql "$dsn" -XAtqc "$1" 2>/dev/null || echo -1; }
+if [ $storage = true ]; then
+	dsn=$(tests/pg.sh start "$dir/pg")
+	db=(--db "$dsn")
+else
+	dsn= db=(--storage false)
+fi
+psql_q() { [ -n "$dsn" ] && psql "$dsn" -XAtqc "$1" 2>/dev/null || echo -1; }
 pids=()
 stop() {
 	trap - INT TERM EXIT
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	tests/pg.sh stop "$dir/pg" >/dev/null 2>&1 || true
+	[ -z "$dsn" ] || tests/pg.sh stop "$dir/pg" >/dev/null 2>&1 || true
 }
 trap stop INT TERM EXIT
 
-"$build/server/culpritd" --db "$dsn" --data-dir "$dir/var" --agent-listen "$agent" --http-listen "$http" \
+"$build/server/culpritd" "${db[@]}" --data-dir "$dir/var" --agent-listen "$agent" --http-listen "$http" \
 	--max-connections-per-addr 4096 >"$dir/culpritd.log" 2>&1 &
 cpid=$!
 pids+=("$cpid")
@@ -59,6 +69,13 @@ pids+=("$spid")
 metric() { # NAME [LABELS]: the value of one sample line of /metrics in $m
 	awk -v n="$1" '$1 == n { print $2; found = 1; exit } END { if (!found) print -1 }' <<<"$m"
 }
+committed() { # records committed to PostgreSQL, or accepted when there is none
+	if [ -n "$dsn" ]; then
+		metric culprit_writer_committed_records_total
+	else
+		awk '/^culprit_records_total\{.*outcome="accepted"/ { s += $2 } END { printf "%.0f\n", s }' <<<"$m"
+	fi
+}
 samples=$dir/samples.tsv
 printf 't_s\trss_mib\tfds\twriter_queue\tblocked_conns\talert_ops_waiting\toutbox_pending\tapi_pending\tcommitted_records\tdb_mib\n' >"$samples"
 t0=$(date +%s)
@@ -76,7 +93,7 @@ while :; do
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$rss" "$fds" "$(metric culprit_writer_queue_records)" \
 		"$(metric 'culprit_agent_connections{state="blocked"}')" "$(metric culprit_alert_ops_waiting)" \
 		"$(metric culprit_alert_outbox_pending)" "$(metric culprit_api_pending_requests)" \
-		"$(metric culprit_writer_committed_records_total)" "$dbmib" >>"$samples"
+		"$(committed)" "$dbmib" >>"$samples"
 	kill -0 "$spid" 2>/dev/null || break
 	free_gb=$(df -P --block-size=1G "$dir" | awk 'NR == 2 { print $4 }')
 	if [ "$free_gb" -lt "$min_free" ]; then
@@ -91,7 +108,7 @@ wait "$spid" 2>/dev/null && sim_rc=0 || sim_rc=$?
 alive=no
 kill -0 "$cpid" 2>/dev/null && alive=yes
 
-echo "soak: case5, 12,960 ranks on 1,620 node agents, one step every $step s for $secs s ($iters steps), culpritd $build (PostgreSQL $dir/pg)"
+echo "soak: case5, 12,960 ranks on 1,620 node agents, one step every $step s for $secs s ($iters steps), culpritd $build (${dsn:+PostgreSQL $dir/pg}${dsn:-no storage})"
 [ -z "$stopped_early" ] || echo "stopped early: $stopped_early"
 column -t "$samples"
 echo
