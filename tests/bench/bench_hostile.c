@@ -3,7 +3,8 @@
  *
  *   bench_hostile CULPRITD [--healthy N] [--hostile N] [--runs R] [--seconds S]
  *                 [--hostile-addrs K] [--hostile-pause-ms MS] [--per-addr-limit L]
- *                 [--hello-timeout-ms T] [--before-hello-limit B] [--kinds K,K...] [--check]
+ *                 [--hello-timeout-ms T] [--before-hello-limit B] [--kinds K,K...]
+ *                 [--rate BATCHES_PER_S] [--pin] [--check]
  *
  * Starts CULPRITD with --storage false (the listener and the windows, no PostgreSQL: the
  * figure is the agent path's), connects N healthy agents (default 10,000) speaking the raw
@@ -20,8 +21,14 @@
  *   flood       connects, sends a valid Hello of job "flood", closes at once
  * each reconnecting MS ms (default 100) after culpritd closed it (or it closed itself), and S
  * seconds are counted with them. Prints the healthy records/s of each window, the medians,
- * their ratio, culpritd's RSS before and after, the close counters from /metrics and whether
- * culpritd is still alive.
+ * their ratio, the healthy batches' Ack latency (p50, p99), culpritd's CPU and RSS, the close
+ * counters from /metrics and whether culpritd is still alive.
+ *
+ * --rate paces the healthy agents at BATCHES_PER_S in all (round the agents, as training steps
+ * would) instead of each sending as fast as its Acks come; the figure is then whether culpritd
+ * keeps up with that load and how late its Acks come. --pin runs culpritd on CPU 1 and this
+ * process and the hostile one on CPU 0: on a 2-core machine the nearest thing to clients on a
+ * machine of their own, so that the hostile process's own CPU is not taken from culpritd. 
  *
  * --check (the ctest, small numbers): exit 1 unless every healthy agent was acknowledged in
  * every window, culpritd counted the hostile closes (protocol, hello_timeout; per_address
@@ -42,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -215,6 +223,8 @@ struct healthy {
 	bool active, lost;
 	uint64_t sent_seq, acked_seq;
 	uint64_t acked_in_window; /* batches */
+	uint32_t owed;            /* paced: batches due but not sent (DEPTH already in flight) */
+	double sent_at[DEPTH];    /* when batch seq was sent, at [seq % DEPTH] */
 	size_t in_len;
 	uint8_t in[INBUF];
 };
@@ -226,6 +236,11 @@ static struct {
 	uint64_t acked_records, lost, write_short;
 	int64_t t0_us;
 	uint8_t batch_buf[2048];
+	double rate;          /* paced: batches a second over all agents; 0: each as fast as Acks come */
+	double pace_t0;       /* paced: when batch number 0 was due */
+	uint64_t scheduled;   /* paced: batches made due so far, agent scheduled % n each */
+	float *lat;           /* Ack latencies (seconds) of the window being counted */
+	size_t n_lat, cap_lat;
 } H;
 
 static int healthy_send_batch(struct healthy *h, uint32_t rank)
@@ -266,6 +281,7 @@ static int healthy_send_batch(struct healthy *h, uint32_t rank)
 		return -1;
 	}
 	h->sent_seq = seq;
+	h->sent_at[seq % DEPTH] = now_s();
 	return 0;
 }
 
@@ -281,9 +297,12 @@ static void healthy_lose(struct healthy *h, const char *why, uint32_t i)
 
 static void healthy_fill(struct healthy *h, uint32_t i)
 {
-	while (h->active && h->sent_seq < h->acked_seq + DEPTH)
+	while (h->active && h->sent_seq < h->acked_seq + DEPTH && (H.rate == 0 || h->owed > 0)) {
 		if (healthy_send_batch(h, i) < 0)
 			healthy_lose(h, "short write", i);
+		else if (h->owed)
+			h->owed--;
+	}
 }
 
 static void healthy_read(uint32_t i)
@@ -320,7 +339,11 @@ static void healthy_read(uint32_t i)
 			h->acked_seq = h->sent_seq = env->hello_ack->durable_seq;
 		} else if (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK && env->ack->durable_seq > h->acked_seq) {
 			uint64_t k = env->ack->durable_seq - h->acked_seq;
+			double t = now_s();
 
+			for (uint64_t q = h->acked_seq + 1; q <= env->ack->durable_seq && q <= h->sent_seq; q++)
+				if (H.n_lat < H.cap_lat)
+					H.lat[H.n_lat++] = (float)(t - h->sent_at[q % DEPTH]);
 			H.acked_records += k * (1 + PHASES);
 			h->acked_in_window += k;
 			h->acked_seq = env->ack->durable_seq;
@@ -336,14 +359,28 @@ static void healthy_read(uint32_t i)
 	healthy_fill(h, i);
 }
 
-/* Drives the healthy agents for secs seconds. */
+/* Drives the healthy agents for secs seconds. Paced, it makes batches due round the agents at
+ * H.rate a second; an agent with DEPTH batches unacknowledged owes the batch and sends it on
+ * its next Ack, so a culpritd that falls behind shows as fewer records acknowledged. */
 static void healthy_run(double secs)
 {
 	struct epoll_event ev[512];
 	double end = now_s() + secs;
 
 	for (double t; (t = now_s()) < end;) {
-		int n = epoll_wait(H.ep, ev, 512, (int)((end - t) * 1000) + 1);
+		if (H.rate > 0 && H.pace_t0 > 0) { /* pacing starts once every agent is connected */
+			uint64_t due = (uint64_t)((t - H.pace_t0) * H.rate);
+
+			for (; H.scheduled < due; H.scheduled++) {
+				uint32_t i = (uint32_t)(H.scheduled % H.n);
+
+				if (!H.a[i].lost) {
+					H.a[i].owed++;
+					healthy_fill(&H.a[i], i);
+				}
+			}
+		}
+		int n = epoll_wait(H.ep, ev, 512, H.rate > 0 ? 1 : (int)((end - t) * 1000) + 1);
 
 		for (int k = 0; k < n; k++)
 			if (!H.a[ev[k].data.u32].lost)
@@ -397,6 +434,7 @@ static int healthy_connect(uint32_t n, uint32_t chunk)
 			fprintf(stderr, "bench_hostile: healthy agent %u not accepted within 60 s\n", i);
 			return -1;
 		}
+	H.pace_t0 = now_s();
 	for (uint32_t i = 0; i < n; i++)
 		healthy_fill(&H.a[i], i);
 	return 0;
@@ -576,6 +614,50 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The q-quantile of the window's Ack latencies, in ms (sorts them). */
+static double latency_ms(double q)
+{
+	if (!H.n_lat)
+		return -1;
+	qsort(H.lat, H.n_lat, sizeof(*H.lat), cmp_float);
+	return 1000.0 * H.lat[(size_t)(q * (double)(H.n_lat - 1))];
+}
+
+/* Counts a window of secs seconds: healthy records acknowledged a second, culpritd's CPU in
+ * cores over it, the p50 and p99 Ack latency in ms. */
+static void count_window(double secs, double *rate, double *cpu, double *p50, double *p99)
+{
+	uint64_t before = H.acked_records;
+	double cpu0 = cpu_s(culpritd_pid);
+
+	for (uint32_t i = 0; i < H.n; i++)
+		H.a[i].acked_in_window = 0;
+	H.n_lat = 0;
+	healthy_run(secs);
+	*rate = (double)(H.acked_records - before) / secs;
+	*cpu = (cpu_s(culpritd_pid) - cpu0) / secs;
+	*p50 = latency_ms(0.5);
+	*p99 = latency_ms(0.99);
+}
+
+/* Runs the calling process on CPU cpu alone. */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0)
+		perror("bench_hostile: sched_setaffinity");
+}
+
 static double median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
@@ -586,7 +668,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bench_hostile CULPRITD [--healthy N] [--hostile N] [--runs R] [--seconds S]\n"
 			"                     [--hostile-addrs K] [--hostile-pause-ms MS] [--per-addr-limit L]\n"
-			"                     [--hello-timeout-ms T] [--before-hello-limit B] [--kinds slowloris,oversized,garbage,half-open,flood] [--check]\n");
+			"                     [--hello-timeout-ms T] [--before-hello-limit B] [--kinds slowloris,oversized,garbage,half-open,flood]\n"
+			"                     [--rate BATCHES_PER_S] [--pin] [--check]\n");
 	exit(2);
 }
 
@@ -597,12 +680,15 @@ int main(int argc, char **argv)
 		{"runs", required_argument, NULL, 'r'},          {"seconds", required_argument, NULL, 's'},
 		{"hostile-addrs", required_argument, NULL, 'a'}, {"hostile-pause-ms", required_argument, NULL, 'p'},
 		{"per-addr-limit", required_argument, NULL, 'l'}, {"hello-timeout-ms", required_argument, NULL, 't'},
-		{"before-hello-limit", required_argument, NULL, 'b'}, {"kinds", required_argument, NULL, 'k'},         {"check", no_argument, NULL, 'c'},
+		{"before-hello-limit", required_argument, NULL, 'b'}, {"kinds", required_argument, NULL, 'k'},
+		{"rate", required_argument, NULL, 'R'},          {"pin", no_argument, NULL, 'P'},
+		{"check", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
 	long n_healthy = 10000, n_hostile = 1000, runs = 3, n_addrs = 5, pause_ms = 100, per_addr = 256, hello_ms = 5000, before_hello = 4096;
-	double secs = 10, without[32], with[32], cpu_alone[32], cpu_with[32], cpu0;
-	bool check = false;
+	double secs = 10, without[32], with[32], cpu_alone[32], cpu_with[32];
+	double p50_alone[32], p50_with[32], p99_alone[32], p99_with[32];
+	bool check = false, pinned = false;
 	unsigned kinds = (1u << KINDS) - 1;
 	int c, failed = 0;
 	struct rlimit rl;
@@ -623,6 +709,8 @@ int main(int argc, char **argv)
 		case 't': hello_ms = atol(optarg); break;
 		case 'b': before_hello = atol(optarg); break;
 		case 'c': check = true; break;
+		case 'R': H.rate = atof(optarg); break;
+		case 'P': pinned = true; break;
 		case 'k':
 			kinds = 0;
 			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
@@ -639,7 +727,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc || n_healthy < 1 || n_hostile < 0 || runs < 1 || runs > 32 || secs <= 0 ||
-	    n_addrs < 1 || n_addrs > 250 || pause_ms < 0 || per_addr < 1 || hello_ms < 100 || before_hello < 2)
+	    n_addrs < 1 || n_addrs > 250 || pause_ms < 0 || per_addr < 1 || hello_ms < 100 || before_hello < 2 ||
+	    H.rate < 0 || (pinned && sysconf(_SC_NPROCESSORS_ONLN) < 2))
 		usage();
 	getrlimit(RLIMIT_NOFILE, &rl);
 	rl.rlim_cur = rl.rlim_max;
@@ -659,9 +748,15 @@ int main(int argc, char **argv)
 	snprintf(per_addr_s, sizeof(per_addr_s), "%ld", per_addr);
 	snprintf(hello_s, sizeof(hello_s), "%ld", hello_ms);
 	snprintf(before_s, sizeof(before_s), "%ld", before_hello);
+	H.cap_lat = (size_t)(H.rate > 0 ? H.rate * secs * 1.5 : 4e7 * secs / 10) + 1024;
+	H.lat = malloc(H.cap_lat * sizeof(*H.lat));
+	if (!H.lat)
+		return 2;
 	int log_fd = mkstemp(log_path);
 	culpritd_pid = fork();
 	if (culpritd_pid == 0) {
+		if (pinned)
+			pin(1);
 		/* under AddressSanitizer, freed memory waits in a quarantine of 256 MiB: keep it
 		 * small, or the RSS check measures the quarantine */
 		const char *asan = getenv("ASAN_OPTIONS");
@@ -678,6 +773,8 @@ int main(int argc, char **argv)
 		      (char *)NULL);
 		_exit(127);
 	}
+	if (pinned)
+		pin(0); /* this process and the hostile one on the other CPU: clients on a machine of their own */
 	for (int i = 0; i < 1000; i++) {
 		int fd = connect_from(0, 0, false);
 
@@ -693,21 +790,19 @@ int main(int argc, char **argv)
 	}
 	healthy_run(2); /* warm up */
 	rss0 = rss_kib(culpritd_pid);
-	printf("bench_hostile: %ld healthy agents (1 iteration + %d phases a batch, %d in flight), %ld hostile "
-	       "connections from %ld addresses (pause %ld ms), culpritd --storage false "
-	       "--hello-timeout-ms %ld --max-connections-per-addr %ld --max-connections-before-hello %ld, %ld runs of %.0f s, culpritd log %s\n",
-	       n_healthy, PHASES, DEPTH, n_hostile, n_addrs, pause_ms, hello_ms, per_addr, before_hello, runs, secs, log_path);
+	printf("bench_hostile: %ld healthy agents (1 iteration + %d phases a batch, %d in flight, ", n_healthy, PHASES, DEPTH);
+	if (H.rate > 0)
+		printf("paced at %.0f batches/s = %.0f records/s in all)", H.rate, H.rate * (1 + PHASES));
+	else
+		printf("each as fast as its Acks come)");
+	printf(", %ld hostile connections from %ld addresses (pause %ld ms), culpritd --storage false "
+	       "--hello-timeout-ms %ld --max-connections-per-addr %ld --max-connections-before-hello %ld, %ld runs of %.0f s%s, culpritd log %s\n",
+	       n_hostile, n_addrs, pause_ms, hello_ms, per_addr, before_hello, runs, secs,
+	       pinned ? ", culpritd pinned to CPU 1 and the clients to CPU 0" : "", log_path);
 	for (int r = 0; r < runs; r++) {
-		uint64_t before;
 		pid_t hp;
 
-		for (uint32_t i = 0; i < H.n; i++)
-			H.a[i].acked_in_window = 0;
-		before = H.acked_records;
-		cpu0 = cpu_s(culpritd_pid);
-		healthy_run(secs);
-		without[r] = (double)(H.acked_records - before) / secs;
-		cpu_alone[r] = (cpu_s(culpritd_pid) - cpu0) / secs;
+		count_window(secs, &without[r], &cpu_alone[r], &p50_alone[r], &p99_alone[r]);
 		rss_alone = rss_kib(culpritd_pid);
 		failed |= starved("alone");
 
@@ -720,23 +815,17 @@ int main(int argc, char **argv)
 			hostile_main((uint32_t)n_hostile, (int)n_addrs, (double)pause_ms / 1000, kinds);
 		}
 		healthy_run(2); /* let the hostile connections pile up */
-		for (uint32_t i = 0; i < H.n; i++)
-			H.a[i].acked_in_window = 0;
-		before = H.acked_records;
-		cpu0 = cpu_s(culpritd_pid);
-		healthy_run(secs);
-		with[r] = (double)(H.acked_records - before) / secs;
-		cpu_with[r] = (cpu_s(culpritd_pid) - cpu0) / secs;
+		count_window(secs, &with[r], &cpu_with[r], &p50_with[r], &p99_with[r]);
 		rss_with = rss_kib(culpritd_pid);
 		failed |= starved("with hostile connections");
 		kill(hp, SIGTERM);
 		while (waitpid(hp, NULL, WNOHANG) == 0)
 			healthy_run(0.05);
 		healthy_run(1); /* culpritd closes what is left of them */
-		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%); culpritd CPU "
-		       "%.2f and %.2f cores, RSS %.1f and %.1f MiB\n",
-		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], cpu_alone[r], cpu_with[r],
-		       rss_alone / 1024.0, rss_with / 1024.0);
+		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%); Ack latency p50/p99 "
+		       "%.2f/%.2f and %.2f/%.2f ms; culpritd CPU %.2f and %.2f cores, RSS %.1f and %.1f MiB\n",
+		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], p50_alone[r], p99_alone[r], p50_with[r],
+		       p99_with[r], cpu_alone[r], cpu_with[r], rss_alone / 1024.0, rss_with / 1024.0);
 		fflush(stdout);
 	}
 	rss1 = rss_kib(culpritd_pid);
@@ -750,6 +839,9 @@ int main(int argc, char **argv)
 	double mw = median(without, (int)runs), mh = median(with, (int)runs);
 	printf("median healthy records/s: alone %.0f, with %ld hostile connections %.0f; ratio %.3f (target >= 0.90)\n",
 	       mw, n_hostile, mh, mh / mw);
+	printf("healthy Ack latency (medians of the runs): p50 %.2f ms alone, %.2f ms with; p99 %.2f ms alone, %.2f ms with\n",
+	       median(p50_alone, (int)runs), median(p50_with, (int)runs), median(p99_alone, (int)runs),
+	       median(p99_with, (int)runs));
 	printf("culpritd CPU per healthy record (median): %.2f us alone, %.2f us with the hostile connections\n",
 	       median(us_alone, (int)runs), median(us_with, (int)runs));
 	printf("culpritd RSS: %.1f MiB before, %.1f MiB after (%+.1f MiB)\n", rss0 / 1024.0, rss1 / 1024.0,
