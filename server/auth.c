@@ -27,14 +27,17 @@
 #define MAX_JOB 127
 #define MAX_JOB_TOKENS_FILE (16u << 20) /* bytes: a million jobs fit */
 
+#define MAX_KEYS 4 /* tokens of one guard: the new and the old ones during a rotation */
+
 struct guard {
 	bool set;
-	uint8_t d[DIGEST];
+	int n;
+	uint8_t d[MAX_KEYS][DIGEST];
 };
 
 struct auth {
 	struct guard agent;        /* agent_token */
-	struct strmap jobs;        /* job -> uint8_t[DIGEST] from job_tokens_file */
+	struct strmap jobs;        /* job -> struct guard from job_tokens_file */
 	struct guard read, write;  /* http_read_token, http_write_token */
 	char job_tokens_file[512]; /* for the summary */
 };
@@ -47,6 +50,26 @@ static void digest(const char *s, uint8_t out[DIGEST])
 static bool digest_equal(const uint8_t a[DIGEST], const uint8_t b[DIGEST])
 {
 	return CRYPTO_memcmp(a, b, DIGEST) == 0;
+}
+
+/* got is one of g's tokens. Every slot is compared, set or not: the time says nothing of
+ * which token matched. */
+static bool guard_match(const struct guard *g, const uint8_t got[DIGEST])
+{
+	bool ok = false;
+
+	for (int i = 0; i < MAX_KEYS; i++)
+		ok |= digest_equal(got, g->d[i]) & (i < g->n);
+	return ok;
+}
+
+static int guard_add(struct guard *g, const char *token)
+{
+	if (g->n == MAX_KEYS)
+		return -1;
+	digest(token, g->d[g->n++]);
+	g->set = true;
+	return 0;
 }
 
 bool auth_token_equal(const char *a, const char *b)
@@ -71,20 +94,35 @@ bool auth_token_valid(const char *token)
 }
 
 
+/* value: empty, or 1 to MAX_KEYS tokens separated by commas (any of them accepted). */
 static int set_guard(struct guard *g, const char *name, const char *value, char *err, size_t err_size)
 {
-	g->set = false;
-	if (!value || !*value)
-		return 0;
-	if (!auth_token_valid(value)) {
-		config_fail(err, err_size,
-		     "invalid value for setting \"%s\": a token is 1 to %d visible ASCII characters without spaces", name,
-		     MAX_TOKEN);
-		return -1;
+	char token[MAX_TOKEN + 1];
+	int rc = 0;
+
+	memset(g, 0, sizeof(*g));
+	for (const char *p = value ? value : ""; *p && rc == 0; p += *p == ',') {
+		size_t n = strcspn(p, ",");
+
+		rc = -1;
+		if (n == 0 || n > MAX_TOKEN)
+			break;
+		memcpy(token, p, n);
+		token[n] = '\0';
+		p += n;
+		rc = auth_token_valid(token) ? guard_add(g, token) : -1;
+		if (rc == 0 && *p == ',' && !p[1])
+			rc = -1; /* a trailing comma */
 	}
-	digest(value, g->d);
-	g->set = true;
-	return 0;
+	OPENSSL_cleanse(token, sizeof(token));
+	if (rc < 0) {
+		memset(g, 0, sizeof(*g));
+		config_fail(err, err_size,
+			    "invalid value for setting \"%s\": a token is 1 to %d visible ASCII characters without spaces "
+			    "or commas; up to %d tokens separated by commas",
+			    name, MAX_TOKEN, MAX_KEYS);
+	}
+	return rc;
 }
 
 int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job, const char *token), void *arg,
@@ -127,7 +165,8 @@ int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job
 			return -1;
 		}
 		if (fn(arg, job, token) < 0) {
-			config_fail(err, err_size, "line %d: job \"%s\" listed twice, or out of memory", lineno, job);
+			config_fail(err, err_size, "line %d: job \"%s\" listed more than %d times, or out of memory", lineno, job,
+				    MAX_KEYS);
 			return -1;
 		}
 	}
@@ -137,16 +176,16 @@ int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job
 static int add_job(void *arg, const char *job, const char *token)
 {
 	struct auth *a = arg;
-	uint8_t *d;
+	struct guard *g = strmap_get(&a->jobs, job);
 
-	if (strmap_get(&a->jobs, job))
+	if (g)
+		return guard_add(g, token);
+	g = calloc(1, sizeof(*g));
+	if (!g)
 		return -1;
-	d = malloc(DIGEST);
-	if (!d)
-		return -1;
-	digest(token, d);
-	if (strmap_put(&a->jobs, job, d) < 0) {
-		free(d);
+	guard_add(g, token);
+	if (strmap_put(&a->jobs, job, g) < 0) {
+		free(g);
 		return -1;
 	}
 	return 0;
@@ -216,7 +255,11 @@ struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 		config_fail(err, err_size, "setting \"http_read_token\" needs \"http_write_token\" to be set too");
 		goto fail;
 	}
-	if (a->read.set && digest_equal(a->read.d, a->write.d)) {
+	bool shared = false;
+
+	for (int i = 0; i < a->read.n; i++)
+		shared |= guard_match(&a->write, a->read.d[i]);
+	if (shared) {
 		config_fail(err, err_size, "settings \"http_read_token\" and \"http_write_token\" must differ");
 		goto fail;
 	}
@@ -261,21 +304,30 @@ void auth_log_summary(const struct auth *a)
 		log_info("REST API: reads need http_read_token or http_write_token, writes http_write_token");
 }
 
+_Static_assert(AUTH_DIGEST == DIGEST, "AUTH_DIGEST is SHA-256's");
+
+void auth_token_digest(const char *token, unsigned char out[AUTH_DIGEST])
+{
+	digest(token ? token : "", out);
+}
+
 bool auth_agent(const struct auth *a, const char *job, const char *token)
 {
-	const uint8_t *want = strmap_get(&a->jobs, job ? job : "");
 	uint8_t got[DIGEST];
-	bool ok;
+
+	digest(token ? token : "", got);
+	return auth_agent_digest(a, job, got);
+}
+
+bool auth_agent_digest(const struct auth *a, const char *job, const unsigned char got[AUTH_DIGEST])
+{
+	const struct guard *want = strmap_get(&a->jobs, job ? job : "");
 
 	if (!want && !a->agent.set && a->jobs.len == 0)
 		return true; /* open */
-	digest(token ? token : "", got);
-	if (want)
-		return digest_equal(got, want);
 	/* the same work whether or not a shared token is set: an unknown job and a bad token
 	 * look alike from outside */
-	ok = digest_equal(got, a->agent.d);
-	return ok && a->agent.set;
+	return guard_match(want ? want : &a->agent, got);
 }
 
 void auth_agent_refused(struct server *s, const char *peer, const char *job, const char *agent)
@@ -309,8 +361,8 @@ enum auth_http_result auth_http(const struct auth *a, bool write, const char *au
 	if (!token)
 		return AUTH_HTTP_UNAUTHORIZED;
 	digest(token, got);
-	is_write = digest_equal(got, a->write.d) && a->write.set;
-	is_read = digest_equal(got, a->read.d) && a->read.set;
+	is_write = guard_match(&a->write, got);
+	is_read = guard_match(&a->read, got);
 	if (is_write || (!write && is_read))
 		return AUTH_HTTP_OK;
 	return is_read ? AUTH_HTTP_FORBIDDEN : AUTH_HTTP_UNAUTHORIZED;

@@ -35,8 +35,14 @@ void auth_free(struct auth *a);
 /* Logs what is guarded, at warning level for what is open. */
 void auth_log_summary(const struct auth *a);
 
+#define AUTH_DIGEST 32
+
 /* true when an agent of job presenting token (NULL: none) may stream. */
 bool auth_agent(const struct auth *a, const char *job, const char *token);
+/* The same from the token's digest (auth_token_digest): a connection keeps the digest of the
+ * token it came with, and SIGHUP asks again whether it still may stream. */
+bool auth_agent_digest(const struct auth *a, const char *job, const unsigned char d[AUTH_DIGEST]);
+void auth_token_digest(const char *token, unsigned char out[AUTH_DIGEST]);
 /* Counts a Hello refused by auth_agent and logs peer, job and agent (never the token), at
  * most a few lines a second. */
 void auth_agent_refused(struct server *s, const char *peer, const char *job, const char *agent);

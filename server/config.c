@@ -69,17 +69,20 @@ static const struct setting settings[] = {
 	INT(http_max_headers, 16384, 1024, 1048576, true, "Largest REST request header block, in bytes."),
 	INT(http_timeout_s, 30, 1, 3600, true, "Time limit for reading a REST request and writing its answer."),
 	STR(agent_token, "", true,
-	    "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead). With neither "
-	    "set, agents are not authenticated (a warning at start-up). Never logged; -t masks it."),
+	    "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead); up to 4 "
+	    "separated by commas during a rotation. With neither set, agents are not authenticated (a warning at "
+	    "start-up). On SIGHUP, agents whose token is no longer accepted are disconnected. Never logged; -t "
+	    "masks it."),
 	STR(job_tokens_file, "", true,
-	    "File of \"JOB TOKEN\" lines ('#' comments): an agent of a listed job must present that job's token; "
-	    "a job not listed needs agent_token, and is refused when that is empty. Re-read on SIGHUP."),
+	    "File of \"JOB TOKEN\" lines ('#' comments): an agent of a listed job must present that job's token "
+	    "(a job listed up to 4 times: any of them); a job not listed needs agent_token, and is refused when "
+	    "that is empty. Re-read on SIGHUP."),
 	STR(http_read_token, "", true,
-	    "Bearer token for REST reads (GET, HEAD) and /metrics; the write token also reads. Empty: reads are "
-	    "open. Needs http_write_token. /healthz and /readyz stay open."),
+	    "Bearer token for REST reads (GET, HEAD) and /metrics (up to 4, separated by commas); the write "
+	    "token also reads. Empty: reads are open. Needs http_write_token. /healthz and /readyz stay open."),
 	STR(http_write_token, "", true,
-	    "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...). Empty: the REST API "
-	    "is open (a warning at start-up)."),
+	    "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...; up to 4, separated by "
+	    "commas). Empty: the REST API is open (a warning at start-up)."),
 	STR(tls_cert, "", true,
 	    "PEM file of the server certificate (and its chain). With tls_key: agents and the REST API speak "
 	    "TLS (1.2 or later) only. SIGHUP re-reads the files; turning TLS on or off needs a restart."),

@@ -67,6 +67,7 @@ struct conn {
 	struct timespec blocked_since;
 	struct conn *blocked_next;
 	struct conn *closing_next;
+	unsigned char token_digest[AUTH_DIGEST]; /* of the Hello's token: SIGHUP checks it again */
 };
 
 /* ---- state ---- */
@@ -400,7 +401,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, "job and agent_id must be 1 to 127 printable bytes, host at most 127");
 		return;
 	}
-	if (!auth_agent(s->auth, h->job, h->token)) {
+	auth_token_digest(h->token, c->token_digest);
+	if (!auth_agent_digest(s->auth, h->job, c->token_digest)) {
 		/* the same answer for an unknown job and a bad token */
 		auth_agent_refused(s, c->peer, h->job, h->agent_id); /* logs, rate-limited */
 		send_refusal(c, AUTH_FAILED_REASON);
@@ -1306,6 +1308,23 @@ size_t ingest_send_command(struct server *s, const struct job *job, const Culpri
 	}
 	free(mine);
 	return sent;
+}
+
+size_t ingest_close_unauthorized(struct server *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n_slots; i++) {
+		struct conn *c = s->slots ? s->slots[i] : NULL;
+
+		if (c && c->job && (c->state == CONN_ACTIVE || c->state == CONN_BLOCKED) &&
+		    !auth_agent_digest(s->auth, c->job->name, c->token_digest)) {
+			s->m.agent_auth_failures++;
+			conn_close(c, CLOSE_REFUSED);
+			n++;
+		}
+	}
+	return n;
 }
 
 uint64_t ingest_open_connections(const struct server *s)

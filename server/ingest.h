@@ -42,5 +42,9 @@ int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__
 			  char *err, size_t size);
 /* Connections open (any state). */
 uint64_t ingest_open_connections(const struct server *s);
+/* After SIGHUP: closes every streaming connection whose Hello token the new s->auth no
+ * longer accepts (counted as authentication failures, closed as refused); their agents'
+ * next Hello is refused. Returns how many. */
+size_t ingest_close_unauthorized(struct server *s);
 
 #endif

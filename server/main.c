@@ -302,6 +302,10 @@ static void reload(struct server *s)
 	}
 	auth_free(s->auth);
 	s->auth = auth;
+	size_t revoked = ingest_close_unauthorized(s);
+	if (revoked)
+		log_warning("SIGHUP: closed %zu agent connection%s whose token is no longer accepted", revoked,
+			    revoked == 1 ? "" : "s");
 	if (tls) {
 		tls_context_free(s->tls);
 		s->tls = tls;

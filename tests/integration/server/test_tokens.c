@@ -7,8 +7,9 @@
  *   2. REST: GET needs the read or the write token (401 with WWW-Authenticate: Bearer
  *      otherwise), a write needs the write token (403 for the read token), /metrics needs
  *      a token, /healthz does not.
- *   3. SIGHUP: a new agent token in the file refuses the old one and accepts the new one; a
- *      broken file keeps the old configuration with one log line naming the setting.
+ *   3. SIGHUP: a new agent token in the file refuses the old one and accepts the new one; an
+ *      agent streaming with the old token stays while both are listed ("NEW,OLD") and is
+ *      disconnected when the old one goes, one whose token still holds goes on; a broken file keeps the old configuration with one log line naming the setting.
  *   4. No token appears in the log. */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -112,6 +113,32 @@ static int agent_try(const char *job, const char *agent, const char *token)
 	frame_free(e);
 	close(fd);
 	return ok;
+}
+
+/* An agent of job that stays connected: accepted, one batch acknowledged. Returns the socket;
+ * *seq is the last sequence sent. */
+static int agent_open(const char *job, const char *agent, const char *token, uint64_t *seq)
+{
+	int fd = h_connect(proc.agent_port);
+	frame_envelope *e;
+
+	H_CHECK(fd >= 0, &proc);
+	send_hello(fd, job, agent, token);
+	e = h_recv_env(fd, 10000);
+	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted, &proc);
+	*seq = e->hello_ack->durable_seq + 1;
+	frame_free(e);
+	send_batch(fd, *seq, (uint32_t)*seq);
+	H_CHECK(h_wait_ack(fd, *seq), &proc);
+	return fd;
+}
+
+/* The agent on fd still streams: its next batch is acknowledged. */
+static void agent_goes_on(int fd, uint64_t *seq)
+{
+	++*seq;
+	send_batch(fd, *seq, (uint32_t)*seq);
+	H_CHECK(h_wait_ack(fd, *seq), &proc);
 }
 
 static double metric(const char *sample)
@@ -242,10 +269,30 @@ int main(void)
 	H_CHECK(metric("culprit_http_auth_failures_total{code=\"401\"}") == 4, &proc);
 	H_CHECK(metric("culprit_http_auth_failures_total{code=\"403\"}") == 2, &proc);
 
-	/* 3. SIGHUP: rotate the shared token */
+	/* 3. SIGHUP: rotate the shared token; the agent streaming with the old one is closed,
+	 * the one with its job's token goes on */
+	uint64_t seq_x, seq_a;
+	int fd_x = agent_open("job-x", "stays-x", SHARED_1, &seq_x);
+	int fd_a = agent_open("job-a", "stays-a", JOB_A_TOKEN, &seq_a);
+	double failures = metric("culprit_agent_auth_failures_total");
+
+	/* the overlap of a rotation: both tokens accepted, nobody disconnected */
+	write_conf(SHARED_2 "," SHARED_1, NULL);
+	kill(proc.pid, SIGHUP);
+	H_CHECK(h_log_wait(&proc, "SIGHUP: configuration reloaded", ++reloads, 10000), &proc);
+	agent_goes_on(fd_x, &seq_x);
+	H_CHECK(agent_try("job-x", "a1", SHARED_1) == 1, &proc);
+	H_CHECK(agent_try("job-x", "a1", SHARED_2) == 1, &proc);
+
 	write_conf(SHARED_2, NULL);
 	kill(proc.pid, SIGHUP);
 	H_CHECK(h_log_wait(&proc, "SIGHUP: configuration reloaded", ++reloads, 10000), &proc);
+	H_CHECK(h_log_wait(&proc, "SIGHUP: closed 1 agent connection whose token is no longer accepted", 1, 10000),
+		&proc);
+	H_CHECK(h_peer_closed(fd_x, 5000), &proc);
+	close(fd_x);
+	agent_goes_on(fd_a, &seq_a);
+	H_CHECK(metric("culprit_agent_auth_failures_total") == failures + 1, &proc);
 	H_CHECK(agent_try("job-x", "a1", SHARED_1) == 0, &proc);
 	H_CHECK(agent_try("job-x", "a1", SHARED_2) == 1, &proc);
 
@@ -280,6 +327,8 @@ int main(void)
 	write_conf(SHARED_2, NULL);
 	kill(proc.pid, SIGHUP);
 	H_CHECK(h_log_wait(&proc, "SIGHUP: configuration reloaded", ++reloads, 10000), &proc);
+	H_CHECK(h_peer_closed(fd_a, 5000), &proc);
+	close(fd_a);
 	H_CHECK(agent_try("job-a", "a2", JOB_A_TOKEN) == 0, &proc);
 	H_CHECK(agent_try("job-a", "a2", JOB_A_TOKEN "-rotated") == 1, &proc);
 

@@ -179,6 +179,26 @@ static void agents(void **state)
 	assert_false(auth_agent(a, "j3", "tok-j1"));
 	assert_false(auth_agent(a, "j3", ""));
 	auth_free(a);
+
+	/* a rotation: the new and the old token both accepted, for the shared token and for a
+	 * job listed twice */
+	a = make("new-s,old-s", "j1 new-j1\nj1 old-j1\n", NULL, NULL, err, sizeof(err));
+	assert_non_null(a);
+	assert_true(auth_agent(a, "j", "new-s"));
+	assert_true(auth_agent(a, "j", "old-s"));
+	assert_false(auth_agent(a, "j", "new-s,old-s"));
+	assert_false(auth_agent(a, "j", "new-j1"));
+	assert_true(auth_agent(a, "j1", "new-j1"));
+	assert_true(auth_agent(a, "j1", "old-j1"));
+	assert_false(auth_agent(a, "j1", "old-s"));
+	{
+		unsigned char d[AUTH_DIGEST];
+
+		auth_token_digest("old-j1", d);
+		assert_true(auth_agent_digest(a, "j1", d));
+		assert_false(auth_agent_digest(a, "j2", d));
+	}
+	auth_free(a);
 }
 
 static void refused_settings(void **state)
@@ -193,9 +213,24 @@ static void refused_settings(void **state)
 	assert_non_null(strstr(err, "\"http_read_token\" needs \"http_write_token\""));
 	assert_null(make(NULL, NULL, "same", "same", err, sizeof(err)));
 	assert_non_null(strstr(err, "must differ"));
-	assert_null(make(NULL, "j1 t1\nj1 t2\n", NULL, NULL, err, sizeof(err)));
+	assert_null(make(NULL, "j1 t1\nj1 t2\nj1 t3\nj1 t4\nj1 t5\n", NULL, NULL, err, sizeof(err)));
 	assert_non_null(strstr(err, "\"job_tokens_file\""));
-	assert_non_null(strstr(err, "line 2"));
+	assert_non_null(strstr(err, "line 5"));
+	/* lists: at most 4 tokens, none empty */
+	{
+		struct auth *four = make("a,b,c,d", NULL, NULL, NULL, err, sizeof(err));
+
+		assert_non_null(four);
+		assert_true(auth_agent(four, "j", "d"));
+		auth_free(four);
+	}
+	static const char *const bad_lists[] = {"a,b,c,d,e", "a,", ",a", "a,,b", ",", "a, b"};
+	for (size_t i = 0; i < sizeof(bad_lists) / sizeof(bad_lists[0]); i++) {
+		assert_null(make(bad_lists[i], NULL, NULL, NULL, err, sizeof(err)));
+		assert_non_null(strstr(err, "\"agent_token\""));
+	}
+	assert_null(make(NULL, NULL, "r1,same", "w1,same", err, sizeof(err)));
+	assert_non_null(strstr(err, "must differ"));
 	{
 		struct config cfg;
 		char e[256];
@@ -237,6 +272,12 @@ static void http(void **state)
 		{"R", "W", true, "Bearer W", AUTH_HTTP_OK},
 		{"R", "W", true, "Bearer Z", AUTH_HTTP_UNAUTHORIZED},
 		{"R", "W", true, NULL, AUTH_HTTP_UNAUTHORIZED},
+		/* rotations: lists of tokens */
+		{"R2,R1", "W2,W1", false, "Bearer R1", AUTH_HTTP_OK},
+		{"R2,R1", "W2,W1", true, "Bearer W1", AUTH_HTTP_OK},
+		{"R2,R1", "W2,W1", true, "Bearer W2", AUTH_HTTP_OK},
+		{"R2,R1", "W2,W1", true, "Bearer R2", AUTH_HTTP_FORBIDDEN},
+		{"R2,R1", "W2,W1", false, "Bearer R2,R1", AUTH_HTTP_UNAUTHORIZED},
 	};
 
 	(void)state;
