@@ -1,6 +1,6 @@
 /* fuzz_config: libFuzzer driver for culpritd's configuration file parser (server/config.c:
- * config_load_file, then config_check and printing, then the same text as a SIGHUP reload
- * over the defaults) and for the job tokens file parser (server/auth.c:
+ * config_load_file, then config_check and printing, the token guards built from it
+ * (server/auth.c: auth_new), then the same text as a SIGHUP reload over the defaults) and for the job tokens file parser (server/auth.c:
  * auth_parse_job_tokens). The input goes through a memfd so the parser reads it by path as it
  * reads a real file. */
 #ifndef _GNU_SOURCE
@@ -51,6 +51,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (config_check(&cfg, err, sizeof(err)) < 0 && !err[0])
 			__builtin_trap();
 		config_print_values(&cfg, devnull);
+		/* the token settings (lists of up to 4): guards built, or refused with a reason; no
+		 * job tokens file (the input could name any path) */
+		free(cfg.job_tokens_file);
+		cfg.job_tokens_file = NULL;
+		err[0] = '\0';
+		struct auth *a = auth_new(&cfg, err, sizeof(err));
+		if (!a && !err[0])
+			__builtin_trap();
+		auth_free(a);
 		/* a reload of the same file over the defaults: fine, or refused with a reason */
 		config_defaults(&reload);
 		err[0] = '\0';
