@@ -240,6 +240,14 @@ static struct job_alert *job_alert_of(struct alerts *a, const struct job *job)
 	return ja;
 }
 
+void alerts_forget(struct server *s, const char *job)
+{
+	struct job_alert *ja = s->alerts ? strmap_del(&s->alerts->jobs, job) : NULL;
+
+	if (ja)
+		free_job_alert(job, ja, NULL);
+}
+
 void alerts_restore(struct server *s, struct job *job, const char *alert_json, json_t *report)
 {
 	struct alerts *a = s->alerts;

@@ -33,6 +33,8 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
  * Alertmanager alert (to resolve it) and, from its latest report (parsed JSON, may be NULL),
  * the host and suspects its alerts name. Event loop only. */
 void alerts_restore(struct server *s, struct job *job, const char *alert_json, json_t *report);
+/* The job is forgotten (jobs_retire): drops what alerts keep of it. Event loop only. */
+void alerts_forget(struct server *s, const char *job);
 /* Reports and incident changes not yet committed (waiting on the loop or in the writer's
  * queue): the drain at SIGTERM waits for 0. */
 size_t alerts_uncommitted(struct server *s);

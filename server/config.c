@@ -49,6 +49,12 @@ static const struct setting settings[] = {
 	    "closed at accept. Each may buffer up to max_frame_before_hello."),
 	INT(max_jobs, 256, 1, 100000, true,
 	    "Most jobs culpritd keeps at once; a Hello that would create another is refused."),
+	INT(job_retire_s, 3600, 1, 2592000, true,
+	    "A job none of whose agents has been connected for this long is forgotten: its window is freed, "
+	    "it no longer counts against max_jobs, and its open incident is resolved (\"its agents left\"). "
+	    "Its records and reports stay in PostgreSQL; agents of the same job coming back start it afresh. "
+	    "An incident a previous culpritd left open is resolved the same way when its job has not come back "
+	    "this long after start."),
 	INT(max_world, 262144, 1, 16777216, true,
 	    "Largest world size (ranks) a job may declare in Hello; its in-memory window grows with it."),
 	INT(max_frame, 4194304, 1024, 67108864, true, "Largest frame body an agent may send, in bytes, after Hello."),

@@ -22,6 +22,7 @@ struct config {
 	int64_t max_connections_per_addr;
 	int64_t max_connections_before_hello;
 	int64_t max_jobs;
+	int64_t job_retire_s;
 	int64_t max_world;
 	int64_t max_frame;
 	int64_t max_frame_before_hello;

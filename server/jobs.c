@@ -388,6 +388,109 @@ static void free_job(const char *key, void *value, void *arg)
 	free(job);
 }
 
+/* Resolves job's open incident because its agents left (or, restored, never came back). */
+static void resolve_left(struct server *s, struct job *job, int64_t now_us, const char *why)
+{
+	char summary[sizeof(job->incident.summary)];
+	enum incident_change change = incident_recover(&job->incident, now_us);
+
+	if (change == INCIDENT_NONE)
+		return;
+	snprintf(summary, sizeof(summary), "%s; the last diagnosis said: %.300s", why, job->incident.summary);
+	snprintf(job->incident.summary, sizeof(job->incident.summary), "%s", summary);
+	s->m.incident_changes[change]++;
+	log_info("INCIDENT %s resolved: job \"%s\": %s", job->incident.key, job->name, why);
+	alerts_report(s, job, NULL, NULL, change);
+}
+
+struct retire_scan {
+	struct server *s;
+	int64_t now_us, after_us;
+	char (*names)[128];
+	size_t n, cap;
+};
+
+static void note_retirable(const char *key, void *value, void *arg)
+{
+	struct retire_scan *rs = arg;
+	struct job *job = value;
+
+	(void)key;
+	if (job->live_agents) {
+		job->alone_since_us = 0;
+		return;
+	}
+	if (!job->alone_since_us)
+		job->alone_since_us = rs->now_us;
+	if (rs->now_us - job->alone_since_us < rs->after_us || job->diagnosing || rs->n == rs->cap)
+		return;
+	snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", job->name);
+}
+
+/* What the job's agents made durable stays in s->agents: an agent coming back is told where
+ * to go on, and the writer would take a sequence restarted from 1 for a resend. */
+static void retire(struct server *s, const char *name, int64_t now_us, int64_t after_s)
+{
+	struct job *job = strmap_get(&s->jobs, name);
+	char why[160];
+
+	snprintf(why, sizeof(why), "its agents left: none connected for %lld s", (long long)after_s);
+	resolve_left(s, job, now_us, why);
+	alerts_forget(s, name);
+	strmap_del(&s->jobs, name);
+	s->m.jobs--;
+	log_info("job \"%s\": forgotten after %lld s without agents (its records and reports stay in the database)",
+		 name, (long long)after_s);
+	free_job(name, job, NULL);
+}
+
+struct restored_scan {
+	char (*names)[128];
+	size_t n, cap;
+};
+
+static void note_restored(const char *key, void *value, void *arg)
+{
+	struct restored_scan *rs = arg;
+
+	(void)value;
+	if (rs->n < rs->cap)
+		snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", key);
+}
+
+void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
+{
+	int64_t after_s = s->cfg.job_retire_s, after_us = after_s * 1000000;
+	char names[16][128];
+	struct retire_scan rs = {.s = s, .now_us = wall_now_us, .after_us = after_us, .names = names, .cap = 16};
+
+	strmap_each(&s->jobs, note_retirable, &rs);
+	for (size_t i = 0; i < rs.n; i++)
+		retire(s, names[i], wall_now_us, after_s);
+	if (s->restored.len && wall_now_us - started_us >= after_us) {
+		struct restored_scan q = {.names = names, .cap = 16};
+
+		strmap_each(&s->restored, note_restored, &q);
+		for (size_t i = 0; i < q.n; i++) {
+			struct restored *r = strmap_del(&s->restored, names[i]);
+			struct job *job = calloc(1, sizeof(*job));
+			char why[160];
+
+			if (job) { /* the incident's own job struct, for its alerts */
+				snprintf(job->name, sizeof(job->name), "%s", names[i]);
+				job->incident = r->inc;
+				alerts_restore(s, job, r->alert, r->report);
+				snprintf(why, sizeof(why), "its agents did not come back within %lld s of culpritd's start",
+					 (long long)after_s);
+				resolve_left(s, job, wall_now_us, why);
+				alerts_forget(s, job->name);
+				free(job);
+			}
+			restored_free(r);
+		}
+	}
+}
+
 static void free_restored(const char *key, void *value, void *arg)
 {
 	(void)key;

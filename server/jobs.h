@@ -38,6 +38,7 @@ struct job {
 	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
 	int64_t hang_since_us;   /* since when ranks have been overdue (wall; 0: none are) */
+	int64_t alone_since_us;  /* since when no agent has been connected (wall; 0: some are) */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
@@ -57,6 +58,10 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		      size_t n_kernels);
 /* Submits the due diagnoses (after batches, and from the periodic tick). */
 void jobs_diagnose_due(struct server *s, struct job *job);
+/* Once a second: forgets the jobs without agents for job_retire_s (resolving their open
+ * incidents), and resolves incidents a previous culpritd left open whose jobs have not come
+ * back within job_retire_s of started_us. */
+void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us);
 /* The periodic hang check (ranks overdue by several baseline iterations while agents are
  * still connected): opens a hang incident, resolves it when they report again. */
 void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us);

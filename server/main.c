@@ -213,6 +213,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	strmap_each(&s->jobs, tick_job, s);
+	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
 }
 
@@ -408,6 +409,7 @@ int main(int argc, char **argv)
 	int check_only = 0, rc = 1;
 
 	config_defaults(&s.cfg);
+	s.started_us = clock_wall_us();
 	if (parse_args(&s, argc, argv, &check_only) < 0) {
 		config_free(&s.cfg);
 		return 2;

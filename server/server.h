@@ -67,6 +67,7 @@ struct server {
 
 	struct metrics m;
 	int64_t last_capture_id; /* POST .../capture: ids increase (capture.c) */
+	int64_t started_us;      /* wall clock at start (restored incidents wait job_retire_s from it) */
 	int stopping; /* 0 running, 1 draining after SIGTERM, 2 exit now */
 };
 

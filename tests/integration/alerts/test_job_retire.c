@@ -1,0 +1,137 @@
+/* test_job_retire: jobs whose agents left are forgotten, and their incidents resolved.
+ *
+ * 1. compute_straggler (1,024 ranks) streams with a fault to the end: the incident is open
+ *    when the agents leave. culpritd is SIGKILLed and started again with job_retire_s 3: the
+ *    incident it finds open waits for its job, which does not come back, so 3 s after start it
+ *    is resolved ("its agents did not come back"): the incident row says resolved and the
+ *    webhook receives the resolved state.
+ * 2. host_delay streams with a fault to the end into that culpritd; its agents leave with the
+ *    incident open. 3 s later the job is forgotten: the webhook receives the resolved state
+ *    ("its agents left"), GET /api/v1/jobs no longer lists it, culprit_jobs is 0, and
+ *    GET .../reports/latest answers from PostgreSQL with the job's last report.
+ * 3. The same job streams again: it is created afresh and its records are accepted. */
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "alerttest.h"
+#include "harness.h"
+#include "receiver.h"
+
+static struct h_proc proc;
+
+static void start(const char *dir, const char *dsn, int rx_port, const char *retire_s)
+{
+	char url[128];
+	const char *extra[] = {"--db", dsn, "--webhook-url", url, "--alert-backoff-max-s", "2", "--job-retire-s", retire_s,
+			       NULL};
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", rx_port);
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+}
+
+/* Waits (up to 60 s) until the receiver accepted a resolved state of an incident of job
+ * whose summary says why. */
+static void wait_resolved(struct rx *rx, const char *job, const char *why)
+{
+	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
+		struct rx_hit *hits;
+		size_t n = rx_hits(rx, &hits);
+		int found = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			json_t *b = json_loads(hits[i].body, 0, NULL), *inc = json_object_get(b, "incident");
+			const char *jn = json_string_value(json_object_get(inc, "job")),
+				   *st = json_string_value(json_object_get(inc, "state")),
+				   *sum = json_string_value(json_object_get(inc, "summary"));
+
+			found |= hits[i].status == 200 && jn && st && sum && !strcmp(jn, job) && !strcmp(st, "resolved") &&
+				 strstr(sum, why);
+			json_decref(b);
+		}
+		if (!found && h_now_ms() >= deadline)
+			for (size_t i = 0; i < n; i++)
+				fprintf(stderr, "hit %zu: %d %s %.600s\n", i, hits[i].status, hits[i].dedup, hits[i].body);
+		rx_hits_free(hits, n);
+		if (found)
+			return;
+		H_CHECK(h_now_ms() < deadline, &proc);
+	}
+}
+
+static double metric(const char *sample)
+{
+	char *body = NULL;
+	double v;
+
+	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &body) == 200, &proc);
+	v = h_metric(body, sample);
+	free(body);
+	return v;
+}
+
+int main(void)
+{
+	char dsn[512], dir[512], simlog[600], *body = NULL;
+	int rx_port, status;
+	struct rx *rx = rx_start(&rx_port);
+	json_t *j;
+	double accepted;
+
+	H_CHECK(rx != NULL, NULL);
+	h_db_create("job_retire", dsn, sizeof(dsn));
+	h_tmpdir("job_retire", dir, sizeof(dir));
+	snprintf(simlog, sizeof(simlog), "%s/sim.log", dir);
+
+	/* 1. an incident left open by a culpritd that was killed; its job never returns */
+	start(dir, dsn, rx_port, "600");
+	H_CHECK(at_sim("compute_straggler", 40, 0, proc.agent_port, simlog) == 0, &proc);
+	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
+		if (at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 1)
+			break;
+		H_CHECK(h_now_ms() < deadline, &proc);
+	}
+	h_proc_stop(&proc, SIGKILL, 5000);
+	start(dir, dsn, rx_port, "3");
+	H_CHECK(h_log_wait(&proc, "1 incidents were left open", 1, 10000), &proc);
+	wait_resolved(rx, "sim-compute_straggler", "its agents did not come back within 3 s");
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 0, &proc);
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'resolved' AND"
+				 " key LIKE 'sim-compute_straggler/%'") == 1,
+		&proc);
+
+	/* 2. a job whose agents leave with its incident open is forgotten */
+	H_CHECK(at_sim("host_delay", 30, 0, proc.agent_port, simlog) == 0, &proc);
+	wait_resolved(rx, "sim-host_delay", "its agents left: none connected for 3 s");
+	H_CHECK(h_log_wait(&proc, "job \"sim-host_delay\": forgotten after 3 s without agents", 1, 10000), &proc);
+	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs", NULL, &body) == 200, &proc);
+	j = json_loads(body, 0, NULL);
+	H_CHECK(j && json_array_size(json_object_get(j, "jobs")) == 0, &proc);
+	json_decref(j);
+	free(body);
+	H_CHECK(metric("culprit_jobs") == 0, &proc);
+	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs/sim-host_delay/reports/latest", NULL, &body) == 200, &proc);
+	j = json_loads(body, 0, NULL);
+	H_CHECK(j && json_integer_value(json_object_get(j, "id")) > 0, &proc);
+	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "verdict"), "category")), "host_delay") == 0,
+		&proc);
+	json_decref(j);
+	free(body);
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 0, &proc);
+
+	/* 3. the job comes back: created afresh, its records accepted */
+	accepted = metric("culprit_records_total{type=\"iteration\",outcome=\"accepted\"}");
+	H_CHECK(at_sim("host_delay", 5, 0, proc.agent_port, simlog) == 0, &proc);
+	H_CHECK(h_log_wait(&proc, "job \"sim-host_delay\": new", 2, 10000), &proc);
+	H_CHECK(metric("culprit_records_total{type=\"iteration\",outcome=\"accepted\"}") >= accepted + 5 * 1024, &proc);
+
+	status = h_proc_stop(&proc, SIGTERM, 60000);
+	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
+	rx_stop(rx);
+	printf("ok\n");
+	return 0;
+}
