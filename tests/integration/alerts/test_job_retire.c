@@ -22,6 +22,8 @@
 #include "harness.h"
 #include "receiver.h"
 
+#define ITERS_ACCEPTED "culprit_records_total{type=\"iteration\",outcome=\"accepted\"}"
+
 static struct h_proc proc;
 
 static void start(const char *dir, const char *dsn, int rx_port, const char *retire_s)
@@ -63,17 +65,6 @@ static void wait_resolved(struct rx *rx, const char *job, const char *why)
 	}
 }
 
-static double metric(const char *sample)
-{
-	char *body = NULL;
-	double v;
-
-	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &body) == 200, &proc);
-	v = h_metric(body, sample);
-	free(body);
-	return v;
-}
-
 int main(void)
 {
 	char dsn[512], dir[512], simlog[600], *body = NULL;
@@ -113,7 +104,7 @@ int main(void)
 	H_CHECK(j && json_array_size(json_object_get(j, "jobs")) == 0, &proc);
 	json_decref(j);
 	free(body);
-	H_CHECK(metric("culprit_jobs") == 0, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_jobs") == 0, &proc);
 	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs/sim-host_delay/reports/latest", NULL, &body) == 200, &proc);
 	j = json_loads(body, 0, NULL);
 	H_CHECK(j && json_integer_value(json_object_get(j, "id")) > 0, &proc);
@@ -124,10 +115,10 @@ int main(void)
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 0, &proc);
 
 	/* 3. the job comes back: created afresh, its records accepted */
-	accepted = metric("culprit_records_total{type=\"iteration\",outcome=\"accepted\"}");
+	accepted = h_get_metric(proc.http_port, ITERS_ACCEPTED);
 	H_CHECK(at_sim("host_delay", 5, 0, proc.agent_port, simlog) == 0, &proc);
 	H_CHECK(h_log_wait(&proc, "job \"sim-host_delay\": new", 2, 10000), &proc);
-	H_CHECK(metric("culprit_records_total{type=\"iteration\",outcome=\"accepted\"}") >= accepted + 5 * 1024, &proc);
+	H_CHECK(h_get_metric(proc.http_port, ITERS_ACCEPTED) >= accepted + 5 * 1024, &proc);
 
 	status = h_proc_stop(&proc, SIGTERM, 60000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);

@@ -55,17 +55,6 @@ static int job_view(struct job_view *v)
 	return 0;
 }
 
-static double metric(const char *sample)
-{
-	char *body = NULL;
-	double v = -1;
-
-	if (h_http(proc.http_port, "GET", "/metrics", NULL, &body) == 200)
-		v = h_metric(body, sample);
-	free(body);
-	return v;
-}
-
 int main(void)
 {
 	const char *env = getenv("CULPRIT_DB_DOWN_S");
@@ -115,7 +104,7 @@ int main(void)
 		if (v.diagnoses > best.diagnoses)
 			best = v;
 		H_CHECK(v.incident_open, &proc);
-		blocked = metric("culprit_agent_connections{state=\"blocked\"}");
+		blocked = h_get_metric(proc.http_port, "culprit_agent_connections{state=\"blocked\"}");
 		if (blocked > max_blocked)
 			max_blocked = blocked;
 		simfeed_stats(sf, &st);

@@ -301,6 +301,17 @@ double h_metric(const char *text, const char *sample)
 	return -1;
 }
 
+double h_get_metric(int port, const char *sample)
+{
+	char *body = NULL;
+	double v = -1;
+
+	if (h_http(port, "GET", "/metrics", NULL, &body) == 200)
+		v = h_metric(body, sample);
+	free(body);
+	return v;
+}
+
 int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body,
 	      char **head, char **body)
 {

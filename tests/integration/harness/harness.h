@@ -48,6 +48,9 @@ int h_peer_closed(int fd, int timeout_ms);
 int h_http(int port, const char *method, const char *path, const char *req_body, char **body);
 /* Value of a Prometheus sample line "name{labels} value" in text (exact name with labels). */
 double h_metric(const char *text, const char *sample);
+/* The value of sample in culpritd's /metrics on port (no token); -1 when /metrics did not
+ * answer 200 or has no such line. */
+double h_get_metric(int port, const char *sample);
 
 /* Like h_http, with extra request header lines (each ending in "\r\n", or NULL) and the
  * response's status line and headers in a malloc'd *head (when head is not NULL). */

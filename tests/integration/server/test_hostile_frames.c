@@ -92,17 +92,6 @@ static void send_batch(int fd, uint64_t seq, uint32_t iter, uint32_t first_rank,
 	h_send_env(fd, &env);
 }
 
-static double metric(const char *sample)
-{
-	char *body = NULL;
-	double v;
-
-	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &body) == 200, &proc);
-	v = h_metric(body, sample);
-	free(body);
-	return v;
-}
-
 int main(void)
 {
 	char dsn[1024], dir[600], db_arg[1100];
@@ -140,7 +129,7 @@ int main(void)
 		{"length over max_frame after hello", {0, 2, 0, 0}, 4, 1},
 	};
 	int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
-	double malformed0 = metric("culprit_agent_frames_total{outcome=\"malformed\"}");
+	double malformed0 = h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}");
 
 	for (int i = 0; i < n_cases; i++) {
 		fd = h_connect(proc.agent_port);
@@ -163,7 +152,7 @@ int main(void)
 		send_batch(good, ++seq, (uint32_t)(2 + i), 0, 1);
 		H_CHECK(h_wait_ack(good, seq), &proc);
 	}
-	H_CHECK(metric("culprit_agent_frames_total{outcome=\"malformed\"}") - malformed0 == n_cases, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") - malformed0 == n_cases, &proc);
 
 	/* truncated frame, then the peer goes away: closed as a peer close, nothing stored */
 	fd = h_connect(proc.agent_port);
@@ -187,17 +176,17 @@ int main(void)
 	close(fd);
 
 	/* never says hello: closed after hello_timeout_ms */
-	double timeouts0 = metric("culprit_agent_connections_closed_total{reason=\"hello_timeout\"}");
+	double timeouts0 = h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"hello_timeout\"}");
 	fd = h_connect(proc.agent_port);
 	int64_t t0 = h_now_ms();
 	H_CHECK(h_peer_closed(fd, 8000), &proc);
 	H_CHECK(h_now_ms() - t0 >= 2800, &proc);
 	close(fd);
-	H_CHECK(metric("culprit_agent_connections_closed_total{reason=\"hello_timeout\"}") == timeouts0 + 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"hello_timeout\"}") == timeouts0 + 1, &proc);
 
 	/* an invalid batch (a rank the agent does not serve; a name index outside the
 	 * dictionary) is refused with a reason, and the connection stays */
-	double rejected0 = metric("culprit_agent_batches_total{outcome=\"rejected\"}");
+	double rejected0 = h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}");
 	send_batch(good, ++seq, 50, 8, 1);
 	e = h_recv_env(good, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && e->reject->seq == seq, &proc);
@@ -207,16 +196,16 @@ int main(void)
 	e = h_recv_env(good, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "dictionary"), &proc);
 	frame_free(e);
-	H_CHECK(metric("culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 2, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 2, &proc);
 	send_batch(good, ++seq, 52, 0, 1);
 	H_CHECK(h_wait_ack(good, seq), &proc);
 
 	/* a resend of a durable batch is a no-op, acknowledged again */
-	double dup0 = metric("culprit_agent_batches_total{outcome=\"duplicate\"}");
+	double dup0 = h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"duplicate\"}");
 	send_batch(good, 1, 1, 0, 1);
 	H_CHECK(h_wait_ack(good, seq), &proc);
-	H_CHECK(metric("culprit_agent_batches_total{outcome=\"duplicate\"}") == dup0 + 1, &proc);
-	H_CHECK(metric("culprit_agent_connections{state=\"active\"}") == 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"duplicate\"}") == dup0 + 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_connections{state=\"active\"}") == 1, &proc);
 
 	close(good);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
