@@ -169,8 +169,8 @@ static void conn_close(struct conn *c, enum metrics_close_reason why)
 		return;
 	if (c->state == CONN_BLOCKED)
 		unlink_blocked(s, c);
-	if (c->job && (c->state == CONN_ACTIVE || c->state == CONN_BLOCKED))
-		c->job->live_agents--;
+	if (c->job && (c->state == CONN_ACTIVE || c->state == CONN_BLOCKED) && --c->job->live_agents == 0)
+		c->job->alone_since_us = clock_wall_us(); /* job_retire_s counts from here */
 	conn_set_state(c, CONN_CLOSING);
 	s->m.closed[why]++;
 	if (c->job) {
@@ -517,6 +517,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	}
 	conn_set_state(c, CONN_ACTIVE);
 	job->live_agents++;
+	job->alone_since_us = 0;
 	bufferevent_set_timeouts(c->bev, &idle, NULL);
 	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer, job->name,
 		  c->agent, c->host, c->n_ranks, (unsigned long long)p->durable_seq);

@@ -416,10 +416,8 @@ static void note_retirable(const char *key, void *value, void *arg)
 	struct job *job = value;
 
 	(void)key;
-	if (job->live_agents) {
-		job->alone_since_us = 0;
+	if (job->live_agents)
 		return;
-	}
 	if (!job->alone_since_us)
 		job->alone_since_us = rs->now_us;
 	if (rs->now_us - job->alone_since_us < rs->after_us || job->diagnosing || rs->n == rs->cap)

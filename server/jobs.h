@@ -38,7 +38,7 @@ struct job {
 	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
 	int64_t hang_since_us;   /* since when ranks have been overdue (wall; 0: none are) */
-	int64_t alone_since_us;  /* since when no agent has been connected (wall; 0: some are) */
+	int64_t alone_since_us;  /* since when no agent has been connected (wall; 0: some are): set by ingest */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
