@@ -403,8 +403,8 @@ static void resolve_left(struct server *s, struct job *job, int64_t now_us, cons
 	alerts_report(s, job, NULL, NULL, change);
 }
 
+/* names collected while a map is walked (it is not changed meanwhile), at most cap */
 struct retire_scan {
-	struct server *s;
 	int64_t now_us, after_us;
 	char (*names)[128];
 	size_t n, cap;
@@ -442,14 +442,9 @@ static void retire(struct server *s, const char *name, int64_t now_us, int64_t a
 	free_job(name, job, NULL);
 }
 
-struct restored_scan {
-	char (*names)[128];
-	size_t n, cap;
-};
-
 static void note_restored(const char *key, void *value, void *arg)
 {
-	struct restored_scan *rs = arg;
+	struct retire_scan *rs = arg;
 
 	(void)value;
 	if (rs->n < rs->cap)
@@ -460,13 +455,13 @@ void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
 {
 	int64_t after_s = s->cfg.job_retire_s, after_us = after_s * 1000000;
 	char names[16][128];
-	struct retire_scan rs = {.s = s, .now_us = wall_now_us, .after_us = after_us, .names = names, .cap = 16};
+	struct retire_scan rs = {.now_us = wall_now_us, .after_us = after_us, .names = names, .cap = 16};
 
 	strmap_each(&s->jobs, note_retirable, &rs);
 	for (size_t i = 0; i < rs.n; i++)
 		retire(s, names[i], wall_now_us, after_s);
 	if (s->restored.len && wall_now_us - started_us >= after_us) {
-		struct restored_scan q = {.names = names, .cap = 16};
+		struct retire_scan q = {.names = names, .cap = 16};
 
 		strmap_each(&s->restored, note_restored, &q);
 		for (size_t i = 0; i < q.n; i++) {
