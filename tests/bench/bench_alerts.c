@@ -23,22 +23,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "alerttest.h"
 #include "harness.h"
 #include "receiver.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Microseconds since the epoch of the first log line containing what (and, when also is not
  * NULL, that too); -1 when none. */

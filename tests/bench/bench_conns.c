@@ -21,22 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "frame.h"
-
-static int free_port(void)
-{
-	struct sockaddr_in a = {0};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	bind(fd, (struct sockaddr *)&a, sizeof(a));
-	getsockname(fd, (struct sockaddr *)&a, &len);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 static int connect_to(int port)
 {
@@ -52,22 +38,6 @@ static int connect_to(int port)
 		return -1;
 	}
 	return fd;
-}
-
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kib;
 }
 
 /* Says Hello for rank on fd and waits for the HelloAck. */
@@ -98,13 +68,6 @@ static int hello(int fd, uint32_t world, uint32_t rank)
 	if (poll(&p, 1, 10000) != 1 || recv(fd, buf, sizeof(buf), 0) <= 0)
 		return -1;
 	return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -178,9 +141,7 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}
-	qsort(per_conn, (size_t)runs, sizeof(double), cmp_double);
-	qsort(total_mib, (size_t)runs, sizeof(double), cmp_double);
 	printf("median of %d runs: %d idle agents, culpritd RSS %.1f MiB, %.1f KiB per idle connection (target <= 32 KiB)\n",
-	       runs, n, total_mib[runs / 2], per_conn[runs / 2] / 1024.0);
+	       runs, n, median(total_mib, runs), median(per_conn, runs) / 1024.0);
 	return 0;
 }

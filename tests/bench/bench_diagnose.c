@@ -20,6 +20,7 @@
 
 #include <sys/resource.h>
 
+#include "benchutil.h"
 #include "diagnose.h"
 #include "engine.h"
 #include "jsonl.h"
@@ -32,18 +33,6 @@ static double now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int n)
-{
-	qsort(x, (size_t)n, sizeof(double), cmp_d);
-	return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
 }
 
 static uint64_t rng_state = 88172645463325252ull;

@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "frame.h"
 
 #define PHASES 8
@@ -66,29 +67,6 @@
 
 static int agent_port, http_port;
 static pid_t culpritd_pid;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int free_port(void)
-{
-	struct sockaddr_in a = {0};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	bind(fd, (struct sockaddr *)&a, sizeof(a));
-	getsockname(fd, (struct sockaddr *)&a, &len);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 /* A socket from 127.<net>.<host / 256>.<host % 256 + 1> to culpritd's agent port, connecting
  * (non-blocking when nb: then the connect may be in progress). -1 on failure. */
@@ -132,43 +110,6 @@ static size_t pack_hello(uint8_t *buf, const char *job, const char *agent, uint3
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
 	env.hello = &h;
 	return frame_pack(&env, buf);
-}
-
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kib;
-}
-
-/* CPU seconds (user + system) of pid so far. */
-static double cpu_s(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f || !fgets(buf, sizeof(buf), f)) {
-		if (f)
-			fclose(f);
-		return -1;
-	}
-	fclose(f);
-	p = strrchr(buf, ')'); /* the name may hold spaces */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* GET /metrics into a malloc'd string (NULL on failure). */
@@ -607,13 +548,6 @@ static int starved(const char *window)
 	return n ? complain("%u healthy agents had no Ack in a window %s", n, window) : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
@@ -656,12 +590,6 @@ static void pin(int cpu)
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) < 0)
 		perror("bench_hostile: sched_setaffinity");
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void usage(void)

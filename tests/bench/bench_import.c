@@ -13,14 +13,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "import_kineto.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t nrec;
 static int c_job(void *c, const struct jsonl_job *j, const char **w)
@@ -95,12 +89,6 @@ static int gen(const char *path, double mb)
 	return fclose(f);
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
 	int i = 1;
@@ -134,12 +122,12 @@ int main(int argc, char **argv)
 			}
 			t[r] = now_s() - t0;
 		}
-		qsort(t, 3, sizeof(t[0]), cmp_d);
+		double tm = median(t, 3);
 		struct rusage ru;
 		getrusage(RUSAGE_SELF, &ru);
 		printf("%-60s %8.1f MB  %6.3f s (median of 3)  %7.1f MB/s  steps %" PRIu64 " kernels %" PRIu64
 		       "  peak RSS %.1f MiB\n",
-		       path, (double)st.bytes / 1e6, t[1], (double)st.bytes / 1e6 / t[1], st.steps, st.kernels,
+		       path, (double)st.bytes / 1e6, tm, (double)st.bytes / 1e6 / tm, st.steps, st.kernels,
 		       (double)ru.ru_maxrss / 1024.0);
 	}
 	return 0;

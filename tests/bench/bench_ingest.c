@@ -17,9 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "agent.h"
 
 #define PHASES 16 /* per rank and iteration */
@@ -39,23 +40,6 @@ struct worker {
 	struct bench *b;
 	uint32_t first, last; /* agents [first, last) */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-	       (double)ru.ru_stime.tv_usec / 1e6;
-}
 
 static void *worker_main(void *arg)
 {
@@ -174,7 +158,7 @@ int main(int argc, char **argv)
 			break;
 		nanosleep(&(struct timespec){0, 10000000}, NULL);
 	}
-	c0 = cpu_s();
+	c0 = cpu_s(getpid());
 	t0 = now_s();
 	for (uint32_t i = 0; i < b.n_threads; i++) {
 		w[i] = (struct worker){&b, b.n_agents * i / b.n_threads, b.n_agents * (i + 1) / b.n_threads};
@@ -205,7 +189,7 @@ int main(int argc, char **argv)
 	       "acknowledged in %.2f s: %.0f records/s end to end (appended at %.0f/s; %llu batches, "
 	       "%llu resent; client CPU %.1f s)\n",
 	       (unsigned long long)sent, b.n_agents, b.n_threads, b.n_loops, t_acked - t0, (double)sent / (t_acked - t0),
-	       (double)sent / (t_append - t0), (unsigned long long)batches, (unsigned long long)resent, cpu_s() - c0);
+	       (double)sent / (t_append - t0), (unsigned long long)batches, (unsigned long long)resent, cpu_s(getpid()) - c0);
 	for (uint32_t a = 0; a < b.n_agents; a++)
 		agent_close(b.agents[a], 1000);
 	for (uint32_t i = 0; i < b.n_loops; i++)

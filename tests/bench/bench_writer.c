@@ -24,6 +24,7 @@
 
 #include <libpq-fe.h>
 
+#include "benchutil.h"
 #include "migrate.h"
 #include "writer.h"
 
@@ -34,13 +35,6 @@
 static const char *const names[NAMES] = {"fwd", "bwd", "mlp", "attn", "ep_dispatch", "ep_combine",
                                          "dp_reduce_scatter", "dp_all_gather", "pp_send", "optimizer"};
 static const int64_t base_us = INT64_C(1764633600000000);
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void die(const char *what, PGconn *c)
 {
@@ -303,20 +297,6 @@ static double writer_run(const char *dsn, PGconn *c, size_t rows, size_t batch_r
 	printf("    writer: %" PRIu64 " transactions, %" PRIu64 " refusals (queue full)\n", st.committed_txns,
 	       st.refused_full);
 	return (double)rows / dt;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	double tmp[MAX_RUNS];
-	memcpy(tmp, v, (size_t)n * sizeof *v);
-	qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
-	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
 }
 
 int main(int argc, char **argv)

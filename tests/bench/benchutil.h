@@ -1,0 +1,19 @@
+/* benchutil.h: what the benchmark programs share: clocks, a free port, a process's RSS and
+ * CPU, the median of their runs. */
+#ifndef CULPRIT_BENCHUTIL_H
+#define CULPRIT_BENCHUTIL_H
+
+#include <sys/types.h>
+
+/* Monotonic seconds. */
+double now_s(void);
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int free_port(void);
+/* VmRSS of pid in KiB (-1 when unknown). */
+long rss_kib(pid_t pid);
+/* User + system CPU seconds of pid so far (-1 when unknown). */
+double cpu_s(pid_t pid);
+/* Median of v[0..n) (v is left as it is). */
+double median(const double *v, int n);
+
+#endif
