@@ -30,8 +30,7 @@
 #define MAX_KEYS 4 /* tokens of one guard: the new and the old ones during a rotation */
 
 struct guard {
-	bool set;
-	int n;
+	int n; /* tokens set; 0: the guard is open */
 	uint8_t d[MAX_KEYS][DIGEST];
 };
 
@@ -68,7 +67,6 @@ static int guard_add(struct guard *g, const char *token)
 	if (g->n == MAX_KEYS)
 		return -1;
 	digest(token, g->d[g->n++]);
-	g->set = true;
 	return 0;
 }
 
@@ -250,7 +248,7 @@ struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 	    set_guard(&a->read, "http_read_token", cfg->http_read_token, err, err_size) < 0 ||
 	    set_guard(&a->write, "http_write_token", cfg->http_write_token, err, err_size) < 0)
 		goto fail;
-	if (a->read.set && !a->write.set) {
+	if (a->read.n && !a->write.n) {
 		/* otherwise reads would be guarded and writes open */
 		config_fail(err, err_size, "setting \"http_read_token\" needs \"http_write_token\" to be set too");
 		goto fail;
@@ -288,17 +286,17 @@ fail:
 
 void auth_log_summary(const struct auth *a)
 {
-	if (!a->agent.set && a->jobs.len == 0)
+	if (!a->agent.n && a->jobs.len == 0)
 		log_warning("agents are NOT authenticated: set agent_token or job_tokens_file (docs/operations.md, "
 			    "\"Security\")");
 	else
-		log_info("agents authenticate: %s%s%zu job tokens%s%s%s", a->agent.set ? "a shared agent token" : "",
-			 a->agent.set ? " and " : "", a->jobs.len, a->jobs.len ? " from \"" : "", a->job_tokens_file,
+		log_info("agents authenticate: %s%s%zu job tokens%s%s%s", a->agent.n ? "a shared agent token" : "",
+			 a->agent.n ? " and " : "", a->jobs.len, a->jobs.len ? " from \"" : "", a->job_tokens_file,
 			 a->jobs.len ? "\"" : "");
-	if (!a->write.set)
+	if (!a->write.n)
 		log_warning("the REST API is NOT authenticated: anyone who reaches http_listen may read and write; set "
 			    "http_write_token (and http_read_token)");
-	else if (!a->read.set)
+	else if (!a->read.n)
 		log_info("REST API: writes need http_write_token; reads are open (no http_read_token)");
 	else
 		log_info("REST API: reads need http_read_token or http_write_token, writes http_write_token");
@@ -323,7 +321,7 @@ bool auth_agent_digest(const struct auth *a, const char *job, const unsigned cha
 {
 	const struct guard *want = strmap_get(&a->jobs, job ? job : "");
 
-	if (!want && !a->agent.set && a->jobs.len == 0)
+	if (!want && !a->agent.n && a->jobs.len == 0)
 		return true; /* open */
 	/* the same work whether or not a shared token is set: an unknown job and a bad token
 	 * look alike from outside */
@@ -356,7 +354,7 @@ enum auth_http_result auth_http(const struct auth *a, bool write, const char *au
 	uint8_t got[DIGEST];
 	bool is_write, is_read;
 
-	if (write ? !a->write.set : !a->read.set)
+	if (write ? !a->write.n : !a->read.n)
 		return AUTH_HTTP_OK;
 	if (!token)
 		return AUTH_HTTP_UNAUTHORIZED;

@@ -130,7 +130,8 @@ void metrics_render(const struct metrics *m, FILE *out)
 		m->incident_changes[1], m->incident_changes[2], m->incident_changes[3]);
 	render_alerts(m, out);
 	one(out, "culprit_agent_auth_failures_total", "counter",
-	    "Agent Hellos refused with \"authentication failed\" (wrong or missing token, or a job without one).",
+	    "Agent Hellos refused with \"authentication failed\" (wrong or missing token, or a job without one), "
+	    "and connections closed because SIGHUP removed their token.",
 	    m->agent_auth_failures);
 	fprintf(out, "# HELP culprit_http_auth_failures_total REST requests refused by authentication, by status.\n"
 		     "# TYPE culprit_http_auth_failures_total counter\n"
