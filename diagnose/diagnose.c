@@ -828,8 +828,10 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 				if (w.role[members[j]] != 1)
 					members[np++] = members[j];
 			store_kernel_pool(s, list[0], k, w.kfirst, last, &a);
-			l3_pool(s, members, np, w.kfirst, last, &b);
-			(void)0;
+			/* one kernel: pool the peers' sketches of k alone (l3_pool fills one
+			 * sketch per kernel name of the job) */
+			for (size_t j = 0; j < np; j++)
+				store_kernel_pool(s, members[j], k, w.kfirst, last, &b);
 			if (a.count && b.count) {
 				double rr = sketch_quantile(&a, 0.5) / sketch_quantile(&b, 0.5);
 				if (!isfinite(comm_ratio) || rr > comm_ratio)
