@@ -124,9 +124,14 @@ int alerts_start(struct server *s)
 			free(a);
 			return -1;
 		}
+		static const char *const url_settings[DELIVER_TARGETS] = {"alertmanager_url", "webhook_url", "slack_url",
+									   "pagerduty_url"};
+		char shown[2048];
+
 		for (int t = 0; t < DELIVER_TARGETS; t++)
 			if (a->on[t])
-				log_info("alerts: delivering to %s (%s)", deliver_target_name((enum deliver_target)t), urls[t]);
+				log_info("alerts: delivering to %s (%s)", deliver_target_name((enum deliver_target)t),
+					 config_shown(c, url_settings[t], shown, sizeof(shown)));
 	}
 	s->alerts = a;
 	return 0;

@@ -234,7 +234,7 @@ void api_reply_db_error(struct evhttp_request *req, const struct storage_query_r
 		 strncmp(res->sqlstate, "57P", 3) == 0)
 		api_reply_error(req, 503, "database unavailable", "%s", res->error);
 	else {
-		log_warning("api: query failed: %s (SQLSTATE %s)", res->error, res->sqlstate);
+		log_warning("api: query failed: %s (SQLSTATE %s)", LOG_ESC(res->error), res->sqlstate);
 		api_reply_error(req, 500, "internal error", "%s", res->error);
 	}
 }

@@ -334,7 +334,7 @@ void auth_agent_refused(struct server *s, const char *peer, const char *job, con
 
 	s->m.agent_auth_failures++;
 	if (log_limit_allow(&limit))
-		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", peer, job, agent);
+		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", peer, LOG_ESC(job), LOG_ESC(agent));
 }
 
 /* The token of "Bearer TOKEN" (scheme case-insensitive), or NULL. */
@@ -415,7 +415,7 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 	}
 	if (log_limit_allow(&limit))
 		log_info("http %s:%u: %s %s refused: %s", peer ? peer : "?", (unsigned)port, method_name(m),
-			 evhttp_request_get_uri(req),
+			 LOG_ESC(evhttp_request_get_uri(req)),
 			 r == AUTH_HTTP_FORBIDDEN ? "read token on a write request" : h ? "invalid token" : "no token");
 	snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n", error, detail);
 	evhttp_add_header(out, "Content-Type", "application/json");

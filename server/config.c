@@ -9,8 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum setting_type { SETTING_STRING, SETTING_INT, SETTING_BOOL };
+
+/* Flags of a string setting (STRF). What -t prints and culpritd logs of its value:
+ *   SECRET       nothing but whether it is set (tokens, keys, a URL whose path is the key);
+ *   CREDENTIALS  the value with the passwords in it masked (a URL's user:password@, a
+ *                PostgreSQL DSN's password=...);
+ * and what it must be:
+ *   HTTP_URL     empty, or a URL starting http:// or https:// (refused at load otherwise). */
+enum { SECRET = 1, CREDENTIALS = 2, HTTP_URL = 4 };
 
 struct setting {
 	const char *name;
@@ -19,17 +28,20 @@ struct setting {
 	const char *def;
 	int64_t min, max;
 	bool reloadable;
+	unsigned flags;
 	const char *help;
 };
 
-#define STR(field, def, reload, help) {#field, SETTING_STRING, offsetof(struct config, field), def, 0, 0, reload, help}
-#define INT(field, def, lo, hi, reload, help) {#field, SETTING_INT, offsetof(struct config, field), #def, lo, hi, reload, help}
-#define BOOL(field, def, reload, help) {#field, SETTING_BOOL, offsetof(struct config, field), def, 0, 1, reload, help}
+#define STRF(field, def, reload, flags, help)                                                                        \
+	{#field, SETTING_STRING, offsetof(struct config, field), def, 0, 0, reload, flags, help}
+#define STR(field, def, reload, help) STRF(field, def, reload, 0, help)
+#define INT(field, def, lo, hi, reload, help) {#field, SETTING_INT, offsetof(struct config, field), #def, lo, hi, reload, 0, help}
+#define BOOL(field, def, reload, help) {#field, SETTING_BOOL, offsetof(struct config, field), def, 0, 1, reload, 0, help}
 
 static const struct setting settings[] = {
 	STR(data_dir, "./var", false,
 	    "Directory for culpritd's own files: the embedded PostgreSQL cluster (pg/) and its socket."),
-	STR(db, "", false,
+	STRF(db, "", false, CREDENTIALS,
 	    "PostgreSQL connection string (postgresql://... or key=value). Empty: run a private, embedded "
 	    "PostgreSQL under data_dir/pg."),
 	BOOL(storage, "true", false,
@@ -74,35 +86,37 @@ static const struct setting settings[] = {
 	INT(http_max_body, 1048576, 1024, 67108864, true, "Largest REST request body, in bytes (413 beyond)."),
 	INT(http_max_headers, 16384, 1024, 1048576, true, "Largest REST request header block, in bytes."),
 	INT(http_timeout_s, 30, 1, 3600, true, "Time limit for reading a REST request and writing its answer."),
-	STR(agent_token, "", true,
+	STRF(agent_token, "", true, SECRET,
 	    "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead); up to 4 "
 	    "separated by commas during a rotation. With neither set, agents are not authenticated (a warning at "
-	    "start-up). On SIGHUP, agents whose token is no longer accepted are disconnected. Never logged; -t "
-	    "masks it."),
+	    "start-up). On SIGHUP, agents whose token is no longer accepted are disconnected."),
 	STR(job_tokens_file, "", true,
 	    "File of \"JOB TOKEN\" lines ('#' comments): an agent of a listed job must present that job's token "
 	    "(a job listed up to 4 times: any of them); a job not listed needs agent_token, and is refused when "
 	    "that is empty. Re-read on SIGHUP."),
-	STR(http_read_token, "", true,
+	STRF(http_read_token, "", true, SECRET,
 	    "Bearer token for REST reads (GET, HEAD) and /metrics (up to 4, separated by commas); the write "
 	    "token also reads. Empty: reads are open. Needs http_write_token. /healthz and /readyz stay open."),
-	STR(http_write_token, "", true,
+	STRF(http_write_token, "", true, SECRET,
 	    "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...; up to 4, separated by "
 	    "commas). Empty: the REST API is open (a warning at start-up)."),
 	STR(tls_cert, "", true,
 	    "PEM file of the server certificate (and its chain). With tls_key: agents and the REST API speak "
 	    "TLS (1.2 or later) only. SIGHUP re-reads the files; turning TLS on or off needs a restart."),
 	STR(tls_key, "", true, "PEM file of the private key of tls_cert."),
-	STR(alertmanager_url, "", false,
+	STRF(alertmanager_url, "", false, HTTP_URL | CREDENTIALS,
 	    "Prometheus Alertmanager base URL (http or https); incidents are POSTed to its /api/v2/alerts. "
 	    "Empty: off."),
-	STR(webhook_url, "", false, "URL of a generic JSON webhook receiving every incident change. Empty: off."),
-	STR(webhook_secret, "", false,
+	STRF(webhook_url, "", false, HTTP_URL | CREDENTIALS,
+	     "URL (http or https) of a generic JSON webhook receiving every incident change. Empty: off."),
+	STRF(webhook_secret, "", false, SECRET,
 	    "Key of the webhook's X-Culprit-Signature header (sha256=<hex HMAC-SHA256 of the body>). Empty: unsigned."),
-	STR(slack_url, "", false, "Slack incoming-webhook URL. Empty: off."),
-	STR(pagerduty_url, "https://events.pagerduty.com/v2/enqueue", false, "PagerDuty Events API v2 endpoint."),
-	STR(pagerduty_routing_key, "", false, "PagerDuty integration (routing) key. Empty: PagerDuty off."),
-	STR(public_url, "", false,
+	STRF(slack_url, "", false, HTTP_URL | SECRET,
+	     "Slack incoming-webhook URL (its path is the key). Empty: off."),
+	STRF(pagerduty_url, "https://events.pagerduty.com/v2/enqueue", false, HTTP_URL | CREDENTIALS,
+	     "PagerDuty Events API v2 endpoint."),
+	STRF(pagerduty_routing_key, "", false, SECRET, "PagerDuty integration (routing) key. Empty: PagerDuty off."),
+	STRF(public_url, "", false, HTTP_URL | CREDENTIALS,
 	    "Base URL of this culpritd's REST API as on-call reaches it, for the links in alerts. Empty: "
 	    "http://<http_listen>."),
 	INT(alert_resend_s, 60, 5, 3600, false,
@@ -292,13 +306,14 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 {
 	FILE *f = fopen(path, "r");
 	char line[4096], msg[512];
-	int lineno = 0;
+	int lineno = 0, set_on[N_SETTINGS] = {0}; /* the line that set each setting */
 
 	if (!f) {
 		config_fail(err, err_size, "could not open configuration file \"%s\": %s", path, strerror(errno));
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
+		const struct setting *s;
 		char *p, *eq, *name, *value;
 
 		lineno++;
@@ -326,11 +341,26 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 			value[strlen(value) - 1] = '\0';
 			value++;
 		}
+		if ((s = find(name)) && set_on[s - settings]) {
+			config_fail(err, err_size, "%s:%d: setting \"%s\" is set twice, on lines %d and %d", path, lineno,
+				    name, set_on[s - settings], lineno);
+			fclose(f);
+			return -1;
+		}
+		if (s)
+			set_on[s - settings] = lineno;
 		if (config_set(cfg, name, value, reload, msg, sizeof(msg)) < 0) {
 			config_fail(err, err_size, "%s:%d: %s", path, lineno, msg);
 			fclose(f);
 			return -1;
 		}
+	}
+	/* a directory opens but does not read; neither it nor a read error mid-file may leave
+	 * culpritd on the settings read so far */
+	if (ferror(f)) {
+		config_fail(err, err_size, "could not read configuration file \"%s\": %s", path, strerror(errno));
+		fclose(f);
+		return -1;
 	}
 	fclose(f);
 	return 0;
@@ -370,6 +400,16 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	if (cfg->data_dir[0] == '\0') {
 		config_fail(err, err_size, "setting \"data_dir\" must not be empty");
 		return -1;
+	}
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const char *v = settings[i].flags & HTTP_URL ? *(char *const *)((const char *)cfg + settings[i].offset) : "";
+
+		/* the value is not echoed: it may be a secret */
+		if (v[0] && strncasecmp(v, "http://", 7) != 0 && strncasecmp(v, "https://", 8) != 0) {
+			config_fail(err, err_size, "invalid value for setting \"%s\": not an http:// or https:// URL",
+				    settings[i].name);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -435,31 +475,92 @@ void config_print_doc(FILE *out)
 			snprintf(allowed, sizeof(allowed), "%lld .. %lld", (long long)s->min, (long long)s->max);
 		else if (s->type == SETTING_BOOL)
 			snprintf(allowed, sizeof(allowed), "true, false");
-		fprintf(out, "| `%s` | %s | `%s` | %s | %s | %s |\n", s->name, type_name(s->type), s->def, allowed,
-			s->reloadable ? "yes" : "no", s->help);
+		else if (s->flags & HTTP_URL)
+			snprintf(allowed, sizeof(allowed), "empty, `http://...`, `https://...`");
+		fprintf(out, "| `%s` | %s | `%s` | %s | %s | %s%s |\n", s->name, type_name(s->type), s->def, allowed,
+			s->reloadable ? "yes" : "no", s->help,
+			s->flags & SECRET	 ? " Secret: `-t` and the log show only whether it is set."
+			: s->flags & CREDENTIALS ? " `-t` and the log mask the passwords in it."
+						 : "");
 	}
 }
 
-/* Secrets are never printed or logged. */
-static int is_secret(const char *name)
+/* Appends len bytes of s to buf (n bytes used), as many as fit before its NUL. */
+static void put(char *buf, size_t size, size_t *n, const char *s, size_t len)
 {
-	size_t n = strlen(name);
+	if (len > size - 1 - *n)
+		len = size - 1 - *n;
+	memcpy(buf + *n, s, len);
+	*n += len;
+}
 
-	if ((n > 5 && strcmp(name + n - 5, "_file") == 0) || strncmp(name, "tls_", 4) == 0)
-		return 0; /* the name of a file of secrets is not one */
-	return strstr(name, "secret") || strstr(name, "token") || strstr(name, "_key");
+/* Copies v into buf (size > 0) with the passwords in it replaced by "****": a URL's
+ * user:PASSWORD@ and every password=VALUE (a PostgreSQL key=value DSN, or a URI parameter). */
+static void mask_credentials(const char *v, char *buf, size_t size)
+{
+	const char *scheme = strstr(v, "://"), *at = NULL, *colon = NULL, *p = v, *q;
+	size_t n = 0;
+
+	if (scheme) {
+		/* the authority: up to the first '/', '?' or '#' after "://" */
+		for (q = scheme + 3; *q && !strchr("/?#", *q); q++)
+			if (*q == '@')
+				at = q;
+		if (at)
+			colon = memchr(scheme + 3, ':', (size_t)(at - (scheme + 3)));
+	}
+	while (*p) {
+		if (p == colon) {
+			put(buf, size, &n, ":****", 5);
+			p = at;
+		} else if (strncmp(p, "password", 8) == 0 && (p == v || strchr(" \t?&", p[-1])) &&
+			   *(q = p + 8 + strspn(p + 8, " \t")) == '=') {
+			put(buf, size, &n, "password=****", 13);
+			p = q + 1 + strspn(q + 1, " \t");
+			if (*p == '\'') { /* quoted: up to the closing quote; \' is escaped */
+				for (p++; *p && *p != '\''; p++)
+					if (p[0] == '\\' && p[1])
+						p++;
+				if (*p)
+					p++;
+			} else {
+				while (*p && !strchr(" \t&", *p))
+					p++;
+			}
+		} else {
+			put(buf, size, &n, p++, 1);
+		}
+	}
+	buf[n] = '\0';
+}
+
+const char *config_shown(const struct config *cfg, const char *name, char *buf, size_t size)
+{
+	const struct setting *s = find(name);
+	const char *v;
+
+	if (!s || s->type != SETTING_STRING || size == 0)
+		return "";
+	v = *(char *const *)((const char *)cfg + s->offset);
+	if ((s->flags & SECRET) && v[0])
+		snprintf(buf, size, "(set, not shown)");
+	else if (s->flags & CREDENTIALS)
+		mask_credentials(v, buf, size);
+	else
+		snprintf(buf, size, "%s", v);
+	return buf;
 }
 
 void config_print_values(const struct config *cfg, FILE *out)
 {
+	char shown[4096];
+
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		const struct setting *s = &settings[i];
 		const void *field = (const char *)cfg + s->offset;
 
-		if (s->type == SETTING_STRING && is_secret(s->name) && **(char *const *)field)
-			fprintf(out, "%s = \"(set, not shown)\"\n", s->name);
-		else if (s->type == SETTING_STRING)
-			fprintf(out, "%s = \"%s\"\n", s->name, *(char *const *)field);
+		if (s->type == SETTING_STRING)
+			fprintf(out, "%s = \"%s\"\n", s->name, config_shown(cfg, s->name, shown, sizeof(shown)));
 		else if (s->type == SETTING_INT)
 			fprintf(out, "%s = %lld\n", s->name, (long long)*(const int64_t *)field);
 		else

@@ -77,7 +77,10 @@ const char *config_option_name(const char *option, char *buf, size_t size);
 
 void config_print_help(FILE *out);
 void config_print_doc(FILE *out);
-/* "name = value" for every setting (what -t prints). */
+/* The value of string setting `name` as it may be shown (-t, logs): a secret as
+ * "(set, not shown)" when set, the passwords inside a DSN or URL masked. Returns buf. */
+const char *config_shown(const struct config *cfg, const char *name, char *buf, size_t size);
+/* "name = value" for every setting (what -t prints), secrets masked as config_shown does. */
 void config_print_values(const struct config *cfg, FILE *out);
 
 /* Writes the printf-style message into err (size bytes): how the parsers here say why. */

@@ -370,6 +370,8 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* 1 to max bytes, no control character (C0, DEL, or C1 written in UTF-8: terminal escapes
+ * and forged log lines). */
 static int name_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s);
@@ -377,7 +379,8 @@ static int name_ok(const char *s, size_t max)
 	if (n == 0 || n > max)
 		return 0;
 	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f || ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 &&
+								 (unsigned char)s[1] <= 0x9f))
 			return 0;
 	return 1;
 }
@@ -397,8 +400,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, err);
 		return;
 	}
-	if (!name_ok(h->job, 127) || !name_ok(h->agent_id, 127) || strlen(h->host) > 127) {
-		refuse_hello(c, "job and agent_id must be 1 to 127 printable bytes, host at most 127");
+	if (!name_ok(h->job, 127) || !name_ok(h->agent_id, 127) || (h->host[0] && !name_ok(h->host, 127))) {
+		refuse_hello(c, "job and agent_id must be 1 to 127 bytes, host at most 127, without control characters");
 		return;
 	}
 	auth_token_digest(h->token, c->token_digest);
@@ -481,7 +484,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 		p->conn_id = c->id; /* first: closing the old one must not forget the agent */
 		if (old && old != c) {
-			log_info("agent %s: replaces the connection %s of agent \"%s\"", c->peer, old->peer, c->agent);
+			log_info("agent %s: replaces the connection %s of agent \"%s\"", c->peer, old->peer, LOG_ESC(c->agent));
 			conn_close(old, CLOSE_REPLACED);
 		}
 	}
@@ -519,8 +522,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	job->live_agents++;
 	job->alone_since_us = 0;
 	bufferevent_set_timeouts(c->bev, &idle, NULL);
-	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer, job->name,
-		  c->agent, c->host, c->n_ranks, (unsigned long long)p->durable_seq);
+	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer,
+		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks, (unsigned long long)p->durable_seq);
 	send_hello_ack(c, 1, NULL, p->durable_seq);
 }
 
@@ -1009,7 +1012,7 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 		}
 		return;
 	case CULPRIT__V1__ENVELOPE__MSG_GOODBYE:
-		log_debug("agent %s: goodbye: %s", c->peer, env->goodbye->reason);
+		log_debug("agent %s: goodbye: %s", c->peer, LOG_ESC(env->goodbye->reason));
 		conn_close(c, CLOSE_PEER);
 		return;
 	default:

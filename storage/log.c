@@ -31,6 +31,38 @@ int log_level_parse(const char *s)
 	return -1;
 }
 
+const char *log_escape(const char *s, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	if (size < 8) {
+		if (size)
+			buf[0] = '\0';
+		return buf;
+	}
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		char one[5];
+		size_t len;
+
+		if (ch == '\n' || ch == '\t' || ch == '\r' || ch == '"' || ch == '\\')
+			len = (size_t)snprintf(one, sizeof(one), "\\%c", ch == '\n' ? 'n' : ch == '\t' ? 't' : ch == '\r' ? 'r' : ch);
+		else if (ch < 0x20 || ch >= 0x7f)
+			len = (size_t)snprintf(one, sizeof(one), "\\x%02x", ch);
+		else
+			one[0] = (char)ch, len = 1;
+		if (n + len > size - 4) { /* room for "..." and the NUL */
+			memcpy(buf + n, "...", 3);
+			n += 3;
+			break;
+		}
+		memcpy(buf + n, one, len);
+		n += len;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
 __attribute__((format(printf, 2, 0)))
 static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 {
@@ -47,6 +79,10 @@ static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
+	/* a last guard for what escaped log_escape: no terminal control reaches the log */
+	for (int i = 0; i < n; i++)
+		if (((unsigned char)line[i] < 0x20 && line[i] != '\n' && line[i] != '\t') || line[i] == 0x7f)
+			line[i] = '?';
 	line[n++] = '\n';
 	/* one write per line keeps lines whole between threads */
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)

@@ -8,6 +8,7 @@
 #define CULPRIT_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARNING = 2, LOG_ERROR = 3 };
 
@@ -17,6 +18,15 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *s);
 
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A string a client sent, made safe to log: bytes outside printable ASCII, '"' and '\\' are
+ * written as \n, \t, \r, \", \\ or \xNN, so a client can neither forge log lines nor send
+ * terminal escapes; cut to size - 1 bytes ("..." marks the cut). Returns buf. */
+const char *log_escape(const char *s, char *buf, size_t size);
+/* log_escape into a buffer that lives until the end of the enclosing statement's block:
+ *   log_info("agent %s: goodbye: %s", c->peer, LOG_ESC(reason)); */
+#define LOG_ESCAPE_MAX 512
+#define LOG_ESC(s) log_escape((s), (char[LOG_ESCAPE_MAX]){0}, LOG_ESCAPE_MAX)
 
 #define log_debug(...) log_write(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_write(LOG_INFO, __VA_ARGS__)

@@ -1,5 +1,7 @@
 /* test_config.c: culpritd -t accepts a good configuration and refuses bad ones with a
- * message naming the setting and what is allowed (exit 2). */
+ * message naming the setting and what is allowed (exit 2): a directory or unreadable file as
+ * --config, a setting set twice (both lines named), an alert URL that is not http(s). What -t
+ * prints holds none of the secrets put in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,53 @@ int main(void)
 	expect(args, 2, "culpritd.conf:1: expected \"name = value\"");
 	snprintf(args, sizeof(args), "--config %s/missing.conf -t", dir);
 	expect(args, 2, "could not open configuration file");
+
+	/* a directory opens but does not read: fatal, not a run on defaults */
+	snprintf(args, sizeof(args), "--config %s -t", dir);
+	expect(args, 2, "could not read configuration file");
+
+	/* a setting twice: both lines named */
+	f = fopen(path, "w");
+	fprintf(f, "max_jobs = 3\n# comment\nhttp_listen = \"127.0.0.1:9999\"\nmax_jobs = 4\n");
+	fclose(f);
+	snprintf(args, sizeof(args), "--config %s -t", path);
+	expect(args, 2, "culpritd.conf:4: setting \"max_jobs\" is set twice, on lines 1 and 4");
+
+	/* alert targets speak http or https; the refusal does not echo the (maybe secret) URL */
+	expect("-t --webhook-url ftp://hooks.example/in", 2, "\"webhook_url\": not an http:// or https:// URL");
+	expect("-t --slack-url file:///SLACKSECRET", 2, "\"slack_url\": not an http:// or https:// URL");
+	expect("-t --webhook-url https://hooks.example/in", 0, "webhook_url = \"https://hooks.example/in\"");
+
+	/* -t shows no secret: tokens, keys, the Slack URL, passwords in the DSN and in URLs */
+	{
+		static const char *const secrets[] = {"DBPASS1", "SLACKKEY2", "HOOKPASS3", "AMPASS4", "AGENTTOK5",
+						       "READTOK6", "WRITETOK7", "HMACKEY8", "PDKEY9", "PUBPASS10"};
+		char out[8192];
+
+		f = fopen(path, "w");
+		fprintf(f, "db = \"host=db user=culprit password=DBPASS1 dbname=culprit\"\n"
+			   "slack_url = https://hooks.slack.com/services/T0/B0/SLACKKEY2\n"
+			   "webhook_url = https://hook:HOOKPASS3@hooks.example/in\n"
+			   "alertmanager_url = http://am:AMPASS4@am:9093\n"
+			   "agent_token = AGENTTOK5\nhttp_read_token = READTOK6\nhttp_write_token = WRITETOK7\n"
+			   "webhook_secret = HMACKEY8\npagerduty_routing_key = PDKEY9\n"
+			   "public_url = https://ops:PUBPASS10@culprit.example\n");
+		fclose(f);
+		snprintf(args, sizeof(args), "--config %s -t", path);
+		if (run(args, out, sizeof(out)) != 0 || !strstr(out, "configuration is valid") ||
+		    !strstr(out, "webhook_url = \"https://hook:****@hooks.example/in\"") ||
+		    !strstr(out, "slack_url = \"(set, not shown)\"")) {
+			fprintf(stderr, "culpritd %s: not valid, or secrets not shown as masked:\n%s\n", args, out);
+			failures++;
+		}
+		for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+			if (strstr(out, secrets[i])) {
+				fprintf(stderr, "culpritd -t shows the secret %s:\n%s\n", secrets[i], out);
+				failures++;
+			}
+		/* a DSN in URI form on the command line */
+		expect("-t --db postgresql://culprit:DBPASS11@db/culprit", 0, "db = \"postgresql://culprit:****@db/culprit\"");
+	}
 
 	if (failures)
 		return 1;
