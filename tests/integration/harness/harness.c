@@ -384,6 +384,33 @@ void h_send_env(int fd, const frame_envelope *env)
 	H_CHECK(h_write_all(fd, buf, n) == 0, NULL);
 }
 
+void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
+	Culprit__V1__Topology t = CULPRIT__V1__TOPOLOGY__INIT;
+	uint32_t ranks[8];
+
+	for (int i = 0; i < 8; i++)
+		ranks[i] = (uint32_t)i;
+	t.world = 8;
+	t.tp = t.cp = t.pp = t.ep = 1;
+	t.dp = 8;
+	t.gpus_per_node = 8;
+	h.protocol_version = FRAME_PROTOCOL_VERSION;
+	h.job = (char *)job;
+	h.topology = &t;
+	h.agent_id = (char *)agent;
+	h.host = (char *)host;
+	h.ranks = ranks;
+	h.n_ranks = 8;
+	if (token)
+		h.token = (char *)token;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
+	env.hello = &h;
+	h_send_env(fd, &env);
+}
+
 frame_envelope *h_recv_env(int fd, int timeout_ms)
 {
 	uint8_t hdr[4], *body;

@@ -78,6 +78,9 @@ int64_t h_now_ms(void);
  * Ack of at least seq, skipping other frames (1, or 0). */
 void h_send_env(int fd, const frame_envelope *env);
 frame_envelope *h_recv_env(int fd, int timeout_ms);
+/* Hello of an agent serving ranks 0..7 of a job of world 8 (data-parallel, one node);
+ * token NULL: none. */
+void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token);
 int h_wait_ack(int fd, uint64_t seq);
 
 #endif

@@ -14,38 +14,13 @@
 
 static struct h_proc proc;
 
-static void send_hello(int fd, const char *job, const char *agent, const char *host)
-{
-	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
-	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
-	Culprit__V1__Topology t = CULPRIT__V1__TOPOLOGY__INIT;
-	uint32_t ranks[8];
-
-	for (int i = 0; i < 8; i++)
-		ranks[i] = (uint32_t)i;
-	t.world = 8;
-	t.tp = t.cp = t.pp = t.ep = 1;
-	t.dp = 8;
-	t.gpus_per_node = 8;
-	h.protocol_version = FRAME_PROTOCOL_VERSION;
-	h.job = (char *)job;
-	h.topology = &t;
-	h.agent_id = (char *)agent;
-	h.host = (char *)host;
-	h.ranks = ranks;
-	h.n_ranks = 8;
-	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
-	env.hello = &h;
-	h_send_env(fd, &env);
-}
-
 /* Hello, and the HelloAck's verdict: 1 accepted, 0 refused (reason copied), -1 no answer. */
 static int hello(int fd, const char *job, const char *agent, const char *host, char *reason, size_t size)
 {
 	frame_envelope *e;
 	int accepted;
 
-	send_hello(fd, job, agent, host);
+	h_send_hello(fd, job, agent, host, NULL);
 	e = h_recv_env(fd, 10000);
 	if (!e || e->msg_case != CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK) {
 		frame_free(e);

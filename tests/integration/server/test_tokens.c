@@ -35,36 +35,6 @@ static struct h_proc proc;
 static char conf_path[700];
 static char jobs_path[700];
 
-static void send_hello(int fd, const char *job, const char *agent, const char *token)
-{
-	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
-	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
-	Culprit__V1__Topology t = CULPRIT__V1__TOPOLOGY__INIT;
-	uint32_t ranks[8];
-
-	for (int i = 0; i < 8; i++)
-		ranks[i] = (uint32_t)i;
-	t.world = 8;
-	t.tp = 1;
-	t.cp = 1;
-	t.pp = 1;
-	t.dp = 8;
-	t.ep = 1;
-	t.gpus_per_node = 8;
-	h.protocol_version = FRAME_PROTOCOL_VERSION;
-	h.job = (char *)job;
-	h.topology = &t;
-	h.agent_id = (char *)agent;
-	h.host = (char *)"node-0";
-	h.ranks = ranks;
-	h.n_ranks = 8;
-	if (token)
-		h.token = (char *)token;
-	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
-	env.hello = &h;
-	h_send_env(fd, &env);
-}
-
 static void send_batch(int fd, uint64_t seq, uint32_t iter)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
@@ -97,7 +67,7 @@ static int agent_try(const char *job, const char *agent, const char *token)
 	frame_envelope *e;
 
 	H_CHECK(fd >= 0, &proc);
-	send_hello(fd, job, agent, token);
+	h_send_hello(fd, job, agent, "node-0", token);
 	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK, &proc);
 	ok = e->hello_ack->accepted;
@@ -123,7 +93,7 @@ static int agent_open(const char *job, const char *agent, const char *token, uin
 	frame_envelope *e;
 
 	H_CHECK(fd >= 0, &proc);
-	send_hello(fd, job, agent, token);
+	h_send_hello(fd, job, agent, "node-0", token);
 	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted, &proc);
 	*seq = e->hello_ack->durable_seq + 1;
