@@ -215,6 +215,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	strmap_each(&s->jobs, tick_job, s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
+	/* also while draining: the drain needs the database */
+	if (pg && embedded_supervise(pg))
+		s->m.embedded_restarts++;
 }
 
 static int start_diagnosis(struct server *s)
