@@ -34,6 +34,8 @@ struct ident {
 	uid_t uid;
 	gid_t gid;
 	char name[64];
+	gid_t groups[64]; /* supplementary groups, looked up once: a child forked by a threaded */
+	int n_groups;     /* process must not call initgroups (locks, malloc) */
 };
 
 #define RESTART_MIN_MS 1000
@@ -141,12 +143,13 @@ static int find_bindir(char *out, size_t out_size)
 	return best < 0 ? -1 : 0;
 }
 
-/* In a forked child: become the server's user and die with the parent. */
+/* In a forked child: become the server's user. Async-signal-safe calls only (culpritd has
+ * threads when it restarts the server). */
 static void child_become(const struct ident *id)
 {
 	if (id->drop) {
-		if (setgid(id->gid) < 0 || initgroups(id->name, id->gid) < 0 || setuid(id->uid) < 0) {
-			fprintf(stderr, "embedded: could not become user \"%s\": %s\n", id->name, strerror(errno));
+		if (setgid(id->gid) < 0 || setgroups((size_t)id->n_groups, id->groups) < 0 || setuid(id->uid) < 0) {
+			dprintf(STDERR_FILENO, "embedded: could not become user \"%s\": errno %d\n", id->name, errno);
 			_exit(127);
 		}
 	}
@@ -193,7 +196,7 @@ static pid_t spawn(const struct ident *id, const char *const argv[], const char 
 				_exit(1);
 		}
 		execv(argv[0], (char *const *)argv);
-		fprintf(stderr, "embedded: could not execute \"%s\": %s\n", argv[0], strerror(errno));
+		dprintf(STDERR_FILENO, "embedded: could not execute \"%s\": errno %d\n", argv[0], errno);
 		_exit(127);
 	}
 	close(logfd);
@@ -507,6 +510,12 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		id.uid = pw->pw_uid;
 		id.gid = pw->pw_gid;
 		snprintf(id.name, sizeof id.name, "%s", user);
+		id.n_groups = (int)(sizeof id.groups / sizeof id.groups[0]);
+		if (getgrouplist(user, id.gid, id.groups, &id.n_groups) < 0) {
+			fail(err, err_size, "user \"%s\" is in more than %zu groups", user,
+			     sizeof id.groups / sizeof id.groups[0]);
+			return NULL;
+		}
 	}
 	struct embedded *e = calloc(1, sizeof *e);
 	if (!e) {
