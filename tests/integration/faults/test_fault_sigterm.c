@@ -197,12 +197,13 @@ static void db_down_stop(int second_signal)
 		H_CHECK(status != -1 && h_now_ms() - t_second <= 2000, &proc);
 		H_CHECK(h_log_wait(&proc, "second signal: exiting now", 1, 0), &proc);
 	} else {
-		/* within 30 s of the SIGTERM (3 s of them spent above), and a little for the exit */
+		/* within 30 s of the SIGTERM (3 s of them spent above), and up to 3 s for the exit
+		 * itself on a loaded machine (ASan's leak check included); it was 60 s */
 		status = h_proc_stop(&proc, 0, 60000);
 		fprintf(stderr, "SIGTERM with the database down: culpritd exited %.2f s after it with %llu batches unacknowledged\n",
 			(double)(h_now_ms() - t_second + 3000) / 1000.0, (unsigned long long)st.unacked_batches);
 		H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
-		H_CHECK(h_now_ms() - t_second <= 27000 + 1500, &proc);
+		H_CHECK(h_now_ms() - t_second <= 27000 + 3000, &proc);
 		H_CHECK(h_log_wait(&proc, "gave up waiting for the database", 1, 0), &proc);
 	}
 
