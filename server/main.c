@@ -404,7 +404,8 @@ static void shutdown_all(struct server *s)
 		if (s->signals[i])
 			event_free(s->signals[i]);
 	if (pg && embedded_stop(pg, stop_left_ms(s)) < 0)
-		log_warning("the embedded PostgreSQL did not stop in time and was killed");
+		log_warning("the embedded PostgreSQL did not stop in time: immediate shutdown "
+			    "(crash recovery at its next start)");
 	jobs_free_all(s);
 	strmap_each(&s->agents, free_progress, NULL);
 	strmap_free(&s->agents);
