@@ -300,24 +300,28 @@ static int run_initdb(const struct embedded *e, char *err, size_t err_size)
 	return 0;
 }
 
-/* pid in postmaster.pid, 0 when none; *shmid the id of its System V shared memory (-1). */
-static pid_t read_pidfile(const struct embedded *e, int *shmid)
+/* pid in postmaster.pid, 0 when none; *shmid and *shmkey those of its System V shared memory
+ * (-1 when none). */
+static pid_t read_pidfile(const struct embedded *e, int *shmid, long *shmkey)
 {
 	char p[PATH_MAX + 32], line[256];
 	snprintf(p, sizeof p, "%s/postmaster.pid", e->data);
 	*shmid = -1;
+	*shmkey = -1;
 	FILE *f = fopen(p, "r");
 	if (!f)
 		return 0;
 	long v = 0;
 	/* line 1 the pid, line 7 "<shmem key> <shmem id>" */
 	for (int n = 1; fgets(line, sizeof line, f); n++) {
-		unsigned long key;
+		long key;
 		int id;
 		if (n == 1)
 			v = strtol(line, NULL, 10);
-		else if (n == 7 && sscanf(line, "%lu %d", &key, &id) == 2)
+		else if (n == 7 && sscanf(line, "%ld %d", &key, &id) == 2) {
 			*shmid = id;
+			*shmkey = key;
+		}
 	}
 	fclose(f);
 	return (pid_t)v;
@@ -328,9 +332,11 @@ static pid_t read_pidfile(const struct embedded *e, int *shmid)
 static bool shm_in_use(const struct embedded *e)
 {
 	int shmid;
+	long key;
 	struct shmid_ds ds;
-	read_pidfile(e, &shmid);
-	return shmid >= 0 && shmctl(shmid, IPC_STAT, &ds) == 0 && ds.shm_nattch > 0;
+	read_pidfile(e, &shmid, &key);
+	/* the key too: the id may have been reused by another program's segment */
+	return shmid >= 0 && shmctl(shmid, IPC_STAT, &ds) == 0 && (long)ds.shm_perm.__key == key && ds.shm_nattch > 0;
 }
 
 static bool is_postgres(pid_t pid)
@@ -597,7 +603,8 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	int timeout = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 120000;
 	long long deadline = now_ms() + timeout;
 	int shmid;
-	pid_t old = read_pidfile(e, &shmid);
+	long shmkey;
+	pid_t old = read_pidfile(e, &shmid, &shmkey);
 	if (old > 0 && alive(old)) {
 		if (is_postgres(old)) {
 			/* left by a culpritd that died (it got SIGINT then, and may still be shutting
