@@ -147,14 +147,14 @@ static void free_job_alert(const char *key, void *value, void *arg)
 	free(ja);
 }
 
-void alerts_stop(struct server *s)
+void alerts_stop(struct server *s, int timeout_ms)
 {
 	struct alerts *a = s->alerts;
 
 	if (!a)
 		return;
-	/* what the loop handed over is committed (up to 10 s), then delivery stops */
-	if (storage_writer_stop(a->writer, s->stopping == 2 ? 0 : 10000))
+	/* what the loop handed over is committed (within the stop's deadline), then delivery stops */
+	if (storage_writer_stop(a->writer, timeout_ms))
 		log_warning("alerts: some reports and incident changes were not stored");
 	event_free(a->writer_wake);
 	deliver_stop(a->deliver);

@@ -20,8 +20,8 @@ struct job;
 /* Starts the delivery thread when storage is on and a target is configured (after the
  * writer). 0, or -1 on failure. */
 int alerts_start(struct server *s);
-/* Stops the delivery thread (after the writer has committed what it could). */
-void alerts_stop(struct server *s);
+/* Stops the delivery thread after its writer has committed what it could within timeout_ms. */
+void alerts_stop(struct server *s, int timeout_ms);
 
 /* A finished diagnosis of job: r, its JSON text, and the incident change it caused
  * (INCIDENT_NONE: none). r is NULL for a change without a new report (resolved). Stores the

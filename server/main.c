@@ -3,8 +3,10 @@
  * Start-up (may exit): settings, the database (embedded or by DSN), migrations, the writer,
  * the listeners. Then one libevent loop owns every socket. SIGHUP reloads the settings
  * atomically (a bad file keeps the old ones); SIGTERM or SIGINT drains (stop accepting and
- * reading, let the writer commit and the agents get their Acks, then exit); a second one
- * exits at once. SIGPIPE is ignored. */
+ * reading, let the writer commit and the agents get their Acks, then exit), the drain and
+ * everything after it (writers, the embedded PostgreSQL) within one deadline of
+ * DRAIN_TIMEOUT_MS; a second one exits at once. SIGPIPE is ignored. The embedded PostgreSQL
+ * is supervised from the tick: started again when its postmaster exits. */
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -31,7 +33,7 @@
 #include "tls.h"
 #include "writer.h"
 
-#define DRAIN_TIMEOUT_MS 30000
+#define DRAIN_TIMEOUT_MS 30000 /* from SIGTERM to exit (docs/operations.md, "Signals") */
 #define DIAGNOSIS_QUEUE 64 /* jobs waiting for the diagnosis worker */
 
 static struct embedded *pg;
@@ -215,6 +217,9 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	strmap_each(&s->jobs, tick_job, s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
+	/* also while draining: the drain needs the database */
+	if (pg && embedded_supervise(pg))
+		s->m.embedded_restarts++;
 }
 
 static int start_diagnosis(struct server *s)
@@ -239,6 +244,7 @@ static void begin_drain(struct server *s)
 	struct timeval tv = {0, 100000};
 
 	s->stopping = 1;
+	s->stop_deadline_ms = clock_mono_ms() + DRAIN_TIMEOUT_MS;
 	log_info("shutting down: no new connections; committing what agents sent (a second signal exits at once)");
 	ingest_stop_accepting(s);
 	timer = event_new(s->base, -1, EV_PERSIST, drain_check_cb, s);
@@ -252,20 +258,19 @@ static void drain_check_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
 	struct storage_writer_stats st = {0};
-	static int waited_ms;
+	int late;
 
 	(void)fd;
 	(void)what;
 	if (s->writer)
 		storage_writer_stats(s->writer, &st);
-	waited_ms += 100;
 	/* done when nothing is queued, no connection waits for queue space, and every report and
 	 * incident change (with its outbox rows) is committed */
 	alerts_tick(s);
-	if ((st.queued_records == 0 && st.queued_ops == 0 && !s->blocked_head && alerts_uncommitted(s) == 0) ||
-	    waited_ms >= DRAIN_TIMEOUT_MS) {
-		if (waited_ms >= DRAIN_TIMEOUT_MS)
-			log_warning("gave up waiting for the database after %d ms", waited_ms);
+	late = clock_mono_ms() >= s->stop_deadline_ms;
+	if ((st.queued_records == 0 && st.queued_ops == 0 && !s->blocked_head && alerts_uncommitted(s) == 0) || late) {
+		if (late)
+			log_warning("gave up waiting for the database after %d ms", DRAIN_TIMEOUT_MS);
 		if (s->writer)
 			ingest_writer_progress(s); /* last Acks */
 		event_base_loopexit(s->base, NULL);
@@ -360,8 +365,18 @@ static void free_progress(const char *key, void *value, void *arg)
 	free(value);
 }
 
+/* What is left of the stop's deadline (0 after a second signal). */
+static int stop_left_ms(const struct server *s)
+{
+	int64_t left = s->stop_deadline_ms - clock_mono_ms();
+
+	return s->stopping == 2 || left < 0 ? 0 : (int)left;
+}
+
 static void shutdown_all(struct server *s)
 {
+	if (!s->stopping) /* start-up failed, or the loop ended otherwise */
+		s->stop_deadline_ms = clock_mono_ms() + DRAIN_TIMEOUT_MS;
 	diagnosis_stop(s->diagnosis);
 	if (s->diagnosis_wake)
 		event_free(s->diagnosis_wake);
@@ -375,12 +390,12 @@ static void shutdown_all(struct server *s)
 		uint64_t lost;
 
 		storage_writer_stats(s->writer, &st);
-		lost = storage_writer_stop(s->writer, s->stopping == 2 ? 0 : DRAIN_TIMEOUT_MS);
+		lost = storage_writer_stop(s->writer, stop_left_ms(s));
 		if (lost)
 			log_warning("%llu received records were not committed (the agents still hold them and will resend)",
 				    (unsigned long long)lost);
 	}
-	alerts_stop(s);
+	alerts_stop(s, stop_left_ms(s));
 	if (s->writer_wake)
 		event_free(s->writer_wake);
 	if (s->retention)
@@ -388,8 +403,9 @@ static void shutdown_all(struct server *s)
 	for (size_t i = 0; i < sizeof(s->signals) / sizeof(s->signals[0]); i++)
 		if (s->signals[i])
 			event_free(s->signals[i]);
-	if (pg && embedded_stop(pg, 30000) < 0)
-		log_warning("the embedded PostgreSQL did not stop in time and was killed");
+	if (pg && embedded_stop(pg, stop_left_ms(s)) < 0)
+		log_warning("the embedded PostgreSQL did not stop in time: immediate shutdown "
+			    "(crash recovery at its next start)");
 	jobs_free_all(s);
 	strmap_each(&s->agents, free_progress, NULL);
 	strmap_free(&s->agents);

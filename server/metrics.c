@@ -103,6 +103,8 @@ void metrics_render(const struct metrics *m, FILE *out)
 	one(out, "culprit_captures_total", "counter", "On-demand kernel captures started (POST .../capture, 202).",
 	    m->captures);
 	one(out, "culprit_capture_commands_total", "counter", "Capture Commands sent to agents.", m->capture_commands);
+	one(out, "culprit_embedded_restarts_total", "counter",
+	    "Times the embedded PostgreSQL was started again after its postmaster exited.", m->embedded_restarts);
 	one(out, "culprit_backpressure_events_total", "counter",
 	    "Times a connection stopped being read because the storage queue was full.", m->backpressure_events);
 	fprintf(out, "# HELP culprit_backpressure_seconds_total Time connections spent unread because the storage queue was full.\n"

@@ -60,6 +60,8 @@ struct metrics {
 	/* on-demand captures (capture.c) */
 	uint64_t captures;                                /* POST .../capture answered 202 */
 	uint64_t capture_commands;                        /* Commands sent to agents for them */
+	/* the embedded PostgreSQL (main.c) */
+	uint64_t embedded_restarts;                       /* postmaster started again after it exited */
 };
 
 void metrics_observe_diagnosis(struct metrics *m, double ms);

@@ -69,6 +69,7 @@ struct server {
 	int64_t last_capture_id; /* POST .../capture: ids increase (capture.c) */
 	int64_t started_us;      /* wall clock at start (restored incidents wait job_retire_s from it) */
 	int stopping; /* 0 running, 1 draining after SIGTERM, 2 exit now */
+	int64_t stop_deadline_ms; /* clock_mono_ms(): the whole stop (drain, writers, PostgreSQL) ends by then */
 };
 
 #endif

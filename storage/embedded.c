@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -27,13 +28,33 @@
 
 #define PG_PORT 5432
 
+/* The identity the server runs as: ours, or run_as when we are root. */
+struct ident {
+	bool drop;
+	uid_t uid;
+	gid_t gid;
+	char name[64];
+	gid_t groups[64]; /* supplementary groups, looked up once: a child forked by a threaded */
+	int n_groups;     /* process must not call initgroups (locks, malloc) */
+};
+
+#define RESTART_MIN_MS 1000
+#define RESTART_MAX_MS 30000
+#define RESTART_STABLE_MS 60000 /* running this long: the next restart is immediate again */
+
 struct embedded {
 	char dir[PATH_MAX];  /* <data_dir>/pg, absolute */
 	char data[PATH_MAX]; /* <dir>/data */
 	char dsn[2 * PATH_MAX + 64];
-	pid_t pid;
-	bool child; /* we spawned it (else adopted) */
+	char bindir[PATH_MAX];
+	char log_path[PATH_MAX + 32];
+	struct ident id;
+	bool fast;
+	pid_t pid; /* our child, the postmaster; 0 while none runs */
 	int lock_fd;
+	/* supervision (embedded_supervise) */
+	long long started_ms, exited_ms, next_start_ms; /* monotonic ms */
+	int delay_ms;                                   /* before the next restart */
 };
 
 static void fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -122,20 +143,13 @@ static int find_bindir(char *out, size_t out_size)
 	return best < 0 ? -1 : 0;
 }
 
-/* The identity the server runs as: ours, or run_as when we are root. */
-struct ident {
-	bool drop;
-	uid_t uid;
-	gid_t gid;
-	char name[64];
-};
-
-/* In a forked child: become the server's user and die with the parent. */
+/* In a forked child: become the server's user. Async-signal-safe calls only (culpritd has
+ * threads when it restarts the server). */
 static void child_become(const struct ident *id)
 {
 	if (id->drop) {
-		if (setgid(id->gid) < 0 || initgroups(id->name, id->gid) < 0 || setuid(id->uid) < 0) {
-			fprintf(stderr, "embedded: could not become user \"%s\": %s\n", id->name, strerror(errno));
+		if (setgid(id->gid) < 0 || setgroups((size_t)id->n_groups, id->groups) < 0 || setuid(id->uid) < 0) {
+			dprintf(STDERR_FILENO, "embedded: could not become user \"%s\": errno %d\n", id->name, errno);
 			_exit(127);
 		}
 	}
@@ -182,7 +196,7 @@ static pid_t spawn(const struct ident *id, const char *const argv[], const char 
 				_exit(1);
 		}
 		execv(argv[0], (char *const *)argv);
-		fprintf(stderr, "embedded: could not execute \"%s\": %s\n", argv[0], strerror(errno));
+		dprintf(STDERR_FILENO, "embedded: could not execute \"%s\": errno %d\n", argv[0], errno);
 		_exit(127);
 	}
 	close(logfd);
@@ -263,16 +277,15 @@ static bool reachable(const struct ident *id, const char *dir)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static int run_initdb(const struct embedded *e, const char *bindir, const struct ident *id, bool fast, char *err,
-                      size_t err_size)
+static int run_initdb(const struct embedded *e, char *err, size_t err_size)
 {
 	char exe[PATH_MAX + 16], log_path[PATH_MAX + 16];
-	snprintf(exe, sizeof exe, "%s/initdb", bindir);
+	snprintf(exe, sizeof exe, "%s/initdb", e->bindir);
 	snprintf(log_path, sizeof log_path, "%s/initdb.log", e->dir);
 	const char *argv[] = {exe, "-D", e->data, "-U", "culprit", "-A", "trust", "-E", "UTF8",
-	                "--locale=C", fast ? "--no-sync" : NULL, NULL};
+	                "--locale=C", e->fast ? "--no-sync" : NULL, NULL};
 	log_info("embedded: initializing a new cluster in \"%s\"", e->data);
-	pid_t pid = spawn(id, argv, log_path, false, err, err_size);
+	pid_t pid = spawn(&e->id, argv, log_path, false, err, err_size);
 	if (pid < 0)
 		return -1;
 	int st;
@@ -287,19 +300,43 @@ static int run_initdb(const struct embedded *e, const char *bindir, const struct
 	return 0;
 }
 
-/* pid in postmaster.pid, 0 when none. */
-static pid_t read_pidfile(const struct embedded *e)
+/* pid in postmaster.pid, 0 when none; *shmid and *shmkey those of its System V shared memory
+ * (-1 when none). */
+static pid_t read_pidfile(const struct embedded *e, int *shmid, long *shmkey)
 {
-	char p[PATH_MAX + 32];
+	char p[PATH_MAX + 32], line[256];
 	snprintf(p, sizeof p, "%s/postmaster.pid", e->data);
+	*shmid = -1;
+	*shmkey = -1;
 	FILE *f = fopen(p, "r");
 	if (!f)
 		return 0;
 	long v = 0;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = 0;
+	/* line 1 the pid, line 7 "<shmem key> <shmem id>" */
+	for (int n = 1; fgets(line, sizeof line, f); n++) {
+		long key;
+		int id;
+		if (n == 1)
+			v = strtol(line, NULL, 10);
+		else if (n == 7 && sscanf(line, "%ld %d", &key, &id) == 2) {
+			*shmid = id;
+			*shmkey = key;
+		}
+	}
 	fclose(f);
 	return (pid_t)v;
+}
+
+/* Processes of a postmaster that is gone (its backends exit when they notice) still attached
+ * to its shared memory: PostgreSQL refuses to start until they are gone. */
+static bool shm_in_use(const struct embedded *e)
+{
+	int shmid;
+	long key;
+	struct shmid_ds ds;
+	read_pidfile(e, &shmid, &key);
+	/* the key too: the id may have been reused by another program's segment */
+	return shmid >= 0 && shmctl(shmid, IPC_STAT, &ds) == 0 && (long)ds.shm_perm.__key == key && ds.shm_nattch > 0;
 }
 
 static bool is_postgres(pid_t pid)
@@ -318,7 +355,7 @@ static bool is_postgres(pid_t pid)
 
 static bool alive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
-static int wait_ready(struct embedded *e, int timeout_ms, const char *log_path, char *err, size_t err_size)
+static int wait_ready(struct embedded *e, int timeout_ms, char *err, size_t err_size)
 {
 	char ping_dsn[sizeof e->dsn + 32], qdir[2 * PATH_MAX + 3];
 	conninfo_quote(e->dir, qdir, sizeof qdir);
@@ -328,22 +365,16 @@ static int wait_ready(struct embedded *e, int timeout_ms, const char *log_path, 
 	for (;;) {
 		if (PQping(ping_dsn) == PQPING_OK)
 			return 0;
-		if (e->child) {
-			int st;
-			pid_t r = waitpid(e->pid, &st, WNOHANG);
-			if (r == e->pid) {
-				char tail[1024];
-				tail_file(log_path, tail, sizeof tail);
-				fail(err, err_size, "postgres exited during start-up (see \"%s\"): %s", log_path, tail);
-				e->pid = 0;
-				return -1;
-			}
-		} else if (!alive(e->pid)) {
-			fail(err, err_size, "postgres (pid %ld) exited", (long)e->pid);
+		int st;
+		if (waitpid(e->pid, &st, WNOHANG) == e->pid) {
+			char tail[1024];
+			tail_file(e->log_path, tail, sizeof tail);
+			fail(err, err_size, "postgres exited during start-up (see \"%s\"): %s", e->log_path, tail);
+			e->pid = 0;
 			return -1;
 		}
 		if (now_ms() > deadline) {
-			fail(err, err_size, "postgres not ready after %d ms (see \"%s\")", timeout_ms, log_path);
+			fail(err, err_size, "postgres not ready after %d ms (see \"%s\")", timeout_ms, e->log_path);
 			return -1;
 		}
 		sleep_ms(50);
@@ -379,19 +410,19 @@ static int create_database(struct embedded *e, char *err, size_t err_size)
 	return 0;
 }
 
-/* Sends sig and waits up to ms for the server to exit. */
-static bool signal_wait(struct embedded *e, int sig, int ms)
+/* Sends sig to pid (our child or not) and waits up to ms for it to exit. */
+static bool signal_wait(pid_t pid, bool child, int sig, int ms)
 {
-	if (kill(e->pid, sig) < 0 && errno == ESRCH)
+	if (kill(pid, sig) < 0 && errno == ESRCH)
 		return true;
 	long long deadline = now_ms() + ms;
 	for (;;) {
-		if (e->child) {
+		if (child) {
 			int st;
-			pid_t r = waitpid(e->pid, &st, WNOHANG);
-			if (r == e->pid || (r < 0 && errno == ECHILD))
+			pid_t r = waitpid(pid, &st, WNOHANG);
+			if (r == pid || (r < 0 && errno == ECHILD))
 				return true;
-		} else if (!alive(e->pid)) {
+		} else if (!alive(pid)) {
 			return true;
 		}
 		if (now_ms() > deadline)
@@ -400,11 +431,68 @@ static bool signal_wait(struct embedded *e, int sig, int ms)
 	}
 }
 
+/* Fast shutdown for up to ms, then immediate shutdown (crash recovery at the next start,
+ * nothing committed lost), then SIGKILL. false when the fast shutdown did not do. */
+static bool stop_pid(pid_t pid, bool child, int ms)
+{
+	if (signal_wait(pid, child, SIGINT, ms))
+		return true;
+	log_warning("embedded: postgres (pid %ld) did not stop in %d ms; immediate shutdown", (long)pid, ms);
+	if (!signal_wait(pid, child, SIGQUIT, 5000)) {
+		log_error("embedded: killing postgres (pid %ld)", (long)pid);
+		signal_wait(pid, child, SIGKILL, 5000);
+	}
+	return false;
+}
+
 static void release(struct embedded *e)
 {
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
 	free(e);
+}
+
+/* Starts the postmaster (does not wait for it). */
+static int spawn_postgres(struct embedded *e, char *err, size_t err_size)
+{
+	char exe[PATH_MAX + 16], sockopt[2 * PATH_MAX + 64], portopt[32];
+	snprintf(exe, sizeof exe, "%s/postgres", e->bindir);
+	/* a list of directories: quoted, so that spaces stay in the one path */
+	size_t so = (size_t)snprintf(sockopt, sizeof sockopt, "unix_socket_directories=\"");
+	for (const char *q = e->dir; *q && so + 3 < sizeof sockopt; q++) {
+		if (*q == '"')
+			sockopt[so++] = '"';
+		sockopt[so++] = *q;
+	}
+	sockopt[so++] = '"';
+	sockopt[so] = '\0';
+	snprintf(portopt, sizeof portopt, "port=%d", PG_PORT);
+	const char *argv[32];
+	int a = 0;
+	argv[a++] = exe;
+	argv[a++] = "-D";
+	argv[a++] = e->data;
+	argv[a++] = "-c";
+	argv[a++] = "listen_addresses=";
+	argv[a++] = "-c";
+	argv[a++] = sockopt;
+	argv[a++] = "-c";
+	argv[a++] = "unix_socket_permissions=0700";
+	argv[a++] = "-c";
+	argv[a++] = portopt;
+	argv[a++] = "-c";
+	argv[a++] = "logging_collector=off";
+	if (e->fast) {
+		argv[a++] = "-c";
+		argv[a++] = "fsync=off";
+	}
+	argv[a] = NULL;
+	pid_t pid = spawn(&e->id, argv, e->log_path, true, err, err_size);
+	if (pid < 0)
+		return -1;
+	e->pid = pid;
+	e->started_ms = now_ms();
+	return 0;
 }
 
 struct embedded *embedded_start(const struct embedded_config *cfg, char *err, size_t err_size)
@@ -428,14 +516,12 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		id.uid = pw->pw_uid;
 		id.gid = pw->pw_gid;
 		snprintf(id.name, sizeof id.name, "%s", user);
-	}
-	char bindir[PATH_MAX];
-	if (cfg->bindir)
-		snprintf(bindir, sizeof bindir, "%s", cfg->bindir);
-	else if (find_bindir(bindir, sizeof bindir) < 0) {
-		fail(err, err_size, "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
-		                    "install the Debian package postgresql");
-		return NULL;
+		id.n_groups = (int)(sizeof id.groups / sizeof id.groups[0]);
+		if (getgrouplist(user, id.gid, id.groups, &id.n_groups) < 0) {
+			fail(err, err_size, "user \"%s\" is in more than %zu groups", user,
+			     sizeof id.groups / sizeof id.groups[0]);
+			return NULL;
+		}
 	}
 	struct embedded *e = calloc(1, sizeof *e);
 	if (!e) {
@@ -443,6 +529,15 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		return NULL;
 	}
 	e->lock_fd = -1;
+	e->id = id;
+	e->fast = cfg->fast;
+	if (cfg->bindir)
+		snprintf(e->bindir, sizeof e->bindir, "%s", cfg->bindir);
+	else if (find_bindir(e->bindir, sizeof e->bindir) < 0) {
+		fail(err, err_size, "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
+		                    "install the Debian package postgresql");
+		goto fail;
+	}
 	if (mkdir(cfg->data_dir, 0755) < 0 && errno != EEXIST) {
 		fail(err, err_size, "could not create data directory \"%s\": %s", cfg->data_dir, strerror(errno));
 		goto fail;
@@ -457,6 +552,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		fail(err, err_size, "data directory path too long");
 		goto fail;
 	}
+	snprintf(e->log_path, sizeof e->log_path, "%s/postgres.log", e->dir);
 	/* libpq reads host=... as a comma-separated list, even quoted */
 	if (strchr(e->dir, ',')) {
 		fail(err, err_size, "data directory \"%s\" contains a comma, which libpq cannot use in a socket path: "
@@ -501,80 +597,54 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 
 	char pv[PATH_MAX + 32];
 	snprintf(pv, sizeof pv, "%s/PG_VERSION", e->data);
-	if (access(pv, F_OK) != 0 && run_initdb(e, bindir, &id, cfg->fast, err, err_size) < 0)
+	if (access(pv, F_OK) != 0 && run_initdb(e, err, err_size) < 0)
 		goto fail;
 
-	char log_path[PATH_MAX + 32];
-	snprintf(log_path, sizeof log_path, "%s/postgres.log", e->dir);
 	int timeout = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 120000;
-
-	pid_t old = read_pidfile(e);
+	long long deadline = now_ms() + timeout;
+	int shmid;
+	long shmkey;
+	pid_t old = read_pidfile(e, &shmid, &shmkey);
 	if (old > 0 && alive(old)) {
 		if (is_postgres(old)) {
-			/* left behind by a culpritd that died: adopt it */
-			log_warning("embedded: adopting postgres (pid %ld) left running on \"%s\"", (long)old, e->data);
-			e->pid = old;
-			e->child = false;
-			if (wait_ready(e, timeout, log_path, err, err_size) < 0)
+			/* left by a culpritd that died (it got SIGINT then, and may still be shutting
+			 * down) or started by hand: stopped, so that the server is our child */
+			log_warning("embedded: waiting for postgres (pid %ld) left running on \"%s\" to stop", (long)old,
+			            e->data);
+			if (!signal_wait(old, false, SIGINT, timeout)) {
+				fail(err, err_size, "postgres (pid %ld) left running on \"%s\" did not stop in %d ms", (long)old,
+				     e->data, timeout);
 				goto fail;
-			if (create_database(e, err, err_size) < 0)
-				goto fail;
-			return e;
+			}
+		} else {
+			/* the pid was reused by an unrelated process after a crash */
+			char pf[PATH_MAX + 32];
+			snprintf(pf, sizeof pf, "%s/postmaster.pid", e->data);
+			log_warning("embedded: removing stale \"%s\" (pid %ld is not postgres)", pf, (long)old);
+			unlink(pf);
 		}
-		/* the pid was reused by an unrelated process after a crash */
-		char pf[PATH_MAX + 32];
-		snprintf(pf, sizeof pf, "%s/postmaster.pid", e->data);
-		log_warning("embedded: removing stale \"%s\" (pid %ld is not postgres)", pf, (long)old);
-		unlink(pf);
+	}
+	/* the backends of a killed postmaster exit by themselves, soon */
+	while (shm_in_use(e)) {
+		if (now_ms() > deadline) {
+			fail(err, err_size, "processes of an earlier postgres still use its shared memory after %d ms "
+			                    "(ps -u %s)", timeout, id.drop ? id.name : "$USER");
+			goto fail;
+		}
+		sleep_ms(50);
 	}
 
-	char exe[PATH_MAX + 16], sockopt[2 * PATH_MAX + 64], portopt[32];
-	snprintf(exe, sizeof exe, "%s/postgres", bindir);
-	/* a list of directories: quoted, so that spaces stay in the one path */
-	size_t so = (size_t)snprintf(sockopt, sizeof sockopt, "unix_socket_directories=\"");
-	for (const char *q = e->dir; *q && so + 3 < sizeof sockopt; q++) {
-		if (*q == '"')
-			sockopt[so++] = '"';
-		sockopt[so++] = *q;
-	}
-	sockopt[so++] = '"';
-	sockopt[so] = '\0';
-	snprintf(portopt, sizeof portopt, "port=%d", PG_PORT);
-	const char *argv[32];
-	int a = 0;
-	argv[a++] = exe;
-	argv[a++] = "-D";
-	argv[a++] = e->data;
-	argv[a++] = "-c";
-	argv[a++] = "listen_addresses=";
-	argv[a++] = "-c";
-	argv[a++] = sockopt;
-	argv[a++] = "-c";
-	argv[a++] = "unix_socket_permissions=0700";
-	argv[a++] = "-c";
-	argv[a++] = portopt;
-	argv[a++] = "-c";
-	argv[a++] = "logging_collector=off";
-	if (cfg->fast) {
-		argv[a++] = "-c";
-		argv[a++] = "fsync=off";
-	}
-	argv[a] = NULL;
-	e->pid = spawn(&id, argv, log_path, true, err, err_size);
-	if (e->pid < 0) {
-		e->pid = 0;
+	if (spawn_postgres(e, err, err_size) < 0)
 		goto fail;
-	}
-	e->child = true;
-	if (wait_ready(e, timeout, log_path, err, err_size) < 0)
+	if (wait_ready(e, (int)(deadline - now_ms() > 1000 ? deadline - now_ms() : 1000), err, err_size) < 0)
 		goto fail_stop;
 	if (create_database(e, err, err_size) < 0)
 		goto fail_stop;
 	log_info("embedded: postgres (pid %ld) ready on \"%s\"", (long)e->pid, e->dir);
 	return e;
 fail_stop:
-	if (e->pid > 0 && !signal_wait(e, SIGINT, 10000) && !signal_wait(e, SIGQUIT, 5000))
-		signal_wait(e, SIGKILL, 5000);
+	if (e->pid > 0)
+		stop_pid(e->pid, true, 10000);
 fail:
 	release(e);
 	return NULL;
@@ -584,22 +654,53 @@ const char *embedded_dsn(const struct embedded *e) { return e->dsn; }
 
 pid_t embedded_pid(const struct embedded *e) { return e->pid; }
 
+int embedded_supervise(struct embedded *e)
+{
+	long long now = now_ms();
+	if (e->pid > 0) {
+		int st;
+		pid_t r = waitpid(e->pid, &st, WNOHANG);
+		if (r == 0 || (r < 0 && errno != ECHILD)) {
+			if (now - e->started_ms >= RESTART_STABLE_MS)
+				e->delay_ms = 0;
+			return 0;
+		}
+		char how[64];
+		if (r == e->pid && WIFSIGNALED(st))
+			snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(st));
+		else if (r == e->pid && WIFEXITED(st))
+			snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
+		else
+			snprintf(how, sizeof how, "is gone");
+		log_error("embedded: postgres (pid %ld) %s after %lld ms (see \"%s\"); starting it again in %d ms",
+		          (long)e->pid, how, now - e->started_ms, e->log_path, e->delay_ms);
+		e->pid = 0;
+		e->exited_ms = now;
+		e->next_start_ms = now + e->delay_ms;
+		e->delay_ms = e->delay_ms ? e->delay_ms * 2 : RESTART_MIN_MS;
+		if (e->delay_ms > RESTART_MAX_MS)
+			e->delay_ms = RESTART_MAX_MS;
+	}
+	if (now < e->next_start_ms)
+		return 0;
+	/* its backends are still exiting: PostgreSQL would refuse to start (not forever: it says why) */
+	if (shm_in_use(e) && now - e->exited_ms < RESTART_MAX_MS)
+		return 0;
+	char err[512];
+	if (spawn_postgres(e, err, sizeof err) < 0) {
+		log_error("embedded: could not start postgres again: %s; retrying in %d ms", err, e->delay_ms);
+		e->next_start_ms = now + e->delay_ms;
+		return 0;
+	}
+	log_info("embedded: postgres started again (pid %ld)", (long)e->pid);
+	return 1;
+}
+
 int embedded_stop(struct embedded *e, int timeout_ms)
 {
 	if (!e)
 		return 0;
-	int rc = 0;
-	if (e->pid > 0) {
-		if (!signal_wait(e, SIGINT, timeout_ms)) {
-			log_warning("embedded: postgres (pid %ld) did not stop in %d ms; immediate shutdown", (long)e->pid,
-			            timeout_ms);
-			rc = -1;
-			if (!signal_wait(e, SIGQUIT, timeout_ms)) {
-				log_error("embedded: killing postgres (pid %ld)", (long)e->pid);
-				signal_wait(e, SIGKILL, timeout_ms);
-			}
-		}
-	}
+	int rc = e->pid > 0 && !stop_pid(e->pid, true, timeout_ms) ? -1 : 0;
 	release(e);
 	return rc;
 }

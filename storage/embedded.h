@@ -11,11 +11,14 @@
  * to reach data_dir. Authentication is "trust" for the superuser "culprit" on the private
  * socket, whose directory only the server's user (and root) can enter.
  *
- * A server left running by a culpritd that died (no one holds the lock) is adopted and
- * stopped by embedded_stop; a cluster used by another live culpritd is refused. A stale
- * postmaster.pid after a crash is left to PostgreSQL, except when its pid now belongs to a
- * process that is not postgres (then it is removed). The server gets SIGINT (fast shutdown)
- * if culpritd dies, via PR_SET_PDEATHSIG: call embedded_start from the main thread. */
+ * A server left running by a culpritd that died (no one holds the lock; it got SIGINT then and
+ * may still be shutting down) is waited for (fast shutdown, bounded by start_timeout_ms), then
+ * ours starts; a cluster used by another live culpritd is refused. A stale postmaster.pid
+ * after a crash is left to PostgreSQL, except when its pid now belongs to a process that is
+ * not postgres (then it is removed); the backends of a killed postmaster are waited for
+ * (PostgreSQL refuses to start while they hold its shared memory). The server gets SIGINT
+ * (fast shutdown) if culpritd dies, via PR_SET_PDEATHSIG, which follows the thread that
+ * forked it: call embedded_start and embedded_supervise from the main thread. */
 #ifndef CULPRIT_STORAGE_EMBEDDED_H
 #define CULPRIT_STORAGE_EMBEDDED_H
 
@@ -38,10 +41,17 @@ struct embedded_config {
 struct embedded *embedded_start(const struct embedded_config *cfg, char *err, size_t err_size);
 /* libpq connection string of the database "culprit". */
 const char *embedded_dsn(const struct embedded *e);
+/* The postmaster's pid; 0 while none runs (between an exit and its restart). */
 pid_t embedded_pid(const struct embedded *e);
+/* Call about once a second from the main thread; never blocks. Notices the postmaster's exit
+ * (killed, a PANIC, the OOM killer; logged) and starts it again: at once the first time, then
+ * after 1 s, doubling up to 30 s, back to at once after it ran a minute; a new one waits until
+ * the old one's backends are gone. Returns 1 when it started the postmaster again, else 0.
+ * Readiness is not waited for: clients retry their connections. */
+int embedded_supervise(struct embedded *e);
 /* Fast shutdown (SIGINT) and wait for the postmaster to exit; immediate shutdown (SIGQUIT)
- * after timeout_ms, SIGKILL after as long again. Frees e. Returns 0 when the server exited
- * after the fast shutdown, else -1. */
+ * after timeout_ms, SIGKILL 5 s later. Frees e. Returns 0 when the server exited after the
+ * fast shutdown (or none ran), else -1. */
 int embedded_stop(struct embedded *e, int timeout_ms);
 
 #endif

@@ -9,7 +9,9 @@
  * 2. On a PostgreSQL cluster of the test's own: /readyz says ready before any agent came. The
  *    database is stopped while records wait in culpritd's writer queue: a SIGTERM drain would
  *    wait (up to 30 s). It is still running 3 s later; a second SIGTERM makes it exit within 2 s. The database and culpritd started
- *    again, the agents resend what was not committed: exactly what was sent is stored. */
+ *    again, the agents resend what was not committed: exactly what was sent is stored.
+ * 3. The same without a second SIGTERM: culpritd gives up and exits 0 within the documented
+ *    30 s of the SIGTERM (the drain, the writers and the rest of the stop share one deadline). */
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -138,7 +140,7 @@ static void drain_keeps_acknowledged(void)
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
 }
 
-static void second_signal_exits(void)
+static void db_down_stop(int second_signal)
 {
 	char pgdir[512], pgdsn[512], dir[600], listen[64];
 	const char *extra[] = {"--db", pgdsn, NULL, NULL, NULL};
@@ -188,11 +190,22 @@ static void second_signal_exits(void)
 	H_CHECK(waitpid(pid, &status, WNOHANG) == 0, &proc); /* still draining: the database is away */
 	H_CHECK(h_log_wait(&proc, "shutting down: no new connections", 1, 0), &proc);
 	t_second = h_now_ms();
-	status = h_proc_stop(&proc, SIGTERM, 10000);
-	fprintf(stderr, "second SIGTERM: culpritd exited in %.2f s with %llu batches unacknowledged\n",
-		(double)(h_now_ms() - t_second) / 1000.0, (unsigned long long)st.unacked_batches);
-	H_CHECK(status != -1 && h_now_ms() - t_second <= 2000, &proc);
-	H_CHECK(h_log_wait(&proc, "second signal: exiting now", 1, 0), &proc);
+	if (second_signal) {
+		status = h_proc_stop(&proc, SIGTERM, 10000);
+		fprintf(stderr, "second SIGTERM: culpritd exited in %.2f s with %llu batches unacknowledged\n",
+			(double)(h_now_ms() - t_second) / 1000.0, (unsigned long long)st.unacked_batches);
+		H_CHECK(status != -1 && h_now_ms() - t_second <= 2000, &proc);
+		H_CHECK(h_log_wait(&proc, "second signal: exiting now", 1, 0), &proc);
+	} else {
+		/* within 30 s of the SIGTERM (3 s of them spent above), and up to 3 s for the exit
+		 * itself on a loaded machine (ASan's leak check included); it was 60 s */
+		status = h_proc_stop(&proc, 0, 60000);
+		fprintf(stderr, "SIGTERM with the database down: culpritd exited %.2f s after it with %llu batches unacknowledged\n",
+			(double)(h_now_ms() - t_second + 3000) / 1000.0, (unsigned long long)st.unacked_batches);
+		H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
+		H_CHECK(h_now_ms() - t_second <= 27000 + 3000, &proc);
+		H_CHECK(h_log_wait(&proc, "gave up waiting for the database", 1, 0), &proc);
+	}
 
 	/* nothing lost: the agents resend what was not committed to the next culpritd */
 	pgtest_cluster_start(pgdir, pgdsn, sizeof(pgdsn));
@@ -206,6 +219,7 @@ static void second_signal_exits(void)
 	fleet_free(f);
 	status = h_proc_stop(&proc, SIGTERM, 40000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
+	pgtest_cluster_stop(pgdir);
 }
 
 int main(void)
@@ -213,7 +227,8 @@ int main(void)
 	int64_t t0 = h_now_ms();
 
 	drain_keeps_acknowledged();
-	second_signal_exits();
+	db_down_stop(1);
+	db_down_stop(0);
 	fprintf(stderr, "ok (%.1f s)\n", (double)(h_now_ms() - t0) / 1000.0);
 	return 0;
 }

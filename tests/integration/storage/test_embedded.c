@@ -166,8 +166,8 @@ int main(void)
 	kill(other, SIGKILL);
 	waitpid(other, NULL, 0);
 
-	/* a postgres started by hand on the data dir (no culpritd holds it) is adopted, then
-	 * stopped by embedded_stop */
+	/* a postgres started by hand on the data dir (no culpritd holds it) is stopped and ours
+	 * started in its place */
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd,
 	         "%s\"$(pg_config --bindir)/pg_ctl\" -D '%s/pg/data' -l '%s/pg/manual.log' -w -s "
@@ -185,7 +185,7 @@ int main(void)
 	}
 	CHECK_MSG(system(cmd) == 0, "%s", cmd);
 	e = start(dir, err, sizeof err);
-	CHECK_MSG(e != NULL, "adopting: %s", err);
+	CHECK_MSG(e != NULL, "replacing: %s", err);
 	pid = embedded_pid(e);
 	CHECK(pgtest_scalar(embedded_dsn(e), "SELECT x FROM marker") == 42);
 	CHECK(embedded_stop(e, 30000) == 0);
