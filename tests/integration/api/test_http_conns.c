@@ -211,12 +211,13 @@ static int open_fds(pid_t pid)
 	return n - 2;
 }
 
-/* culpritd out of file descriptors: idle HTTP connections fill its last 8; more wait in the
- * backlog. It must not spin (CPU) nor flood its log, and must serve once they close. */
+/* culpritd out of file descriptors: idle HTTP connections fill its last 8; more, and agent
+ * connections, wait in the backlogs. It must not spin (CPU) nor flood its log, and must serve
+ * once they close. */
 static void check_fd_limit(void)
 {
 	struct rlimit rl;
-	int fds[40], nfd = open_fds(proc.pid);
+	int fds[40], agents[10], nfd = open_fds(proc.pid);
 	double cpu0, cpu;
 	char *body = NULL;
 
@@ -224,6 +225,8 @@ static void check_fd_limit(void)
 	H_CHECK(prlimit(proc.pid, RLIMIT_NOFILE, &rl, NULL) == 0, &proc);
 	for (int i = 0; i < 40; i++)
 		H_CHECK((fds[i] = h_connect(proc.http_port)) >= 0, &proc);
+	for (int i = 0; i < 10; i++)
+		H_CHECK((agents[i] = h_connect(proc.agent_port)) >= 0, &proc);
 	/* not checked yet: a culpritd that spins says nothing of its own */
 	h_log_wait(&proc, "could not accept an HTTP connection: Too many open files", 1, 2000);
 	cpu0 = cpu_seconds(proc.pid);
@@ -237,8 +240,11 @@ static void check_fd_limit(void)
 	/* at most once a second (the 2 s deadline frees some descriptors, and they fill again) */
 	H_CHECK(h_count_lines(proc.log_path, "could not accept an HTTP connection: Too many open files") >= 1, &proc);
 	H_CHECK(h_count_lines(proc.log_path, "could not accept an HTTP connection: Too many open files") <= 3, &proc);
+	H_CHECK(h_count_lines(proc.log_path, "could not accept an agent connection: Too many open files") >= 1, &proc);
 	for (int i = 0; i < 40; i++)
 		close(fds[i]);
+	for (int i = 0; i < 10; i++)
+		close(agents[i]);
 	for (int64_t t = h_now_ms(); h_http(proc.http_port, "GET", "/healthz", NULL, &body) != 200;) {
 		free(body);
 		body = NULL;
@@ -247,6 +253,7 @@ static void check_fd_limit(void)
 	free(body);
 	H_CHECK(h_log_wait(&proc, "accepting HTTP connections again", 1, 1000), &proc);
 	H_CHECK(h_get_metric(proc.http_port, "culprit_accept_errors_total{listener=\"http\"}") >= 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_accept_errors_total{listener=\"agent\"}") >= 1, &proc);
 }
 
 int main(void)
