@@ -11,6 +11,7 @@
 #include <sys/queue.h>
 
 #include "auth.h"
+#include "http.h"
 #include "log.h"
 #include "query.h"
 #include "server.h"
@@ -91,7 +92,7 @@ void api_reply_shared(struct server *s, struct evhttp_request *req, const char *
 		api_reply_text(req, 200, text, strlen(text));
 		return;
 	}
-	evhttp_send_reply(req, 200, NULL, NULL);
+	http_send(req, 200);
 }
 
 static void drop_shared(const char *key, void *value, void *arg)
@@ -108,7 +109,7 @@ void api_reply_text(struct evhttp_request *req, int status, const char *json, si
 	evhttp_add_header(h, "Content-Type", "application/json");
 	evbuffer_add(evhttp_request_get_output_buffer(req), json, len);
 	evbuffer_add(evhttp_request_get_output_buffer(req), "\n", 1);
-	evhttp_send_reply(req, status, NULL, NULL);
+	http_send(req, status);
 }
 
 void api_reply_json(struct evhttp_request *req, int status, json_t *body)
@@ -364,14 +365,12 @@ static int split(struct api_req *r, const char *path)
 	return 0;
 }
 
-/* the answer went out: count it by status class */
-static void answered(struct evhttp_request *req, void *arg)
+void api_answered(struct server *s, struct evhttp_request *req)
 {
-	struct api *a = arg;
 	int code = evhttp_request_get_response_code(req);
 
-	if (code >= 200 && code < 600)
-		a->by_class[code / 100]++;
+	if (s->api && code >= 200 && code < 600)
+		s->api->by_class[code / 100]++;
 }
 
 void api_dispatch(struct server *s, struct evhttp_request *req)
@@ -381,10 +380,8 @@ void api_dispatch(struct server *s, struct evhttp_request *req)
 	const char *path = evhttp_uri_get_path(uri), *qs = evhttp_uri_get_query(uri);
 
 	TAILQ_INIT(&r.query);
-	if (s->api) {
+	if (s->api)
 		s->api->requests++;
-		evhttp_request_set_on_complete_cb(req, answered, s->api);
-	}
 	if (!auth_http_request(s, req))
 		goto out;
 	if (qs && evhttp_parse_query_str(qs, &r.query) < 0) {

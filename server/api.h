@@ -34,6 +34,8 @@ void api_stop(struct server *s);
 void api_metrics(const struct server *s, FILE *f);
 /* Routes a request whose path begins with /api/v1/ (http.c's fallback callback). */
 void api_dispatch(struct server *s, struct evhttp_request *req);
+/* The answer to an /api/v1 request went out: counted by status class. */
+void api_answered(struct server *s, struct evhttp_request *req);
 
 /* Answers. */
 void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len);

@@ -17,6 +17,7 @@
 #include "api.h"
 #include "jobs.h"
 #include "query.h"
+#include "http.h"
 #include "server.h"
 #include "trace.h"
 #include "trace_export.h"
@@ -169,7 +170,7 @@ static void trace_done(struct server *s, struct evhttp_request *req, const struc
 		 c->format == TRACE_FORMAT_CHROME ? "json" : "pftrace");
 	evhttp_add_header(h, "Content-Disposition", disp);
 	evbuffer_add(evhttp_request_get_output_buffer(req), res->text, res->len);
-	evhttp_send_reply(req, 200, NULL, NULL);
+	http_send(req, 200);
 }
 
 void api_trace(struct api_req *r)

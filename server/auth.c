@@ -18,6 +18,7 @@
 #include "config.h"
 #include "log.h"
 #include "loglimit.h"
+#include "http.h"
 #include "server.h"
 #include "strmap.h"
 #include "tls.h"
@@ -421,6 +422,6 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 	evhttp_add_header(out, "Content-Type", "application/json");
 	buf = evhttp_request_get_output_buffer(req);
 	evbuffer_add(buf, body, strlen(body));
-	evhttp_send_reply(req, r == AUTH_HTTP_FORBIDDEN ? 403 : 401, NULL, NULL);
+	http_send(req, r == AUTH_HTTP_FORBIDDEN ? 403 : 401);
 	return false;
 }

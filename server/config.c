@@ -85,7 +85,13 @@ static const struct setting settings[] = {
 	INT(window_iters, 64, 8, 1024, false, "Iterations of each rank kept in memory for diagnosis."),
 	INT(http_max_body, 1048576, 1024, 67108864, true, "Largest REST request body, in bytes (413 beyond)."),
 	INT(http_max_headers, 16384, 1024, 1048576, true, "Largest REST request header block, in bytes."),
-	INT(http_timeout_s, 30, 1, 3600, true, "Time limit for reading a REST request and writing its answer."),
+	/* REST connections (http_conn.c) */
+	INT(http_timeout_s, 30, 1, 3600, true,
+	    "Deadline for a whole REST request, headers and body, counted from accept (or from the end of the "
+	    "previous answer on a kept-alive connection): a connection without one is closed. Also the limit on "
+	    "any one read or write while answering."),
+	INT(max_http_connections, 1024, 1, 1000000, true,
+	    "Most REST connections at once; more are accepted and closed at once (counted, logged once in a while)."),
 	STRF(agent_token, "", true, SECRET,
 	    "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead); up to 4 "
 	    "separated by commas during a rotation. With neither set, agents are not authenticated (a warning at "

@@ -36,6 +36,7 @@ struct config {
 	int64_t http_max_body;
 	int64_t http_max_headers;
 	int64_t http_timeout_s;
+	int64_t max_http_connections;
 	/* authentication (auth.c) */
 	char *agent_token;
 	char *job_tokens_file;

@@ -11,14 +11,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "api.h"
 #include "auth.h"
+#include "http_conn.h"
 #include "ingest.h"
 #include "log.h"
 #include "server.h"
 #include "tls.h"
 #include "writer.h"
+
+void http_send(struct evhttp_request *req, int status)
+{
+	struct evbuffer *out = evhttp_request_get_output_buffer(req);
+
+	/* HEAD: GET's headers, Content-Length included, and no body (evhttp would send one) */
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+		char len[32];
+
+		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(out));
+		evhttp_remove_header(h, "Content-Length");
+		evhttp_add_header(h, "Content-Length", len);
+		evbuffer_drain(out, evbuffer_get_length(out));
+	}
+	evhttp_send_reply(req, status, NULL, NULL);
+}
 
 static void reply_json(struct evhttp_request *req, int status, json_t *body)
 {
@@ -32,7 +51,7 @@ static void reply_json(struct evhttp_request *req, int status, json_t *body)
 	}
 	free(text);
 	json_decref(body);
-	evhttp_send_reply(req, status, NULL, NULL);
+	http_send(req, status);
 }
 
 static void reply_error(struct evhttp_request *req, int status, const char *error, const char *detail)
@@ -42,10 +61,10 @@ static void reply_error(struct evhttp_request *req, int status, const char *erro
 
 static int only_get(struct evhttp_request *req)
 {
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_GET)
+	if (evhttp_request_get_command(req) & (EVHTTP_REQ_GET | EVHTTP_REQ_HEAD))
 		return 1;
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
-	reply_error(req, 405, "method not allowed", "this resource answers GET only");
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+	reply_error(req, 405, "method not allowed", "this resource answers GET and HEAD only");
 	return 0;
 }
 
@@ -115,19 +134,67 @@ static void metrics(struct evhttp_request *req, void *arg)
 			(unsigned long long)st.reconnects, st.connected);
 	}
 	api_metrics(s, f);
+	http_conn_metrics(s, f);
 	fclose(f);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; version=0.0.4");
 	evbuffer_add(evhttp_request_get_output_buffer(req), text, len);
 	free(text);
-	evhttp_send_reply(req, 200, NULL, NULL);
+	http_send(req, 200);
 }
 
-static void not_found(struct evhttp_request *req, void *arg)
+/* evhttp frames a body by the first Content-Length and takes any Transfer-Encoding but
+ * chunked for none: a request that says otherwise elsewhere could smuggle a second one. NULL
+ * when the framing is unambiguous, else why not. */
+static const char *bad_framing(struct evhttp_request *req)
 {
+	const struct evkeyval *kv;
+	const char *length = NULL;
+	int encodings = 0;
+
+	TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next) {
+		if (evutil_ascii_strcasecmp(kv->key, "Content-Length") == 0) {
+			if (length && strcmp(length, kv->value) != 0)
+				return "conflicting Content-Length headers";
+			length = kv->value;
+		} else if (evutil_ascii_strcasecmp(kv->key, "Transfer-Encoding") == 0 &&
+			   (encodings++ || evutil_ascii_strcasecmp(kv->value, "chunked") != 0)) {
+			return "the only Transfer-Encoding accepted is chunked";
+		}
+	}
+	return NULL;
+}
+
+static void answered(struct evhttp_request *req, void *arg)
+{
+	struct server *s = arg;
 	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
 
+	http_conn_answered(s, req);
 	if (path && strncmp(path, "/api/v1/", 8) == 0)
-		api_dispatch(arg, req);
+		api_answered(s, req);
+}
+
+/* every request: the connection's deadline stops, then the route */
+static void route(struct evhttp_request *req, void *arg)
+{
+	struct server *s = arg;
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	const char *bad = bad_framing(req);
+
+	http_conn_request(s, req);
+	evhttp_request_set_on_complete_cb(req, answered, s);
+	if (bad) {
+		http_conn_bad_request(s, req, bad);
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+		reply_error(req, 400, "bad request", bad);
+	} else if (path && strcmp(path, "/healthz") == 0)
+		healthz(req, s);
+	else if (path && strcmp(path, "/readyz") == 0)
+		readyz(req, s);
+	else if (path && strcmp(path, "/metrics") == 0)
+		metrics(req, s);
+	else if (path && strncmp(path, "/api/v1/", 8) == 0)
+		api_dispatch(s, req);
 	else
 		reply_error(req, 404, "not found", evhttp_request_get_uri(req));
 }
@@ -144,6 +211,7 @@ int http_start(struct server *s)
 	char host[256];
 	const char *colon = strrchr(s->cfg.http_listen, ':');
 	size_t n = colon ? (size_t)(colon - s->cfg.http_listen) : 0;
+	struct evhttp_bound_socket *bound;
 
 	if (!colon || n >= sizeof(host)) {
 		log_error("invalid http_listen address \"%s\"", s->cfg.http_listen);
@@ -156,29 +224,28 @@ int http_start(struct server *s)
 		host[n - 2] = '\0';
 	}
 	s->http = evhttp_new(s->base);
-	if (!s->http || api_start(s) < 0)
+	if (!s->http || api_start(s) < 0 || http_conn_start(s) < 0)
 		return -1;
 	http_apply_limits(s);
 	/* every method reaches the routes, which answer 405 with Allow in JSON */
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
 						   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
 	evhttp_set_default_content_type(s->http, "application/json");
-	if (s->tls)
-		tls_http_setup(s);
-	evhttp_set_cb(s->http, "/healthz", healthz, s);
-	evhttp_set_cb(s->http, "/readyz", readyz, s);
-	evhttp_set_cb(s->http, "/metrics", metrics, s);
-	evhttp_set_gencb(s->http, not_found, s);
-	if (!evhttp_bind_socket_with_handle(s->http, host, (uint16_t)atoi(colon + 1))) {
+	evhttp_set_gencb(s->http, route, s);
+	bound = evhttp_bind_socket_with_handle(s->http, host, (uint16_t)atoi(colon + 1));
+	if (!bound) {
 		log_error("could not listen for HTTP on %s", s->cfg.http_listen);
 		return -1;
 	}
+	if (http_conn_listening(s, bound) < 0)
+		return -1;
 	log_info("REST API on %s://%s", s->tls ? "https" : "http", s->cfg.http_listen);
 	return 0;
 }
 
 void http_stop(struct server *s)
 {
+	http_conn_stop(s); /* before evhttp_free closes the connections: forgets them first */
 	if (s->http)
 		evhttp_free(s->http);
 	s->http = NULL;

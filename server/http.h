@@ -3,11 +3,15 @@
 #define CULPRIT_HTTP_H
 
 struct server;
+struct evhttp_request;
 
 /* Binds cfg.http_listen and registers every route. -1 with a log line on failure. */
 int http_start(struct server *s);
 /* Applies the reloadable limits (body, headers, timeout) after SIGHUP. */
 void http_apply_limits(struct server *s);
 void http_stop(struct server *s);
+/* Sends req's answer: every route answers through here (HEAD gets GET's headers, Content-Length
+ * included, and no body). */
+void http_send(struct evhttp_request *req, int status);
 
 #endif

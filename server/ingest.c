@@ -30,6 +30,7 @@
 #include "frame.h"
 #include "jobs.h"
 #include "log.h"
+#include "listen.h"
 #include "loglimit.h"
 #include "server.h"
 #include "tls.h"
@@ -1163,6 +1164,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		port = ntohs(in6->sin6_port);
 	}
 	s->m.accepted++;
+	listen_pause_ok(&s->agent_pause);
 	if (s->n_free == 0 || ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections) {
 		over_limit(s, fd, LIMIT_CONNECTIONS, addr, port, "max_connections", s->cfg.max_connections);
 		return;
@@ -1204,17 +1206,6 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
-static void accept_error_cb(struct evconnlistener *l, void *arg)
-{
-	int err = EVUTIL_SOCKET_ERROR();
-	static struct log_complaint complaint;
-
-	(void)l;
-	(void)arg;
-	/* EMFILE and the like: say so once, keep listening */
-	log_complain(&complaint, LOG_ERROR, "could not accept an agent connection: %s", evutil_socket_error_to_string(err));
-}
-
 int ingest_start(struct server *s)
 {
 	struct sockaddr_storage ss;
@@ -1245,7 +1236,8 @@ int ingest_start(struct server *s)
 		log_error("could not listen for agents on %s: %s", s->cfg.agent_listen, strerror(errno));
 		return -1;
 	}
-	evconnlistener_set_error_cb(s->agent_listener, accept_error_cb);
+	if (listen_pause_init(&s->agent_pause, s->agent_listener, "agent connection") < 0)
+		return -1;
 	log_info("listening for agents on %s", s->cfg.agent_listen);
 	return 0;
 }
@@ -1257,6 +1249,7 @@ void ingest_stop_accepting(struct server *s)
 	if (s->agent_listener)
 		evconnlistener_free(s->agent_listener);
 	s->agent_listener = NULL;
+	listen_pause_free(&s->agent_pause);
 }
 
 void ingest_close_all(struct server *s)
@@ -1268,6 +1261,7 @@ void ingest_close_all(struct server *s)
 	if (s->agent_listener)
 		evconnlistener_free(s->agent_listener);
 	s->agent_listener = NULL;
+	listen_pause_free(&s->agent_pause);
 	if (s->reclaim)
 		event_free(s->reclaim);
 	s->reclaim = NULL;

@@ -96,7 +96,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *check_only)
 static void raise_nofile(const struct config *cfg)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->max_connections + 1024;
+	rlim_t want = (rlim_t)cfg->max_connections + (rlim_t)cfg->max_http_connections + 1024;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
@@ -107,7 +107,7 @@ static void raise_nofile(const struct config *cfg)
 		getrlimit(RLIMIT_NOFILE, &rl);
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
-		log_warning("open-file limit is %llu, below max_connections + 1024 = %llu: raise it (ulimit -n, "
+		log_warning("open-file limit is %llu, below max_connections + max_http_connections + 1024 = %llu: raise it (ulimit -n, "
 			    "LimitNOFILE= in the systemd unit)",
 			    (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 	}

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "listen.h"
 #include "metrics.h"
 #include "strmap.h"
 
@@ -13,6 +14,7 @@ struct event_base;
 struct event;
 struct evconnlistener;
 struct evhttp;
+struct http_conns;
 struct api;
 struct storage_writer;
 struct storage_retention;
@@ -33,7 +35,9 @@ struct server {
 	const char *config_path;     /* NULL without --config */
 	struct event_base *base;
 	struct evconnlistener *agent_listener;
+	struct listen_pause agent_pause; /* accept errors on agent_listener (listen.c) */
 	struct evhttp *http;
+	struct http_conns *http_conns; /* open REST connections, their deadlines (http_conn.c) */
 	struct api *api;               /* the /api/v1 routes and their database queries */
 	struct storage_writer *writer; /* NULL when cfg.storage is false */
 	struct event *writer_wake;

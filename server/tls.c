@@ -129,9 +129,8 @@ bool tls_failed(struct bufferevent *bev, char *buf, size_t size)
 	return true;
 }
 
-static struct bufferevent *http_bev(struct event_base *base, void *arg)
+struct bufferevent *tls_http_bufferevent(struct server *s, struct event_base *base)
 {
-	struct server *s = arg;
 	SSL *ssl = SSL_new(s->tls);
 	struct bufferevent *bev;
 
@@ -146,11 +145,6 @@ static struct bufferevent *http_bev(struct event_base *base, void *arg)
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 	return bev;
-}
-
-void tls_http_setup(struct server *s)
-{
-	evhttp_set_bevcb(s->http, http_bev, s);
 }
 
 bool tls_request_ok(const struct server *s, struct evhttp_request *req)

@@ -33,8 +33,9 @@ struct bufferevent *tls_agent_bufferevent(struct server *s, evutil_socket_t fd);
 /* When the last error on bev came from TLS (a failed handshake: a plaintext client, a
  * client that does not trust the certificate): true with OpenSSL's reason in buf. */
 bool tls_failed(struct bufferevent *bev, char *buf, size_t size);
-/* Makes s->http speak HTTPS (s->tls set). */
-void tls_http_setup(struct server *s);
+/* A new HTTPS connection's bufferevent (s->tls set; evhttp sets its socket), or NULL: evhttp
+ * then falls back to a plain socket and tls_request_ok() refuses every request on it. */
+struct bufferevent *tls_http_bufferevent(struct server *s, struct event_base *base);
 /* false when TLS is configured and req did not come over it (fail closed: see tls.c). */
 bool tls_request_ok(const struct server *s, struct evhttp_request *req);
 

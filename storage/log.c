@@ -141,3 +141,8 @@ void log_release(struct log_complaint *c, enum log_level level, const char *fmt,
 	log_vwrite(level, fmt, ap);
 	va_end(ap);
 }
+
+bool log_complaint_quiet(const struct log_complaint *c, long long ms)
+{
+	return now_us() - c->last_us >= ms * 1000;
+}

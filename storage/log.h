@@ -45,5 +45,9 @@ void log_complain(struct log_complaint *c, enum log_level level, const char *fmt
 	__attribute__((format(printf, 3, 4)));
 void log_release(struct log_complaint *c, enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* true when c's last logged complaint is at least ms old: a failure that comes and goes many
+ * times a second (accept at the open-file limit) releases only after a quiet while, so the
+ * complaint and its release are not logged on every flap */
+bool log_complaint_quiet(const struct log_complaint *c, long long ms);
 
 #endif
