@@ -783,6 +783,12 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 	uint32_t R = s->cfg.ring_iters;
 	double need = s->flushing ? 1 : s->cfg.quorum * s->topo.world;
 	while (s->next <= s->max_iter) {
+		/* the ring holds max_iter - R + 1 .. max_iter at most: everything older is lost,
+		 * skipped in one step (an iteration jump costs O(1), not O(jump)) */
+		if (s->max_iter - s->next >= R) {
+			s->next = s->max_iter - R + 1;
+			continue;
+		}
 		uint32_t j = s->next % R;
 		if (s->jtag[j] == s->next + 1 && s->jcount[j] >= need && s->jcount[j] > 0) {
 			*iter = s->next;
@@ -792,8 +798,7 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 			return 1;
 		}
 		/* lost: the ring moved past it, or (flushing) nobody reported it */
-		if (s->jtag[j] > s->next + 1 || s->max_iter >= s->next + R ||
-		    (s->flushing && s->jtag[j] != s->next + 1)) {
+		if (s->jtag[j] > s->next + 1 || (s->flushing && s->jtag[j] != s->next + 1)) {
 			s->next++;
 			continue;
 		}

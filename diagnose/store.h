@@ -94,7 +94,8 @@ uint64_t store_dropped(const struct store *s);
 /* Completion: iterations are handed out in order once a quorum of ranks reported them.
  * Returns 1 and fills *iter and *mean_ms (mean iteration time over the reporting ranks),
  * or 0 when the next iteration is not complete yet. Cheap: call after every batch. An
- * iteration that fell out of the ring unreported is skipped. */
+ * iteration that fell out of the ring unreported is skipped; a jump of the iteration
+ * numbers (1, then 2^31) costs O(ring_iters), however far it goes. */
 int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms);
 /* End of input (offline): hands out the remaining iterations that have any report. */
 void store_flush(struct store *s);

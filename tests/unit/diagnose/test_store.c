@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <string.h>
+#include <time.h>
 
 #include "store.h"
 
@@ -214,6 +215,48 @@ static void kernels_and_snapshot(void **state)
 	sketch_free(&out);
 }
 
+/* One rank jumps from iteration 1 to 2^31 while the others stay near 1: every call costs
+ * O(ring), not O(jump) (stepping one iteration at a time took seconds per call), the
+ * iterations the ring cannot hold are skipped, and the jumped-to one completes as usual. */
+static void iteration_jump_is_cheap(void **state)
+{
+	(void)state;
+	const uint32_t far = 1u << 31;
+	uint32_t it;
+	double ms;
+	struct timespec t0, t1;
+
+	for (int handed_first = 0; handed_first < 2; handed_first++) {
+		struct store *s = make(2, 8);
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		add_iter(s, 0, 1, 1000);
+		if (handed_first) {
+			add_iter(s, 1, 1, 1000);
+			assert_int_equal(store_next_complete(s, &it, &ms), 1);
+			assert_int_equal(it, 1);
+		}
+		add_iter(s, 0, far, 1000);
+		assert_int_equal(store_next_complete(s, &it, &ms), 0);
+		/* the honest rank's batches after the jump: each call is cheap again */
+		for (uint32_t k = 2; k < 102; k++) {
+			add_iter(s, 1, k, 1000);
+			assert_int_equal(store_next_complete(s, &it, &ms), 0);
+		}
+		add_iter(s, 1, far, 3000);
+		assert_int_equal(store_next_complete(s, &it, &ms), 1);
+		assert_int_equal(it, far);
+		assert_true(ms == 2.0);
+		assert_int_equal(store_next_complete(s, &it, &ms), 0);
+		store_flush(s);
+		assert_int_equal(store_next_complete(s, &it, &ms), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* O(jump) took over 10 s here (2^31 steps); O(ring) is microseconds */
+		assert_true((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 < 1.0);
+		store_destroy(s);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -221,6 +264,7 @@ int main(void)
 		cmocka_unit_test(partial_iteration_after_restart),
 		cmocka_unit_test(ring_and_phases),
 		cmocka_unit_test(kernels_and_snapshot),
+		cmocka_unit_test(iteration_jump_is_cheap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
