@@ -24,8 +24,12 @@ struct replay {
 	uint64_t lines;
 	double t0, last_progress;
 	bool quiet;
+	bool shift_set;
+	int64_t shift_us;     /* added to every iteration start (see on_iter) */
 	char msg[256];
 };
+
+#define RELATIVE_BEFORE_US 946684800000000LL /* 2000-01-01: culpritd refuses earlier starts */
 
 static double mono_s(void)
 {
@@ -95,9 +99,18 @@ static int on_iter(void *ctx, const struct record_iter *rec, const char **why)
 {
 	struct replay *r = ctx;
 
+	struct record_iter it = *rec;
+
 	if (need_job(r, why) < 0)
 		return -1;
-	return fanout_iter(r->cur, rec, why);
+	/* a file on a relative clock (the CSV importer counts from 0) is moved as a whole to
+	 * start now: culpritd refuses iteration starts before 2000 */
+	if (!r->shift_set) {
+		r->shift_set = true;
+		r->shift_us = rec->start_us < RELATIVE_BEFORE_US ? (int64_t)time(NULL) * 1000000 - rec->start_us : 0;
+	}
+	it.start_us += r->shift_us;
+	return fanout_iter(r->cur, &it, why);
 }
 
 static int on_phase(void *ctx, const struct record_phase *rec, const char *name, const char **why)

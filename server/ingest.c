@@ -33,6 +33,7 @@
 #include "listen.h"
 #include "loglimit.h"
 #include "server.h"
+#include "sketch.h"
 #include "tls.h"
 #include "writer.h"
 
@@ -41,6 +42,10 @@
 #define MAX_SKETCH 65536        /* bytes in one kernel sketch */
 #define MAX_DUR_US (7LL * 86400 * 1000000) /* a week: longer is not a duration we believe */
 #define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
+#define MIN_START_US 946684800000000LL /* 2000-01-01: an iteration start before is no clock we believe */
+#define MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
+#define MAX_KERNEL_COUNT INT32_MAX /* calls of one kernel in one iteration; above: a wrapped negative */
+#define MAX_RESUME_GAP 65536    /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
 
 enum conn_state { CONN_HELLO, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
@@ -480,6 +485,23 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 			return;
 		}
 	}
+	/* a resume_seq past what culpritd knows: batches were rejected just before it restarted
+	 * (that is not recorded); a few are believed, more are a violation */
+	if (p->last_seq < p->durable_seq)
+		p->last_seq = p->durable_seq;
+	if (h->resume_seq > p->last_seq + 1) {
+		if (h->resume_seq - p->last_seq - 1 > MAX_RESUME_GAP) {
+			snprintf(err, sizeof(err), "resume_seq %llu is more than %d past the last sequence %llu",
+				 (unsigned long long)h->resume_seq, MAX_RESUME_GAP, (unsigned long long)p->last_seq);
+			if (!p->conn_id && p->last_seq == 0) { /* made for this Hello */
+				strmap_del(&s->agents, key);
+				free(p);
+			}
+			refuse_hello(c, err);
+			return;
+		}
+		p->last_seq = h->resume_seq - 1;
+	}
 	if (p->conn_id) {
 		struct conn *old = conn_by_id(s, p->conn_id);
 
@@ -652,10 +674,30 @@ static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, char *err
 	return 0;
 }
 
-int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
-			  char *err, size_t size)
+/* The highest iteration a batch may carry: window + INGEST_MAX_ITER_JUMP above the job's
+ * highest, or above the batch's lowest when the job has none yet (so that one batch cannot
+ * carry the jump either). A far jump would leave the job's window nothing to diagnose. */
+static uint64_t iter_limit(const Culprit__V1__Batch *b, const struct ingest_limits *lim)
 {
-	size_t n, sketch_bytes = 0;
+	uint64_t base = lim->job_iter >= 0 ? (uint64_t)lim->job_iter : UINT32_MAX;
+
+	if (lim->job_iter < 0) {
+		for (size_t i = 0; i < b->n_iter_iter; i++)
+			base = b->iter_iter[i] < base ? b->iter_iter[i] : base;
+		for (size_t i = 0; i < b->n_phase_iter; i++)
+			base = b->phase_iter[i] < base ? b->phase_iter[i] : base;
+		for (size_t i = 0; i < b->n_kernel_iter; i++)
+			base = b->kernel_iter[i] < base ? b->kernel_iter[i] : base;
+	}
+	return base + lim->window + INGEST_MAX_ITER_JUMP;
+}
+
+int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
+			  const struct ingest_limits *lim, char *err, size_t size)
+{
+	size_t n, sketch_bytes = 0, sketch_off = 0;
+	uint64_t max_iter = iter_limit(b, lim);
+	struct sketch scratch;
 
 	n = b->n_iter_rank;
 	if (b->n_iter_iter != n || b->n_iter_start_us != n || b->n_iter_dur_us != n)
@@ -665,6 +707,10 @@ int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__
 			return bad(err, size, "iteration of a rank this agent does not serve", i);
 		if (b->iter_dur_us[i] < 0 || b->iter_dur_us[i] > MAX_DUR_US)
 			return bad(err, size, "iteration duration negative or over a week", i);
+		if (b->iter_iter[i] > max_iter)
+			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
+		if (b->iter_start_us[i] < MIN_START_US || b->iter_start_us[i] > lim->now_us + MAX_AHEAD_US)
+			return bad(err, size, "iteration start before 2000 or more than a day ahead of the server's clock", i);
 	}
 
 	n = b->n_phase_rank;
@@ -682,6 +728,8 @@ int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__
 			return bad(err, size, "phase duration negative or over a week", i);
 		if (b->phase_start_us[i] < -1 || b->phase_start_us[i] > MAX_DUR_US)
 			return bad(err, size, "phase start offset out of range", i);
+		if (b->phase_iter[i] > max_iter)
+			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
 	}
 
 	n = b->n_kernel_name;
@@ -701,12 +749,28 @@ int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__
 		    b->kernel_max_us[i] > MAX_DUR_US ||
 		    (b->n_kernel_p50_us && (b->kernel_p50_us[i] < 0 || b->kernel_p99_us[i] < 0)))
 			return bad(err, size, "kernel durations inconsistent or out of range", i);
+		if (b->kernel_count[i] > MAX_KERNEL_COUNT)
+			return bad(err, size, "kernel call count negative or wrapped (over 2^31 - 1)", i);
+		if (KCOL(b, iter, i) > max_iter)
+			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
 		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i] > MAX_SKETCH)
 			return bad(err, size, "kernel sketch too large", i);
 		sketch_bytes += b->n_kernel_sketch_len ? b->kernel_sketch_len[i] : 0;
 	}
 	if (sketch_bytes != b->kernel_sketches.len)
 		return bad(err, size, "kernel sketch lengths do not add up to the sketch bytes", n);
+	/* a sketch that does not decode would be dropped by the window and by the writer */
+	sketch_init(&scratch);
+	for (size_t i = 0; i < b->n_kernel_sketch_len; i++) {
+		size_t len = b->kernel_sketch_len[i];
+
+		if (len && sketch_deserialize(&scratch, b->kernel_sketches.data + sketch_off, len) < 0) {
+			sketch_free(&scratch);
+			return bad(err, size, "kernel sketch does not decode", i);
+		}
+		sketch_off += len;
+	}
+	sketch_free(&scratch);
 	return capture_validate_raw(b, n_dict, ranks, n_ranks, err, size);
 }
 
@@ -910,6 +974,21 @@ static void log_batch_refused(const struct conn *c, uint64_t seq, const char *wh
 		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)seq, why);
 }
 
+/* Refuses a batch with a Reject saying why; its sequence is consumed. */
+static void refuse_batch(struct conn *c, uint64_t seq, size_t n_records, const char *why)
+{
+	struct agent_progress *p;
+	char key[300];
+
+	log_batch_refused(c, seq, why);
+	c->srv->m.batches_rejected++;
+	c->srv->m.records_rejected += n_records;
+	p = strmap_get(&c->srv->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
+	if (p && seq > p->last_seq)
+		p->last_seq = seq;
+	send_reject(c, seq, why);
+}
+
 static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 {
 	struct server *s = c->srv;
@@ -920,32 +999,37 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	const char **dict = NULL;
 	size_t n_dict = 0;
 	struct storage_op *op;
+	const struct store *st = engine_store(c->job->engine);
+	struct ingest_limits lim = {.now_us = clock_wall_us(),
+				    .job_iter = store_any(st) ? (int64_t)store_max_iter(st) : -1,
+				    .window = (uint32_t)s->cfg.window_iters};
 
-	if (b->seq == 0) {
-		s->m.batches_rejected++;
-		s->m.records_rejected += n_records;
-		send_reject(c, 0, "batch sequence numbers start at 1");
+	if (!p) {
+		conn_close(c, CLOSE_NOMEM); /* the agent is remembered from its Hello on */
+		return;
+	}
+	/* 1 .. last + 1: a resend (durable: acknowledged again; in flight: stored once) or the
+	 * next batch. Anything else (0, 2^64 - 1, a jump ahead) would make the agent's own
+	 * batches look like resends from then on: a protocol violation, nothing stored. */
+	if (b->seq == 0 || b->seq > p->last_seq + 1 || b->seq > INT64_MAX) {
+		snprintf(err, sizeof(err), "batch sequence %llu out of order (the next is %llu)", (unsigned long long)b->seq,
+			 (unsigned long long)p->last_seq + 1);
+		protocol_error(c, err, NULL, 0);
 		return;
 	}
 	if (take_name_defs(c, b, err, sizeof(err)) < 0 ||
-	    (!(p && b->seq <= p->durable_seq) && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
-		log_batch_refused(c, b->seq, err);
-		s->m.batches_rejected++;
-		s->m.records_rejected += n_records;
-		send_reject(c, b->seq, err);
+	    (b->seq > p->durable_seq && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
+		refuse_batch(c, b->seq, n_records, err);
 		return;
 	}
-	if (p && b->seq <= p->durable_seq) {
+	if (b->seq <= p->durable_seq) {
 		/* a resend of something already durable: a no-op, acknowledged again */
 		s->m.batches_duplicate++;
 		send_ack(c, p->durable_seq, 1);
 		return;
 	}
-	if (ingest_validate_batch(c->ranks, c->n_ranks, b, n_dict, err, sizeof(err)) < 0) {
-		log_batch_refused(c, b->seq, err);
-		s->m.batches_rejected++;
-		s->m.records_rejected += n_records;
-		send_reject(c, b->seq, err);
+	if (ingest_validate_batch(c->ranks, c->n_ranks, b, n_dict, &lim, err, sizeof(err)) < 0) {
+		refuse_batch(c, b->seq, n_records, err);
 		free_dict(b, dict);
 		return;
 	}
@@ -960,6 +1044,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	}
 	op_to_window(s, c->job, op, name_map);
 	c->sent_batch = true;
+	if (b->seq > p->last_seq)
+		p->last_seq = b->seq;
 	s->m.batches_ok++;
 	s->m.records_in[0] += b->n_iter_rank;
 	s->m.records_in[1] += b->n_phase_rank;
@@ -968,7 +1054,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 
 	if (!s->writer) {
 		/* without storage, received is as durable as it gets */
-		if (p && b->seq > p->durable_seq)
+		if (b->seq > p->durable_seq)
 			p->durable_seq = b->seq;
 		send_ack(c, b->seq, 0);
 		storage_op_free(op);
@@ -1390,7 +1476,7 @@ static void progress_row(const char *job, const char *agent, uint64_t seq, void 
 		pl->failed = 1;
 		return;
 	}
-	p->durable_seq = seq;
+	p->durable_seq = p->last_seq = seq;
 }
 
 int ingest_load_progress(struct server *s)

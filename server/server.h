@@ -27,6 +27,7 @@ struct ssl_ctx_st;
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
 	uint64_t durable_seq; /* highest sequence committed (or, without storage, received) */
+	uint64_t last_seq;    /* highest sequence taken or rejected (>= durable_seq): the next is last_seq + 1 */
 	uint64_t conn_id;     /* the live connection of this agent, 0 when none */
 };
 

@@ -25,7 +25,10 @@ static void check_batch(const Culprit__V1__Batch *b)
 
 	/* a batch with a dictionary of its own (name ids defined earlier on the connection are
 	 * connection state: without one, any name index is outside the dictionary) */
-	if (ingest_validate_batch(ranks, 8, b, b->n_names, err, sizeof(err)) < 0) {
+	/* a job at iteration 1,000 on 2026-12-01 */
+	const struct ingest_limits lim = {.now_us = 1796169600000000LL, .job_iter = 1000, .window = 64};
+
+	if (ingest_validate_batch(ranks, 8, b, b->n_names, &lim, err, sizeof(err)) < 0) {
 		if (!err[0])
 			__builtin_trap(); /* a refusal always says why */
 		return;

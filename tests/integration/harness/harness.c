@@ -470,3 +470,105 @@ int h_wait_ack(int fd, uint64_t seq)
 	}
 	return 0;
 }
+
+void h_send_hello(int fd, const struct h_hello *hh)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
+	Culprit__V1__Topology t = CULPRIT__V1__TOPOLOGY__INIT;
+	uint32_t ranks[4096];
+
+	H_CHECK(hh->n_ranks <= 4096, NULL);
+	for (uint32_t i = 0; i < hh->n_ranks; i++)
+		ranks[i] = hh->first_rank + i;
+	t.world = hh->world;
+	t.tp = t.cp = 1;
+	t.pp = hh->pp;
+	t.dp = hh->dp;
+	t.ep = hh->ep;
+	t.gpus_per_node = 8;
+	t.order = (char *)"tp-cp-ep-dp-pp";
+	h.protocol_version = FRAME_PROTOCOL_VERSION;
+	h.job = (char *)hh->job;
+	h.topology = &t;
+	h.agent_id = (char *)hh->agent;
+	h.host = (char *)hh->agent;
+	h.ranks = ranks;
+	h.n_ranks = hh->n_ranks;
+	h.resume_seq = hh->resume_seq;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
+	env.hello = &h;
+	h_send_env(fd, &env);
+}
+
+int h_hello_ok(int fd, const struct h_hello *h)
+{
+	frame_envelope *e;
+	int ok;
+
+	h_send_hello(fd, h);
+	e = h_recv_env(fd, 10000);
+	ok = e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted;
+	if (!ok)
+		fprintf(stderr, "hello of agent \"%s\": %s\n", h->agent,
+			!e ? "no answer" : e->msg_case != CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK ? "not a HelloAck"
+										  : e->hello_ack->reason);
+	if (e)
+		frame_free(e);
+	return ok;
+}
+
+void h_send_batch(int fd, const struct h_batch *hb)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
+	char *names[] = {(char *)"mlp", (char *)"gemm"};
+	uint32_t rank[64], iter[64], zero[64], one[64], count[64], slen[64];
+	int64_t start[64], dur[64], noff[64], sum[64];
+	uint8_t sketches[64 * 64];
+	uint32_t n = hb->n_ranks;
+
+	H_CHECK(n <= 64 && hb->sketch_len <= 64, NULL);
+	for (uint32_t r = 0; r < n; r++) {
+		rank[r] = hb->first_rank + r;
+		iter[r] = hb->iter;
+		start[r] = hb->start_us;
+		dur[r] = 30000;
+		zero[r] = 0;
+		one[r] = 1;
+		noff[r] = -1;
+		count[r] = hb->kernel_count;
+		sum[r] = 20000;
+		slen[r] = (uint32_t)hb->sketch_len;
+		if (hb->sketch_len)
+			memcpy(sketches + r * hb->sketch_len, hb->sketch, hb->sketch_len);
+	}
+	b.seq = hb->seq;
+	b.names = names, b.n_names = 2;
+	b.iter_rank = rank, b.n_iter_rank = n;
+	b.iter_iter = iter, b.n_iter_iter = n;
+	b.iter_start_us = start, b.n_iter_start_us = n;
+	b.iter_dur_us = dur, b.n_iter_dur_us = n;
+	b.phase_rank = rank, b.n_phase_rank = n;
+	b.phase_iter = iter, b.n_phase_iter = n;
+	b.phase_name = zero, b.n_phase_name = n;
+	b.phase_kind = zero, b.n_phase_kind = n;
+	b.phase_group = zero, b.n_phase_group = n;
+	b.phase_start_us = noff, b.n_phase_start_us = n;
+	b.phase_dur_us = sum, b.n_phase_dur_us = n;
+	b.kernel_rank = rank, b.n_kernel_rank = n;
+	b.kernel_iter = iter, b.n_kernel_iter = n;
+	b.kernel_name = one, b.n_kernel_name = n;
+	b.kernel_count = count, b.n_kernel_count = n;
+	b.kernel_sum_us = sum, b.n_kernel_sum_us = n;
+	b.kernel_min_us = sum, b.n_kernel_min_us = n;
+	b.kernel_max_us = sum, b.n_kernel_max_us = n;
+	if (hb->sketch_len) {
+		b.kernel_sketch_len = slen, b.n_kernel_sketch_len = n;
+		b.kernel_sketches.data = sketches;
+		b.kernel_sketches.len = n * hb->sketch_len;
+	}
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
+	env.batch = &b;
+	h_send_env(fd, &env);
+}

@@ -83,4 +83,28 @@ frame_envelope *h_recv_env(int fd, int timeout_ms);
 void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token);
 int h_wait_ack(int fd, uint64_t seq);
 
+/* A Hello of agent `agent` for job `job` (protocol version FRAME_PROTOCOL_VERSION, no token)
+ * serving ranks first_rank .. first_rank + n_ranks - 1 of a tp-cp-ep-dp-pp topology. */
+struct h_hello {
+	const char *job, *agent;
+	uint32_t world, pp, dp, ep, first_rank, n_ranks;
+	uint64_t resume_seq;
+};
+void h_send_hello(int fd, const struct h_hello *h);
+/* Sends h and reads the HelloAck: 1 when accepted, 0 otherwise (refused, closed, timeout). */
+int h_hello_ok(int fd, const struct h_hello *h);
+
+/* A self-contained Batch: iteration iter of ranks first_rank .. + n_ranks (at most 64), each
+ * with its iteration record (start_us, 30 ms), one phase "mlp" and one kernel "gemm" of
+ * kernel_count calls whose sketch is the sketch_len bytes at sketch (none when 0). */
+struct h_batch {
+	uint64_t seq;
+	uint32_t first_rank, n_ranks, iter;
+	int64_t start_us;
+	uint32_t kernel_count;
+	const uint8_t *sketch;
+	size_t sketch_len;
+};
+void h_send_batch(int fd, const struct h_batch *b);
+
 #endif
