@@ -117,6 +117,35 @@ static void test_failure_rolls_back(const char *base)
 	CHECK_MSG(strstr(err, "/nonexistent/culprit"), "message: %s", err);
 }
 
+/* 007: a poisoned agent (durable_seq -1, a seq of 2^64 - 1 stored by culpritd before it
+ * refused such seqs) is forgotten, and the database refuses a negative durable_seq. */
+static void test_durable_seq_check(const char *base)
+{
+	char dsn[1024], err[512], dir[256], src[600], link[600];
+	const char *def = storage_migrations_dir();
+	pgtest_db_create(base, "test_migrate_seq", dsn, sizeof dsn);
+	pgtest_tmpdir("migrations_seq", dir, sizeof dir);
+	const char *before[] = {"001_initial.sql", "002_partitions.sql", "003_partition_create_lock.sql",
+	                        "004_incident_keys.sql", "005_grafana_views.sql", "006_raw_kernels.sql"};
+	for (size_t i = 0; i < sizeof before / sizeof *before; i++) {
+		snprintf(src, sizeof src, "%s/%s", def, before[i]);
+		snprintf(link, sizeof link, "%s/%s", dir, before[i]);
+		CHECK(symlink(src, link) == 0);
+	}
+	CHECK(storage_migrate(dsn, dir, err, sizeof err) == 6);
+	pgtest_scalar(dsn, "INSERT INTO jobs (name) VALUES ('J');"
+	                   "INSERT INTO agent_progress (job_id, agent, durable_seq) SELECT id, 'poisoned', -1 FROM jobs;"
+	                   "INSERT INTO agent_progress (job_id, agent, durable_seq) SELECT id, 'fine', 7 FROM jobs;"
+	                   "SELECT 0");
+	int applied = storage_migrate(dsn, NULL, err, sizeof err);
+	CHECK_MSG(applied >= 1, "applied %d: %s", applied, applied < 0 ? err : "");
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM agent_progress WHERE durable_seq < 0") == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress WHERE agent = 'fine'") == 7);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM pg_constraint WHERE conname = "
+	                         "'agent_progress_durable_seq_nonnegative'") == 1);
+	pgtest_rmdir(dir);
+}
+
 static void test_dir_lookup(void)
 {
 	/* the build tree's (source) directory by default, the environment first */
@@ -136,6 +165,7 @@ int main(void)
 	test_empty_then_again(base);
 	test_concurrent(base);
 	test_failure_rolls_back(base);
+	test_durable_seq_check(base);
 	printf("test_migrate: ok\n");
 	return 0;
 }
