@@ -68,7 +68,6 @@ struct conn {
 	uint32_t dict_epoch;
 	size_t names_cap;
 	size_t in_seen;              /* input bytes already counted in culprit_agent_received_bytes_total */
-	bool sent_batch;             /* a batch reached the window or the writer on this connection */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	struct timespec blocked_since;
 	struct conn *blocked_next;
@@ -185,9 +184,9 @@ static void conn_close(struct conn *c, enum metrics_close_reason why)
 
 		if (p && p->conn_id == c->id) {
 			p->conn_id = 0;
-			/* an agent that never had a batch stored leaves nothing to remember (Hello
-			 * floods with new agent ids must not grow the map) */
-			if (p->durable_seq == 0 && !c->sent_batch) {
+			/* an agent that never sent a batch leaves nothing to remember (Hello floods
+			 * with new agent ids must not grow the map) */
+			if (p->durable_seq == 0 && p->last_seq == 0) {
 				strmap_del(&s->agents, key);
 				free(p);
 			}
@@ -1043,7 +1042,6 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		return;
 	}
 	op_to_window(s, c->job, op, name_map);
-	c->sent_batch = true;
 	if (b->seq > p->last_seq)
 		p->last_seq = b->seq;
 	s->m.batches_ok++;
@@ -1439,6 +1437,8 @@ void ingest_writer_progress(struct server *s)
 			}
 			if (p && done[i].seq > p->durable_seq)
 				p->durable_seq = done[i].seq;
+			if (p && p->durable_seq > p->last_seq)
+				p->last_seq = p->durable_seq; /* p made again since that batch was taken */
 			if (c && c->state != CONN_CLOSING && p)
 				send_ack(c, p->durable_seq, 0);
 		}

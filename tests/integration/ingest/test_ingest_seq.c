@@ -5,7 +5,9 @@
  * agent's last sequence is refused with the reason. Then 36 node agents of the agent library
  * (node-0 among them) stream a job: PostgreSQL holds exactly what they sent. culpritd is
  * restarted (the durable sequences read back from PostgreSQL), the poison is tried again and
- * refused again, the agents stream more: again exactly what they sent. Before the fix the
+ * refused again, the agents stream more: again exactly what they sent. A hand-written
+ * agent whose batch 3 was rejected just before the restart goes on at 4 (its Hello's
+ * resume_seq says so) and is stored. Before the fix the
  * poison was acknowledged, stored as durable_seq = -1, and every later batch of node-0
  * dropped as a resend, across restarts. */
 #include <signal.h>
@@ -136,6 +138,13 @@ int main(void)
 	H_CHECK(fd >= 0 && h_hello_ok(fd, &hand), &proc);
 	hand_batch(fd, 1);
 	hand_batch(fd, 2);
+	/* batch 3 is rejected (a rank it does not serve): its sequence is consumed, but only in
+	 * culpritd's memory */
+	h_send_batch(fd, &(struct h_batch){.seq = 3, .first_rank = 8, .n_ranks = 8, .iter = 2,
+					   .start_us = (int64_t)time(NULL) * 1000000, .kernel_count = 5});
+	e = h_recv_env(fd, 10000);
+	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && e->reject->seq == 3, &proc);
+	frame_free(e);
 	close(fd);
 
 	/* restart: the durable sequences come back from PostgreSQL, the check is the same */
@@ -150,16 +159,23 @@ int main(void)
 		proc.agent_port = port; /* --agent-listen above wins over the harness's */
 	}
 	poisons(dsn, &hand, 2, 1);
+	/* the agent goes on at 4 and says so in Hello (resume_seq): the restarted culpritd takes
+	 * 3 as consumed */
 	fd = h_connect(proc.agent_port);
 	H_CHECK(fd >= 0, &proc);
-	h_send_hello(fd, &hand);
+	{
+		struct h_hello resume = hand;
+
+		resume.resume_seq = 4;
+		h_send_hello(fd, &resume);
+	}
 	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted &&
 			e->hello_ack->durable_seq == 2,
 		&proc);
 	frame_free(e);
 	hand_batch(fd, 2); /* a resend: acknowledged again */
-	hand_batch(fd, 3);
+	hand_batch(fd, 4);
 	close(fd);
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = '" JOB2
 				 "'") == 3 * 8,
