@@ -386,29 +386,8 @@ void h_send_env(int fd, const frame_envelope *env)
 
 void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token)
 {
-	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
-	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
-	Culprit__V1__Topology t = CULPRIT__V1__TOPOLOGY__INIT;
-	uint32_t ranks[8];
-
-	for (int i = 0; i < 8; i++)
-		ranks[i] = (uint32_t)i;
-	t.world = 8;
-	t.tp = t.cp = t.pp = t.ep = 1;
-	t.dp = 8;
-	t.gpus_per_node = 8;
-	h.protocol_version = FRAME_PROTOCOL_VERSION;
-	h.job = (char *)job;
-	h.topology = &t;
-	h.agent_id = (char *)agent;
-	h.host = (char *)host;
-	h.ranks = ranks;
-	h.n_ranks = 8;
-	if (token)
-		h.token = (char *)token;
-	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
-	env.hello = &h;
-	h_send_env(fd, &env);
+	h_send_hello_as(fd, &(struct h_hello){.job = job, .agent = agent, .host = host, .token = token, .world = 8,
+					      .pp = 1, .dp = 8, .ep = 1, .n_ranks = 8});
 }
 
 frame_envelope *h_recv_env(int fd, int timeout_ms)
@@ -471,7 +450,7 @@ int h_wait_ack(int fd, uint64_t seq)
 	return 0;
 }
 
-void h_send_hello(int fd, const struct h_hello *hh)
+void h_send_hello_as(int fd, const struct h_hello *hh)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
@@ -492,7 +471,9 @@ void h_send_hello(int fd, const struct h_hello *hh)
 	h.job = (char *)hh->job;
 	h.topology = &t;
 	h.agent_id = (char *)hh->agent;
-	h.host = (char *)hh->agent;
+	h.host = (char *)(hh->host ? hh->host : hh->agent);
+	if (hh->token)
+		h.token = (char *)hh->token;
 	h.ranks = ranks;
 	h.n_ranks = hh->n_ranks;
 	h.resume_seq = hh->resume_seq;
@@ -506,7 +487,7 @@ int h_hello_ok(int fd, const struct h_hello *h)
 	frame_envelope *e;
 	int ok;
 
-	h_send_hello(fd, h);
+	h_send_hello_as(fd, h);
 	e = h_recv_env(fd, 10000);
 	ok = e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted;
 	if (!ok)

@@ -79,18 +79,20 @@ int64_t h_now_ms(void);
 void h_send_env(int fd, const frame_envelope *env);
 frame_envelope *h_recv_env(int fd, int timeout_ms);
 /* Hello of an agent serving ranks 0..7 of a job of world 8 (data-parallel, one node);
- * token NULL: none. */
+ * token NULL: none. (h_send_hello_as below for any other.) */
 void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token);
 int h_wait_ack(int fd, uint64_t seq);
 
-/* A Hello of agent `agent` for job `job` (protocol version FRAME_PROTOCOL_VERSION, no token)
- * serving ranks first_rank .. first_rank + n_ranks - 1 of a tp-cp-ep-dp-pp topology. */
+/* A Hello (protocol version FRAME_PROTOCOL_VERSION) of agent `agent` for job `job` serving
+ * ranks first_rank .. first_rank + n_ranks - 1 of a tp-cp-ep-dp-pp topology. */
 struct h_hello {
 	const char *job, *agent;
+	const char *host;  /* NULL: the agent id */
+	const char *token; /* NULL: none */
 	uint32_t world, pp, dp, ep, first_rank, n_ranks;
 	uint64_t resume_seq;
 };
-void h_send_hello(int fd, const struct h_hello *h);
+void h_send_hello_as(int fd, const struct h_hello *h);
 /* Sends h and reads the HelloAck: 1 when accepted, 0 otherwise (refused, closed, timeout). */
 int h_hello_ok(int fd, const struct h_hello *h);
 

@@ -41,8 +41,8 @@ int main(void)
 {
 	char dir[600];
 	const char *extra[] = {"--storage", "false", NULL};
-	const struct h_hello jumper = {"jump", "jumper", 16, 1, 16, 1, 0, 8, 0};
-	const struct h_hello honest = {"jump", "honest", 16, 1, 16, 1, 8, 8, 0};
+	const struct h_hello jumper = {.job = "jump", .agent = "jumper", .world = 16, .pp = 1, .dp = 16, .ep = 1, .first_rank = 0, .n_ranks = 8};
+	const struct h_hello honest = {.job = "jump", .agent = "honest", .world = 16, .pp = 1, .dp = 16, .ep = 1, .first_rank = 8, .n_ranks = 8};
 	const uint8_t garbage[] = {0xD5, 2, 0x80}; /* a truncated varint */
 	int64_t now_us = (int64_t)time(NULL) * 1000000, worst = 0, total = 0;
 	double rejected0;

@@ -27,8 +27,8 @@
 #define NODES 36 /* world 288 = pp 9 x dp 32, ep 32: fleet.c's topology */
 
 static struct h_proc proc;
-static const struct h_hello node0 = {JOB, "node-0", NODES * 8, 9, NODES * 8 / 9, 32, 0, 8, 0};
-static const struct h_hello hand = {JOB2, "hand", NODES * 8, 9, NODES * 8 / 9, 32, 0, 8, 0};
+static const struct h_hello node0 = {.job = JOB, .agent = "node-0", .world = NODES * 8, .pp = 9, .dp = NODES * 8 / 9, .ep = 32, .n_ranks = 8};
+static const struct h_hello hand = {.job = JOB2, .agent = "hand", .world = NODES * 8, .pp = 9, .dp = NODES * 8 / 9, .ep = 32, .n_ranks = 8};
 
 /* A Batch with seq closes the connection without an Ack, and stores nothing. strict: the
  * close is counted as a protocol violation (not so while the victim's agent is running: its
@@ -74,7 +74,7 @@ static void poisons(const char *dsn, const struct h_hello *victim, uint64_t last
 	far.resume_seq = UINT64_MAX;
 	fd = h_connect(proc.agent_port);
 	H_CHECK(fd >= 0, &proc);
-	h_send_hello(fd, &far);
+	h_send_hello_as(fd, &far);
 	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && !e->hello_ack->accepted &&
 			strstr(e->hello_ack->reason, "resume_seq 18446744073709551615 is more than 65536 past"),
@@ -167,7 +167,7 @@ int main(void)
 		struct h_hello resume = hand;
 
 		resume.resume_seq = 4;
-		h_send_hello(fd, &resume);
+		h_send_hello_as(fd, &resume);
 	}
 	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted &&
