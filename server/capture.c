@@ -20,7 +20,6 @@
 #include "writer.h"
 
 #define MAX_DUR_US (7LL * 86400 * 1000000)   /* a week, as for every duration */
-#define MAX_START_US 253402300799000000LL   /* 9999-12-31, what timestamptz holds */
 
 static int has_rank(const uint32_t *ranks, size_t n, uint32_t rank)
 {
@@ -39,8 +38,8 @@ static int has_rank(const uint32_t *ranks, size_t n, uint32_t rank)
 	return 0;
 }
 
-int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint32_t *ranks, size_t n_ranks, char *err,
-			 size_t size)
+int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint32_t *ranks, size_t n_ranks,
+			 int64_t now_us, char *err, size_t size)
 {
 	if (b->n_raw_kernels > CAPTURE_MAX_RAW_PER_BATCH) {
 		snprintf(err, size, "more than %d raw kernels in one batch (%zu)", CAPTURE_MAX_RAW_PER_BATCH,
@@ -59,8 +58,8 @@ int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint
 			why = "raw kernel kind unknown";
 		else if (k->dur_us < 0 || k->dur_us > MAX_DUR_US)
 			why = "raw kernel duration negative or over a week";
-		else if (k->start_us <= 0 || k->start_us > MAX_START_US)
-			why = "raw kernel start out of range";
+		else if (k->start_us < INGEST_MIN_START_US || k->start_us > now_us + INGEST_MAX_AHEAD_US)
+			why = "raw kernel start before 2000 or more than a day ahead of the server's clock";
 		else if (k->stream > CAPTURE_MAX_STREAM)
 			why = "raw kernel stream over 65535";
 		if (why) {

@@ -23,10 +23,10 @@ struct storage_op;
 #define CAPTURE_MAX_STREAM 65535          /* stream ids */
 
 /* The raw kernels of a batch against the protocol's rules (n_names: the batch's dictionary,
- * which their names index by then; ranks: the agent's, sorted): 0, or -1 with the reason
- * in err (the batch is rejected). */
+ * which their names index by then; ranks: the agent's, sorted; starts from 2000 to a day
+ * after now_us): 0, or -1 with the reason in err (the batch is rejected). */
 int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint32_t *ranks, size_t n_ranks,
-			 char *err, size_t size);
+			 int64_t now_us, char *err, size_t size);
 /* Arena bytes batch_to_op needs for them, and the copy into op (batch-local name indexes). */
 size_t capture_raw_arena(const Culprit__V1__Batch *b);
 int capture_raw_to_op(struct storage_op *op, const Culprit__V1__Batch *b);

@@ -42,8 +42,6 @@
 #define MAX_SKETCH 65536        /* bytes in one kernel sketch */
 #define MAX_DUR_US (7LL * 86400 * 1000000) /* a week: longer is not a duration we believe */
 #define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
-#define MIN_START_US 946684800000000LL /* 2000-01-01: an iteration start before is no clock we believe */
-#define MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
 #define MAX_KERNEL_COUNT INT32_MAX /* calls of one kernel in one iteration; above: a wrapped negative */
 #define MAX_RESUME_GAP 65536    /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
 
@@ -708,7 +706,7 @@ int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__
 			return bad(err, size, "iteration duration negative or over a week", i);
 		if (b->iter_iter[i] > max_iter)
 			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
-		if (b->iter_start_us[i] < MIN_START_US || b->iter_start_us[i] > lim->now_us + MAX_AHEAD_US)
+		if (b->iter_start_us[i] < INGEST_MIN_START_US || b->iter_start_us[i] > lim->now_us + INGEST_MAX_AHEAD_US)
 			return bad(err, size, "iteration start before 2000 or more than a day ahead of the server's clock", i);
 	}
 
@@ -770,7 +768,7 @@ int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__
 		sketch_off += len;
 	}
 	sketch_free(&scratch);
-	return capture_validate_raw(b, n_dict, ranks, n_ranks, err, size);
+	return capture_validate_raw(b, n_dict, ranks, n_ranks, lim->now_us, err, size);
 }
 
 /* Iteration start of (rank, iter) in this batch, for partitioning the phases and kernels. */

@@ -43,6 +43,8 @@ struct ingest_limits {
 };
 
 #define INGEST_MAX_ITER_JUMP 1000000
+#define INGEST_MIN_START_US 946684800000000LL /* 2000-01-01: a start before is no clock we believe */
+#define INGEST_MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
 
 /* Checks a batch against the protocol's and the job's rules for an agent serving ranks
  * (sorted), its phase and kernel names indexing a dictionary of n_dict names: 0, or -1 with

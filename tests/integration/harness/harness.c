@@ -503,6 +503,7 @@ void h_send_batch(int fd, const struct h_batch *hb)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
+	Culprit__V1__RawKernel raw = CULPRIT__V1__RAW_KERNEL__INIT, *raws[1] = {&raw};
 	char *names[] = {(char *)"mlp", (char *)"gemm"};
 	uint32_t rank[64], iter[64], zero[64], one[64], count[64], slen[64];
 	int64_t start[64], dur[64], noff[64], sum[64];
@@ -548,6 +549,14 @@ void h_send_batch(int fd, const struct h_batch *hb)
 		b.kernel_sketch_len = slen, b.n_kernel_sketch_len = n;
 		b.kernel_sketches.data = sketches;
 		b.kernel_sketches.len = n * hb->sketch_len;
+	}
+	if (hb->raw_start_us) {
+		raw.rank = hb->first_rank;
+		raw.iter = hb->iter;
+		raw.name = 1;
+		raw.start_us = hb->raw_start_us;
+		raw.dur_us = 100;
+		b.raw_kernels = raws, b.n_raw_kernels = 1;
 	}
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
 	env.batch = &b;

@@ -3,7 +3,7 @@
  * (the window once stepped to 2^31 one iteration at a time: 13 s of a frozen event loop,
  * then about as much for every batch of the job). The jump and the other absurd values
  * (iteration starts before 2000 or a day ahead, a wrapped kernel call count, a sketch that
- * does not decode) are each refused with their reason in a Reject, counted, and the
+ * does not decode, a raw kernel starting in 1970) are each refused with their reason in a Reject, counted, and the
  * connection stays. culpritd runs without storage: an Ack then waits for the event loop
  * only, which is what is measured, not for PostgreSQL. */
 #include <signal.h>
@@ -73,7 +73,10 @@ int main(void)
 	expect_reject(a, &(struct h_batch){.seq = 6, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
 					   .kernel_count = 5, .sketch = garbage, .sketch_len = sizeof(garbage)},
 		      "kernel sketch does not decode");
-	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 5, &proc);
+	expect_reject(a, &(struct h_batch){.seq = 7, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
+					   .kernel_count = 5, .raw_start_us = 1000000},
+		      "raw kernel start before 2000 or more than a day ahead");
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 6, &proc);
 	H_CHECK(h_log_wait(&proc, "batch 2 refused: iteration more than window", 1, 5000), &proc);
 
 	/* the honest agent: every Ack within 50 ms */
@@ -95,9 +98,9 @@ int main(void)
 	fprintf(stderr, "100 honest batches after the jump: Ack latency worst %lld ms, mean %.1f ms\n", (long long)worst,
 		(double)total / 100);
 	/* the jumper's connection stayed and still works */
-	h_send_batch(a, &(struct h_batch){.seq = 7, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
-					  .kernel_count = 5});
-	H_CHECK(h_wait_ack(a, 7), &proc);
+	h_send_batch(a, &(struct h_batch){.seq = 8, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
+					  .kernel_count = 5, .raw_start_us = now_us});
+	H_CHECK(h_wait_ack(a, 8), &proc);
 	close(a);
 	close(h);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
