@@ -2,8 +2,10 @@
  *
  * Frames are parsed as they arrive with three outcomes kept apart (need more, malformed,
  * ok). A malformed frame or a message out of place closes that connection only, with one
- * log line (peer and a hex sample) and a counter. An invalid batch is refused with a Reject
- * carrying the reason, and the connection stays. Accepted batches go to the job's window and
+ * log line (peer and a hex sample) and a counter; so does a Batch whose seq is neither the
+ * next one nor a resend (docs/protocol.md, "Sequences"). An invalid batch (absurd values
+ * included: iterations far ahead, clocks before 2000, wrapped counts, undecodable sketches)
+ * is refused with a Reject carrying the reason, and the connection stays. Accepted batches go to the job's window and
  * to the storage writer; Acks carry only what the writer reports committed. When the
  * writer's queue is full the connection keeps its batch and stops being read until the
  * writer makes room (backpressure to the agent through TCP). */
