@@ -364,10 +364,6 @@ def inject(job):
         for q in job.ranks_of_node(n):
             job.comp[q] = after(f)
         T.update(category="compute_degradation", ranks=job.ranks_of_node(n), match="hosts", factor=f)
-        stages = {job.c_pp[q] for q in job.ranks_of_node(n)}
-        s = min(stages)
-        if len(stages) == 1 and {job.node[q] for q in range(W) if job.c_pp[q] == s} == {n}:
-            T["accept_stage"] = s  # the node is exactly one whole stage: either answer names it
         return T
     if kind == "comm_nic":
         n = rng.randrange(job.nodes)
@@ -414,6 +410,8 @@ def inject(job):
         rs = [r]
         if rng.random() < 0.3:  # the host's CPU: every rank of the node that loads data
             rs = [q for q in job.ranks_of_node(job.node[r]) if job.c_pp[q] == stage]
+            if len(rs) == W:
+                rs = [r]  # not the whole job: a job slow everywhere has no culprit to name
         x = rng.uniform(0.25, 2.0) * (job.fwd[0] / 0.22)
         for q in rs:
             if kind == "host_phase":

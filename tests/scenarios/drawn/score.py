@@ -4,7 +4,8 @@
 A case is RIGHT when all of these hold:
 - category: the report's verdict.category is the expected one. Two faults at once: the
   expected pair must both be in the report (verdict plus findings[].category).
-  A node that is a whole pipeline stage may also be answered stage_imbalance of that stage.
+  Culprits that are exactly a whole pipeline stage (a node or a GPU that is the stage) may
+  also be answered stage_imbalance of that stage.
 - culprits (the suspects with role "culprit", in suspects[] and findings[].suspects[]):
   rank-level faults: the named culprit ranks are exactly the true ones (culprits_total
   counts the ones beyond the 32 listed); node-level faults (a slow node, a slow NIC, two
@@ -46,6 +47,16 @@ def categories(report):
     return cats
 
 
+def whole_stage(truth):
+    """The stage whose ranks are exactly the culprits of a compute fault (a node or a GPU
+    that is a whole pipeline stage), else None: there stage_imbalance of it is right too."""
+    if truth["category"] != "compute_degradation" or truth.get("also") or not truth["ranks"]:
+        return None
+    n = truth["tp"] * truth["dp"]  # ranks per stage: rank = tp + TP * (dp + DP * pp)
+    s = truth["ranks"][0] // n
+    return s if sorted(truth["ranks"]) == list(range(s * n, (s + 1) * n)) else None
+
+
 def judge(truth, report):
     """(right, reason) for one case; report None when diagnose failed."""
     if report is None:
@@ -54,10 +65,10 @@ def judge(truth, report):
     said = (report.get("verdict") or {}).get("category")
     cats = categories(report)
     ranks, hosts, total = culprits(report)
-    if truth.get("accept_stage") is not None and said == "stage_imbalance":
-        ok = report["verdict"].get("stage") == truth["accept_stage"] and not ranks
-        return ok, "" if ok else "stage %s, not the node's stage %s" % (
-            report["verdict"].get("stage"), truth["accept_stage"])
+    whole = whole_stage(truth)
+    if whole is not None and said == "stage_imbalance":
+        ok = report["verdict"].get("stage") == whole and not ranks
+        return ok, "" if ok else "stage %s, not the culprits' stage %s" % (report["verdict"].get("stage"), whole)
     if truth.get("also"):
         if said not in (want, truth["also"]) or truth["also"] not in cats or want not in cats:
             return False, "categories %s, want %s and %s" % (cats, want, truth["also"])
