@@ -8,7 +8,7 @@ set -euo pipefail
 culprit_packages=(build-essential cmake pkg-config libevent-dev libpq-dev libprotobuf-c-dev
 	protobuf-c-compiler libjansson-dev libgsl-dev zlib1g-dev libssl-dev libcurl4-openssl-dev
 	libyajl-dev postgresql postgresql-client)
-culprit_test_packages=(libcmocka-dev protobuf-compiler clang procps psmisc openssl curl jq
+culprit_test_packages=(libcmocka-dev protobuf-compiler clang procps psmisc openssl curl jq python3
 	prometheus prometheus-alertmanager wrk)
 
 culprit_install_deps() {
