@@ -60,6 +60,13 @@ static const struct setting settings[] = {
 	INT(max_frame, 4194304, 1024, 67108864, true, "Largest frame body an agent may send, in bytes, after Hello."),
 	INT(max_frame_before_hello, 65536, 256, 1048576, true,
 	    "Largest frame body accepted before a connection has said Hello, in bytes."),
+	INT(max_input_buffer_bytes, 268435456, 1048576, 68719476736, true,
+	    "Most bytes of unfinished frames all agent connections may hold together. Beyond it culpritd stops "
+	    "reading from the connections holding the most until the total is back under half of it; TCP "
+	    "holds those agents back (culprit_agent_input_paused_total)."),
+	INT(max_names_per_job, 65536, 16, 16777216, true,
+	    "Most distinct phase and kernel names one job may have. A batch bringing more is refused with "
+	    "the reason and its connection closed (culprit_agent_names_over_limit_total)."),
 	INT(hello_timeout_ms, 5000, 100, 600000, true, "Time a new connection has to say Hello before it is closed."),
 	INT(idle_timeout_s, 120, 5, 86400, true,
 	    "A connection that sends nothing (not even a heartbeat) for this long is closed."),

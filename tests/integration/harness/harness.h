@@ -79,5 +79,8 @@ int64_t h_now_ms(void);
 void h_send_env(int fd, const frame_envelope *env);
 frame_envelope *h_recv_env(int fd, int timeout_ms);
 int h_wait_ack(int fd, uint64_t seq);
+/* Hello of agent for one rank of job (a data-parallel world of world ranks); 1 when the
+ * HelloAck accepts it, else 0. */
+int h_hello(int fd, const char *job, const char *agent, uint32_t world, uint32_t rank);
 
 #endif
