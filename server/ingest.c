@@ -742,7 +742,7 @@ static int bad(char *err, size_t size, const char *what, size_t i)
 
 static struct name_slot *names_find(const struct conn *c, uint32_t id)
 {
-	if (!c->names_cap)
+	if (!c->names_cap || id >= MAX_NAMES) /* UINT32_MAX marks a free slot */
 		return NULL;
 	for (size_t j = (id * 0x9E3779B1u) & (c->names_cap - 1);; j = (j + 1) & (c->names_cap - 1)) {
 		if (c->names[j].id == id)
