@@ -47,7 +47,7 @@
 enum conn_state { CONN_HELLO, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
 /* One name id of a connection: sized by the ids used, not by the largest (an id of 65,535
- * costs one slot, not a table of 65,536). */
+ * costs one slot, not a table of 65,536): 16 bytes an id, about 21 with the free slots. */
 struct name_slot {
 	uint32_t id;      /* UINT32_MAX: empty */
 	uint32_t job_id;  /* the job's id of the name */
@@ -757,7 +757,7 @@ static int names_put(struct conn *c, uint32_t id, uint32_t job_id)
 {
 	struct name_slot *slot = names_find(c, id);
 
-	if (!slot && (c->n_names + 1) * 2 > c->names_cap) { /* at most half full */
+	if (!slot && (c->n_names + 1) * 4 > c->names_cap * 3) { /* at most 3/4 full */
 		size_t old_cap = c->names_cap, cap = old_cap ? old_cap * 2 : 16;
 		struct name_slot *old = c->names, *tab = malloc(cap * sizeof(*tab));
 
