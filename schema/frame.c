@@ -130,8 +130,7 @@ static size_t message_cost(const ProtobufCMessageDescriptor *desc, const uint8_t
 				 f->type == PROTOBUF_C_TYPE_DOUBLE)
 				n = len / 8;
 			else
-				for (uint64_t i = 0; i < len; i++)
-					n += !(data[i] & 0x80);
+				n = len; /* a varint takes a byte at least: a bound, not a count */
 			cost += n * scalar_size(f->type);
 		} else if (repeated) {
 			cost += scalar_size(f->type);
