@@ -526,6 +526,16 @@ int store_intern_name(struct store *s, const char *name)
 	return (int)id;
 }
 
+int store_find_name(const struct store *s, const char *name)
+{
+	return (int)intern_find(&s->names, name);
+}
+
+uint32_t store_name_count(const struct store *s)
+{
+	return s->names.n;
+}
+
 const char *store_name(const struct store *s, uint32_t id)
 {
 	return id < s->names.n ? s->names.str[id] : "?";

@@ -71,6 +71,9 @@ const char *store_job(const struct store *s);
 /* Name dictionary of the job: returns the id of name (interning it), -1 when out of memory. */
 int store_intern_name(struct store *s, const char *name);
 const char *store_name(const struct store *s, uint32_t id);
+/* The id of a name already interned, or -1; the number of names interned. */
+int store_find_name(const struct store *s, const char *name);
+uint32_t store_name_count(const struct store *s);
 
 /* Host of a rank (default "node-<rank / gpus_per_node>"). 0, or -1 (bad rank / memory). */
 int store_set_host(struct store *s, uint32_t rank, const char *host);

@@ -2,6 +2,8 @@
 #include "frame.h"
 
 #include <endian.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +28,120 @@ enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body,
 	if (len - FRAME_HEADER < *body_len)
 		return FRAME_NEED_MORE;
 	return FRAME_OK;
+}
+
+/* protobuf-c, per field of a message past its first 16 (those are on the stack): a "scanned
+ * member" of 32 bytes, in slabs that double (up to 64 bytes each); per allocation the
+ * allocator's overhead */
+#define SCANNED 64u
+#define SCANNED_ON_STACK 16u
+#define MALLOC 16u
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		*v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return 0;
+	}
+	return -1;
+}
+
+static size_t scalar_size(ProtobufCType t)
+{
+	switch (t) {
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_DOUBLE:
+	case PROTOBUF_C_TYPE_STRING:
+	case PROTOBUF_C_TYPE_MESSAGE:
+		return 8;
+	case PROTOBUF_C_TYPE_BYTES:
+		return sizeof(ProtobufCBinaryData);
+	default:
+		return 4;
+	}
+}
+
+static size_t message_cost(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const uint8_t *end)
+{
+	size_t cost = desc->sizeof_message + MALLOC, fields = 0;
+
+	while (p < end) {
+		uint64_t tag, len = 0;
+		const ProtobufCFieldDescriptor *f;
+		const uint8_t *data;
+		bool repeated;
+
+		if (read_varint(&p, end, &tag) < 0 || tag >> 3 == 0 || tag >> 3 > UINT32_MAX)
+			return SIZE_MAX;
+		switch (tag & 7) {
+		case 0:
+			if (read_varint(&p, end, &len) < 0)
+				return SIZE_MAX;
+			len = 0;
+			break;
+		case 1:
+		case 5:
+			len = (tag & 7) == 1 ? 8 : 4;
+			if ((size_t)(end - p) < len)
+				return SIZE_MAX;
+			p += len;
+			len = 0;
+			break;
+		case 2:
+			if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p))
+				return SIZE_MAX;
+			break;
+		default:
+			return SIZE_MAX; /* groups and wire types protobuf-c does not take */
+		}
+		data = p;
+		p += len;
+		if (++fields > SCANNED_ON_STACK)
+			cost += SCANNED;
+		f = protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3));
+		if (!f) { /* kept as an unknown field, with a copy of its bytes */
+			cost += sizeof(ProtobufCMessageUnknownField) + len + MALLOC;
+			continue;
+		}
+		repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
+		if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+			size_t sub = message_cost(f->descriptor, data, data + len);
+
+			if (sub == SIZE_MAX)
+				return SIZE_MAX;
+			cost += sub + (repeated ? 8 : 0);
+		} else if (f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_BYTES) {
+			cost += len + 1 + MALLOC + (repeated ? scalar_size(f->type) : 0);
+		} else if (repeated && (tag & 7) == 2) { /* packed */
+			size_t n = 0;
+
+			if (f->type == PROTOBUF_C_TYPE_FIXED32 || f->type == PROTOBUF_C_TYPE_SFIXED32 ||
+			    f->type == PROTOBUF_C_TYPE_FLOAT)
+				n = len / 4;
+			else if (f->type == PROTOBUF_C_TYPE_FIXED64 || f->type == PROTOBUF_C_TYPE_SFIXED64 ||
+				 f->type == PROTOBUF_C_TYPE_DOUBLE)
+				n = len / 8;
+			else
+				n = len; /* a varint takes a byte at least: a bound, not a count */
+			cost += n * scalar_size(f->type);
+		} else if (repeated) {
+			cost += scalar_size(f->type);
+		}
+	}
+	return cost;
+}
+
+size_t frame_unpacked_size(const uint8_t *body, size_t len)
+{
+	return message_cost(&culprit__v1__envelope__descriptor, body, body + len);
 }
 
 frame_envelope *frame_unpack(const uint8_t *body, size_t len)

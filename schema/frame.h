@@ -28,6 +28,12 @@ enum frame_status {
 enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t *body_len,
 			      const char **why);
 
+/* About the bytes frame_unpack() allocates for body (its message structures, arrays, strings
+ * and protobuf-c's work space), read off the wire format without unpacking; SIZE_MAX when the
+ * body is not well-formed. A caller refuses a frame that would cost far more than its size
+ * (a frame of a million one-byte names costs about 100 bytes per 3 bytes sent). */
+size_t frame_unpacked_size(const uint8_t *body, size_t len);
+
 /* Unpacks a body; NULL when it is not a valid Envelope or carries no message.
  * Free with frame_free(). */
 frame_envelope *frame_unpack(const uint8_t *body, size_t len);

@@ -72,6 +72,13 @@ static const struct setting settings[] = {
 	INT(max_frame, 4194304, 1024, 67108864, true, "Largest frame body an agent may send, in bytes, after Hello."),
 	INT(max_frame_before_hello, 65536, 256, 1048576, true,
 	    "Largest frame body accepted before a connection has said Hello, in bytes."),
+	INT(max_input_buffer_bytes, 268435456, 1048576, 68719476736, true,
+	    "Most bytes of unfinished frames all agent connections may hold together. Beyond it culpritd stops "
+	    "reading from the connections holding the most until the total is back under half of it; TCP "
+	    "holds those agents back (culprit_agent_input_paused_total). At least 4 times max_frame."),
+	INT(max_names_per_job, 65536, 16, 16777216, true,
+	    "Most distinct phase and kernel names one job may have. A batch bringing more is refused with "
+	    "the reason and its connection closed (culprit_agent_names_over_limit_total)."),
 	INT(hello_timeout_ms, 5000, 100, 600000, true, "Time a new connection has to say Hello before it is closed."),
 	INT(idle_timeout_s, 120, 5, 86400, true,
 	    "A connection that sends nothing (not even a heartbeat) for this long is closed."),
@@ -392,6 +399,12 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	if (log_level_parse(cfg->log_level) < 0) {
 		config_fail(err, err_size, "invalid value for setting \"log_level\": \"%s\" is not debug, info, warning or error",
 		     cfg->log_level);
+		return -1;
+	}
+	if (cfg->max_input_buffer_bytes / 4 < cfg->max_frame) {
+		/* a quarter of it stays for connections that are read: a whole frame must fit */
+		config_fail(err, err_size, "setting \"max_input_buffer_bytes\" (%lld) must be at least 4 times \"max_frame\" (%lld)",
+			    (long long)cfg->max_input_buffer_bytes, (long long)cfg->max_frame);
 		return -1;
 	}
 	if (cfg->max_frame_before_hello > cfg->max_frame) {

@@ -26,6 +26,8 @@ struct config {
 	int64_t max_world;
 	int64_t max_frame;
 	int64_t max_frame_before_hello;
+	int64_t max_input_buffer_bytes;
+	int64_t max_names_per_job;
 	int64_t hello_timeout_ms;
 	int64_t idle_timeout_s;
 	int64_t max_ranks_per_agent;

@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <endian.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -46,8 +47,19 @@
 #define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
 #define MAX_KERNEL_COUNT INT32_MAX /* calls of one kernel in one iteration; above: a wrapped negative */
 #define MAX_RESUME_GAP 65536    /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
+#define MAX_UNPACK_FACTOR 16    /* a frame may cost this many times its size to unpack ... */
+#define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
 
 enum conn_state { CONN_HELLO, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
+
+/* One name id of a connection: sized by the ids used, not by the largest (an id of 65,535
+ * costs one slot, not a table of 65,536): 16 bytes an id, about 21 with the free slots. */
+struct name_slot {
+	uint32_t id;      /* UINT32_MAX: empty */
+	uint32_t job_id;  /* the job's id of the name */
+	uint32_t epoch;   /* the batch (dict_epoch) whose dictionary has it */
+	uint32_t index;   /* its index in that dictionary */
+};
 
 struct conn {
 	uint64_t id;
@@ -62,12 +74,12 @@ struct conn {
 	uint32_t *ranks; /* sorted */
 	size_t n_ranks;
 	uint64_t acked_seq;          /* highest Ack sent */
-	uint32_t *names;             /* the agent's name ids defined on this connection -> job name ids */
-	uint32_t *dict_epoch_of;     /* per name id: the batch (dict_epoch) whose dictionary has it */
-	uint32_t *dict_index;        /* per name id: its index in that dictionary */
+	struct name_slot *names;     /* the agent's name ids defined on this connection (open addressing) */
+	size_t names_cap, n_names;   /* slots (a power of two, or 0), ids held */
 	uint32_t dict_epoch;
-	size_t names_cap;
-	size_t in_seen;              /* input bytes already counted in culprit_agent_received_bytes_total */
+	size_t in_held;              /* bytes in the input buffer (counted in s->input_held) */
+	bool paused;                 /* not read: over max_input_buffer_bytes (see "input budget") */
+	struct event *paused_watch;  /* while paused: the peer's close, and idle_timeout_s */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	struct timespec blocked_since;
 	struct conn *blocked_next;
@@ -93,11 +105,18 @@ static uint64_t *state_gauge(struct server *s, enum conn_state st)
 	return NULL;
 }
 
+/* Not read now: paused for the input budget, or a state that does not read. */
+static bool conn_unread(const struct conn *c)
+{
+	return c->paused || (c->state != CONN_HELLO && c->state != CONN_ACTIVE);
+}
+
 static void conn_set_state(struct conn *c, enum conn_state to)
 {
 	struct server *s = c->srv;
 	enum conn_state from = c->state;
 	uint64_t *g;
+	bool unread = conn_unread(c);
 
 	switch (from) {
 	case CONN_HELLO:
@@ -107,7 +126,7 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 		assert(to == CONN_CLOSING);
 		break;
 	case CONN_ACTIVE:
-		assert(to == CONN_BLOCKED || to == CONN_CLOSING);
+		assert(to == CONN_BLOCKED || to == CONN_REFUSING || to == CONN_CLOSING);
 		break;
 	case CONN_BLOCKED:
 		assert(to == CONN_ACTIVE || to == CONN_CLOSING);
@@ -120,6 +139,13 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 		(*g)--;
 	if ((g = state_gauge(s, to)))
 		(*g)++;
+	if (from == CONN_HELLO && to == CONN_ACTIVE) {
+		c->job->live_agents++;
+		c->job->alone_since_us = 0;
+	}
+	if ((from == CONN_ACTIVE || from == CONN_BLOCKED) && (to == CONN_REFUSING || to == CONN_CLOSING) &&
+	    --c->job->live_agents == 0)
+		c->job->alone_since_us = clock_wall_us(); /* job_retire_s counts from here */
 	if (to == CONN_BLOCKED) {
 		clock_gettime(CLOCK_MONOTONIC, &c->blocked_since);
 		s->m.backpressure_events++;
@@ -132,6 +158,163 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 						   (now.tv_nsec - c->blocked_since.tv_nsec) / 1000);
 	}
 	c->state = to;
+	if (conn_unread(c) != unread) {
+		if (unread)
+			s->input_unread -= c->in_held;
+		else
+			s->input_unread += c->in_held;
+	}
+}
+
+/* ---- input budget ----
+ *
+ * All connections together hold at most about max_input_buffer_bytes of frames received and
+ * not yet processed. Beyond it the connections holding the most stop being read until those
+ * still read hold a quarter of it (room for agents whose frames complete); beyond 5/4 of it
+ * every connection that grows stops. They are read again when the total is back under half
+ * the budget. A connection not read does not see its peer close nor run libevent's idle
+ * timeout: a watch on its socket does both while it is paused. */
+
+static void conn_close(struct conn *c, enum metrics_close_reason why);
+
+static void paused_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	if (what & EV_TIMEOUT) {
+		static struct log_limit limit = {.what = "paused connections closed"};
+
+		if (log_limit_allow(&limit))
+			log_info("agent %s: not read for %lld s over max_input_buffer_bytes; closing the connection",
+				 c->peer, (long long)c->srv->cfg.idle_timeout_s);
+		conn_close(c, CLOSE_IDLE);
+	} else {
+		conn_close(c, CLOSE_PEER);
+	}
+}
+
+static void paused_watch_stop(struct conn *c)
+{
+	if (c->paused_watch)
+		event_free(c->paused_watch);
+	c->paused_watch = NULL;
+}
+
+static void input_pause(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
+
+	if ((c->state != CONN_HELLO && c->state != CONN_ACTIVE) || c->paused)
+		return;
+	if (!s->input_over)
+		log_warning("agent connections hold %llu bytes of unfinished frames, over max_input_buffer_bytes "
+			    "(%lld); not reading from those holding the most",
+			    (unsigned long long)s->m.input_held, (long long)s->cfg.max_input_buffer_bytes);
+	s->input_over = true;
+	s->input_unread += c->in_held;
+	c->paused = true;
+	bufferevent_disable(c->bev, EV_READ);
+	c->paused_watch = event_new(s->base, bufferevent_getfd(c->bev), EV_CLOSED, paused_watch_cb, c);
+	if (c->paused_watch)
+		event_add(c->paused_watch, &idle);
+	s->m.input_paused++;
+}
+
+/* Pauses the connections holding the most until those read hold a quarter of the budget. */
+static void input_pause_largest(struct server *s)
+{
+	uint64_t budget = (uint64_t)s->cfg.max_input_buffer_bytes;
+
+	while (s->m.input_held - s->input_unread > budget / 4) {
+		struct conn *big = NULL;
+
+		for (size_t i = 0; i < s->n_slots; i++) {
+			struct conn *c = s->slots[i];
+
+			if (c && !conn_unread(c) && c->in_held && (!big || c->in_held > big->in_held))
+				big = c;
+		}
+		if (!big)
+			return;
+		input_pause(big);
+	}
+}
+
+static void input_resume_all(struct server *s)
+{
+	s->input_over = false;
+	log_info("agent connections hold %llu bytes of unfinished frames, under half of max_input_buffer_bytes "
+		 "again; reading from all",
+		 (unsigned long long)s->m.input_held);
+	for (size_t i = 0; i < s->n_slots; i++) {
+		struct conn *c = s->slots[i];
+
+		if (!c || !c->paused)
+			continue;
+		c->paused = false;
+		paused_watch_stop(c);
+		if (!conn_unread(c)) {
+			s->input_unread -= c->in_held;
+			bufferevent_enable(c->bev, EV_READ);
+		}
+	}
+}
+
+static void input_maybe_resume(struct server *s)
+{
+	if (s->input_over && s->m.input_held <= (uint64_t)s->cfg.max_input_buffer_bytes / 2)
+		input_resume_all(s);
+}
+
+/* The input ends inside a frame (one that arrived whole is parsed and drained at once). */
+static bool holds_partial_frame(const struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t len = evbuffer_get_length(in), at = 0;
+	uint8_t hdr[FRAME_HEADER];
+	uint32_t body;
+
+	while (len - at >= FRAME_HEADER) {
+		struct evbuffer_ptr pos;
+
+		if (evbuffer_ptr_set(in, &pos, at, EVBUFFER_PTR_SET) < 0 ||
+		    evbuffer_copyout_from(in, &pos, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
+			return true;
+		memcpy(&body, hdr, sizeof(body));
+		at += FRAME_HEADER + be32toh(body);
+		if (at > len)
+			return true;
+	}
+	return at < len;
+}
+
+/* Keeps the totals as a connection's input buffer grows and shrinks, and applies the budget. */
+static void input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct conn *c = arg;
+	struct server *s = c->srv;
+	uint64_t budget = (uint64_t)s->cfg.max_input_buffer_bytes;
+	bool unread = conn_unread(c);
+
+	(void)buf;
+	s->m.bytes_in += info->n_added;
+	c->in_held += info->n_added;
+	c->in_held -= info->n_deleted;
+	s->m.input_held += info->n_added;
+	s->m.input_held -= info->n_deleted;
+	if (unread) {
+		s->input_unread += info->n_added;
+		s->input_unread -= info->n_deleted;
+	}
+	if (info->n_added && s->m.input_held > budget) {
+		input_pause_largest(s);
+		if (s->m.input_held > budget + budget / 4 && holds_partial_frame(c))
+			input_pause(c);
+	} else if (info->n_deleted) {
+		input_maybe_resume(s);
+	}
 }
 
 /* ---- closing and reclaiming ---- */
@@ -174,8 +357,6 @@ static void conn_close(struct conn *c, enum metrics_close_reason why)
 		return;
 	if (c->state == CONN_BLOCKED)
 		unlink_blocked(s, c);
-	if (c->job && (c->state == CONN_ACTIVE || c->state == CONN_BLOCKED) && --c->job->live_agents == 0)
-		c->job->alone_since_us = clock_wall_us(); /* job_retire_s counts from here */
 	conn_set_state(c, CONN_CLOSING);
 	s->m.closed[why]++;
 	if (c->job) {
@@ -203,6 +384,11 @@ static void conn_free(struct conn *c)
 	struct server *s = c->srv;
 	uint32_t slot = (uint32_t)c->id;
 
+	paused_watch_stop(c);
+	evbuffer_remove_cb(bufferevent_get_input(c->bev), input_cb, c);
+	s->m.input_held -= c->in_held;
+	s->input_unread -= c->in_held; /* closing: not read */
+	input_maybe_resume(s);
 	bufferevent_free(c->bev);
 	per_addr_adjust(s, c->addr, -1);
 	s->slots[slot] = NULL;
@@ -211,8 +397,6 @@ static void conn_free(struct conn *c)
 	storage_op_free(c->pending);
 	free(c->ranks);
 	free(c->names);
-	free(c->dict_epoch_of);
-	free(c->dict_index);
 	free(c);
 }
 
@@ -342,19 +526,24 @@ static void refusing_event_cb(struct bufferevent *bev, short what, void *arg)
 	conn_close(arg, CLOSE_REFUSED);
 }
 
-/* Refuses Hello without a log line (the caller logs). */
-static void send_refusal(struct conn *c, const char *reason)
+/* Stops reading, lets what is queued for the agent (a refusal) drain, then closes. */
+static void close_after_write(struct conn *c)
 {
 	struct timeval tv = {2, 0};
 
-	send_hello_ack(c, 0, reason, 0);
 	if (c->state == CONN_CLOSING)
 		return;
-	/* stop reading, let the refusal drain, then close */
 	bufferevent_disable(c->bev, EV_READ);
 	bufferevent_setcb(c->bev, NULL, close_after_write_cb, refusing_event_cb, c);
 	bufferevent_set_timeouts(c->bev, NULL, &tv);
 	conn_set_state(c, CONN_REFUSING);
+}
+
+/* Refuses Hello without a log line (the caller logs). */
+static void send_refusal(struct conn *c, const char *reason)
+{
+	send_hello_ack(c, 0, reason, 0);
+	close_after_write(c);
 }
 
 static void refuse_hello(struct conn *c, const char *reason)
@@ -541,8 +730,6 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		}
 	}
 	conn_set_state(c, CONN_ACTIVE);
-	job->live_agents++;
-	job->alone_since_us = 0;
 	bufferevent_set_timeouts(c->bev, &idle, NULL);
 	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer,
 		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks, (unsigned long long)p->durable_seq);
@@ -576,6 +763,54 @@ static int bad(char *err, size_t size, const char *what, size_t i)
 	return -1;
 }
 
+/* ---- the connection's name ids ---- */
+
+static struct name_slot *names_find(const struct conn *c, uint32_t id)
+{
+	if (!c->names_cap || id >= MAX_NAMES) /* UINT32_MAX marks a free slot */
+		return NULL;
+	for (size_t j = (id * 0x9E3779B1u) & (c->names_cap - 1);; j = (j + 1) & (c->names_cap - 1)) {
+		if (c->names[j].id == id)
+			return &c->names[j];
+		if (c->names[j].id == UINT32_MAX)
+			return NULL;
+	}
+}
+
+/* Defines id as the job's name job_id; 0, or -1 out of memory. */
+static int names_put(struct conn *c, uint32_t id, uint32_t job_id)
+{
+	struct name_slot *slot = names_find(c, id);
+
+	if (!slot && (c->n_names + 1) * 4 > c->names_cap * 3) { /* at most 3/4 full */
+		size_t old_cap = c->names_cap, cap = old_cap ? old_cap * 2 : 16;
+		struct name_slot *old = c->names, *tab = malloc(cap * sizeof(*tab));
+
+		if (!tab)
+			return -1;
+		memset(tab, 0xff, cap * sizeof(*tab));
+		c->names = tab;
+		c->names_cap = cap;
+		c->n_names = 0;
+		for (size_t i = 0; i < old_cap; i++)
+			if (old[i].id != UINT32_MAX)
+				names_put(c, old[i].id, old[i].job_id); /* fits: no growth */
+		free(old);
+	}
+	if (!slot) {
+		size_t j = (id * 0x9E3779B1u) & (c->names_cap - 1);
+
+		while (c->names[j].id != UINT32_MAX)
+			j = (j + 1) & (c->names_cap - 1);
+		slot = &c->names[j];
+		slot->id = id;
+		c->n_names++;
+	}
+	slot->job_id = job_id;
+	slot->epoch = 0;
+	return 0;
+}
+
 /* Checks a batch against the protocol's and the job's rules. */
 /* The batch's dictionary as strings, which its phase_name and kernel_name index: its
  * names; or, when it has none, its records carry the agent's name ids (defined on this
@@ -597,21 +832,22 @@ static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict,
 	if (b->n_names || !(lens[0] + lens[1] + lens[2]))
 		return 0;
 	if (++c->dict_epoch == 0) {
-		memset(c->dict_epoch_of, 0, c->names_cap * sizeof(*c->dict_epoch_of));
+		for (size_t i = 0; i < c->names_cap; i++)
+			c->names[i].epoch = 0;
 		c->dict_epoch = 1;
 	}
 	*dict = NULL;
 	for (int col = 0; col < 3; col++) /* phase names, kernel names, raw kernel names */
 		for (size_t i = 0; i < lens[col]; i++) {
 			uint32_t *idp = col < 2 ? &cols[col][i] : &b->raw_kernels[i]->name;
-			uint32_t id = *idp;
+			struct name_slot *slot = names_find(c, *idp);
 
-			if (id >= c->names_cap || c->names[id] == UINT32_MAX) {
+			if (!slot) {
 				free(*dict);
 				*dict = NULL;
 				return bad(err, size, "name id not defined on this connection", i);
 			}
-			if (c->dict_epoch_of[id] != c->dict_epoch) {
+			if (slot->epoch != c->dict_epoch) {
 				if (*n == cap) {
 					const char **d;
 
@@ -623,18 +859,19 @@ static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict,
 					}
 					*dict = d;
 				}
-				c->dict_epoch_of[id] = c->dict_epoch;
-				c->dict_index[id] = (uint32_t)*n;
-				(*dict)[(*n)++] = jobs_name(c->job, c->names[id]);
+				slot->epoch = c->dict_epoch;
+				slot->index = (uint32_t)*n;
+				(*dict)[(*n)++] = jobs_name(c->job, slot->job_id);
 			}
-			*idp = c->dict_index[id];
+			*idp = slot->index;
 		}
 	return 0;
 }
 
 /* Takes the batch's name definitions (before anything else: they hold for the connection
- * even when the batch is a resend or is refused). -1 with the reason in err. */
-static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, char *err, size_t size)
+ * even when the batch is a resend or is refused). -1 with the reason in err; *full when the
+ * reason is that the job holds max_names_per_job names. */
+static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, bool *full, char *err, size_t size)
 {
 	for (size_t i = 0; i < b->n_name_defs; i++) {
 		const Culprit__V1__NameDef *d = b->name_defs[i];
@@ -644,31 +881,13 @@ static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, char *err
 			return bad(err, size, "name id too large", i);
 		if (!name_ok(d->name, MAX_NAME_LEN))
 			return bad(err, size, "name empty, too long or not printable", i);
-		if ((job_id = jobs_intern(c->job, d->name)) == UINT32_MAX)
-			return bad(err, size, "too many names in the job", i);
-		if (d->id >= c->names_cap) {
-			size_t cap = c->names_cap ? c->names_cap : 256;
-			uint32_t *p[3] = {c->names, c->dict_epoch_of, c->dict_index};
-
-			while (cap <= d->id)
-				cap *= 2;
-			for (int k = 0; k < 3; k++) {
-				uint32_t *q = realloc(p[k], cap * sizeof(*q));
-
-				if (!q)
-					return bad(err, size, "out of memory", i);
-				p[k] = q;
-				memset(q + c->names_cap, k == 0 ? 0xff : 0, (cap - c->names_cap) * sizeof(*q));
-				if (k == 0)
-					c->names = q;
-				else if (k == 1)
-					c->dict_epoch_of = q;
-				else
-					c->dict_index = q;
-			}
-			c->names_cap = cap;
+		job_id = jobs_intern(c->job, d->name, (uint32_t)c->srv->cfg.max_names_per_job);
+		if (job_id == JOBS_NAMES_FULL) {
+			*full = true;
+			return bad(err, size, "the job has max_names_per_job names", i);
 		}
-		c->names[d->id] = job_id;
+		if (job_id == UINT32_MAX || names_put(c, d->id, job_id) < 0)
+			return bad(err, size, "out of memory", i);
 	}
 	return 0;
 }
@@ -817,7 +1036,7 @@ static int64_t start_index_get(const struct start_index *x, uint32_t rank, uint3
 
 /* Builds the storage operation (and the window's view: names mapped to job ids). */
 static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, const char *const *dict,
-				      size_t n_dict, uint32_t *name_map)
+				      size_t n_dict)
 {
 	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
 	struct storage_op *op;
@@ -919,9 +1138,6 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	}
 	if (capture_raw_to_op(op, b) < 0)
 		goto fail;
-	for (size_t i = 0; i < n_dict; i++)
-		if ((name_map[i] = jobs_intern(c->job, dict[i])) == UINT32_MAX)
-			goto fail;
 	free(starts.keys);
 	free(starts.starts);
 	return op;
@@ -964,6 +1180,41 @@ static void free_dict(const Culprit__V1__Batch *b, const char **dict)
 		free(dict);
 }
 
+/* The job's ids of a batch's dictionary (malloc'd), or NULL: out of memory, or *full when
+ * the job already has max_names_per_job other names. */
+static uint32_t *dict_job_ids(struct conn *c, const char *const *dict, size_t n, bool *full)
+{
+	uint32_t *ids = malloc((n + 1) * sizeof(uint32_t));
+
+	for (size_t i = 0; ids && i < n; i++)
+		if ((ids[i] = jobs_intern(c->job, dict[i], (uint32_t)c->srv->cfg.max_names_per_job)) >= JOBS_NAMES_FULL) {
+			*full = ids[i] == JOBS_NAMES_FULL;
+			free(ids);
+			ids = NULL;
+		}
+	return ids;
+}
+
+/* The job holds max_names_per_job names and this batch brings more: the batch is refused with
+ * the reason and the connection closed (its name ids would no longer be what the agent
+ * thinks), counted, logged a few times a second at most. */
+static void names_over_limit(struct conn *c, uint64_t seq, size_t n_records)
+{
+	static struct log_limit limit = {.what = "connections over max_names_per_job"};
+	struct server *s = c->srv;
+	char why[128];
+
+	snprintf(why, sizeof(why), "the job has max_names_per_job (%lld) names", (long long)s->cfg.max_names_per_job);
+	if (log_limit_allow(&limit))
+		log_warning("agent %s: job \"%s\": %s; refusing its new names and closing the connection", c->peer,
+			    c->job->name, why);
+	s->m.names_over_limit++;
+	s->m.batches_rejected++;
+	s->m.records_rejected += n_records;
+	send_reject(c, seq, why);
+	close_after_write(c);
+}
+
 /* A refused batch's log line, a few a second at most (an agent can send them at will). */
 static void log_batch_refused(const struct conn *c, uint64_t seq, const char *why)
 {
@@ -1002,6 +1253,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	struct ingest_limits lim = {.now_us = clock_wall_us(),
 				    .job_iter = store_any(st) ? (int64_t)store_max_iter(st) : -1,
 				    .window = (uint32_t)s->cfg.window_iters};
+	bool full = false;
 
 	if (!p) {
 		conn_close(c, CLOSE_NOMEM); /* the agent is remembered from its Hello on */
@@ -1016,9 +1268,12 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		protocol_error(c, err, NULL, 0);
 		return;
 	}
-	if (take_name_defs(c, b, err, sizeof(err)) < 0 ||
+	if (take_name_defs(c, b, &full, err, sizeof(err)) < 0 ||
 	    (b->seq > p->durable_seq && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
-		refuse_batch(c, b->seq, n_records, err);
+		if (full)
+			names_over_limit(c, b->seq, n_records);
+		else
+			refuse_batch(c, b->seq, n_records, err);
 		return;
 	}
 	if (b->seq <= p->durable_seq) {
@@ -1032,11 +1287,15 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		free_dict(b, dict);
 		return;
 	}
-	name_map = malloc((n_dict + 1) * sizeof(uint32_t));
-	op = name_map ? batch_to_op(c, b, dict, n_dict, name_map) : NULL;
+	name_map = dict_job_ids(c, dict, n_dict, &full);
+	op = name_map ? batch_to_op(c, b, dict, n_dict) : NULL;
 	free_dict(b, dict);
 	if (!op) {
 		free(name_map);
+		if (full) {
+			names_over_limit(c, b->seq, n_records);
+			return;
+		}
 		log_warning("agent %s: out of memory for a batch of %zu records", c->peer, n_records);
 		conn_close(c, CLOSE_NOMEM);
 		return;
@@ -1116,6 +1375,7 @@ static void parse_frames(struct conn *c)
 						      : (uint32_t)c->srv->cfg.max_frame;
 		const char *why = NULL;
 		uint32_t body = 0;
+		size_t cost;
 		uint8_t *data;
 		frame_envelope *env;
 		enum frame_status st;
@@ -1140,6 +1400,14 @@ static void parse_frames(struct conn *c)
 			conn_close(c, CLOSE_NOMEM);
 			return;
 		}
+		cost = frame_unpacked_size(data + FRAME_HEADER, body);
+		if (cost > MAX_UNPACK_FACTOR * (size_t)body && cost > MAX_UNPACK_FLOOR) {
+			protocol_error(c,
+				       cost == SIZE_MAX ? "frame body is not a protocol message"
+							: "frame would take more than 16 times its size to unpack",
+				       data + FRAME_HEADER, body < 16 ? body : 16);
+			return;
+		}
 		env = frame_unpack(data + FRAME_HEADER, body);
 		if (!env) {
 			protocol_error(c, "frame body is not a protocol message", data + FRAME_HEADER,
@@ -1153,24 +1421,12 @@ static void parse_frames(struct conn *c)
 	}
 }
 
-/* Parses what arrived, counting the bytes that are new since the last time. */
-static void read_frames(struct conn *c)
-{
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	size_t len = evbuffer_get_length(in);
-
-	if (len > c->in_seen)
-		c->srv->m.bytes_in += len - c->in_seen;
-	parse_frames(c);
-	c->in_seen = evbuffer_get_length(in);
-}
-
 static void read_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
 	(void)bev;
-	read_frames(c);
+	parse_frames(c);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -1286,6 +1542,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	snprintf(c->peer, sizeof(c->peer), "%s:%d", addr, port);
 	per_addr_adjust(s, addr, +1);
 	bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
+	if (!evbuffer_add_cb(bufferevent_get_input(c->bev), input_cb, c)) {
+		conn_close(c, CLOSE_NOMEM);
+		return;
+	}
 	bufferevent_set_timeouts(c->bev, &hello, NULL);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
@@ -1455,8 +1715,9 @@ void ingest_writer_progress(struct server *s)
 			s->blocked_tail = NULL;
 		c->blocked_next = NULL;
 		conn_set_state(c, CONN_ACTIVE);
-		bufferevent_enable(c->bev, EV_READ);
-		read_frames(c); /* frames that arrived while blocked */
+		if (!c->paused)
+			bufferevent_enable(c->bev, EV_READ);
+		parse_frames(c); /* frames that arrived while blocked */
 	}
 }
 

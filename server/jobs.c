@@ -182,9 +182,16 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 	return job;
 }
 
-uint32_t jobs_intern(struct job *job, const char *name)
+uint32_t jobs_intern(struct job *job, const char *name, uint32_t max_names)
 {
-	int id = store_intern_name(engine_store(job->engine), name);
+	struct store *st = engine_store(job->engine);
+	int id = store_find_name(st, name);
+
+	if (id >= 0)
+		return (uint32_t)id;
+	if (store_name_count(st) >= max_names)
+		return JOBS_NAMES_FULL;
+	id = store_intern_name(st, name);
 
 	return id < 0 ? UINT32_MAX : (uint32_t)id;
 }

@@ -45,8 +45,10 @@ struct job {
  * differs from the job's, or out of memory. */
 struct job *jobs_get_or_create(struct server *s, const char *name, const struct storage_topology *topo,
 			       char *err, size_t err_size);
-/* Job-wide id of a name (interned on first use); UINT32_MAX when it cannot be held. */
-uint32_t jobs_intern(struct job *job, const char *name);
+/* Job-wide id of a name (interned on first use); JOBS_NAMES_FULL when it is new and the job
+ * already has max_names names, UINT32_MAX out of memory. */
+#define JOBS_NAMES_FULL (UINT32_MAX - 1)
+uint32_t jobs_intern(struct job *job, const char *name, uint32_t max_names);
 /* The name of a job name id (from jobs_intern). */
 const char *jobs_name(const struct job *job, uint32_t id);
 /* Hosts of ranks, as an agent's Hello states them. */

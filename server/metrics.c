@@ -111,6 +111,17 @@ void metrics_render(const struct metrics *m, FILE *out)
 		     "# TYPE culprit_backpressure_seconds_total counter\n"
 		     "culprit_backpressure_seconds_total %.6f\n",
 		(double)m->backpressure_us / 1e6);
+	one(out, "culprit_agent_input_buffer_bytes", "gauge",
+	    "Bytes of agent frames received and not yet processed, all connections together (bounded by "
+	    "max_input_buffer_bytes).",
+	    m->input_held);
+	one(out, "culprit_agent_input_paused_total", "counter",
+	    "Times a connection stopped being read because all connections together held more than "
+	    "max_input_buffer_bytes.",
+	    m->input_paused);
+	one(out, "culprit_agent_names_over_limit_total", "counter",
+	    "Batches refused, and their connections closed, because their job has max_names_per_job names.",
+	    m->names_over_limit);
 	one(out, "culprit_jobs", "gauge", "Jobs known to this culpritd.", m->jobs);
 	fprintf(out, "# HELP culprit_diagnosis_duration_seconds Time one diagnosis (L2, L3, attribution) took.\n"
 		     "# TYPE culprit_diagnosis_duration_seconds histogram\n");

@@ -41,6 +41,10 @@ struct metrics {
 	uint64_t acks_sent;
 	uint64_t backpressure_events;
 	uint64_t backpressure_us;                       /* total time connections spent blocked */
+	/* memory bounds of ingest */
+	uint64_t input_held;                              /* gauge: bytes in agent input buffers */
+	uint64_t input_paused;                            /* connections paused over max_input_buffer_bytes */
+	uint64_t names_over_limit;                        /* batches refused at max_names_per_job */
 	uint64_t jobs;
 	uint64_t diagnoses;
 	double diagnosis_ms_sum;

@@ -61,6 +61,8 @@ struct server {
 	size_t n_free, n_slots;
 	struct conn *blocked_head, *blocked_tail; /* waiting for writer queue space, FIFO */
 	struct conn *closing;                     /* to be freed by reclaim */
+	uint64_t input_unread;                    /* bytes held by connections not being read */
+	bool input_over;                          /* over max_input_buffer_bytes: some connections paused */
 	struct strmap per_addr;                   /* peer address -> open connections (intptr) */
 
 	struct strmap jobs;   /* name -> struct job */

@@ -33,20 +33,26 @@ int free_port(void)
 	return port;
 }
 
-long rss_kib(pid_t pid)
+long status_kib(pid_t pid, const char *field)
 {
 	char path[64], line[256];
+	size_t n = strlen(field);
 	long kib = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+		if (strncmp(line, field, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%ld", &kib) == 1)
 			break;
 	if (f)
 		fclose(f);
 	return kib;
+}
+
+long rss_kib(pid_t pid)
+{
+	return status_kib(pid, "VmRSS");
 }
 
 double cpu_s(pid_t pid)

@@ -11,6 +11,8 @@ double now_s(void);
 int free_port(void);
 /* VmRSS of pid in KiB (-1 when unknown). */
 long rss_kib(pid_t pid);
+/* A KiB line of /proc/pid/status ("VmRSS", "VmHWM"), -1 when unknown. */
+long status_kib(pid_t pid, const char *field);
 /* User + system CPU seconds of pid so far (-1 when unknown). */
 double cpu_s(pid_t pid);
 /* Median of v[0..n) (v is left as it is). */

@@ -376,12 +376,15 @@ int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeou
 
 void h_send_env(int fd, const frame_envelope *env)
 {
-	uint8_t buf[65536];
+	uint8_t small[65536], *buf = small;
 	size_t n = frame_packed_size(env);
 
-	H_CHECK(n <= sizeof(buf), NULL);
+	if (n > sizeof(small))
+		H_CHECK((buf = malloc(n)) != NULL, NULL);
 	frame_pack(env, buf);
 	H_CHECK(h_write_all(fd, buf, n) == 0, NULL);
+	if (buf != small)
+		free(buf);
 }
 
 void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token)
@@ -432,6 +435,33 @@ frame_envelope *h_recv_env(int fd, int timeout_ms)
 	env = frame_unpack(body, len);
 	free(body);
 	return env;
+}
+
+int h_hello(int fd, const char *job, const char *agent, uint32_t world, uint32_t rank)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT, *e;
+	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
+	Culprit__V1__Topology t = CULPRIT__V1__TOPOLOGY__INIT;
+	int ok;
+
+	t.world = world;
+	t.tp = t.cp = t.pp = t.ep = 1;
+	t.dp = world;
+	t.gpus_per_node = 8;
+	h.protocol_version = FRAME_PROTOCOL_VERSION;
+	h.job = (char *)job;
+	h.topology = &t;
+	h.agent_id = (char *)agent;
+	h.host = (char *)agent;
+	h.ranks = &rank;
+	h.n_ranks = 1;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO;
+	env.hello = &h;
+	h_send_env(fd, &env);
+	e = h_recv_env(fd, 20000);
+	ok = e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted;
+	frame_free(e);
+	return ok;
 }
 
 int h_wait_ack(int fd, uint64_t seq)

@@ -82,6 +82,9 @@ frame_envelope *h_recv_env(int fd, int timeout_ms);
  * token NULL: none. (h_send_hello_as below for any other.) */
 void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token);
 int h_wait_ack(int fd, uint64_t seq);
+/* Hello of agent for one rank of job (a data-parallel world of world ranks); 1 when the
+ * HelloAck accepts it, else 0. */
+int h_hello(int fd, const char *job, const char *agent, uint32_t world, uint32_t rank);
 
 /* A Hello (protocol version FRAME_PROTOCOL_VERSION) of agent `agent` for job `job` serving
  * ranks first_rank .. first_rank + n_ranks - 1 of a tp-cp-ep-dp-pp topology. */

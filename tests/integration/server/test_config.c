@@ -52,6 +52,7 @@ int main(void)
 	expect("-t --log-level loud", 2, "\"log_level\"");
 	expect("-t --storage maybe", 2, "\"storage\": \"maybe\" is not true or false");
 	expect("-t --max-frame 2048 --max-frame-before-hello 4096", 2, "must not exceed \"max_frame\"");
+	expect("-t --max-input-buffer-bytes 8M", 2, "must be at least 4 times \"max_frame\"");
 	expect("-t --frobnicate 1", 2, "unknown argument \"--frobnicate\"");
 	expect("-t --max-frame 8M", 0, "max_frame = 8388608");
 

@@ -75,6 +75,59 @@ static void garbage_body_is_refused(void **state)
 	(void)state;
 }
 
+/* A batch of n names of len bytes each (and packed columns of n values), packed into a malloc'd
+ * frame; the estimate of its body's unpacked size per byte of body. */
+static double unpacked_per_byte(size_t n, size_t len, int names_only)
+{
+	Culprit__V1__Envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
+	char **names = calloc(n, sizeof(*names)), *name = calloc(1, len + 1);
+	uint32_t *ranks = calloc(n, sizeof(*ranks));
+	int64_t *starts = calloc(n, sizeof(*starts));
+	uint8_t *buf;
+	size_t size, cost;
+
+	assert_non_null(names && name && ranks && starts);
+	memset(name, 'k', len);
+	for (size_t i = 0; i < n; i++) {
+		names[i] = name;
+		ranks[i] = (uint32_t)i;
+		starts[i] = 1700000000000000LL + (int64_t)i;
+	}
+	b.names = names, b.n_names = n;
+	if (!names_only) {
+		b.iter_rank = ranks, b.n_iter_rank = n;
+		b.iter_iter = ranks, b.n_iter_iter = n;
+		b.iter_start_us = starts, b.n_iter_start_us = n;
+		b.iter_dur_us = starts, b.n_iter_dur_us = n;
+	}
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
+	env.batch = &b;
+	size = frame_packed_size(&env);
+	buf = malloc(size);
+	assert_non_null(buf);
+	frame_pack(&env, buf);
+	cost = frame_unpacked_size(buf + FRAME_HEADER, size - FRAME_HEADER);
+	free(buf);
+	free(names);
+	free(name);
+	free(ranks);
+	free(starts);
+	return (double)cost / (double)(size - FRAME_HEADER);
+}
+
+/* culpritd refuses a frame estimated at more than 16 times its size: a flood of one-byte
+ * names is, a batch of real names and columns is not; broken bytes are SIZE_MAX */
+static void unpacked_size(void **state)
+{
+	static const uint8_t truncated[] = {0x1a, 0x10, 0x0a}; /* a Batch said to be 16 bytes, of 1 */
+
+	(void)state;
+	assert_true(unpacked_per_byte(100000, 1, 1) > 16);
+	assert_true(unpacked_per_byte(10000, 40, 0) < 6);
+	assert_int_equal(frame_unpacked_size(truncated, sizeof(truncated)), SIZE_MAX);
+}
+
 static void hex_sample(void **state)
 {
 	const uint8_t b[20] = {0xde, 0xad, 0xbe, 0xef};
@@ -95,6 +148,7 @@ int main(void)
 		cmocka_unit_test(malformed_lengths),
 		cmocka_unit_test(garbage_body_is_refused),
 		cmocka_unit_test(hex_sample),
+		cmocka_unit_test(unpacked_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,331 @@
+/* test_ingest_memory.c: culpritd's memory is bounded by its configuration, not by what
+ * agents send (docs/operations.md, "Memory"). One case per run (argv[1]), each against a
+ * culpritd of its own without storage, whose RSS it reads from /proc/PID/status:
+ *
+ *   input  64 connections each send 4 MiB - 1 byte of one frame under
+ *          max_input_buffer_bytes = 16 MiB: culpritd's RSS grows by less than 44 MiB (it
+ *          read them all before: 256 MiB and more), the connections are paused and counted,
+ *          an honest agent beside them is acknowledged, and the held bytes go back to 0
+ *          when they leave.
+ *   names  200 connections each define name id 65,535: RSS grows by less than 16 MiB (it
+ *          was 768 KiB of id arrays per connection, 150 MiB), and the id still works.
+ *   cap    batches of 10,000 name definitions, each with new names: the one that takes the
+ *          job past max_names_per_job (65,536) is refused with that reason and its connection
+ *          closed, counted; a new connection using names the job has is acknowledged.
+ *   frame  one 4 MiB frame of 1.4 M one-byte names: the connection is closed as a protocol
+ *          violation and culpritd's peak RSS (VmHWM) grows by less than 32 MiB (unpacking it
+ *          took over 100 MB). */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "frame.h"
+#include "harness.h"
+
+#define MIB (1024L * 1024)
+#define JOB "memory"
+#define WORLD 256
+
+static struct h_proc proc;
+
+static void start(const char *const *more)
+{
+	const char *extra[16] = {"--storage", "false", "--log-level", "info"};
+	int n = 4;
+	char dir[600];
+
+	for (; more && *more; more++)
+		extra[n++] = *more;
+	extra[n] = NULL;
+	h_tmpdir("ingest_memory", dir, sizeof(dir));
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+}
+
+/* A connection past Hello as agent <prefix><rank>, serving that rank. */
+static int agent(const char *prefix, uint32_t rank)
+{
+	char id[64];
+	int fd = h_connect(proc.agent_port);
+
+	snprintf(id, sizeof(id), "%s%u", prefix, rank);
+	H_CHECK(fd >= 0 && h_hello(fd, JOB, id, WORLD, rank), &proc);
+	return fd;
+}
+
+/* A batch: the name definitions (ids[i] -> names[i]), and one phase of rank named by name id
+ * phase_id when phase_id >= 0. */
+static void send_batch(int fd, uint64_t seq, uint32_t rank, size_t n_defs, const uint32_t *ids, char **names,
+		       int64_t phase_id)
+{
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
+	Culprit__V1__NameDef *defs = calloc(n_defs + 1, sizeof(*defs)), **pdefs = calloc(n_defs + 1, sizeof(*pdefs));
+	uint32_t iter = 1, name = (uint32_t)phase_id, zero = 0;
+	int64_t start = -1, dur = 1000;
+
+	H_CHECK(defs && pdefs, &proc);
+	for (size_t i = 0; i < n_defs; i++) {
+		culprit__v1__name_def__init(&defs[i]);
+		defs[i].id = ids[i];
+		defs[i].name = names[i];
+		pdefs[i] = &defs[i];
+	}
+	b.seq = seq;
+	b.name_defs = pdefs;
+	b.n_name_defs = n_defs;
+	if (phase_id >= 0) {
+		b.phase_rank = &rank, b.n_phase_rank = 1;
+		b.phase_iter = &iter, b.n_phase_iter = 1;
+		b.phase_name = &name, b.n_phase_name = 1;
+		b.phase_kind = &zero, b.n_phase_kind = 1;
+		b.phase_group = &zero, b.n_phase_group = 1;
+		b.phase_start_us = &start, b.n_phase_start_us = 1;
+		b.phase_dur_us = &dur, b.n_phase_dur_us = 1;
+	}
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
+	env.batch = &b;
+	h_send_env(fd, &env);
+	free(defs);
+	free(pdefs);
+}
+
+static int case_input(void)
+{
+	enum { N = 64, CHUNK = 64 * 1024 };
+	const long budget = 16 * MIB;
+	const char *more[] = {"--max-input-buffer-bytes", "16777216", "--idle-timeout-s", "5", NULL};
+	const size_t frame = FRAME_HEADER + 4 * MIB - 1; /* all but the last byte of a 4 MiB body */
+	uint8_t *buf = calloc(1, CHUNK); /* the frame header, then zeros */
+	uint32_t be = htobe32(4 * MIB);
+	size_t sent[N] = {0}, total = 0;
+	int fds[N], good;
+	long rss0, rss1;
+	double received = 0, held;
+	char *name = (char *)"step";
+	uint32_t id = 0;
+
+	H_CHECK(buf != NULL, NULL);
+	start(more);
+	for (int i = 0; i < N; i++) {
+		fds[i] = agent("holder-", (uint32_t)i);
+		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+	}
+	rss0 = rss_kib(proc.pid);
+	/* every holder writes as long as culpritd (or the kernel's buffers) take bytes */
+	memcpy(buf, &be, sizeof(be));
+	for (;;) {
+		struct pollfd pfd[N];
+		int n = 0, progress = 0;
+
+		for (int i = 0; i < N; i++) {
+			/* the header from buf, the body from past it (zeros) */
+			const uint8_t *from = buf + (sent[i] < FRAME_HEADER ? sent[i] : FRAME_HEADER);
+			size_t want = frame - sent[i], room = CHUNK - (size_t)(from - buf);
+			ssize_t w;
+
+			if (!want)
+				continue;
+			w = send(fds[i], from, want < room ? want : room, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w > 0)
+				sent[i] += (size_t)w, total += (size_t)w, progress = 1;
+			else
+				H_CHECK(errno == EAGAIN || errno == EWOULDBLOCK, &proc);
+			if (sent[i] < frame)
+				pfd[n++] = (struct pollfd){.fd = fds[i], .events = POLLOUT};
+		}
+		if (n == 0 || (!progress && poll(pfd, (nfds_t)n, 2000) == 0))
+			break; /* all sent, or culpritd reads none of them */
+	}
+	/* what culpritd will read of it: everything (it was unbounded) or up to the budget */
+	for (int64_t deadline = h_now_ms() + 5000, stable_since = h_now_ms(); h_now_ms() < deadline;) {
+		double r = h_get_metric(proc.http_port, "culprit_agent_received_bytes_total");
+
+		if (r != received)
+			stable_since = h_now_ms(), received = r;
+		if (received >= (double)total || h_now_ms() - stable_since > 1000)
+			break;
+		poll(NULL, 0, 50);
+	}
+	rss1 = rss_kib(proc.pid);
+	held = h_get_metric(proc.http_port, "culprit_agent_input_buffer_bytes");
+	fprintf(stderr, "input: %d holders sent %zu MiB, culpritd read %.0f MiB, holds %.1f MiB, RSS +%ld MiB (budget %ld MiB)\n",
+		N, total / MIB, received / MIB, held / MIB, (rss1 - rss0) / 1024, budget / MIB);
+	H_CHECK(rss1 - rss0 < (budget + budget / 4 + 24 * MIB) / 1024, &proc);
+	H_CHECK(held >= 0 && held <= budget + budget / 4 + N * 64 * 1024, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_input_paused_total") >= 1, &proc);
+	H_CHECK(h_log_wait(&proc, "not reading from those holding the most", 1, 5000), &proc);
+	/* an honest agent connecting now is served */
+	good = agent("good-", WORLD - 1);
+	send_batch(good, 1, WORLD - 1, 1, &id, &name, 0);
+	H_CHECK(h_wait_ack(good, 1), &proc);
+	/* the holders say no more (their FIN waits behind the bytes culpritd does not read):
+	 * closed after idle_timeout_s though not read, their bytes released, reading resumes;
+	 * the honest agent's heartbeats keep it */
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	for (int64_t deadline = h_now_ms() + 20000; h_now_ms() < deadline;) {
+		frame_envelope hb = CULPRIT__V1__ENVELOPE__INIT;
+		Culprit__V1__Heartbeat beat = CULPRIT__V1__HEARTBEAT__INIT;
+
+		if (h_get_metric(proc.http_port, "culprit_agent_input_buffer_bytes") == 0)
+			break;
+		hb.msg_case = CULPRIT__V1__ENVELOPE__MSG_HEARTBEAT;
+		hb.heartbeat = &beat;
+		h_send_env(good, &hb);
+		poll(NULL, 0, 500);
+	}
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_input_buffer_bytes") == 0, &proc);
+	H_CHECK(h_log_wait(&proc, "under half of max_input_buffer_bytes again", 1, 5000), &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"idle\"}") >= 1, &proc);
+	send_batch(good, 2, WORLD - 1, 0, NULL, NULL, 0);
+	H_CHECK(h_wait_ack(good, 2), &proc);
+	free(buf);
+	return 0;
+}
+
+static int case_names(void)
+{
+	enum { N = 200 };
+	int fds[N];
+	long rss0, rss1;
+	uint32_t id = 65535;
+	char *name = (char *)"sm90_gemm";
+
+	start(NULL);
+	for (int i = 0; i < N; i++)
+		fds[i] = agent("ids-", (uint32_t)i);
+	rss0 = rss_kib(proc.pid);
+	for (int i = 0; i < N; i++)
+		send_batch(fds[i], 1, (uint32_t)i, 1, &id, &name, -1);
+	for (int i = 0; i < N; i++)
+		H_CHECK(h_wait_ack(fds[i], 1), &proc);
+	rss1 = rss_kib(proc.pid);
+	fprintf(stderr, "names: %d connections defining name id 65535: RSS +%ld KiB\n", N, rss1 - rss0);
+	H_CHECK(rss1 - rss0 < 16 * MIB / 1024, &proc);
+	/* the id names what it was defined as */
+	send_batch(fds[7], 2, 7, 0, NULL, NULL, 65535);
+	H_CHECK(h_wait_ack(fds[7], 2), &proc);
+	send_batch(fds[8], 2, 8, 0, NULL, NULL, 65534);
+	frame_envelope *e = h_recv_env(fds[8], 20000);
+	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "not defined"), &proc);
+	frame_free(e);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	return 0;
+}
+
+static int case_cap(void)
+{
+	enum { DEFS = 10000, BATCHES = 96 }; /* 960,000 names at most */
+	static char text[DEFS][32];
+	static char *names[DEFS];
+	static uint32_t ids[DEFS];
+	int fd, refused = 0;
+	uint64_t seq;
+	frame_envelope *e;
+
+	start(NULL);
+	fd = agent("names-", 0);
+	for (seq = 1; seq <= BATCHES && !refused; seq++) {
+		for (int i = 0; i < DEFS; i++) {
+			snprintf(text[i], sizeof(text[i]), "kernel_%llu_%d", (unsigned long long)seq, i);
+			names[i] = text[i];
+			ids[i] = (uint32_t)i;
+		}
+		send_batch(fd, seq, 0, DEFS, ids, names, -1);
+		e = h_recv_env(fd, 20000);
+		H_CHECK(e && (e->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK || e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT),
+			&proc);
+		if (e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT) {
+			fprintf(stderr, "cap: batch %llu refused: %s\n", (unsigned long long)seq, e->reject->reason);
+			H_CHECK(e->reject->seq == seq && strstr(e->reject->reason, "max_names_per_job (65536)"), &proc);
+			refused = 1;
+		}
+		frame_free(e);
+	}
+	/* the batch that crosses 65,536 names: the 7th */
+	H_CHECK(refused && seq - 1 == 7, &proc);
+	H_CHECK(h_peer_closed(fd, 5000), &proc);
+	close(fd);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_names_over_limit_total") == 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"refused\"}") == 1, &proc);
+	/* names the job has are still good */
+	fd = agent("names-", 1);
+	ids[0] = 3;
+	names[0] = (char *)"kernel_2_17";
+	send_batch(fd, 1, 1, 1, ids, names, 3);
+	H_CHECK(h_wait_ack(fd, 1), &proc);
+	close(fd);
+	return 0;
+}
+
+static int case_frame(void)
+{
+	enum { N = 1398000 }; /* 3 bytes each on the wire: a frame of 4 MiB */
+	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
+	char **names = malloc(N * sizeof(*names));
+	int fd;
+	long rss0, hwm;
+	double malformed0;
+	frame_envelope *reply;
+
+	H_CHECK(names != NULL, NULL);
+	for (size_t i = 0; i < N; i++)
+		names[i] = (char *)"a";
+	b.seq = 1;
+	b.names = names;
+	b.n_names = N;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
+	env.batch = &b;
+	H_CHECK(frame_packed_size(&env) <= FRAME_HEADER + 4 * MIB, NULL);
+	start(NULL);
+	fd = agent("frame-", 0);
+	malformed0 = h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}");
+	rss0 = rss_kib(proc.pid);
+	h_send_env(fd, &env);
+	reply = h_recv_env(fd, 20000); /* NULL: closed (it was a Reject "too many names") */
+	hwm = status_kib(proc.pid, "VmHWM");
+	fprintf(stderr, "frame: %zu-byte frame of %d one-byte names: peak RSS +%ld MiB\n", frame_packed_size(&env),
+		N, (hwm - rss0) / 1024);
+	H_CHECK(hwm - rss0 < 32 * MIB / 1024, &proc);
+	H_CHECK(reply == NULL, &proc);
+	close(fd);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") == malformed0 + 1, &proc);
+	H_CHECK(h_log_wait(&proc, "frame would take more than 16 times its size to unpack", 1, 5000), &proc);
+	free(names);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s input|names|cap|frame\n", argv[0]);
+		return 2;
+	}
+	if (strcmp(argv[1], "input") == 0)
+		rc = case_input();
+	else if (strcmp(argv[1], "names") == 0)
+		rc = case_names();
+	else if (strcmp(argv[1], "cap") == 0)
+		rc = case_cap();
+	else if (strcmp(argv[1], "frame") == 0)
+		rc = case_frame();
+	else
+		return 2;
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+	fprintf(stderr, "ok\n");
+	return rc;
+}
