@@ -45,26 +45,18 @@ static const struct {
 };
 
 struct rng {
-	uint64_t s;
+	unsigned s;
 };
-
-static uint64_t next_u64(struct rng *r)
-{
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static uint32_t below(struct rng *r, uint32_t n)
 {
-	return (uint32_t)(next_u64(r) % n);
+	return (uint32_t)rand_r(&r->s) % n;
 }
 
-/* 1 + uniform in [-a, a) */
+/* 1 + uniform in [-a, a] */
 static double jit(struct rng *r, double a)
 {
-	return 1 + a * ((double)(next_u64(r) >> 11) / 4503599627370496.0 - 1);
+	return 1 + a * (2.0 * rand_r(&r->s) / RAND_MAX - 1);
 }
 
 struct job {
