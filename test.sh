@@ -39,7 +39,7 @@ ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "$@"
 
 # libFuzzer targets (clang, build/fuzz), each for a bounded time: CULPRIT_FUZZ_SECONDS
 # (default 10; 0 skips; skipped too when ctest was given arguments). About two minutes in
-# all for the 7 targets (tests/fuzz/run.sh).
+# all for the 9 targets (tests/fuzz/run.sh).
 fuzz_secs=${CULPRIT_FUZZ_SECONDS:-10}
 if [ "$fuzz_secs" != 0 ] && [ $# -eq 0 ]; then
 	tests/fuzz/run.sh "$fuzz_secs"

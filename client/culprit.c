@@ -314,8 +314,10 @@ static int out_event(void *ctx, const char *host, const char *kind, int64_t ts, 
 
 static void sim_usage(FILE *f)
 {
-	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] (--out FILE | --server HOST:PORT)\n"
-		   "scenarios:");
+	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] (--out FILE | --server HOST:PORT)\n"
+		   "  --kernels N  kernel names per rank, 3 to %d (default 3)\n"
+		   "scenarios:",
+		SIM_MAX_KERNELS);
 	for (const char *const *s = sim_scenarios(); *s; s++)
 		fprintf(f, " %s", *s);
 	fprintf(f, "\n");
@@ -345,6 +347,7 @@ static int cmd_sim(int argc, char **argv)
 		{"scenario", required_argument, NULL, 's'},
 		{"seed", required_argument, NULL, 'S'},
 		{"iters", required_argument, NULL, 'i'},
+		{"kernels", required_argument, NULL, 'k'},
 		{"out", required_argument, NULL, 'o'},
 		{"server", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
@@ -370,6 +373,13 @@ static int cmd_sim(int argc, char **argv)
 				return 2;
 			}
 			opt.iters = (uint32_t)v;
+			break;
+		case 'k':
+			if (parse_u64(optarg, &v) < 0 || v < 3 || v > SIM_MAX_KERNELS) {
+				fprintf(stderr, "culprit sim: invalid --kernels \"%s\"\n", optarg);
+				return 2;
+			}
+			opt.kernels = (uint32_t)v;
 			break;
 		case 'o':
 			out = optarg;

@@ -7,14 +7,25 @@
 
 enum {
 	N_ATTN, N_MLP, N_EP_DISPATCH, N_EP_COMBINE, N_TP_ALL_REDUCE, N_DP_RS, N_PP_SEND_RECV,
-	N_OPTIMIZER, N_DATA_LOADER, N_GEMM, N_FLASH, N_NCCL_A2A, N_NCCL_AR, N_COUNT
+	N_OPTIMIZER, N_DATA_LOADER, N_GEMM, N_FLASH, N_NCCL_A2A, N_NCCL_AR, N_EXTRA,
+	N_COUNT = N_EXTRA + SIM_MAX_KERNELS - 3
 };
 
-static const char *const names[N_COUNT] = {
+/* the extra compute kernels of opt.kernels: "kernel_000" ... "kernel_196" */
+#define K10(p) p "0", p "1", p "2", p "3", p "4", p "5", p "6", p "7", p "8", p "9"
+#define K100(p) K10(p "0"), K10(p "1"), K10(p "2"), K10(p "3"), K10(p "4"), K10(p "5"), \
+	K10(p "6"), K10(p "7"), K10(p "8"), K10(p "9")
+
+static const char *const names[] = {
 	"attn", "mlp", "ep_dispatch", "ep_combine", "tp_all_reduce", "dp_reduce_scatter",
 	"pp_send_recv", "optimizer", "data_loader", "sm90_gemm", "flash_attn_fwd",
 	"nccl_all_to_all", "nccl_all_reduce",
+	K100("kernel_0"), K10("kernel_10"), K10("kernel_11"), K10("kernel_12"), K10("kernel_13"),
+	K10("kernel_14"), K10("kernel_15"), K10("kernel_16"), K10("kernel_17"), K10("kernel_18"),
+	"kernel_190", "kernel_191", "kernel_192", "kernel_193", "kernel_194", "kernel_195",
+	"kernel_196",
 };
+_Static_assert(sizeof(names) / sizeof(*names) == N_COUNT && N_COUNT == SIM_NAMES, "sim names");
 
 static const char *const scenarios[] = {
 	"healthy", "case5", "compute_straggler", "link_degradation", "stage_imbalance",
@@ -69,7 +80,6 @@ struct kernel_model {
 
 #define NSAMPLES 8
 #define MAX_PHASES 8
-#define MAX_KERNELS 3
 
 enum scen { S_HEALTHY, S_CASE5, S_STRAGGLER, S_LINK, S_STAGE, S_STALL, S_HOST, S_HANG };
 
@@ -112,15 +122,24 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 		struct jsonl_job d = {jobname, 1024, 8, 1, 4, 32, 1, 8, "tp-cp-dp-pp"};
 		job = d;
 	}
+	uint32_t nk = opt->kernels ? opt->kernels : 3;
+	if (nk < 3 || nk > SIM_MAX_KERNELS) {
+		snprintf(err, errlen, "kernels must be 3 to %d", SIM_MAX_KERNELS);
+		return -1;
+	}
 	uint32_t iters = opt->iters ? opt->iters : (moe ? 20 : 60);
 	uint32_t onset = iters / 3;
 	const struct phase_model *pm = moe ? moe_phases : dense_phases;
 	size_t np = moe ? sizeof(moe_phases) / sizeof(*pm) : sizeof(dense_phases) / sizeof(*pm);
-	const struct kernel_model km[MAX_KERNELS] = {
+	struct kernel_model km[SIM_MAX_KERNELS] = {
 		{N_GEMM, RECORD_KIND_COMPUTE, 96, 2500},
 		{N_FLASH, RECORD_KIND_COMPUTE, 48, 1800},
 		{moe ? N_NCCL_A2A : N_NCCL_AR, RECORD_KIND_COMM, 64, 900},
 	};
+	/* the small elementwise, norm and copy kernels of a real job: healthy on every rank */
+	for (uint32_t k = 3; k < nk; k++)
+		km[k] = (struct kernel_model){N_EXTRA + k - 3, RECORD_KIND_COMPUTE, 4 + k % 29,
+					      40 + 13.0 * (k % 37)};
 	double base_ms = 0;
 	for (size_t p = 0; p < np; p++)
 		base_ms += pm[p].ms;
@@ -193,10 +212,14 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 	}
 	int64_t t = opt->start_us ? opt->start_us : 1767225600000000LL; /* 2026-01-01 */
 	struct record_phase ph[MAX_PHASES];
-	struct record_kernel kr[MAX_KERNELS];
-	int64_t durs[MAX_KERNELS][NSAMPLES];
-	const int64_t *dptr[MAX_KERNELS] = {durs[0], durs[1], durs[2]};
-	size_t nd[MAX_KERNELS] = {NSAMPLES, NSAMPLES, NSAMPLES};
+	struct record_kernel kr[SIM_MAX_KERNELS];
+	int64_t durs[SIM_MAX_KERNELS][NSAMPLES];
+	const int64_t *dptr[SIM_MAX_KERNELS];
+	size_t nd[SIM_MAX_KERNELS];
+	for (uint32_t k = 0; k < SIM_MAX_KERNELS; k++) {
+		dptr[k] = durs[k];
+		nd[k] = NSAMPLES;
+	}
 	uint32_t hang_after = iters / 2 - 1;
 	for (uint32_t it = 0; it < iters; it++) {
 		int faulty = it >= onset && (!opt->recover_at || it < opt->recover_at);
@@ -281,7 +304,7 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 					ph[p].dur_us = (int64_t)(ms * 1000);
 					off += ph[p].dur_us;
 				}
-				for (size_t k = 0; k < MAX_KERNELS; k++) {
+				for (size_t k = 0; k < nk; k++) {
 					double f = 1;
 					if (faulty && c == C_CULPRIT && km[k].name == N_GEMM && fault_phase == N_MLP)
 						f = sc == S_CASE5 ? 5.6 : 3;
@@ -316,7 +339,7 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 				ri.phases = ph;
 				ri.nphases = np;
 				ri.kernels = kr;
-				ri.nkernels = MAX_KERNELS;
+				ri.nkernels = nk;
 				ri.kernel_durs = dptr;
 				ri.kernel_ndurs = nd;
 			}

@@ -23,7 +23,10 @@
  *   host_delay         dense: rank 600 (node-75) spends 6 s more in its data_loader (host)
  *                      phase, GPU compute normal; it arrives late to the collectives.
  *   hang               dense: rank 777 (node-97) stops reporting after iteration iters / 2 - 1
- *                      while the rest of the job goes on. */
+ *                      while the rest of the job goes on.
+ * Kernels: every rank reports sm90_gemm, flash_attn_fwd and one NCCL kernel (slowed by the
+ * scenario's fault as above), plus opt.kernels - 3 healthy compute kernels "kernel_NNN" (a
+ * real PyTorch job has dozens of kernel names). */
 #ifndef CULPRIT_SIM_H
 #define CULPRIT_SIM_H
 
@@ -60,7 +63,11 @@ struct sim_options {
 	int64_t start_us; /* the job's first iteration, us since the epoch (0: 2026-01-01, fixed
 	                   * so that files are reproducible; streaming uses now) */
 	uint32_t recover_at; /* 0: the fault lasts to the end; else it ends at this iteration */
+	uint32_t kernels;    /* kernel names per rank, 3 to SIM_MAX_KERNELS (0: 3) */
 };
+
+#define SIM_MAX_KERNELS 200
+#define SIM_NAMES (13 + SIM_MAX_KERNELS - 3) /* names in sim_names() */
 
 /* The name dictionary the records index into. */
 const char *const *sim_names(size_t *n);

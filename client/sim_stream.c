@@ -179,9 +179,10 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--recover-at N] --server HOST:PORT [--per-rank]\n"
-		   "                   [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
+	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] [--recover-at N] --server HOST:PORT\n"
+		   "                   [--per-rank] [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
 		   "                   [--tls] [--ca FILE]\n"
+		   "  --kernels N kernel names per rank, 3 to %d (default 3)\n"
 		   "  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
 		   "  --tls       TLS to the server, its certificate verified against the system's CAs\n"
 		   "  --ca FILE   ... against the CA certificates in FILE (implies --tls)\n"
@@ -189,7 +190,8 @@ static void usage(FILE *f)
 		   "  --step-seconds S  instead, one iteration every S wall seconds whatever its simulated length\n"
 		   "              (soaks: --step-seconds 1 --iters 3600 is an hour of one step a second)\n"
 		   "  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
-		   "              hung job stay (heartbeats, no iterations)\n");
+		   "              hung job stay (heartbeats, no iterations)\n",
+		SIM_MAX_KERNELS);
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -212,6 +214,7 @@ int sim_stream_main(int argc, char **argv)
 		{"seed", required_argument, NULL, 'S'},
 		{"iters", required_argument, NULL, 'i'},
 		{"recover-at", required_argument, NULL, 'R'},
+		{"kernels", required_argument, NULL, 'k'},
 		{"server", required_argument, NULL, 'r'},
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
@@ -262,6 +265,13 @@ int sim_stream_main(int argc, char **argv)
 				return 2;
 			}
 			opt.iters = (uint32_t)v;
+			break;
+		case 'k':
+			if (parse_num(optarg, 3, SIM_MAX_KERNELS, &v) < 0 || v != (uint32_t)v) {
+				fprintf(stderr, "culprit sim: invalid --kernels \"%s\"\n", optarg);
+				return 2;
+			}
+			opt.kernels = (uint32_t)v;
 			break;
 		case 'R': /* the fault ends at this iteration (alert tests: the incident resolves) */
 			if (parse_num(optarg, 1, 1000000, &v) < 0) {

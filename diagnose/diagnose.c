@@ -896,9 +896,14 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	}
 	else {
 		rep->category = "none";
-		snprintf(rep->summary, sizeof(rep->summary),
-			 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase stands out",
-			 rep->baseline_ms, rep->window_ms);
+		if (isfinite(rep->baseline_ms))
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase "
+				 "stands out",
+				 rep->baseline_ms, rep->window_ms);
+		else /* a window without a baseline (too few iterations) */
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "no rank, stage or phase stands out");
 		rep->lost_ms = 0;
 	}
 	judge_events(&w, list, nc, comm_ratio);

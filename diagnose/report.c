@@ -157,11 +157,14 @@ char *report_to_text(const struct report *r)
 	struct sbuf b = {0};
 	sb_printf(&b, "job %s: %s\n", r->job[0] ? r->job : "(unnamed)", r->category);
 	sb_printf(&b, "  %s\n", r->summary);
-	if (r->has_window)
+	if (r->has_window && isfinite(r->baseline_ms))
 		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter against a baseline of %.0f ms; "
 			      "about %.0f ms lost per iteration\n",
 			  r->first_iter, r->last_iter, r->window_ms, r->baseline_ms,
 			  isfinite(r->lost_ms) ? r->lost_ms : 0);
+	else if (r->has_window)
+		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter, no baseline before it\n",
+			  r->first_iter, r->last_iter, r->window_ms);
 	else
 		sb_printf(&b, "window: none (no persistent regression of the iteration time)\n");
 	if (r->stage >= 0)

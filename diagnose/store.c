@@ -308,7 +308,8 @@ static int copy_kernels(struct store *s, const struct store *src)
 		*to = *from;
 		to->bins = s->bin_arena + b;
 		to->cap = from->n;
-		memcpy(to->bins, from->bins, from->n * sizeof(uint32_t));
+		if (from->n) /* a sketch of zeros only may have no bins at all */
+			memcpy(to->bins, from->bins, from->n * sizeof(uint32_t));
 		b += from->n;
 		s->ks[i] = to;
 	}

@@ -18,6 +18,13 @@ jq -e '(.window.first_iter | type) == "number" and .lost_ms_per_iter > 0 and (.v
 "$culprit" diagnose --text "$dir/s.jsonl.gz" >"$dir/r.txt"
 grep -q "compute_degradation" "$dir/r.txt" && grep -q "rank 517 on node-64" "$dir/r.txt" || fail "--text"
 
+# a job with 20 kernel names per rank, none of the culprit's top 4 a communication kernel
+"$culprit" sim --scenario compute_straggler --iters 30 --kernels 20 --out "$dir/k.jsonl.gz"
+"$culprit" diagnose "$dir/k.jsonl.gz" >"$dir/k.json" || fail "diagnose with 20 kernels: exit $?"
+jq -e '.verdict.category == "compute_degradation" and
+	([.suspects[] | select(.role == "culprit") | [.rank, .host]] == [[517, "node-64"]])' \
+	"$dir/k.json" >/dev/null || fail "20 kernels: $(head -c 600 "$dir/k.json")"
+
 # plain JSONL, hang
 "$culprit" sim --scenario hang --iters 30 --out "$dir/h.jsonl"
 "$culprit" diagnose --format jsonl "$dir/h.jsonl" >"$dir/h.json"
@@ -48,6 +55,8 @@ set +e
 "$culprit" diagnose --format bogus "$dir/h.jsonl" >/dev/null 2>&1; rc2=$?
 "$culprit" diagnose "$dir/nonexistent" >/dev/null 2>&1; rc3=$?
 "$culprit" sim --scenario nope --out "$dir/x" >/dev/null 2>&1; rc4=$?
+"$culprit" sim --scenario hang --kernels 201 --out "$dir/x" >/dev/null 2>&1; rc5=$?
 set -e
-[ "$rc1" -eq 2 ] && [ "$rc2" -eq 2 ] && [ "$rc3" -eq 2 ] && [ "$rc4" -eq 2 ] || fail "exit codes $rc1 $rc2 $rc3 $rc4"
+[ "$rc1" -eq 2 ] && [ "$rc2" -eq 2 ] && [ "$rc3" -eq 2 ] && [ "$rc4" -eq 2 ] && [ "$rc5" -eq 2 ] ||
+	fail "exit codes $rc1 $rc2 $rc3 $rc4 $rc5"
 echo ok

@@ -75,18 +75,26 @@ char *api_raw(int port, const char *request, size_t len)
 
 pid_t api_sim_start(const struct h_proc *p, const char *scenario, int iters)
 {
-	char server[64], it[32];
+	return api_sim_start_kernels(p, scenario, iters, 0);
+}
+
+pid_t api_sim_start_kernels(const struct h_proc *p, const char *scenario, int iters, int kernels)
+{
+	char server[64], it[32], k[32];
+	const char *argv[12] = {CULPRIT_BIN, "sim", "--scenario", scenario, "--server", server};
+	int n = 6;
 	pid_t pid;
 
 	snprintf(server, sizeof(server), "127.0.0.1:%d", p->agent_port);
 	snprintf(it, sizeof(it), "%d", iters);
+	snprintf(k, sizeof(k), "%d", kernels);
+	if (iters > 0)
+		argv[n++] = "--iters", argv[n++] = it;
+	if (kernels > 0)
+		argv[n++] = "--kernels", argv[n++] = k;
 	pid = fork();
 	if (pid == 0) {
-		if (iters > 0)
-			execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", scenario, "--server", server, "--iters", it,
-			      (char *)NULL);
-		else
-			execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", scenario, "--server", server, (char *)NULL);
+		execv(CULPRIT_BIN, (char *const *)argv);
 		_exit(127);
 	}
 	return pid;

@@ -16,6 +16,8 @@ void api_expect_error(const struct h_proc *p, const char *method, const char *pa
 char *api_raw(int port, const char *request, size_t len);
 /* Starts `culprit sim --scenario NAME --server 127.0.0.1:<agent port> [--iters N]`. */
 pid_t api_sim_start(const struct h_proc *p, const char *scenario, int iters);
+/* The same with --kernels (kernel names per rank; 0: the simulator's default). */
+pid_t api_sim_start_kernels(const struct h_proc *p, const char *scenario, int iters, int kernels);
 /* Waits for it; 0 when it exited 0. */
 int api_sim_wait(pid_t pid, int timeout_ms);
 

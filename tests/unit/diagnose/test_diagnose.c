@@ -1,5 +1,6 @@
 /* test_diagnose.c: small role groups (DP of 2 and 4) fall back to the rank's own history
- * and the other groups; the report JSON has every field of the DESIGN.md contract. */
+ * and the other groups; the report JSON has every field of the DESIGN.md contract; an input
+ * too short for a baseline gives a report without NaN. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "report_check.h"
 
 /* world = 4 stages x dp; rank `slow` runs mlp 3x from iteration 20 on */
 static void run_small(uint32_t dp, uint32_t slow, struct report *rep, struct engine **out)
@@ -138,11 +140,44 @@ static void json_contract(void **state)
 	engine_destroy(e);
 }
 
+/* an input too short for a baseline, where nothing stands out: the summary and the text
+ * say so without a NaN baseline ("rose from nan to 3 ms") */
+static void short_input_without_baseline(void **state)
+{
+	(void)state;
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, 4, 1, 1, 1, 4, 1, NULL, 8, err, sizeof(err)), 0);
+	struct engine *e = engine_create(&t, NULL);
+	assert_non_null(e);
+	struct store *s = engine_store(e);
+	uint32_t mlp = (uint32_t)store_intern_name(s, "mlp");
+	for (uint32_t it = 0; it < 2; it++)
+		for (uint32_t r = 0; r < 4; r++) {
+			struct record_phase p = {r, it, mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, 3000};
+			struct record_iter ri = {r, it, (int64_t)it * 4000, 3000};
+			assert_int_equal(store_add_phase(s, &p), 0);
+			assert_int_equal(store_add_iter(s, &ri), 0);
+		}
+	struct report rep;
+	assert_int_equal(engine_finish(e, &rep), 0);
+	assert_string_equal(rep.category, "none");
+	assert_true(rep.has_window);
+	assert_null(report_check(&rep, 4));
+	char *txt = report_to_text(&rep);
+	assert_null(strstr(txt, "nan"));
+	assert_non_null(strstr(txt, "no baseline"));
+	free(txt);
+	report_free(&rep);
+	engine_destroy(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(small_groups_fall_back),
 		cmocka_unit_test(json_contract),
+		cmocka_unit_test(short_input_without_baseline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

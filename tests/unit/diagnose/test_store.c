@@ -1,4 +1,5 @@
-/* test_store.c: out-of-order adds, completion quorum, ring replacement, names, snapshot. */
+/* test_store.c: out-of-order adds, completion quorum, ring replacement, names, snapshot
+ * (also of a sketch of zeros only). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -257,6 +258,30 @@ static void iteration_jump_is_cheap(void **state)
 	}
 }
 
+/* a kernel of sub-microsecond calls has a sketch of zeros only, without buckets: the
+ * snapshot copies it (it once passed memcpy a NULL source, undefined behaviour) */
+static void snapshot_of_zero_sketch(void **state)
+{
+	(void)state;
+	struct store *s = make(2, 8);
+	struct record_kernel k;
+	memset(&k, 0, sizeof(k));
+	k.name = (uint32_t)store_intern_name(s, "tiny");
+	k.count = 2;
+	int64_t d[2] = {0, 0};
+	assert_int_equal(store_add_kernel(s, &k, d, 2), 0);
+	struct store *c = store_snapshot(s);
+	assert_non_null(c);
+	struct sketch out;
+	sketch_init(&out);
+	assert_int_equal(store_kernel_pool(c, 0, 0, 0, 0, &out), 1);
+	assert_int_equal(out.count, 2);
+	assert_int_equal(out.zeros, 2);
+	sketch_free(&out);
+	store_destroy(c);
+	store_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -265,6 +290,7 @@ int main(void)
 		cmocka_unit_test(ring_and_phases),
 		cmocka_unit_test(kernels_and_snapshot),
 		cmocka_unit_test(iteration_jump_is_cheap),
+		cmocka_unit_test(snapshot_of_zero_sketch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
