@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "record.h"
 #include "stats.h"
 
 void l2_config_default(struct l2_config *c)
@@ -15,6 +16,8 @@ void l2_config_default(struct l2_config *c)
 	c->min_delta_ms = 1;
 	c->mad_floor_rel = 0.02;
 	c->small_group = 5;
+	c->subtle_z = 4;
+	c->subtle_ratio = 1.1;
 }
 
 void l2_free(struct l2 *l)
@@ -208,6 +211,113 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 	}
 }
 
+/* One comparison of a rank's value: robust z and ratio against a reference population
+ * (median, MAD); ref_scale turns the reference into milliseconds (1 for durations, the
+ * rank's baseline for own-change ratios). */
+struct cmp {
+	int ok;
+	double z, ratio, ref_ms;
+};
+
+static void compare(struct cmp *k, double x, int ok, double med, double mad, double ref_scale,
+		    const struct l2_config *cfg)
+{
+	k->ok = ok && isfinite(x) && isfinite(med) && med > 0;
+	if (!k->ok) {
+		k->z = 0;
+		k->ratio = 1;
+		k->ref_ms = NAN;
+		return;
+	}
+	k->z = stats_robust_z(x, med, mad, cfg->mad_floor_rel * med);
+	k->ratio = x / med;
+	k->ref_ms = med * ref_scale;
+}
+
+/* The flags of one cell from its three comparisons (role group, stage, own change against
+ * the job's). High: one comparison past z_threshold and ratio_high; or, for faults under
+ * ratio_high, two comparisons that agree past subtle_z and subtle_ratio. The z and ratio
+ * kept are those of the comparison that decided (the role group's when none did). */
+static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *k,
+		  const struct l2_config *cfg)
+{
+	int by = -1, subtle = 0, low = -1;
+	for (int i = 0; i < 3; i++) {
+		if (!k[i].ok)
+			continue;
+		double delta = v - k[i].ref_ms;
+		if (k[i].z > cfg->z_threshold && k[i].ratio > cfg->ratio_high && delta > cfg->min_delta_ms &&
+		    (by < 0 || k[i].z > k[by].z))
+			by = i;
+		subtle += k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio && delta > cfg->min_delta_ms;
+		if (i < 2 && k[i].z < -cfg->z_threshold && k[i].ratio < cfg->ratio_low &&
+		    -delta > cfg->min_delta_ms && (low < 0 || k[i].z < k[low].z))
+			low = i;
+	}
+	if (by < 0 && subtle >= 2)
+		for (int i = 0; i < 3; i++)
+			if (k[i].ok && k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio &&
+			    (by < 0 || k[i].z > k[by].z))
+				by = i;
+	int show = by >= 0 ? by : low >= 0 ? low : k[0].ok ? 0 : k[1].ok ? 1 : 2;
+	l->z[c] = (float)k[show].z;
+	l->ratio[c] = (float)k[show].ratio;
+	if (by >= 0)
+		l->flag[c] |= L2_HIGH;
+	else if (subtle == 1)
+		l->flag[c] |= L2_HINT;
+	else if (low >= 0)
+		l->flag[c] |= L2_LOW;
+	if (show == 1)
+		l->flag[c] |= L2_BY_STAGE;
+	if (show == 2)
+		l->flag[c] |= L2_FALLBACK;
+	if (isfinite(b) && v > b * cfg->ratio_high && v - b > cfg->min_delta_ms)
+		l->flag[c] |= L2_SELF_HIGH;
+}
+
+static enum topo_dim collective_dim(uint8_t group)
+{
+	switch (group) {
+	case RECORD_GROUP_TP:
+		return TOPO_TP;
+	case RECORD_GROUP_CP:
+		return TOPO_CP;
+	case RECORD_GROUP_EP:
+		return TOPO_EP;
+	case RECORD_GROUP_PP:
+		return TOPO_PP;
+	default:
+		return TOPO_DP; /* dp, or a phase without a group: the role group */
+	}
+}
+
+/* median and MAD of phase p over each collective group along dim, into cst[group] */
+static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t p,
+			     enum topo_dim dim, double *xs, double *scratch, uint32_t *order,
+			     uint32_t *start, struct stats_group *cst)
+{
+	uint32_t W = l->world, P = l->nphase, C = topo_collective_group_count(t, dim);
+	if (C > W)
+		C = W;
+	memset(start, 0, (C + 2) * sizeof(*start));
+	for (uint32_t r = 0; r < W; r++)
+		start[topo_collective_group(t, r, dim) + 2]++;
+	for (uint32_t g = 0; g < C; g++)
+		start[g + 2] += start[g + 1];
+	for (uint32_t r = 0; r < W; r++)
+		order[start[topo_collective_group(t, r, dim) + 1]++] = r;
+	for (uint32_t g = 0; g < C; g++) {
+		size_t n = 0;
+		for (uint32_t i = start[g]; i < start[g + 1]; i++) {
+			double v = l->val[(size_t)order[i] * P + p];
+			if (isfinite(v))
+				xs[n++] = v;
+		}
+		stats_group(xs, n, scratch, &cst[g]);
+	}
+}
+
 int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
 	   uint32_t blast, const struct l2_config *cfgp)
 {
@@ -246,9 +356,16 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	double *scratch = malloc((W + 1) * sizeof(double));
 	uint32_t *cnt = malloc((P ? P : 1) * sizeof(uint32_t));
 	uint32_t *idx = malloc((W + 1) * sizeof(uint32_t));
+	uint32_t *sorder = malloc((W + 1) * sizeof(uint32_t));
+	uint32_t *sstart = calloc((t->pp ? t->pp : 1) + 1, sizeof(uint32_t));
+	struct stats_group *stage_st = calloc(t->pp ? t->pp : 1, sizeof(*stage_st));
+	uint32_t *corder = malloc((W + 1) * sizeof(uint32_t));
+	uint32_t *cstart = malloc((W + 2) * sizeof(uint32_t));
+	struct stats_group *cst = calloc(W + 1, sizeof(*cst));
 	int rc = -1;
 	if (!l->val || !l->base || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
-	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx)
+	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx || !sorder ||
+	    !sstart || !stage_st || !corder || !cstart || !cst)
 		goto out;
 
 	medians(s, first, last, P, l->val, buf, cnt);
@@ -275,24 +392,46 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			order[cur[l->role[r]]++] = r;
 	}
 
+	/* ranks by pipeline stage, for the comparison with the stage */
+	uint32_t S = t->pp ? t->pp : 1;
+	for (uint32_t r = 0; r < W; r++)
+		sstart[topo_coords(t, r).pp + 1]++;
+	for (uint32_t q = 0; q < S; q++)
+		sstart[q + 1] += sstart[q];
+	{
+		uint32_t *cur = idx;
+		memcpy(cur, sstart, S * sizeof(uint32_t));
+		for (uint32_t r = 0; r < W; r++)
+			sorder[cur[topo_coords(t, r).pp]++] = r;
+	}
 	for (uint32_t p = 0; p < P; p++) {
-		/* pooled own-history ratios for the small-group fallback */
-		double pool_med = NAN, pool_mad = NAN;
-		int need_pool = 0;
-		for (uint32_t g = 0; g < G && !need_pool; g++)
-			need_pool = gstart[g + 1] - gstart[g] < cfg.small_group;
-		if (need_pool && l->has_base) {
+		/* a communication phase: its collective's own group, where the member that
+		 * arrived last waits least and a slow link's member transfers longest */
+		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
+		enum topo_dim dim = collective_dim(store_phase_group(s, p));
+		if (comm)
+			collective_stats(l, t, p, dim, xs, scratch, corder, cstart, cst);
+		struct stats_group own = {0};
+		own.median = NAN;
+		if (l->has_base) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
 				double v = l->val[(size_t)r * P + p], b = l->base[(size_t)r * P + p];
 				if (isfinite(v) && isfinite(b) && b > 0)
 					xs[n++] = v / b;
 			}
-			if (n) {
-				memcpy(scratch, xs, n * sizeof(double));
-				pool_med = stats_median_inplace(scratch, n);
-				pool_mad = stats_mad_inplace(scratch, n, pool_med);
+			stats_group(xs, n, scratch, &own);
+		}
+		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
+		 * role groups do the same work) */
+		for (uint32_t q = 0; q < S; q++) {
+			size_t n = 0;
+			for (uint32_t i = sstart[q]; i < sstart[q + 1]; i++) {
+				double v = l->val[(size_t)sorder[i] * P + p];
+				if (isfinite(v))
+					xs[n++] = v;
 			}
+			stats_group(xs, n, scratch, &stage_st[q]);
 		}
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
@@ -314,30 +453,26 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				double v = l->val[c], b = l->base[c];
 				if (!isfinite(v))
 					continue;
-				double z, ratio, ref;
-				if (!small) {
-					z = stats_robust_z(v, st.median, st.mad, cfg.mad_floor_rel * fabs(st.median));
-					ratio = st.median > 0 ? v / st.median : 1;
-					ref = st.median;
-				} else if (isfinite(b) && b > 0 && isfinite(pool_med) && pool_med > 0) {
-					double self = v / b;
-					z = stats_robust_z(self, pool_med, pool_mad, cfg.mad_floor_rel * pool_med);
-					ratio = self / pool_med;
-					ref = b * pool_med;
-					l->flag[c] |= L2_FALLBACK;
-				} else {
-					z = 0;
-					ratio = 1;
-					ref = v;
+				const struct stats_group *sg = &stage_st[topo_coords(t, r).pp];
+				struct cmp k[3];
+				if (comm) {
+					/* waiting is only seen against the collective's members: no
+					 * stage, no own history (a victim waits longer than before) */
+					const struct stats_group *cg = &cst[topo_collective_group(t, r, dim)];
+					compare(&k[0], v, cg->n >= 3, cg->median, cg->mad, 1, &cfg);
+					k[1].ok = k[2].ok = 0;
+					judge(l, c, v, b, k, &cfg);
+					continue;
 				}
-				l->z[c] = (float)z;
-				l->ratio[c] = (float)ratio;
-				if (z > cfg.z_threshold && ratio > cfg.ratio_high && v - ref > cfg.min_delta_ms)
-					l->flag[c] |= L2_HIGH;
-				if (z < -cfg.z_threshold && ratio < cfg.ratio_low && ref - v > cfg.min_delta_ms)
-					l->flag[c] |= L2_LOW;
-				if (isfinite(b) && v > b * cfg.ratio_high && v - b > cfg.min_delta_ms)
-					l->flag[c] |= L2_SELF_HIGH;
+				compare(&k[0], v, !small, st.median, st.mad, 1, &cfg);
+				/* the stage adds evidence only when it holds more than the role group */
+				compare(&k[1], v, sg->n >= cfg.small_group && sg->n > n, sg->median, sg->mad, 1,
+					&cfg);
+				/* own change against the job's: v / b over the pooled v / b */
+				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
+					own.n >= cfg.small_group && isfinite(b) && b > 0, own.median, own.mad,
+					b, &cfg);
+				judge(l, c, v, b, k, &cfg);
 			}
 		}
 	}
@@ -350,6 +485,12 @@ out:
 	free(scratch);
 	free(cnt);
 	free(idx);
+	free(sorder);
+	free(sstart);
+	free(stage_st);
+	free(corder);
+	free(cstart);
+	free(cst);
 	if (rc)
 		l2_free(l);
 	return rc;

@@ -21,7 +21,9 @@ enum {
 	L2_HIGH = 1,      /* longer than its group (z and ratio past the thresholds) */
 	L2_LOW = 2,       /* shorter than its group */
 	L2_SELF_HIGH = 4, /* longer than its own baseline */
-	L2_FALLBACK = 8,  /* scored by the small-group fallback */
+	L2_FALLBACK = 8,  /* scored by its own change against the job's (own history) */
+	L2_BY_STAGE = 16, /* scored against its pipeline stage, not its role group */
+	L2_HINT = 32,     /* one comparison past subtle_z and subtle_ratio: not enough alone */
 };
 
 struct l2_config {
@@ -31,6 +33,8 @@ struct l2_config {
 	double min_delta_ms;  /* default 1 */
 	double mad_floor_rel; /* default 0.02 */
 	uint32_t small_group; /* default 5 */
+	double subtle_z;      /* two comparisons past this z ... (default 4) */
+	double subtle_ratio;  /* ... and this ratio flag a fault under ratio_high (default 1.1) */
 };
 
 struct l2 {
