@@ -598,6 +598,37 @@ static enum fault_kind rank_fault(const struct work *w, uint32_t r)
 	return FK_NONE;
 }
 
+/* Drops the communication candidates that only wait: every communication phase where
+ * they are long has a compute or host culprit among the members of their collective. */
+static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
+{
+	uint32_t P = w->P, W = w->W;
+	uint8_t *mark = calloc((size_t)P * W, 1); /* [phase][collective group]: holds a culprit */
+	if (!mark)
+		return -1;
+	for (uint32_t q = 0; q < W; q++)
+		if (kind[q] == FK_COMPUTE || kind[q] == FK_HOST)
+			for (uint32_t p = 0; p < P; p++)
+				if (w->kind[p] == RECORD_KIND_COMM)
+					mark[(size_t)p * W +
+					     topo_collective_group(w->t, q, l2_collective_dim(store_phase_group(w->s, p)))] = 1;
+	for (uint32_t r = 0; r < W; r++) {
+		if (kind[r] != FK_COMM)
+			continue;
+		int waits = 1;
+		for (uint32_t p = 0; p < P && waits; p++)
+			if (w->kind[p] == RECORD_KIND_COMM && (w->l2.flag[(size_t)r * P + p] & L2_HIGH))
+				waits = mark[(size_t)p * W + topo_collective_group(
+								 w->t, r, l2_collective_dim(store_phase_group(w->s, p)))];
+		if (waits) {
+			kind[r] = FK_NONE;
+			count[FK_COMM]--;
+		}
+	}
+	free(mark);
+	return 0;
+}
+
 /* distinct hosts of the ranks of kind k (counted up to 65: more is "many") */
 static size_t nodes_of(const struct work *w, const uint8_t *kind, int k)
 {
@@ -862,6 +893,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			w.span_end = d2;
 		}
 	}
+	/* the step before the window: another fault in it must not hide a link's cost */
+	cfg.l2.step_ms = isfinite(in->baseline_ms) && in->baseline_ms > 0 ? in->baseline_ms : in->window_ms;
 	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;
@@ -885,6 +918,9 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
 		count[kind[r]]++;
 	}
+	/* a long collective with a compute or host culprit among its members is a wait */
+	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST]) && drop_waiting(&w, kind, count) < 0)
+		goto out;
 	/* a communication fault is a node's or a link's: more nodes than a few with long
 	 * collectives of their own is not one (they wait for something else) */
 	if (count[FK_COMM] && !few(&w, kind, FK_COMM, count[FK_COMM], nodes, few_nodes)) {

@@ -18,6 +18,8 @@ void l2_config_default(struct l2_config *c)
 	c->small_group = 5;
 	c->subtle_z = 4;
 	c->subtle_ratio = 1.1;
+	c->comm_share = 0.05;
+	c->step_ms = NAN;
 }
 
 void l2_free(struct l2 *l)
@@ -220,7 +222,7 @@ struct cmp {
 };
 
 static void compare(struct cmp *k, double x, int ok, double med, double mad, double ref_scale,
-		    const struct l2_config *cfg)
+		    double floor)
 {
 	k->ok = ok && isfinite(x) && isfinite(med) && med > 0;
 	if (!k->ok) {
@@ -229,7 +231,7 @@ static void compare(struct cmp *k, double x, int ok, double med, double mad, dou
 		k->ref_ms = NAN;
 		return;
 	}
-	k->z = stats_robust_z(x, med, mad, cfg->mad_floor_rel * med);
+	k->z = stats_robust_z(x, med, mad, floor);
 	k->ratio = x / med;
 	k->ref_ms = med * ref_scale;
 }
@@ -266,7 +268,7 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 		l->flag[c] |= L2_HIGH;
 	else if (subtle == 1)
 		l->flag[c] |= L2_HINT;
-	else if (low >= 0)
+	if (by < 0 && low >= 0)
 		l->flag[c] |= L2_LOW;
 	if (show == 1)
 		l->flag[c] |= L2_BY_STAGE;
@@ -276,7 +278,32 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 		l->flag[c] |= L2_SELF_HIGH;
 }
 
-static enum topo_dim collective_dim(uint8_t group)
+/* A communication phase against its collective's members. Its duration is the wait for
+ * the last member to arrive plus the transfer, so a ratio says little when the wait is long:
+ * past z_threshold, a member is high (low) when it spends comm_share of the job's step more
+ * (less) than the members' median, or its ratio to it passes ratio_high (ratio_low); the
+ * MAD is floored at a tenth of that share of the step when that is below the usual floor
+ * (a long wait makes a share of the median large). */
+static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct cmp *k, size_t n,
+		       const struct l2_config *cfg)
+{
+	double need = cfg->step_ms > 0 ? cfg->comm_share * cfg->step_ms : NAN;
+	l->z[c] = (float)k->z;
+	l->ratio[c] = (float)k->ratio;
+	/* a pair (a send and its receive) says nothing alone: the longer one waited for the
+	 * other or moved its data slower, the shorter one came last or faster */
+	if (k->ok && n >= 3) {
+		double d = v - k->ref_ms;
+		if (k->z > cfg->z_threshold && d > cfg->min_delta_ms && (d > need || k->ratio > cfg->ratio_high))
+			l->flag[c] |= L2_HIGH;
+		if (k->z < -cfg->z_threshold && -d > cfg->min_delta_ms && (-d > need || k->ratio < cfg->ratio_low))
+			l->flag[c] |= L2_LOW;
+	}
+	if (isfinite(b) && v > b * cfg->ratio_high && v - b > cfg->min_delta_ms)
+		l->flag[c] |= L2_SELF_HIGH;
+}
+
+enum topo_dim l2_collective_dim(uint8_t group)
 {
 	switch (group) {
 	case RECORD_GROUP_TP:
@@ -408,7 +435,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		/* a communication phase: its collective's own group, where the member that
 		 * arrived last waits least and a slow link's member transfers longest */
 		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
-		enum topo_dim dim = collective_dim(store_phase_group(s, p));
+		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
 		if (comm)
 			collective_stats(l, t, p, dim, xs, scratch, corder, cstart, cst);
 		struct stats_group own = {0};
@@ -459,19 +486,21 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					/* waiting is only seen against the collective's members: no
 					 * stage, no own history (a victim waits longer than before) */
 					const struct stats_group *cg = &cst[topo_collective_group(t, r, dim)];
-					compare(&k[0], v, cg->n >= 3, cg->median, cg->mad, 1, &cfg);
-					k[1].ok = k[2].ok = 0;
-					judge(l, c, v, b, k, &cfg);
+					double floor = cfg.mad_floor_rel * cg->median;
+					if (cfg.step_ms > 0 && cfg.comm_share * cfg.step_ms / 10 < floor)
+						floor = cfg.comm_share * cfg.step_ms / 10;
+					compare(&k[0], v, cg->n >= 2, cg->median, cg->mad, 1, floor);
+					judge_comm(l, c, v, b, &k[0], cg->n, &cfg);
 					continue;
 				}
-				compare(&k[0], v, !small, st.median, st.mad, 1, &cfg);
+				compare(&k[0], v, !small, st.median, st.mad, 1, cfg.mad_floor_rel * st.median);
 				/* the stage adds evidence only when it holds more than the role group */
 				compare(&k[1], v, sg->n >= cfg.small_group && sg->n > n, sg->median, sg->mad, 1,
-					&cfg);
+					cfg.mad_floor_rel * sg->median);
 				/* own change against the job's: v / b over the pooled v / b */
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
 					own.n >= cfg.small_group && isfinite(b) && b > 0, own.median, own.mad,
-					b, &cfg);
+					b, cfg.mad_floor_rel * own.median);
 				judge(l, c, v, b, k, &cfg);
 			}
 		}

@@ -35,6 +35,8 @@ struct l2_config {
 	uint32_t small_group; /* default 5 */
 	double subtle_z;      /* two comparisons past this z ... (default 4) */
 	double subtle_ratio;  /* ... and this ratio flag a fault under ratio_high (default 1.1) */
+	double comm_share;    /* a collective's member off its median by this share of the step (0.05) */
+	double step_ms;       /* the job's step in the window (set by the diagnosis; NaN: unknown) */
 };
 
 struct l2 {
@@ -54,5 +56,8 @@ void l2_config_default(struct l2_config *c);
 int l2_run(struct l2 *out, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
 	   uint32_t blast, const struct l2_config *cfg);
 void l2_free(struct l2 *l);
+/* The dimension a communication phase's collective runs along, from its record group
+ * (enum record_group; a phase without one: the role group, TOPO_DP). */
+enum topo_dim l2_collective_dim(uint8_t group);
 
 #endif
