@@ -311,9 +311,11 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		for (uint32_t p = 0; p < P; p++) {
 			if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
 				continue;
+			/* a phase of some iterations only (an eval step) weighs by its share */
+			double f = w->l2.presence[p];
 			double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
-			a += isfinite(v) ? v : 0;
-			b += isfinite(u) ? u : NAN;
+			a += isfinite(v) ? f * v : 0;
+			b += isfinite(u) ? f * u : NAN;
 		}
 		cw[r] = a;
 		cb[r] = w->l2.has_base ? b : NAN;
@@ -811,6 +813,65 @@ static double culprit_comm_ratio(const struct work *w, const struct report_findi
 	return ratio;
 }
 
+/* Standing costs, when nothing regressed: over the last iterations held, a pipeline stage
+ * heavier than the others and ranks slower than their peers all along. Nothing pages for
+ * them; the report's advisories say what each costs a step. */
+static int advise(struct work *w, const struct diagnose_config *cfg)
+{
+	struct report *rep = w->rep;
+	uint32_t R = store_config(w->s)->ring_iters, last = store_max_iter(w->s);
+	uint32_t first = last + 1 >= R ? last + 1 - R : 0;
+	if (last - first + 1 > cfg->max_window)
+		first = last - cfg->max_window + 1;
+	struct l2_config l2c = cfg->l2;
+	l2c.step_ms = NAN;
+	if (l2_run(&w->l2, w->s, first, last, 1, 0, &l2c) < 0)
+		return -1;
+	w->P = w->l2.nphase;
+	for (uint32_t p = 0; p < w->P && p < 256; p++)
+		w->kind[p] = store_phase_kind(w->s, p);
+	double excess = 0, ratio = 0;
+	int stage = find_stage(w, &excess, &ratio);
+	if (stage >= 0) {
+		struct report_advisory *a = &rep->advisories[rep->nadvisories++];
+		a->kind = "stage_imbalance";
+		a->stage = stage;
+		a->rank = -1;
+		a->ratio = ratio;
+		a->cost_ms = excess;
+		snprintf(a->summary, sizeof(a->summary),
+			 "pipeline stage pp %d computes %.2fx the median of the other stages in every step "
+			 "(no regression: it was so from the start); balancing the stages would save up to "
+			 "%.0f ms a step",
+			 stage, ratio, excess);
+	}
+	for (uint32_t r = 0; r < w->W && rep->nadvisories < REPORT_MAX_ADVISORIES; r++) {
+		if (!phase_flag_any(w, r, KM_COMPUTE, L2_HIGH) ||
+		    (stage >= 0 && topo_coords(w->t, r).pp == (uint32_t)stage))
+			continue;
+		struct report_suspect su;
+		double ex;
+		memset(&su, 0, sizeof(su));
+		fill_evidence(w, &su, r, KM_COMPUTE, L2_HIGH, &ex);
+		struct report_advisory *a = &rep->advisories[rep->nadvisories++];
+		a->kind = "slow_rank";
+		a->stage = -1;
+		a->rank = r;
+		store_host(w->s, r, a->host, sizeof(a->host));
+		a->ratio = su.nev ? su.ev[0].ratio : NAN;
+		a->cost_ms = ex;
+		char host[REPORT_NAME_MAX];
+		snprintf(host, sizeof(host), "%s", a->host);
+		snprintf(a->summary, sizeof(a->summary),
+			 "rank %u on %.63s computes %.48s %.2fx %s in every step (no regression: it was so "
+			 "from the start); it holds its collectives back by about %.0f ms a step",
+			 r, host, su.nev ? su.ev[0].phase : "?", a->ratio,
+			 su.nev ? basis_words(&su.ev[0]) : "its peers", ex);
+	}
+	l2_free(&w->l2);
+	return 0;
+}
+
 int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		 const struct diagnose_config *cfgp, struct report *rep)
 {
@@ -853,7 +914,9 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		rep->category = "none";
 		snprintf(rep->summary, sizeof(rep->summary),
 			 "no anomalous window: iteration time stays at its baseline%s",
-			 isfinite(in->baseline_ms) ? "" : " (no data yet)");
+			 store_any(s) ? "" : " (no data yet)");
+		if (store_any(s) && advise(&w, &cfg) < 0)
+			goto out;
 		judge_events(&w, NULL, 0, NAN);
 		rc = 0;
 		goto out;

@@ -68,6 +68,7 @@ static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_
 			double baseline_ms)
 {
 	l->open = 1;
+	l->open_rel = l->cfg.rel_threshold;
 	l->mode = mode;
 	l->windows++;
 	l->baseline_ms = baseline_ms;
@@ -131,6 +132,44 @@ static uint32_t oldest_since(const struct l1 *l, uint32_t iter)
 	return iter > oldest ? iter : oldest;
 }
 
+/* A window from a rise that is there now: sudden, unless a drift that only now crossed the
+ * threshold began where its sum left zero, well before the high iterations; then it is
+ * gradual, against the reference. */
+static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
+{
+	if (l->cusum >= L1_DRIFT_H && l->cusum_start + l->cfg.open_m < first && l->ref_ms > 0)
+		open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms);
+	else
+		open_window(l, L1_STEP, first, iter, med);
+}
+
+/* A small shift: at least 7 of the last 8 iterations above the baseline by
+ * max(L1_SHIFT_MIN, 2 x the baseline's robust sigma), too little for the rel_threshold of a
+ * page but persistent, as a GPU 1.2x slower in a quarter of the step is. The window is
+ * diagnosed like any other; it pages only when the diagnosis names a cause. Returns the
+ * first of the high ones, or UINT32_MAX. */
+#define L1_SHIFT_MIN 0.05
+#define L1_SHIFT_N 8
+static uint32_t shifted(const struct l1 *l, double med, double mad, double *relp)
+{
+	if (l->nall < L1_SHIFT_N || !(med > 0))
+		return UINT32_MAX;
+	double rel = 2 * STATS_MAD_SCALE * mad / med;
+	if (rel < L1_SHIFT_MIN)
+		rel = L1_SHIFT_MIN;
+	*relp = rel;
+	uint32_t above = 0, first = UINT32_MAX;
+	for (uint32_t k = 0; k < L1_SHIFT_N; k++) {
+		uint32_t j = all_at(l, k);
+		if (l->all_ms[j] > med * (1 + rel)) {
+			above++;
+			first = l->all_iter[j];
+		}
+	}
+	return above >= L1_SHIFT_N - 1 ? first : UINT32_MAX;
+}
+
+
 /* Gradual: the CUSUM passed its alarm level and the median of the last few iterations is
  * past the reference by rel_threshold. */
 static int drifted(const struct l1 *l)
@@ -151,7 +190,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	double med = NAN, mad = 0;
 	if (l->open) {
 		med = l->baseline_ms;
-		high = ms > med * (1 + c->rel_threshold);
+		high = ms > med * (1 + l->open_rel);
 	} else if (l->nhist >= c->min_history) {
 		baseline_stats(l, &med, &mad);
 		double rel = c->mad_k * STATS_MAD_SCALE * mad / med;
@@ -238,19 +277,20 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 				first = l->recent_iter[i];
 		}
 	if (nhigh >= c->open_k) {
-		/* a drift that only now crossed the threshold began where its sum left zero,
-		 * well before the high iterations: it is gradual, against the reference */
-		if (l->cusum >= L1_DRIFT_H && l->cusum_start + 2 * c->open_m < first &&
-		    l->ref_ms > 0)
-			open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms);
-		else
-			open_window(l, L1_STEP, first, iter, med);
+		open_step(l, first, iter, med);
 		return L1_OPENED;
 	}
 	if (!isfinite(med))
 		return L1_NONE;
 	if ((first = intermittent(l)) != UINT32_MAX) {
 		open_window(l, L1_INTERMITTENT, first, iter, med);
+		return L1_OPENED;
+	}
+	double rel;
+	if ((first = shifted(l, med, mad, &rel)) != UINT32_MAX) {
+		open_step(l, first, iter, med);
+		if (l->mode == L1_STEP)
+			l->open_rel = rel; /* it lasts as long as the shift */
 		return L1_OPENED;
 	}
 	if (drifted(l)) {
@@ -271,6 +311,7 @@ void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
 			l->nhist++;
 	}
 	l->open = 1;
+	l->open_rel = c->rel_threshold;
 	l->mode = L1_STEP;
 	l->windows++;
 	l->baseline_ms = baseline_ms;

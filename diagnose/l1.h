@@ -55,6 +55,7 @@ struct l1 {
 	uint32_t pending_n;
 	uint32_t windows;               /* windows opened so far */
 	enum l1_mode mode;              /* of the current or last window */
+	double open_rel;                /* while open: high = above baseline * (1 + open_rel) */
 	/* every iteration (high ones too), for the share of high ones before and now */
 	uint8_t all_high[L1_HISTORY_MAX];
 	double all_ms[L1_HISTORY_MAX];

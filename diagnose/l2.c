@@ -31,6 +31,7 @@ void l2_free(struct l2 *l)
 	free(l->flag);
 	free(l->group_cv);
 	free(l->group_med);
+	free(l->presence);
 	free(l->role);
 	memset(l, 0, sizeof(*l));
 }
@@ -133,9 +134,10 @@ static void acc_row16(const uint32_t *row, uint64_t *sum, uint32_t *bc)
  * copied whole into buf (n x P) and the block sums run over all phases at once, which
  * vectorizes; a selection per rank and phase was 4x slower (docs/method.md). */
 static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P,
-		    double *out, uint32_t *buf /* n * P */, uint32_t *cnt /* P */)
+		    double *out, uint32_t *buf /* n * P */, uint64_t *present /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
+	memset(present, 0, P * sizeof(*present));
 	struct store_ring rv;
 	store_ring_view(s, &rv);
 	uint32_t slot[L2_MAX_SPAN];
@@ -165,6 +167,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 				for (uint32_t k = 0; k < n; k++)
 					if (buf[(size_t)k * P + p] != STORE_ABSENT)
 						tmp[m++] = buf[(size_t)k * P + p];
+				present[p] += m;
 				out[(size_t)r * P + p] = m ? median_small(tmp, m) / 1000.0 : NAN;
 			}
 			continue;
@@ -193,7 +196,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 					sc = bc[p] ? sc * bl / bc[p] : -1;
 				means[p * L2_BLOCKS + b] = sc;
 			}
-			(void)cnt;
+			for (uint32_t p = 0; p < P; p++)
+				present[p] += bc[p];
 		}
 		for (uint32_t p = 0; p < P; p++) {
 			const double *mb = means + p * L2_BLOCKS;
@@ -375,13 +379,14 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	l->flag = calloc(cells, 1);
 	l->group_cv = malloc((size_t)G * (P ? P : 1) * sizeof(double));
 	l->group_med = malloc((size_t)G * (P ? P : 1) * sizeof(double));
+	l->presence = malloc((P ? P : 1) * sizeof(double));
 	l->role = malloc(W * sizeof(uint32_t));
 	uint32_t *order = malloc(W * sizeof(uint32_t));
 	uint32_t *gstart = calloc(G + 1, sizeof(uint32_t));
 	uint32_t *buf = malloc(((size_t)(P ? P : 1) * span + 1) * sizeof(uint32_t));
 	double *xs = malloc((W + 1) * sizeof(double));
 	double *scratch = malloc((W + 1) * sizeof(double));
-	uint32_t *cnt = malloc((P ? P : 1) * sizeof(uint32_t));
+	uint64_t *cnt = malloc((P ? P : 1) * sizeof(uint64_t));
 	uint32_t *idx = malloc((W + 1) * sizeof(uint32_t));
 	uint32_t *sorder = malloc((W + 1) * sizeof(uint32_t));
 	uint32_t *sstart = calloc((t->pp ? t->pp : 1) + 1, sizeof(uint32_t));
@@ -390,12 +395,14 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	uint32_t *cstart = malloc((W + 2) * sizeof(uint32_t));
 	struct stats_group *cst = calloc(W + 1, sizeof(*cst));
 	int rc = -1;
-	if (!l->val || !l->base || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
+	if (!l->val || !l->base || !l->presence || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
 	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx || !sorder ||
 	    !sstart || !stage_st || !corder || !cstart || !cst)
 		goto out;
 
 	medians(s, first, last, P, l->val, buf, cnt);
+	for (uint32_t p = 0; p < P; p++)
+		l->presence[p] = (double)cnt[p] / ((double)W * (last - first + 1));
 	if (l->has_base)
 		medians(s, bfirst, blast, P, l->base, buf, cnt);
 	else
@@ -495,7 +502,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				}
 				compare(&k[0], v, !small, st.median, st.mad, 1, cfg.mad_floor_rel * st.median);
 				/* the stage adds evidence only when it holds more than the role group */
-				compare(&k[1], v, sg->n >= cfg.small_group && sg->n > n, sg->median, sg->mad, 1,
+				compare(&k[1], v, sg->n >= 4 && sg->n > n, sg->median, sg->mad, 1,
 					cfg.mad_floor_rel * sg->median);
 				/* own change against the job's: v / b over the pooled v / b */
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,

@@ -47,6 +47,7 @@ struct l2 {
 	uint8_t *flag;     /* [rank * nphase + p] L2_* bits */
 	double *group_cv;  /* [group * nphase + p], NaN for small groups */
 	double *group_med; /* [group * nphase + p] */
+	double *presence;  /* [p] share of the window's (rank, iteration) cells holding phase p */
 	uint32_t *role;    /* [rank] role group */
 	int has_base;
 };

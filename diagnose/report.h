@@ -64,7 +64,7 @@ struct report_finding {
 /* A standing cost that needs no page: nothing regressed, yet it costs every step. */
 struct report_advisory {
 	const char *kind;  /* "stage_imbalance", "slow_rank" */
-	char summary[256];
+	char summary[400];
 	int stage;         /* or -1 */
 	int64_t rank;      /* or -1 */
 	char host[REPORT_NAME_MAX];
