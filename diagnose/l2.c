@@ -447,6 +447,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			collective_stats(l, t, p, dim, xs, scratch, corder, cstart, cst);
 		struct stats_group own = {0};
 		own.median = NAN;
+		double own_ref = NAN, own_spread = NAN;
 		if (l->has_base) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
@@ -455,6 +456,19 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					xs[n++] = v / b;
 			}
 			stats_group(xs, n, scratch, &own);
+			/* the reference of a change is the lower quartile, with the spread of the lower
+			 * half (doubled: a half's MAD about its median is half the whole's): when half
+			 * the job or more changed (a node of a small job), the median is one of them */
+			if (n >= 4) {
+				memcpy(scratch, xs, n * sizeof(double));
+				stats_median_inplace(scratch, n); /* partitions: the lower half first */
+				size_t h = n / 2;
+				own_ref = stats_median_inplace(scratch, h);
+				own_spread = 2 * stats_mad_inplace(scratch, h, own_ref);
+			} else {
+				own_ref = own.median;
+				own_spread = own.mad;
+			}
 		}
 		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
 		 * role groups do the same work) */
@@ -506,8 +520,8 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					cfg.mad_floor_rel * sg->median);
 				/* own change against the job's: v / b over the pooled v / b */
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
-					own.n >= cfg.small_group && isfinite(b) && b > 0, own.median, own.mad,
-					b, cfg.mad_floor_rel * own.median);
+					own.n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
+					b, cfg.mad_floor_rel * own_ref);
 				judge(l, c, v, b, k, &cfg);
 			}
 		}
