@@ -19,6 +19,7 @@ void l2_config_default(struct l2_config *c)
 	c->subtle_z = 4;
 	c->subtle_ratio = 1.1;
 	c->comm_share = 0.05;
+	c->step_share = 0.01;
 	c->step_ms = NAN;
 }
 
@@ -248,14 +249,18 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 		  const struct l2_config *cfg)
 {
 	int by = -1, subtle = 0, low = -1;
+	/* an excess under step_share of the step cannot be what slows the job */
+	double floor = cfg->step_ms > 0 && cfg->step_share * cfg->step_ms > cfg->min_delta_ms
+			       ? cfg->step_share * cfg->step_ms
+			       : cfg->min_delta_ms;
 	for (int i = 0; i < 3; i++) {
 		if (!k[i].ok)
 			continue;
 		double delta = v - k[i].ref_ms;
-		if (k[i].z > cfg->z_threshold && k[i].ratio > cfg->ratio_high && delta > cfg->min_delta_ms &&
+		if (k[i].z > cfg->z_threshold && k[i].ratio > cfg->ratio_high && delta > floor &&
 		    (by < 0 || k[i].z > k[by].z))
 			by = i;
-		subtle += k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio && delta > cfg->min_delta_ms;
+		subtle += k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio && delta > floor;
 		if (i < 2 && k[i].z < -cfg->z_threshold && k[i].ratio < cfg->ratio_low &&
 		    -delta > cfg->min_delta_ms && (low < 0 || k[i].z < k[low].z))
 			low = i;

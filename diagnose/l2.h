@@ -36,6 +36,7 @@ struct l2_config {
 	double subtle_z;      /* two comparisons past this z ... (default 4) */
 	double subtle_ratio;  /* ... and this ratio flag a fault under ratio_high (default 1.1) */
 	double comm_share;    /* a collective's member off its median by this share of the step (0.05) */
+	double step_share;    /* a phase's excess under this share of the step is no fault (0.01) */
 	double step_ms;       /* the job's step in the window (set by the diagnosis; NaN: unknown) */
 };
 
