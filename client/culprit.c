@@ -265,7 +265,7 @@ static int cmd_diagnose(int argc, char **argv)
 		free(s);
 	} else {
 		json_t *o = report_to_json(&rep);
-		char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+		char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
 		if (s)
 			printf("%s\n", s);
 		free(s);

@@ -156,6 +156,7 @@ static double fill_evidence(const struct work *w, struct report_suspect *su, uin
 		e.value_ms = w->l2.val[c];
 		e.peer_ms = e.ratio > 0 ? e.value_ms / e.ratio : NAN;
 		e.fallback = (w->l2.flag[c] & L2_FALLBACK) != 0;
+		e.by_stage = (w->l2.flag[c] & L2_BY_STAGE) != 0;
 		e.own_ratio = w->l2.base[c] > 0 ? e.value_ms / w->l2.base[c] : NAN;
 		if (isfinite(e.peer_ms))
 			*excess_ms += e.value_ms - e.peer_ms;
@@ -310,9 +311,11 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		for (uint32_t p = 0; p < P; p++) {
 			if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
 				continue;
+			/* a phase of some iterations only (an eval step) weighs by its share */
+			double f = w->l2.presence[p];
 			double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
-			a += isfinite(v) ? v : 0;
-			b += isfinite(u) ? u : NAN;
+			a += isfinite(v) ? f * v : 0;
+			b += isfinite(u) ? f * u : NAN;
 		}
 		cw[r] = a;
 		cb[r] = w->l2.has_base ? b : NAN;
@@ -414,6 +417,13 @@ static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, do
 		}
 		enum ev_class cl = classify_event(e->kind);
 		const char *cat = rep->category;
+		/* a host of another finding's culprits is judged by that finding */
+		for (size_t f = 1; f < rep->nfindings && !on_culprit; f++)
+			for (size_t j = 0; j < rep->findings[f].nsuspects && !on_culprit; j++)
+				if (strcmp(rep->findings[f].suspects[j].host, e->host) == 0) {
+					on_culprit = 1;
+					cat = rep->findings[f].category;
+				}
 		o->verdict = "unrelated";
 		if (w->has_span && e->ts_us && (e->ts_us < w->span_start - DIAG_EVENT_BEFORE_US ||
 						e->ts_us > w->span_end + DIAG_EVENT_AFTER_US)) {
@@ -570,6 +580,298 @@ static int report_hang(struct work *w, const struct diagnose_input *in, uint32_t
 	return 0;
 }
 
+/* --- findings --- */
+
+enum fault_kind { FK_NONE = 0, FK_COMPUTE, FK_HOST, FK_COMM, FK_LATE, FK_COUNT };
+
+/* A rank's own fault. Compute or host: a phase high against its peers (L2_HIGH), or a hint
+ * of it (one comparison past the subtle thresholds) on a rank that also arrives last at a
+ * collective, which is what a slower rank does. Communication: a collective it takes
+ * longer in than the collective's other members, with its own work normal. */
+static enum fault_kind rank_fault(const struct work *w, uint32_t r)
+{
+	int late = phase_flag_any(w, r, KM_COMM, L2_LOW);
+	if (phase_flag_any(w, r, KM_COMPUTE, L2_HIGH) || (late && phase_flag_any(w, r, KM_COMPUTE, L2_HINT)))
+		return FK_COMPUTE;
+	if (phase_flag_any(w, r, KM_HOST, L2_HIGH) || (late && phase_flag_any(w, r, KM_HOST, L2_HINT)))
+		return FK_HOST;
+	if (phase_flag_any(w, r, KM_COMM, L2_HIGH))
+		return FK_COMM;
+	return FK_NONE;
+}
+
+/* Drops the communication candidates that only wait: every communication phase where
+ * they are long has a compute or host culprit among the members of their collective. */
+static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
+{
+	uint32_t P = w->P, W = w->W;
+	uint8_t *mark = calloc((size_t)P * W, 1); /* [phase][collective group]: holds a culprit */
+	if (!mark)
+		return -1;
+	for (uint32_t q = 0; q < W; q++)
+		if (kind[q] == FK_COMPUTE || kind[q] == FK_HOST)
+			for (uint32_t p = 0; p < P; p++)
+				if (w->kind[p] == RECORD_KIND_COMM)
+					mark[(size_t)p * W +
+					     topo_collective_group(w->t, q, l2_collective_dim(store_phase_group(w->s, p)))] = 1;
+	for (uint32_t r = 0; r < W; r++) {
+		if (kind[r] != FK_COMM)
+			continue;
+		int waits = 1;
+		for (uint32_t p = 0; p < P && waits; p++)
+			if (w->kind[p] == RECORD_KIND_COMM && (w->l2.flag[(size_t)r * P + p] & L2_HIGH))
+				waits = mark[(size_t)p * W + topo_collective_group(
+								 w->t, r, l2_collective_dim(store_phase_group(w->s, p)))];
+		if (waits) {
+			kind[r] = FK_NONE;
+			count[FK_COMM]--;
+		}
+	}
+	free(mark);
+	return 0;
+}
+
+/* distinct hosts of the ranks of kind k (counted up to 65: more is "many") */
+static size_t nodes_of(const struct work *w, const uint8_t *kind, int k)
+{
+	enum { MAX = 65 };
+	char h[REPORT_NAME_MAX], seen[MAX][REPORT_NAME_MAX];
+	size_t n = 0;
+	for (uint32_t r = 0; r < w->W && n < MAX; r++) {
+		if (kind[r] != k)
+			continue;
+		store_host(w->s, r, h, sizeof(h));
+		size_t j = 0;
+		while (j < n && strcmp(seen[j], h) != 0)
+			j++;
+		if (j == n)
+			snprintf(seen[n++], sizeof(seen[0]), "%s", h);
+	}
+	return n;
+}
+
+/* "A few" ranks of kind k, as a node's or a link's fault is: on at most few_nodes hosts and
+ * on no more than half of the job's, or at most few_fraction of the ranks (one rank of a
+ * one-node job) */
+static int few(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes,
+	       size_t few_nodes)
+{
+	size_t on = nodes_of(w, kind, k);
+	return (on <= few_nodes && on * 2 <= nodes) || n <= (size_t)(w->cfg->few_fraction * w->W) || n == 1;
+}
+
+/* where the waiting happens: victims and late arrivers (who wait too, elsewhere) */
+static void victim_phases(struct work *w)
+{
+	struct report *rep = w->rep;
+	uint32_t counts[64] = {0};
+	for (uint32_t r = 0; r < w->W; r++)
+		if (w->role[r] == 3 || w->role[r] == 2)
+			for (uint32_t p = 0; p < w->P && p < 64; p++)
+				if (w->kind[p] == RECORD_KIND_COMM &&
+				    (w->l2.flag[(size_t)r * w->P + p] & (L2_HIGH | L2_SELF_HIGH)))
+					counts[p]++;
+	for (size_t k = 0; k < REPORT_MAX_VICTIM_PHASES; k++) {
+		uint32_t best = 0, bp = 0;
+		for (uint32_t p = 0; p < w->P && p < 64; p++)
+			if (counts[p] > best) {
+				best = counts[p];
+				bp = p;
+			}
+		if (!best)
+			break;
+		snprintf(rep->victim_phases[rep->nvictim_phases++], REPORT_NAME_MAX, "%s",
+			 store_name(w->s, store_phase_name(w->s, bp)));
+		counts[bp] = 0;
+	}
+}
+
+/* what the top evidence compares with, for a summary */
+static const char *basis_words(const struct report_evidence *e)
+{
+	return e->fallback ? "its own baseline against the job's" : e->by_stage ? "their pipeline stage"
+	       : e->kind == RECORD_KIND_COMM ? "the other members of the collective" : "their role group";
+}
+
+/* The finding of the ranks of kind k: culprits with evidence and kernels (L3), the
+ * category, what it costs and its summary. */
+static int make_finding(struct work *w, struct report_finding *f, const uint8_t *kind,
+			enum fault_kind k, uint32_t *list, size_t nlate, size_t nvict)
+{
+	static const struct {
+		const char *category, *what;
+		int mask, flag;
+	} def[FK_COUNT] = {
+		[FK_COMPUTE] = {"compute_degradation", "compute slowdown", KM_COMPUTE, L2_HIGH | L2_HINT},
+		[FK_HOST] = {"host_delay", "host-side delay", KM_HOST, L2_HIGH | L2_HINT},
+		[FK_COMM] = {"communication_degradation", "communication slowdown", KM_COMM, L2_HIGH},
+		[FK_LATE] = {"host_delay", "late arrival", KM_COMM, L2_LOW},
+	};
+	f->category = def[k].category;
+	f->stage = -1;
+	size_t nc = 0;
+	for (uint32_t r = 0; r < w->W; r++)
+		if (kind[r] == k)
+			list[nc++] = r;
+	f->suspects = calloc(nc ? nc : 1, sizeof(*f->suspects));
+	if (!f->suspects)
+		return -1;
+	f->culprits_total = nc;
+	double lost = 0;
+	for (size_t i = 0; i < nc; i++) {
+		struct report_suspect *su = &f->suspects[i];
+		fill_identity(w, su, list[i]);
+		su->role = REPORT_CULPRIT;
+		su->level = "L2";
+		double ex;
+		su->score = fill_evidence(w, su, list[i], def[k].mask, def[k].flag, &ex);
+		if (k != FK_LATE && ex > lost)
+			lost = ex;
+	}
+	qsort(f->suspects, nc, sizeof(*f->suspects), cmp_suspect);
+	f->nsuspects = nc < w->cfg->max_listed ? nc : w->cfg->max_listed;
+	int degraded = 0, stall = 0;
+	size_t stall_only = 0;
+	if (run_l3(w, f->suspects, f->nsuspects, &degraded, &stall, &stall_only) < 0)
+		return -1;
+	const char *what = def[k].what;
+	if (k == FK_COMPUTE && stall && stall_only * 2 >= nc) {
+		f->category = "kernel_stall";
+		what = "kernel stall";
+	}
+	double gap = w->rep->window_ms - w->rep->baseline_ms;
+	if (k == FK_LATE)
+		lost = isfinite(gap) && gap > 0 ? gap : 0;
+	f->lost_ms = lost;
+
+	qsort(list, nc, sizeof(*list), cmp_u32);
+	char hosts[200], kern[160] = "";
+	summarize_hosts(w, list, nc, hosts, sizeof(hosts));
+	const struct report_suspect *top = f->nsuspects ? &f->suspects[0] : NULL;
+	const struct report_evidence *e = top && top->nev ? &top->ev[0] : NULL;
+	if (top && top->nk) {
+		const struct report_kernel *kk = &top->k[0];
+		if (strcmp(f->category, "kernel_stall") == 0)
+			snprintf(kern, sizeof(kern), " (kernel %s: isolated calls %.0fx the peers' p99, median normal)",
+				 kk->name, kk->max_ratio);
+		else if (kk->ratio > 1.3)
+			snprintf(kern, sizeof(kern), " (%s kernel %s %.2fx the peers' median)",
+				 record_kind_name(kk->kind), kk->name, kk->ratio);
+	}
+	char ev[200] = "";
+	if (e && k == FK_LATE)
+		snprintf(ev, sizeof(ev), "%.48s %.2fx as short as %s (they arrive last and wait least)",
+			 e->phase, e->ratio > 0 ? 1 / e->ratio : 0, basis_words(e));
+	else if (e)
+		snprintf(ev, sizeof(ev), "%.48s %.2fx %s", e->phase, e->ratio, basis_words(e));
+	snprintf(f->summary, sizeof(f->summary),
+		 "%s on %zu rank%s (%u%s) on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late",
+		 what, nc, nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", hosts, ev, kern,
+		 nvict, nlate);
+	return 0;
+}
+
+/* the highest median ratio of a communication kernel on the finding's culprits (their
+ * peers' as 1), for the verdict on a network event; NaN without one */
+static double culprit_comm_ratio(const struct work *w, const struct report_finding *f)
+{
+	double ratio = NAN;
+	if (!f || !f->nsuspects)
+		return ratio;
+	for (size_t i = 0; i < f->nsuspects; i++)
+		for (size_t k = 0; k < f->suspects[i].nk; k++)
+			if (f->suspects[i].k[k].kind == RECORD_KIND_COMM &&
+			    (!isfinite(ratio) || f->suspects[i].k[k].ratio > ratio))
+				ratio = f->suspects[i].k[k].ratio;
+	if (isfinite(ratio))
+		return ratio;
+	/* the culprits' comm kernels may be outside their top REPORT_MAX_KERNELS: look again */
+	uint32_t K = store_kernel_count(w->s), r0 = f->suspects[0].rank;
+	for (uint32_t k = 0; k < K; k++) {
+		if (store_kernel_kind(w->s, k) != RECORD_KIND_COMM)
+			continue;
+		struct sketch a, b;
+		sketch_init(&a);
+		sketch_init(&b);
+		uint32_t members[64];
+		size_t m = topo_role_members(w->t, r0, members, 64), np = 0;
+		for (size_t j = 0; j < m && j < 64; j++)
+			if (w->role[members[j]] != 1)
+				members[np++] = members[j];
+		store_kernel_pool(w->s, r0, k, w->kfirst, w->last, &a);
+		/* one kernel: pool the peers' sketches of k alone */
+		for (size_t j = 0; j < np; j++)
+			store_kernel_pool(w->s, members[j], k, w->kfirst, w->last, &b);
+		if (a.count && b.count) {
+			double rr = sketch_quantile(&a, 0.5) / sketch_quantile(&b, 0.5);
+			if (!isfinite(ratio) || rr > ratio)
+				ratio = rr;
+		}
+		sketch_free(&a);
+		sketch_free(&b);
+	}
+	return ratio;
+}
+
+/* Standing costs, when nothing regressed: over the last iterations held, a pipeline stage
+ * heavier than the others and ranks slower than their peers all along. Nothing pages for
+ * them; the report's advisories say what each costs a step. */
+static int advise(struct work *w, const struct diagnose_config *cfg)
+{
+	struct report *rep = w->rep;
+	uint32_t R = store_config(w->s)->ring_iters, last = store_max_iter(w->s);
+	uint32_t first = last + 1 >= R ? last + 1 - R : 0;
+	if (last - first + 1 > cfg->max_window)
+		first = last - cfg->max_window + 1;
+	struct l2_config l2c = cfg->l2;
+	l2c.step_ms = NAN;
+	if (l2_run(&w->l2, w->s, first, last, 1, 0, &l2c) < 0)
+		return -1;
+	w->P = w->l2.nphase;
+	for (uint32_t p = 0; p < w->P && p < 256; p++)
+		w->kind[p] = store_phase_kind(w->s, p);
+	double excess = 0, ratio = 0;
+	int stage = find_stage(w, &excess, &ratio);
+	if (stage >= 0) {
+		struct report_advisory *a = &rep->advisories[rep->nadvisories++];
+		a->kind = "stage_imbalance";
+		a->stage = stage;
+		a->rank = -1;
+		a->ratio = ratio;
+		a->cost_ms = excess;
+		snprintf(a->summary, sizeof(a->summary),
+			 "pipeline stage pp %d computes %.2fx the median of the other stages in every step "
+			 "(no regression: it was so from the start); balancing the stages would save up to "
+			 "%.0f ms a step",
+			 stage, ratio, excess);
+	}
+	for (uint32_t r = 0; r < w->W && rep->nadvisories < REPORT_MAX_ADVISORIES; r++) {
+		if (!phase_flag_any(w, r, KM_COMPUTE, L2_HIGH) ||
+		    (stage >= 0 && topo_coords(w->t, r).pp == (uint32_t)stage))
+			continue;
+		struct report_suspect su;
+		double ex;
+		memset(&su, 0, sizeof(su));
+		fill_evidence(w, &su, r, KM_COMPUTE, L2_HIGH, &ex);
+		struct report_advisory *a = &rep->advisories[rep->nadvisories++];
+		a->kind = "slow_rank";
+		a->stage = -1;
+		a->rank = r;
+		store_host(w->s, r, a->host, sizeof(a->host));
+		a->ratio = su.nev ? su.ev[0].ratio : NAN;
+		a->cost_ms = ex;
+		char host[REPORT_NAME_MAX];
+		snprintf(host, sizeof(host), "%s", a->host);
+		snprintf(a->summary, sizeof(a->summary),
+			 "rank %u on %.63s computes %.48s %.2fx %s in every step (no regression: it was so "
+			 "from the start); it holds its collectives back by about %.0f ms a step",
+			 r, host, su.nev ? su.ev[0].phase : "?", a->ratio,
+			 su.nev ? basis_words(&su.ev[0]) : "its peers", ex);
+	}
+	l2_free(&w->l2);
+	return 0;
+}
+
 int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		 const struct diagnose_config *cfgp, struct report *rep)
 {
@@ -589,6 +891,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	w.rep = rep;
 	w.role = calloc(w.W, 1);
 	uint32_t *list = malloc((w.W + 1) * sizeof(uint32_t));
+	uint8_t *kind = NULL;
 	int rc = -1;
 	if (!w.role || !list)
 		goto out;
@@ -611,7 +914,9 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		rep->category = "none";
 		snprintf(rep->summary, sizeof(rep->summary),
 			 "no anomalous window: iteration time stays at its baseline%s",
-			 isfinite(in->baseline_ms) ? "" : " (no data yet)");
+			 store_any(s) ? "" : " (no data yet)");
+		if (store_any(s) && advise(&w, &cfg) < 0)
+			goto out;
 		judge_events(&w, NULL, 0, NAN);
 		rc = 0;
 		goto out;
@@ -651,138 +956,155 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 			w.span_end = d2;
 		}
 	}
+	/* the step before the window: another fault in it must not hide a link's cost */
+	cfg.l2.step_ms = isfinite(in->baseline_ms) && in->baseline_ms > 0 ? in->baseline_ms : in->window_ms;
 	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;
 	for (uint32_t p = 0; p < w.P && p < 256; p++)
 		w.kind[p] = store_phase_kind(s, p);
 
-	size_t few = (size_t)(cfg.few_fraction * w.W);
-	if (few < 1)
-		few = 1;
-	size_t nc = 0;
-	const char *what = NULL;
-	int flagmask = 0, flag = L2_HIGH, late_only = 0;
+	/* each rank's own fault, if any: compute, host or communication */
+	uint32_t nodes = (w.W + w.t->gpus_per_node - 1) / (w.t->gpus_per_node ? w.t->gpus_per_node : 8);
+	size_t few_nodes = (size_t)ceil(cfg.few_fraction * nodes);
+	if (few_nodes < 2)
+		few_nodes = 2;
 	double stage_excess = 0, stage_ratio = 0;
 	int stage = find_stage(&w, &stage_excess, &stage_ratio);
-	if (stage >= 0) {
-		rep->category = "stage_imbalance";
-		rep->stage = stage;
-	} else {
+	kind = calloc(w.W, 1);
+	if (!kind)
+		goto out;
+	size_t count[FK_COUNT] = {0};
+	for (uint32_t r = 0; r < w.W; r++) {
+		kind[r] = (uint8_t)rank_fault(&w, r);
+		if (stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w.t, r).pp == (uint32_t)stage)
+			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
+		count[kind[r]]++;
+	}
+	/* a long collective with a compute or host culprit among its members is a wait */
+	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST]) && drop_waiting(&w, kind, count) < 0)
+		goto out;
+	/* a communication fault is a node's or a link's: more nodes than a few with long
+	 * collectives of their own is not one (they wait for something else) */
+	if (count[FK_COMM] && !few(&w, kind, FK_COMM, count[FK_COMM], nodes, few_nodes)) {
 		for (uint32_t r = 0; r < w.W; r++)
-			if (phase_flag_any(&w, r, KM_COMPUTE, L2_HIGH))
-				list[nc++] = r;
-		if (nc) {
-			rep->category = "compute_degradation";
-			flagmask = KM_COMPUTE;
-			what = "compute slowdown";
-		}
-		if (!nc) {
-			for (uint32_t r = 0; r < w.W; r++)
-				if (phase_flag_any(&w, r, KM_HOST, L2_HIGH))
-					list[nc++] = r;
-			if (nc) {
-				rep->category = "host_delay";
-				flagmask = KM_HOST;
-				what = "host-side delay";
+			if (kind[r] == FK_COMM)
+				kind[r] = FK_NONE;
+		count[FK_COMM] = 0;
+	}
+	int late_only = 0;
+	if (stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
+		/* nobody's own work is longer: the ranks that arrive last at collectives */
+		for (uint32_t r = 0; r < w.W; r++)
+			if (phase_flag_any(&w, r, KM_COMM, L2_LOW)) {
+				kind[r] = FK_LATE;
+				count[FK_LATE]++;
 			}
-		}
-		if (!nc) {
+		if (count[FK_LATE] && !few(&w, kind, FK_LATE, count[FK_LATE], nodes, few_nodes)) {
+			/* more than a few nodes, still a minority: they stay late arrivers, no
+			 * culprit (docs/method.md) */
+			late_only = count[FK_LATE] * 2 <= w.W;
 			for (uint32_t r = 0; r < w.W; r++)
-				if (phase_flag_any(&w, r, KM_COMM, L2_HIGH))
-					list[nc++] = r;
-			if (nc && nc <= few) {
-				rep->category = "communication_degradation";
-				flagmask = KM_COMM;
-				what = "communication slowdown";
-			} else {
-				nc = 0;
-			}
-		}
-		if (!nc) {
-			for (uint32_t r = 0; r < w.W; r++)
-				if (phase_flag_any(&w, r, KM_COMM, L2_LOW))
-					list[nc++] = r;
-			if (nc && nc <= few) {
-				rep->category = "host_delay";
-				flagmask = KM_COMM;
-				flag = L2_LOW;
-				what = "late arrival";
-			} else if (nc && nc * 2 <= w.W) {
-				/* more than a few ranks, still a minority, arrive late at collectives
-				 * while no rank computes slower: host-side delay on their side; they
-				 * stay late arrivers, no culprit (docs/method.md) */
-				rep->category = "host_delay";
-				late_only = 1;
-				nc = 0;
-			} else {
-				nc = 0;
-			}
+				if (kind[r] == FK_LATE)
+					kind[r] = FK_NONE;
+			count[FK_LATE] = 0;
 		}
 	}
-	for (size_t i = 0; i < nc; i++)
-		w.role[list[i]] = 1;
+	for (uint32_t r = 0; r < w.W; r++)
+		if (kind[r])
+			w.role[r] = 1;
 
 	/* late arrivers and victims */
-	size_t nlate = 0, nvict = 0, late_expl = 0;
+	size_t nlate = 0, nvict = 0;
 	for (uint32_t r = 0; r < w.W; r++) {
 		if (w.role[r])
 			continue;
 		if (phase_flag_any(&w, r, KM_COMM, L2_LOW)) {
 			w.role[r] = 2;
 			nlate++;
-			if (nc && explained_by(&w, r, list, nc))
-				late_expl++;
 		} else if (phase_flag_any(&w, r, KM_COMM, L2_HIGH | L2_SELF_HIGH)) {
 			w.role[r] = 3;
 			nvict++;
 		}
 	}
-	rep->culprits_total = nc;
+	victim_phases(&w);
+
+	/* one finding per kind of fault */
+	if (stage >= 0) {
+		struct report_finding *f = &rep->findings[rep->nfindings++];
+		f->category = "stage_imbalance";
+		f->stage = stage;
+		f->lost_ms = stage_excess;
+		snprintf(f->summary, sizeof(f->summary),
+			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
+			 "stages wait for it",
+			 stage, stage_ratio);
+	}
+	for (int k = FK_COMPUTE; k < FK_COUNT; k++) {
+		if (!count[k])
+			continue;
+		struct report_finding *f = &rep->findings[rep->nfindings++];
+		if (make_finding(&w, f, kind, (enum fault_kind)k, list, nlate, nvict) < 0)
+			goto out;
+	}
+	/* the largest first: it is the report's verdict */
+	for (size_t a = 1; a < rep->nfindings; a++)
+		for (size_t b = a; b > 0 && rep->findings[b].lost_ms > rep->findings[b - 1].lost_ms; b--) {
+			struct report_finding t = rep->findings[b];
+			rep->findings[b] = rep->findings[b - 1];
+			rep->findings[b - 1] = t;
+		}
+
+	/* the report's suspects: the main finding's culprits, then the late arrivers */
+	size_t nc = 0;
+	double gap = rep->window_ms - rep->baseline_ms;
+	if (rep->nfindings) {
+		struct report_finding *m = &rep->findings[0];
+		rep->category = m->category;
+		rep->stage = m->stage;
+		snprintf(rep->summary, sizeof(rep->summary), "%s", m->summary);
+		nc = m->nsuspects;
+		rep->culprits_total = m->culprits_total;
+		rep->lost_ms = m->lost_ms;
+		for (size_t i = 0; i < m->nsuspects; i++)
+			list[i] = m->suspects[i].rank;
+	} else if (late_only && nlate) {
+		rep->category = "host_delay";
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "host-side delay: %zu ranks arrive late at collectives (their communication is "
+			 "the shortest of their group) while no rank computes slower; %zu ranks wait as "
+			 "victims",
+			 nlate, nvict);
+		rep->lost_ms = isfinite(gap) && gap > 0 ? gap : 0;
+	} else {
+		rep->category = "none";
+		if (isfinite(rep->baseline_ms))
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase stands out",
+				 rep->baseline_ms, rep->window_ms);
+		else
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "no rank, stage or phase stands out (%.0f ms per iteration; no baseline "
+				 "before it to compare with)",
+				 rep->window_ms);
+		rep->lost_ms = 0;
+	}
+	if (isfinite(gap) && gap > 0 && rep->lost_ms > gap)
+		rep->lost_ms = gap;
+	size_t late_expl = 0;
+	for (uint32_t r = 0; r < w.W; r++)
+		if (w.role[r] == 2 && nc && explained_by(&w, r, list, nc))
+			late_expl++;
 	rep->late_total = nlate;
 	rep->late_consistent = nlate > 0 && late_expl == nlate;
 	rep->victims = nvict;
-	{
-		uint32_t counts[64] = {0};
-		/* where the waiting happens: victims and late arrivers (who wait too, elsewhere) */
-		for (uint32_t r = 0; r < w.W; r++)
-			if (w.role[r] == 3 || w.role[r] == 2)
-				for (uint32_t p = 0; p < w.P && p < 64; p++)
-					if (store_phase_kind(s, p) == RECORD_KIND_COMM &&
-					    (w.l2.flag[(size_t)r * w.P + p] & (L2_HIGH | L2_SELF_HIGH)))
-						counts[p]++;
-		for (size_t k = 0; k < REPORT_MAX_VICTIM_PHASES; k++) {
-			uint32_t best = 0, bp = 0;
-			for (uint32_t p = 0; p < w.P && p < 64; p++)
-				if (counts[p] > best) {
-					best = counts[p];
-					bp = p;
-				}
-			if (!best)
-				break;
-			snprintf(rep->victim_phases[rep->nvictim_phases++], REPORT_NAME_MAX, "%s",
-				 store_name(s, store_phase_name(s, bp)));
-			counts[bp] = 0;
-		}
-	}
-
-	/* suspects: every culprit and up to max_listed late arrivers, then trimmed */
-	size_t cap = nc + nlate;
-	rep->suspects = calloc(cap ? cap : 1, sizeof(*rep->suspects));
+	rep->suspects = calloc(nc + nlate + 1, sizeof(*rep->suspects));
 	if (!rep->suspects)
 		goto out;
-	double lost = 0;
 	size_t ns = 0;
-	for (size_t i = 0; i < nc; i++) {
-		struct report_suspect *su = &rep->suspects[ns++];
-		fill_identity(&w, su, list[i]);
-		su->role = REPORT_CULPRIT;
-		su->level = "L2";
-		double ex;
-		su->score = fill_evidence(&w, su, list[i], flagmask, flag, &ex);
-		if (flag == L2_HIGH && ex > lost)
-			lost = ex;
-	}
+	if (rep->nfindings)
+		for (size_t i = 0; i < rep->findings[0].nsuspects; i++)
+			rep->suspects[ns++] = rep->findings[0].suspects[i];
 	for (uint32_t r = 0; r < w.W; r++) {
 		if (w.role[r] != 2)
 			continue;
@@ -795,117 +1117,13 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		su->score = fill_evidence(&w, su, r, KM_COMM, L2_LOW, &ex);
 	}
 	qsort(rep->suspects, ns, sizeof(*rep->suspects), cmp_suspect);
-	rep->nsuspects = ns;
-
-	int degraded = 0, stall = 0;
-	size_t stall_only = 0;
-	if (run_l3(&w, rep->suspects, ns, &degraded, &stall, &stall_only) < 0)
-		goto out;
-	if (strcmp(rep->category, "compute_degradation") == 0 && stall && stall_only * 2 >= nc) {
-		rep->category = "kernel_stall";
-		what = "kernel stall";
+	rep->nsuspects = ns < cfg.max_listed ? ns : cfg.max_listed;
+	if (rep->nfindings && rep->late_consistent && rep->findings[0].nsuspects) {
+		/* say it in the verdict: the late arrivers come from the culprits */
+		size_t len = strlen(rep->summary);
+		snprintf(rep->summary + len, sizeof(rep->summary) - len, " because of them");
 	}
-	/* the communication kernels of the culprits, for the event verdicts */
-	double comm_ratio = NAN;
-	for (size_t i = 0; i < ns; i++)
-		for (size_t k = 0; k < rep->suspects[i].nk; k++)
-			if (rep->suspects[i].role == REPORT_CULPRIT &&
-			    rep->suspects[i].k[k].kind == RECORD_KIND_COMM &&
-			    (!isfinite(comm_ratio) || rep->suspects[i].k[k].ratio > comm_ratio))
-				comm_ratio = rep->suspects[i].k[k].ratio;
-	if (nc && !isfinite(comm_ratio)) {
-		/* culprits' comm kernels may be outside the top REPORT_MAX_KERNELS: look again */
-		uint32_t K = store_kernel_count(s);
-		for (uint32_t k = 0; k < K; k++) {
-			if (store_kernel_kind(s, k) != RECORD_KIND_COMM)
-				continue;
-			struct sketch a, b;
-			sketch_init(&a);
-			sketch_init(&b);
-			uint32_t members[64];
-			size_t m = topo_role_members(w.t, list[0], members, 64), np = 0;
-			for (size_t j = 0; j < m && j < 64; j++)
-				if (w.role[members[j]] != 1)
-					members[np++] = members[j];
-			store_kernel_pool(s, list[0], k, w.kfirst, last, &a);
-			/* one kernel: pool the peers' sketches of k alone (l3_pool fills one
-			 * sketch per kernel name of the job) */
-			for (size_t j = 0; j < np; j++)
-				store_kernel_pool(s, members[j], k, w.kfirst, last, &b);
-			if (a.count && b.count) {
-				double rr = sketch_quantile(&a, 0.5) / sketch_quantile(&b, 0.5);
-				if (!isfinite(comm_ratio) || rr > comm_ratio)
-					comm_ratio = rr;
-			}
-			sketch_free(&a);
-			sketch_free(&b);
-		}
-	}
-	if (rep->nsuspects > cfg.max_listed) {
-		/* keep every culprit up to max_listed, then late arrivers */
-		rep->nsuspects = cfg.max_listed;
-	}
-
-	double gap = rep->window_ms - rep->baseline_ms;
-	if (stage >= 0)
-		lost = stage_excess;
-	else if (flag == L2_LOW || (!nc && isfinite(gap)))
-		lost = isfinite(gap) && gap > 0 ? gap : 0;
-	if (isfinite(gap) && gap > 0 && lost > gap)
-		lost = gap;
-	if (strcmp(rep->category, "none") == 0)
-		lost = 0;
-	rep->lost_ms = lost;
-
-	/* summary */
-	char hosts[200];
-	qsort(list, nc, sizeof(*list), cmp_u32);
-	summarize_hosts(&w, list, nc, hosts, sizeof(hosts));
-	const char *top_phase = rep->nsuspects && rep->suspects[0].nev ? rep->suspects[0].ev[0].phase : "?";
-	double top_ratio = rep->nsuspects && rep->suspects[0].nev ? rep->suspects[0].ev[0].ratio : 0;
-	if (stage >= 0)
-		snprintf(rep->summary, sizeof(rep->summary),
-			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
-			 "stages wait for it",
-			 stage, stage_ratio);
-	else if (nc) {
-		/* the kernel behind it, from L3 on the top culprit */
-		char kern[160] = "";
-		if (rep->nsuspects && rep->suspects[0].nk) {
-			const struct report_kernel *k = &rep->suspects[0].k[0];
-			if (strcmp(rep->category, "kernel_stall") == 0)
-				snprintf(kern, sizeof(kern), " (kernel %s: isolated calls %.0fx the peers' p99, median normal)",
-					 k->name, k->max_ratio);
-			else if (k->ratio > 1.3)
-				snprintf(kern, sizeof(kern), " (%s kernel %s %.2fx the peers' median)",
-					 record_kind_name(k->kind), k->name, k->ratio);
-		}
-		snprintf(rep->summary, sizeof(rep->summary),
-			 "%s on %zu rank%s (%u%s) on %.100s: %.48s %.2fx their role group%.120s; %zu ranks "
-			 "wait as victims, %zu arrive late%s",
-			 what, nc, nc == 1 ? "" : "s", list[0], nc > 1 ? ", ..." : "", hosts, top_phase,
-			 flag == L2_LOW && top_ratio > 0 ? 1 / top_ratio : top_ratio, kern, nvict, nlate,
-			 rep->late_consistent ? " because of them" : "");
-	}
-	else if (late_only && nlate) {
-		snprintf(rep->summary, sizeof(rep->summary),
-			 "host-side delay: %zu ranks arrive late at collectives (their communication is "
-			 "the shortest of their group) while no rank computes slower; %zu ranks wait as "
-			 "victims",
-			 nlate, nvict);
-	}
-	else {
-		rep->category = "none";
-		if (isfinite(rep->baseline_ms))
-			snprintf(rep->summary, sizeof(rep->summary),
-				 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase "
-				 "stands out",
-				 rep->baseline_ms, rep->window_ms);
-		else /* a window without a baseline (too few iterations) */
-			snprintf(rep->summary, sizeof(rep->summary),
-				 "no rank, stage or phase stands out");
-		rep->lost_ms = 0;
-	}
+	double comm_ratio = culprit_comm_ratio(&w, rep->nfindings ? &rep->findings[0] : NULL);
 	judge_events(&w, list, nc, comm_ratio);
 	rc = 0;
 out:
@@ -914,5 +1132,6 @@ out:
 	l2_free(&w.l2);
 	free(w.role);
 	free(list);
+	free(kind);
 	return rc;
 }

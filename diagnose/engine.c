@@ -75,12 +75,27 @@ int engine_diagnose(struct engine *e, int64_t now_us, struct report *out)
 	return diagnose_run(e->store, &in, &e->cfg.diag, out);
 }
 
+/* The step the job takes: the iteration's wall-clock span over its ranks (latest end -
+ * earliest start), which a slow node stretches far more than the mean of the ranks' own
+ * durations (pipeline stages start and end their iterations at different times). When the
+ * span is over 3 times the mean duration the ranks' clocks do not agree (traces of
+ * unsynchronized hosts) and the mean is kept. */
+static double step_ms(const struct store *s, uint32_t it, double mean_ms)
+{
+	int64_t a, b;
+	if (!store_iter_span(s, it, &a, &b) || b <= a)
+		return mean_ms;
+	double span = (double)(b - a) / 1000.0;
+	return span >= mean_ms && span <= 3 * mean_ms ? span : mean_ms;
+}
+
 int engine_poll(struct engine *e)
 {
 	int ev = 0;
 	uint32_t it;
 	double ms;
 	while (store_next_complete(e->store, &it, &ms)) {
+		ms = step_ms(e->store, it, ms);
 		enum l1_event x = l1_update(&e->l1, it, ms);
 		if (!e->n_iter || it < e->lo_iter)
 			e->lo_iter = it;

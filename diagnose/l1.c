@@ -26,6 +26,10 @@ void l1_init(struct l1 *l, const struct l1_config *cfg)
 		c->rel_threshold = 0.15;
 	if (!(c->mad_k > 0))
 		c->mad_k = 5;
+	if (!c->spread_m || c->spread_m > L1_HISTORY_MAX / 4)
+		c->spread_m = 16;
+	if (!c->spread_k || c->spread_k > c->spread_m)
+		c->spread_k = 4;
 	l->baseline_ms = NAN;
 }
 
@@ -53,6 +57,131 @@ double l1_window_ms(const struct l1 *l)
 	return l->window_n ? l->window_sum_ms / l->window_n : NAN;
 }
 
+/* drift allowance per iteration and alarm level of the CUSUM (in log units), and the
+ * largest step one iteration may add (a checkpoint stall counts as a 15% one) */
+#define L1_DRIFT_K 0.03
+#define L1_DRIFT_H 0.5
+#define L1_DRIFT_CAP 0.15
+#define L1_DRIFT_RECENT 8
+
+static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_t iter,
+			double baseline_ms)
+{
+	l->open = 1;
+	l->open_rel = l->cfg.rel_threshold;
+	l->mode = mode;
+	l->windows++;
+	l->baseline_ms = baseline_ms;
+	l->first_iter = first;
+	l->last_iter = iter;
+	l->normal_run = 0;
+	l->prev_high = 1;
+	l->window_sum_ms = 0;
+	l->window_n = 0;
+	l->pending_sum_ms = 0;
+	l->pending_n = 0;
+	for (uint32_t i = 0; i < l->nall; i++)
+		if (l->all_iter[i] >= first && l->all_iter[i] <= iter) {
+			l->window_sum_ms += l->all_ms[i];
+			l->window_n++;
+		}
+}
+
+/* the k-th most recent entry of the ring of every iteration (k = 0 is the newest) */
+static uint32_t all_at(const struct l1 *l, uint32_t k)
+{
+	return (l->apos + L1_HISTORY_MAX - 1 - k) % L1_HISTORY_MAX;
+}
+
+/* Intermittent: spread_k or more of the last spread_m iterations are high, their share is
+ * at least three times the share before them (so a job whose eval steps are always high
+ * opens nothing), and their mean is above the mean before them by rel_threshold. Returns
+ * the first high iteration among them, or UINT32_MAX. */
+static uint32_t intermittent(const struct l1 *l)
+{
+	const struct l1_config *c = &l->cfg;
+	uint32_t m = c->spread_m;
+	if (l->nall < m + 8)
+		return UINT32_MAX;
+	uint32_t hi_now = 0, hi_before = 0, first = UINT32_MAX;
+	double sum_now = 0, sum_before = 0;
+	for (uint32_t k = 0; k < l->nall; k++) {
+		uint32_t j = all_at(l, k);
+		if (k < m) {
+			hi_now += l->all_high[j];
+			sum_now += l->all_ms[j];
+			if (l->all_high[j])
+				first = l->all_iter[j];
+		} else {
+			hi_before += l->all_high[j];
+			sum_before += l->all_ms[j];
+		}
+	}
+	uint32_t n_before = l->nall - m;
+	if (hi_now < c->spread_k || (double)hi_now / m < 3.0 * hi_before / n_before)
+		return UINT32_MAX;
+	if (!(sum_now / m > sum_before / n_before * (1 + c->rel_threshold)))
+		return UINT32_MAX;
+	return first;
+}
+
+/* iter, or the oldest iteration still held when that is later */
+static uint32_t oldest_since(const struct l1 *l, uint32_t iter)
+{
+	uint32_t oldest = l->all_iter[all_at(l, l->nall - 1)];
+	return iter > oldest ? iter : oldest;
+}
+
+/* A window from a rise that is there now: sudden, unless a drift that only now crossed the
+ * threshold began where its sum left zero, well before the high iterations; then it is
+ * gradual, against the reference. */
+static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
+{
+	if (l->cusum >= L1_DRIFT_H && l->cusum_start + l->cfg.open_m < first && l->ref_ms > 0)
+		open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms);
+	else
+		open_window(l, L1_STEP, first, iter, med);
+}
+
+/* A small shift: at least 7 of the last 8 iterations above the baseline by
+ * max(L1_SHIFT_MIN, 2 x the baseline's robust sigma), too little for the rel_threshold of a
+ * page but persistent, as a GPU 1.2x slower in a quarter of the step is. The window is
+ * diagnosed like any other; it pages only when the diagnosis names a cause. Returns the
+ * first of the high ones, or UINT32_MAX. */
+#define L1_SHIFT_MIN 0.05
+#define L1_SHIFT_N 8
+static uint32_t shifted(const struct l1 *l, double med, double mad, double *relp)
+{
+	if (l->nall < L1_SHIFT_N || !(med > 0))
+		return UINT32_MAX;
+	double rel = 2 * STATS_MAD_SCALE * mad / med;
+	if (rel < L1_SHIFT_MIN)
+		rel = L1_SHIFT_MIN;
+	*relp = rel;
+	uint32_t above = 0, first = UINT32_MAX;
+	for (uint32_t k = 0; k < L1_SHIFT_N; k++) {
+		uint32_t j = all_at(l, k);
+		if (l->all_ms[j] > med * (1 + rel)) {
+			above++;
+			first = l->all_iter[j];
+		}
+	}
+	return above >= L1_SHIFT_N - 1 ? first : UINT32_MAX;
+}
+
+
+/* Gradual: the CUSUM passed its alarm level and the median of the last few iterations is
+ * past the reference by rel_threshold. */
+static int drifted(const struct l1 *l)
+{
+	if (l->cusum < L1_DRIFT_H || l->nall < L1_DRIFT_RECENT || !(l->ref_ms > 0))
+		return 0;
+	double tmp[L1_DRIFT_RECENT];
+	for (uint32_t k = 0; k < L1_DRIFT_RECENT; k++)
+		tmp[k] = l->all_ms[all_at(l, k)];
+	return stats_median_inplace(tmp, L1_DRIFT_RECENT) > l->ref_ms * (1 + l->cfg.rel_threshold);
+}
+
 enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 {
 	const struct l1_config *c = &l->cfg;
@@ -61,13 +190,29 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	double med = NAN, mad = 0;
 	if (l->open) {
 		med = l->baseline_ms;
-		high = ms > med * (1 + c->rel_threshold);
+		high = ms > med * (1 + l->open_rel);
 	} else if (l->nhist >= c->min_history) {
 		baseline_stats(l, &med, &mad);
 		double rel = c->mad_k * STATS_MAD_SCALE * mad / med;
 		if (rel < c->rel_threshold)
 			rel = c->rel_threshold;
 		high = ms > med * (1 + rel);
+		/* the drift sum against a reference that follows the baseline only at zero */
+		if (l->cusum <= 0)
+			l->ref_ms = med;
+		if (l->ref_ms > 0 && ms > 0) {
+			double x = log(ms / l->ref_ms);
+			if (x > L1_DRIFT_CAP)
+				x = L1_DRIFT_CAP;
+			double was = l->cusum;
+			l->cusum += x - L1_DRIFT_K;
+			if (l->cusum < 0)
+				l->cusum = 0;
+			if (l->cusum > 20 * L1_DRIFT_H)
+				l->cusum = 20 * L1_DRIFT_H;
+			if (was <= 0 && l->cusum > 0)
+				l->cusum_start = iter;
+		}
 	}
 	/* recent ring for k of m */
 	l->recent_iter[l->rpos] = iter;
@@ -76,11 +221,22 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	l->rpos = (l->rpos + 1) % c->open_m;
 	if (l->nrecent < c->open_m)
 		l->nrecent++;
+	/* every iteration */
+	l->all_iter[l->apos] = iter;
+	l->all_high[l->apos] = (uint8_t)high;
+	l->all_ms[l->apos] = ms;
+	l->apos = (l->apos + 1) % L1_HISTORY_MAX;
+	if (l->nall < L1_HISTORY_MAX)
+		l->nall++;
 
 	if (l->open) {
 		/* a high iteration extends the window only when its predecessor was high too: a
-		 * checkpoint stall just after recovery must not stretch the window over it */
-		if (high && l->prev_high) {
+		 * checkpoint stall just after recovery must not stretch the window over it. An
+		 * intermittent window is extended by any high iteration (its high ones do not
+		 * come in runs) and closes after 2/3 of spread_m normal ones in a row. */
+		int intermittent_win = l->mode == L1_INTERMITTENT;
+		uint32_t close_after = intermittent_win ? c->spread_m * 2 / 3 : c->close_k;
+		if (high && (l->prev_high || intermittent_win)) {
 			l->last_iter = iter;
 			l->window_sum_ms += l->pending_sum_ms + ms;
 			l->window_n += l->pending_n + 1;
@@ -93,13 +249,16 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 			l->normal_run++;
 		}
 		l->prev_high = high;
-		if (l->normal_run >= c->close_k && !high) {
+		if (l->normal_run >= close_after && !high) {
 			/* the trailing iterations are not part of the window */
 			l->open = 0;
 			l->pending_sum_ms = 0;
 			l->pending_n = 0;
 			l->nrecent = 0;
 			l->rpos = 0;
+			l->nall = 0;
+			l->apos = 0;
+			l->cusum = 0;
 			return L1_CLOSED;
 		}
 		return L1_NONE;
@@ -118,22 +277,24 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 				first = l->recent_iter[i];
 		}
 	if (nhigh >= c->open_k) {
-		l->open = 1;
-		l->windows++;
-		l->baseline_ms = med;
-		l->first_iter = first;
-		l->last_iter = iter;
-		l->normal_run = 0;
-		l->prev_high = 1;
-		l->window_sum_ms = 0;
-		l->window_n = 0;
-		l->pending_sum_ms = 0;
-		l->pending_n = 0;
-		for (uint32_t i = 0; i < l->nrecent; i++)
-			if (l->recent_iter[i] >= first) {
-				l->window_sum_ms += l->recent_ms[i];
-				l->window_n++;
-			}
+		open_step(l, first, iter, med);
+		return L1_OPENED;
+	}
+	if (!isfinite(med))
+		return L1_NONE;
+	if ((first = intermittent(l)) != UINT32_MAX) {
+		open_window(l, L1_INTERMITTENT, first, iter, med);
+		return L1_OPENED;
+	}
+	double rel;
+	if ((first = shifted(l, med, mad, &rel)) != UINT32_MAX) {
+		open_step(l, first, iter, med);
+		if (l->mode == L1_STEP)
+			l->open_rel = rel; /* it lasts as long as the shift */
+		return L1_OPENED;
+	}
+	if (drifted(l)) {
+		open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms);
 		return L1_OPENED;
 	}
 	return L1_NONE;
@@ -150,6 +311,8 @@ void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
 			l->nhist++;
 	}
 	l->open = 1;
+	l->open_rel = c->rel_threshold;
+	l->mode = L1_STEP;
 	l->windows++;
 	l->baseline_ms = baseline_ms;
 	l->first_iter = l->last_iter = first_iter;

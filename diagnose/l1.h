@@ -15,6 +15,13 @@
 
 #define L1_HISTORY_MAX 64
 
+/* how the current or last window was opened */
+enum l1_mode {
+	L1_STEP = 0,         /* open_k of the last open_m iterations high */
+	L1_INTERMITTENT = 1, /* a rising share of high iterations: some high, not in a row */
+	L1_GRADUAL = 2,      /* a drift past the reference the baseline could not hold */
+};
+
 struct l1_config {
 	uint32_t history;     /* baseline length (default 32) */
 	uint32_t min_history; /* iterations needed before anything opens (default 3) */
@@ -22,6 +29,8 @@ struct l1_config {
 	uint32_t close_k;     /* default 5 */
 	double rel_threshold; /* default 0.15 */
 	double mad_k;         /* default 5 */
+	uint32_t spread_m;    /* intermittent: the last spread_m iterations (default 16) ... */
+	uint32_t spread_k;    /* ... hold at least spread_k high ones (default 4) */
 };
 
 enum l1_event { L1_NONE = 0, L1_OPENED, L1_CLOSED };
@@ -45,6 +54,17 @@ struct l1 {
 	double pending_sum_ms;          /* normal iterations after last_iter */
 	uint32_t pending_n;
 	uint32_t windows;               /* windows opened so far */
+	enum l1_mode mode;              /* of the current or last window */
+	double open_rel;                /* while open: high = above baseline * (1 + open_rel) */
+	/* every iteration (high ones too), for the share of high ones before and now */
+	uint8_t all_high[L1_HISTORY_MAX];
+	double all_ms[L1_HISTORY_MAX];
+	uint32_t all_iter[L1_HISTORY_MAX];
+	uint32_t nall, apos;
+	/* drift: a one-sided CUSUM of log(iteration / ref) against a reference that moves
+	 * only while the sum is at zero, so a slow drift cannot drag it along */
+	double ref_ms, cusum;
+	uint32_t cusum_start; /* the iteration where the sum last left zero */
 	uint64_t updates;               /* iterations fed so far */
 };
 

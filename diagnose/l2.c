@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "record.h"
 #include "stats.h"
 
 void l2_config_default(struct l2_config *c)
@@ -15,6 +16,11 @@ void l2_config_default(struct l2_config *c)
 	c->min_delta_ms = 1;
 	c->mad_floor_rel = 0.02;
 	c->small_group = 5;
+	c->subtle_z = 4;
+	c->subtle_ratio = 1.1;
+	c->comm_share = 0.05;
+	c->step_share = 0.01;
+	c->step_ms = NAN;
 }
 
 void l2_free(struct l2 *l)
@@ -26,6 +32,7 @@ void l2_free(struct l2 *l)
 	free(l->flag);
 	free(l->group_cv);
 	free(l->group_med);
+	free(l->presence);
 	free(l->role);
 	memset(l, 0, sizeof(*l));
 }
@@ -128,9 +135,10 @@ static void acc_row16(const uint32_t *row, uint64_t *sum, uint32_t *bc)
  * copied whole into buf (n x P) and the block sums run over all phases at once, which
  * vectorizes; a selection per rank and phase was 4x slower (docs/method.md). */
 static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P,
-		    double *out, uint32_t *buf /* n * P */, uint32_t *cnt /* P */)
+		    double *out, uint32_t *buf /* n * P */, uint64_t *present /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
+	memset(present, 0, P * sizeof(*present));
 	struct store_ring rv;
 	store_ring_view(s, &rv);
 	uint32_t slot[L2_MAX_SPAN];
@@ -160,6 +168,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 				for (uint32_t k = 0; k < n; k++)
 					if (buf[(size_t)k * P + p] != STORE_ABSENT)
 						tmp[m++] = buf[(size_t)k * P + p];
+				present[p] += m;
 				out[(size_t)r * P + p] = m ? median_small(tmp, m) / 1000.0 : NAN;
 			}
 			continue;
@@ -188,7 +197,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 					sc = bc[p] ? sc * bl / bc[p] : -1;
 				means[p * L2_BLOCKS + b] = sc;
 			}
-			(void)cnt;
+			for (uint32_t p = 0; p < P; p++)
+				present[p] += bc[p];
 		}
 		for (uint32_t p = 0; p < P; p++) {
 			const double *mb = means + p * L2_BLOCKS;
@@ -205,6 +215,142 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 					tmp[m++] = mb[b] / (bstart[b + 1] - bstart[b]);
 			out[(size_t)r * P + p] = m ? median_small(tmp, m) / 1000.0 : NAN;
 		}
+	}
+}
+
+/* One comparison of a rank's value: robust z and ratio against a reference population
+ * (median, MAD); ref_scale turns the reference into milliseconds (1 for durations, the
+ * rank's baseline for own-change ratios). */
+struct cmp {
+	int ok;
+	double z, ratio, ref_ms;
+};
+
+static void compare(struct cmp *k, double x, int ok, double med, double mad, double ref_scale,
+		    double floor)
+{
+	k->ok = ok && isfinite(x) && isfinite(med) && med > 0;
+	if (!k->ok) {
+		k->z = 0;
+		k->ratio = 1;
+		k->ref_ms = NAN;
+		return;
+	}
+	k->z = stats_robust_z(x, med, mad, floor);
+	k->ratio = x / med;
+	k->ref_ms = med * ref_scale;
+}
+
+/* The flags of one cell from its three comparisons (role group, stage, own change against
+ * the job's). High: one comparison past z_threshold and ratio_high; or, for faults under
+ * ratio_high, two comparisons that agree past subtle_z and subtle_ratio. The z and ratio
+ * kept are those of the comparison that decided (the role group's when none did). */
+static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *k,
+		  const struct l2_config *cfg)
+{
+	int by = -1, subtle = 0, low = -1;
+	/* an excess under step_share of the step cannot be what slows the job */
+	double floor = cfg->step_ms > 0 && cfg->step_share * cfg->step_ms > cfg->min_delta_ms
+			       ? cfg->step_share * cfg->step_ms
+			       : cfg->min_delta_ms;
+	for (int i = 0; i < 3; i++) {
+		if (!k[i].ok)
+			continue;
+		double delta = v - k[i].ref_ms;
+		if (k[i].z > cfg->z_threshold && k[i].ratio > cfg->ratio_high && delta > floor &&
+		    (by < 0 || k[i].z > k[by].z))
+			by = i;
+		subtle += k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio && delta > floor;
+		if (i < 2 && k[i].z < -cfg->z_threshold && k[i].ratio < cfg->ratio_low &&
+		    -delta > cfg->min_delta_ms && (low < 0 || k[i].z < k[low].z))
+			low = i;
+	}
+	if (by < 0 && subtle >= 2)
+		for (int i = 0; i < 3; i++)
+			if (k[i].ok && k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio &&
+			    (by < 0 || k[i].z > k[by].z))
+				by = i;
+	int show = by >= 0 ? by : low >= 0 ? low : k[0].ok ? 0 : k[1].ok ? 1 : 2;
+	l->z[c] = (float)k[show].z;
+	l->ratio[c] = (float)k[show].ratio;
+	if (by >= 0)
+		l->flag[c] |= L2_HIGH;
+	else if (subtle == 1)
+		l->flag[c] |= L2_HINT;
+	if (by < 0 && low >= 0)
+		l->flag[c] |= L2_LOW;
+	if (show == 1)
+		l->flag[c] |= L2_BY_STAGE;
+	if (show == 2)
+		l->flag[c] |= L2_FALLBACK;
+	if (isfinite(b) && v > b * cfg->ratio_high && v - b > cfg->min_delta_ms)
+		l->flag[c] |= L2_SELF_HIGH;
+}
+
+/* A communication phase against its collective's members. Its duration is the wait for
+ * the last member to arrive plus the transfer, so a ratio says little when the wait is long:
+ * past z_threshold, a member is high (low) when it spends comm_share of the job's step more
+ * (less) than the members' median, or its ratio to it passes ratio_high (ratio_low); the
+ * MAD is floored at a tenth of that share of the step when that is below the usual floor
+ * (a long wait makes a share of the median large). */
+static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct cmp *k, size_t n,
+		       const struct l2_config *cfg)
+{
+	double need = cfg->step_ms > 0 ? cfg->comm_share * cfg->step_ms : NAN;
+	l->z[c] = (float)k->z;
+	l->ratio[c] = (float)k->ratio;
+	/* a pair (a send and its receive) says nothing alone: the longer one waited for the
+	 * other or moved its data slower, the shorter one came last or faster */
+	if (k->ok && n >= 3) {
+		double d = v - k->ref_ms;
+		if (k->z > cfg->z_threshold && d > cfg->min_delta_ms && (d > need || k->ratio > cfg->ratio_high))
+			l->flag[c] |= L2_HIGH;
+		if (k->z < -cfg->z_threshold && -d > cfg->min_delta_ms && (-d > need || k->ratio < cfg->ratio_low))
+			l->flag[c] |= L2_LOW;
+	}
+	if (isfinite(b) && v > b * cfg->ratio_high && v - b > cfg->min_delta_ms)
+		l->flag[c] |= L2_SELF_HIGH;
+}
+
+enum topo_dim l2_collective_dim(uint8_t group)
+{
+	switch (group) {
+	case RECORD_GROUP_TP:
+		return TOPO_TP;
+	case RECORD_GROUP_CP:
+		return TOPO_CP;
+	case RECORD_GROUP_EP:
+		return TOPO_EP;
+	case RECORD_GROUP_PP:
+		return TOPO_PP;
+	default:
+		return TOPO_DP; /* dp, or a phase without a group: the role group */
+	}
+}
+
+/* median and MAD of phase p over each collective group along dim, into cst[group] */
+static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t p,
+			     enum topo_dim dim, double *xs, double *scratch, uint32_t *order,
+			     uint32_t *start, struct stats_group *cst)
+{
+	uint32_t W = l->world, P = l->nphase, C = topo_collective_group_count(t, dim);
+	if (C > W)
+		C = W;
+	memset(start, 0, (C + 2) * sizeof(*start));
+	for (uint32_t r = 0; r < W; r++)
+		start[topo_collective_group(t, r, dim) + 2]++;
+	for (uint32_t g = 0; g < C; g++)
+		start[g + 2] += start[g + 1];
+	for (uint32_t r = 0; r < W; r++)
+		order[start[topo_collective_group(t, r, dim) + 1]++] = r;
+	for (uint32_t g = 0; g < C; g++) {
+		size_t n = 0;
+		for (uint32_t i = start[g]; i < start[g + 1]; i++) {
+			double v = l->val[(size_t)order[i] * P + p];
+			if (isfinite(v))
+				xs[n++] = v;
+		}
+		stats_group(xs, n, scratch, &cst[g]);
 	}
 }
 
@@ -238,20 +384,30 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	l->flag = calloc(cells, 1);
 	l->group_cv = malloc((size_t)G * (P ? P : 1) * sizeof(double));
 	l->group_med = malloc((size_t)G * (P ? P : 1) * sizeof(double));
+	l->presence = malloc((P ? P : 1) * sizeof(double));
 	l->role = malloc(W * sizeof(uint32_t));
 	uint32_t *order = malloc(W * sizeof(uint32_t));
 	uint32_t *gstart = calloc(G + 1, sizeof(uint32_t));
 	uint32_t *buf = malloc(((size_t)(P ? P : 1) * span + 1) * sizeof(uint32_t));
 	double *xs = malloc((W + 1) * sizeof(double));
 	double *scratch = malloc((W + 1) * sizeof(double));
-	uint32_t *cnt = malloc((P ? P : 1) * sizeof(uint32_t));
+	uint64_t *cnt = malloc((P ? P : 1) * sizeof(uint64_t));
 	uint32_t *idx = malloc((W + 1) * sizeof(uint32_t));
+	uint32_t *sorder = malloc((W + 1) * sizeof(uint32_t));
+	uint32_t *sstart = calloc((t->pp ? t->pp : 1) + 1, sizeof(uint32_t));
+	struct stats_group *stage_st = calloc(t->pp ? t->pp : 1, sizeof(*stage_st));
+	uint32_t *corder = malloc((W + 1) * sizeof(uint32_t));
+	uint32_t *cstart = malloc((W + 2) * sizeof(uint32_t));
+	struct stats_group *cst = calloc(W + 1, sizeof(*cst));
 	int rc = -1;
-	if (!l->val || !l->base || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
-	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx)
+	if (!l->val || !l->base || !l->presence || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
+	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx || !sorder ||
+	    !sstart || !stage_st || !corder || !cstart || !cst)
 		goto out;
 
 	medians(s, first, last, P, l->val, buf, cnt);
+	for (uint32_t p = 0; p < P; p++)
+		l->presence[p] = (double)cnt[p] / ((double)W * (last - first + 1));
 	if (l->has_base)
 		medians(s, bfirst, blast, P, l->base, buf, cnt);
 	else
@@ -275,24 +431,60 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			order[cur[l->role[r]]++] = r;
 	}
 
+	/* ranks by pipeline stage, for the comparison with the stage */
+	uint32_t S = t->pp ? t->pp : 1;
+	for (uint32_t r = 0; r < W; r++)
+		sstart[topo_coords(t, r).pp + 1]++;
+	for (uint32_t q = 0; q < S; q++)
+		sstart[q + 1] += sstart[q];
+	{
+		uint32_t *cur = idx;
+		memcpy(cur, sstart, S * sizeof(uint32_t));
+		for (uint32_t r = 0; r < W; r++)
+			sorder[cur[topo_coords(t, r).pp]++] = r;
+	}
 	for (uint32_t p = 0; p < P; p++) {
-		/* pooled own-history ratios for the small-group fallback */
-		double pool_med = NAN, pool_mad = NAN;
-		int need_pool = 0;
-		for (uint32_t g = 0; g < G && !need_pool; g++)
-			need_pool = gstart[g + 1] - gstart[g] < cfg.small_group;
-		if (need_pool && l->has_base) {
+		/* a communication phase: its collective's own group, where the member that
+		 * arrived last waits least and a slow link's member transfers longest */
+		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
+		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
+		if (comm)
+			collective_stats(l, t, p, dim, xs, scratch, corder, cstart, cst);
+		struct stats_group own = {0};
+		own.median = NAN;
+		double own_ref = NAN, own_spread = NAN;
+		if (l->has_base) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
 				double v = l->val[(size_t)r * P + p], b = l->base[(size_t)r * P + p];
 				if (isfinite(v) && isfinite(b) && b > 0)
 					xs[n++] = v / b;
 			}
-			if (n) {
+			stats_group(xs, n, scratch, &own);
+			/* the reference of a change is the lower quartile, with the spread of the lower
+			 * half (doubled: a half's MAD about its median is half the whole's): when half
+			 * the job or more changed (a node of a small job), the median is one of them */
+			if (n >= 4) {
 				memcpy(scratch, xs, n * sizeof(double));
-				pool_med = stats_median_inplace(scratch, n);
-				pool_mad = stats_mad_inplace(scratch, n, pool_med);
+				stats_median_inplace(scratch, n); /* partitions: the lower half first */
+				size_t h = n / 2;
+				own_ref = stats_median_inplace(scratch, h);
+				own_spread = 2 * stats_mad_inplace(scratch, h, own_ref);
+			} else {
+				own_ref = own.median;
+				own_spread = own.mad;
 			}
+		}
+		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
+		 * role groups do the same work) */
+		for (uint32_t q = 0; q < S; q++) {
+			size_t n = 0;
+			for (uint32_t i = sstart[q]; i < sstart[q + 1]; i++) {
+				double v = l->val[(size_t)sorder[i] * P + p];
+				if (isfinite(v))
+					xs[n++] = v;
+			}
+			stats_group(xs, n, scratch, &stage_st[q]);
 		}
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
@@ -314,30 +506,28 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				double v = l->val[c], b = l->base[c];
 				if (!isfinite(v))
 					continue;
-				double z, ratio, ref;
-				if (!small) {
-					z = stats_robust_z(v, st.median, st.mad, cfg.mad_floor_rel * fabs(st.median));
-					ratio = st.median > 0 ? v / st.median : 1;
-					ref = st.median;
-				} else if (isfinite(b) && b > 0 && isfinite(pool_med) && pool_med > 0) {
-					double self = v / b;
-					z = stats_robust_z(self, pool_med, pool_mad, cfg.mad_floor_rel * pool_med);
-					ratio = self / pool_med;
-					ref = b * pool_med;
-					l->flag[c] |= L2_FALLBACK;
-				} else {
-					z = 0;
-					ratio = 1;
-					ref = v;
+				const struct stats_group *sg = &stage_st[topo_coords(t, r).pp];
+				struct cmp k[3];
+				if (comm) {
+					/* waiting is only seen against the collective's members: no
+					 * stage, no own history (a victim waits longer than before) */
+					const struct stats_group *cg = &cst[topo_collective_group(t, r, dim)];
+					double floor = cfg.mad_floor_rel * cg->median;
+					if (cfg.step_ms > 0 && cfg.comm_share * cfg.step_ms / 10 < floor)
+						floor = cfg.comm_share * cfg.step_ms / 10;
+					compare(&k[0], v, cg->n >= 2, cg->median, cg->mad, 1, floor);
+					judge_comm(l, c, v, b, &k[0], cg->n, &cfg);
+					continue;
 				}
-				l->z[c] = (float)z;
-				l->ratio[c] = (float)ratio;
-				if (z > cfg.z_threshold && ratio > cfg.ratio_high && v - ref > cfg.min_delta_ms)
-					l->flag[c] |= L2_HIGH;
-				if (z < -cfg.z_threshold && ratio < cfg.ratio_low && ref - v > cfg.min_delta_ms)
-					l->flag[c] |= L2_LOW;
-				if (isfinite(b) && v > b * cfg.ratio_high && v - b > cfg.min_delta_ms)
-					l->flag[c] |= L2_SELF_HIGH;
+				compare(&k[0], v, !small, st.median, st.mad, 1, cfg.mad_floor_rel * st.median);
+				/* the stage adds evidence only when it holds more than the role group */
+				compare(&k[1], v, sg->n >= 4 && sg->n > n, sg->median, sg->mad, 1,
+					cfg.mad_floor_rel * sg->median);
+				/* own change against the job's: v / b over the pooled v / b */
+				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
+					own.n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
+					b, cfg.mad_floor_rel * own_ref);
+				judge(l, c, v, b, k, &cfg);
 			}
 		}
 	}
@@ -350,6 +540,12 @@ out:
 	free(scratch);
 	free(cnt);
 	free(idx);
+	free(sorder);
+	free(sstart);
+	free(stage_st);
+	free(corder);
+	free(cstart);
+	free(cst);
 	if (rc)
 		l2_free(l);
 	return rc;

@@ -21,7 +21,9 @@ enum {
 	L2_HIGH = 1,      /* longer than its group (z and ratio past the thresholds) */
 	L2_LOW = 2,       /* shorter than its group */
 	L2_SELF_HIGH = 4, /* longer than its own baseline */
-	L2_FALLBACK = 8,  /* scored by the small-group fallback */
+	L2_FALLBACK = 8,  /* scored by its own change against the job's (own history) */
+	L2_BY_STAGE = 16, /* scored against its pipeline stage, not its role group */
+	L2_HINT = 32,     /* one comparison past subtle_z and subtle_ratio: not enough alone */
 };
 
 struct l2_config {
@@ -31,6 +33,11 @@ struct l2_config {
 	double min_delta_ms;  /* default 1 */
 	double mad_floor_rel; /* default 0.02 */
 	uint32_t small_group; /* default 5 */
+	double subtle_z;      /* two comparisons past this z ... (default 4) */
+	double subtle_ratio;  /* ... and this ratio flag a fault under ratio_high (default 1.1) */
+	double comm_share;    /* a collective's member off its median by this share of the step (0.05) */
+	double step_share;    /* a phase's excess under this share of the step is no fault (0.01) */
+	double step_ms;       /* the job's step in the window (set by the diagnosis; NaN: unknown) */
 };
 
 struct l2 {
@@ -41,6 +48,7 @@ struct l2 {
 	uint8_t *flag;     /* [rank * nphase + p] L2_* bits */
 	double *group_cv;  /* [group * nphase + p], NaN for small groups */
 	double *group_med; /* [group * nphase + p] */
+	double *presence;  /* [p] share of the window's (rank, iteration) cells holding phase p */
 	uint32_t *role;    /* [rank] role group */
 	int has_base;
 };
@@ -50,5 +58,8 @@ void l2_config_default(struct l2_config *c);
 int l2_run(struct l2 *out, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
 	   uint32_t blast, const struct l2_config *cfg);
 void l2_free(struct l2 *l);
+/* The dimension a communication phase's collective runs along, from its record group
+ * (enum record_group; a phase without one: the role group, TOPO_DP). */
+enum topo_dim l2_collective_dim(uint8_t group);
 
 #endif

@@ -1,4 +1,4 @@
-/* report.c: report model, JSON (the contract of DESIGN.md) and text. */
+/* report.c: report model, its JSON (docs/method.md, "The report") and text. */
 #include "report.h"
 
 #include <math.h>
@@ -19,6 +19,8 @@ void report_init(struct report *r)
 
 void report_free(struct report *r)
 {
+	for (size_t i = 0; i < r->nfindings; i++)
+		free(r->findings[i].suspects);
 	free(r->suspects);
 	free(r->events);
 	report_init(r);
@@ -38,6 +40,53 @@ static json_t *integer_ms(double v)
 	return json_integer((json_int_t)llround(v));
 }
 
+static json_t *suspect_json(const struct report_suspect *s)
+{
+	json_t *ev = json_array(), *ks = json_array();
+	for (size_t e = 0; e < s->nev; e++) {
+		const struct report_evidence *x = &s->ev[e];
+		json_t *je = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "phase", x->phase, "kind",
+				       record_kind_name(x->kind), "ratio", num(x->ratio, 100), "z",
+				       num(x->z, 10), "group_cv", num(x->group_cv, 100), "value_ms",
+				       num(x->value_ms, 10), "peer_ms", num(x->peer_ms, 10));
+		if (je)
+			json_object_set_new(je, "own_ratio", num(x->own_ratio, 100));
+		if (je && x->fallback)
+			json_object_set_new(je, "fallback", json_string("own_history"));
+		if (je)
+			json_object_set_new(je, "basis",
+					    json_string(x->fallback ? "own_history" : x->by_stage ? "stage"
+							: x->kind == RECORD_KIND_COMM ? "collective" : "role_group"));
+		json_array_append_new(ev, je);
+	}
+	for (size_t k = 0; k < s->nk; k++) {
+		const struct report_kernel *x = &s->k[k];
+		json_array_append_new(ks, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", x->name, "kind",
+						    record_kind_name(x->kind), "ratio",
+						    num(x->ratio, 100), "ks", num(x->ks, 100),
+						    "max_ratio", num(x->max_ratio, 10)));
+	}
+	json_t *js = json_pack("{s:i,s:s,s:{s:i,s:i,s:i,s:i,s:i},s:s,s:o,s:s,s:o,s:o}", "rank",
+			       (json_int_t)s->rank, "host", s->host, "coords", "tp",
+			       (json_int_t)s->coords.tp, "cp", (json_int_t)s->coords.cp, "ep",
+			       (json_int_t)s->coords.ep, "dp", (json_int_t)s->coords.dp, "pp",
+			       (json_int_t)s->coords.pp, "role",
+			       s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", "score",
+			       num(s->score, 100), "level", s->level ? s->level : "L2", "evidence",
+			       ev, "kernels", ks);
+	if (js && s->role == REPORT_LATE_ARRIVER)
+		json_object_set_new(js, "consistent_with_culprits", json_boolean(s->consistent));
+	return js;
+}
+
+static json_t *suspects_json(const struct report_suspect *su, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, suspect_json(&su[i]));
+	return a;
+}
+
 json_t *report_to_json(const struct report *r)
 {
 	json_t *o = json_object();
@@ -52,46 +101,14 @@ json_t *report_to_json(const struct report *r)
 					      integer_ms(r->window_ms)));
 	else
 		json_object_set_new(o, "window", json_null());
+	if (r->has_window && r->onset)
+		json_object_set_new(json_object_get(o, "window"), "onset", json_string(r->onset));
 	json_t *verdict = json_pack("{s:s,s:s}", "category", r->category, "summary", r->summary);
 	if (verdict && r->stage >= 0)
 		json_object_set_new(verdict, "stage", json_integer(r->stage));
 	json_object_set_new(o, "verdict", verdict);
 
-	json_t *sus = json_array();
-	for (size_t i = 0; i < r->nsuspects; i++) {
-		const struct report_suspect *s = &r->suspects[i];
-		json_t *ev = json_array(), *ks = json_array();
-		for (size_t e = 0; e < s->nev; e++) {
-			const struct report_evidence *x = &s->ev[e];
-			json_t *je = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "phase", x->phase, "kind",
-					       record_kind_name(x->kind), "ratio", num(x->ratio, 100), "z",
-					       num(x->z, 10), "group_cv", num(x->group_cv, 100), "value_ms",
-					       num(x->value_ms, 10), "peer_ms", num(x->peer_ms, 10));
-			if (je)
-				json_object_set_new(je, "own_ratio", num(x->own_ratio, 100));
-			if (je && x->fallback)
-				json_object_set_new(je, "fallback", json_string("own_history"));
-			json_array_append_new(ev, je);
-		}
-		for (size_t k = 0; k < s->nk; k++) {
-			const struct report_kernel *x = &s->k[k];
-			json_array_append_new(ks, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", x->name, "kind",
-							    record_kind_name(x->kind), "ratio",
-							    num(x->ratio, 100), "ks", num(x->ks, 100),
-							    "max_ratio", num(x->max_ratio, 10)));
-		}
-		json_t *js = json_pack("{s:i,s:s,s:{s:i,s:i,s:i,s:i,s:i},s:s,s:o,s:s,s:o,s:o}", "rank",
-				       (json_int_t)s->rank, "host", s->host, "coords", "tp",
-				       (json_int_t)s->coords.tp, "cp", (json_int_t)s->coords.cp, "ep",
-				       (json_int_t)s->coords.ep, "dp", (json_int_t)s->coords.dp, "pp",
-				       (json_int_t)s->coords.pp, "role",
-				       s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", "score",
-				       num(s->score, 100), "level", s->level ? s->level : "L2", "evidence",
-				       ev, "kernels", ks);
-		if (js && s->role == REPORT_LATE_ARRIVER)
-			json_object_set_new(js, "consistent_with_culprits", json_boolean(s->consistent));
-		json_array_append_new(sus, js);
-	}
+	json_t *sus = suspects_json(r->suspects, r->nsuspects);
 	json_object_set_new(o, "suspects", sus);
 
 	json_t *vp = json_array();
@@ -113,6 +130,34 @@ json_t *report_to_json(const struct report *r)
 	}
 	json_object_set_new(o, "events", evs);
 	json_object_set_new(o, "lost_ms_per_iter", integer_ms(isfinite(r->lost_ms) ? r->lost_ms : 0));
+
+	json_t *fs = json_array();
+	for (size_t i = 0; i < r->nfindings; i++) {
+		const struct report_finding *f = &r->findings[i];
+		json_t *jf = json_pack("{s:s,s:s,s:o,s:i,s:o}", "category", f->category, "summary",
+				       f->summary, "suspects", suspects_json(f->suspects, f->nsuspects),
+				       "culprits_total", (json_int_t)f->culprits_total,
+				       "lost_ms_per_iter", integer_ms(isfinite(f->lost_ms) ? f->lost_ms : 0));
+		if (jf && f->stage >= 0)
+			json_object_set_new(jf, "stage", json_integer(f->stage));
+		json_array_append_new(fs, jf);
+	}
+	json_object_set_new(o, "findings", fs);
+	json_t *as = json_array();
+	for (size_t i = 0; i < r->nadvisories; i++) {
+		const struct report_advisory *a = &r->advisories[i];
+		json_t *ja = json_pack("{s:s,s:s,s:o,s:o}", "kind", a->kind, "summary", a->summary,
+				       "ratio", num(a->ratio, 100), "cost_ms_per_iter",
+				       integer_ms(a->cost_ms));
+		if (ja && a->stage >= 0)
+			json_object_set_new(ja, "stage", json_integer(a->stage));
+		if (ja && a->rank >= 0) {
+			json_object_set_new(ja, "rank", json_integer(a->rank));
+			json_object_set_new(ja, "host", json_string(a->host));
+		}
+		json_array_append_new(as, ja);
+	}
+	json_object_set_new(o, "advisories", as);
 	return o;
 }
 
@@ -197,6 +242,15 @@ char *report_to_text(const struct report *r)
 	for (size_t i = 0; i < r->nvictim_phases; i++)
 		sb_printf(&b, "%s%s", i ? ", " : " in ", r->victim_phases[i]);
 	sb_printf(&b, "\n");
+	for (size_t i = 1; i < r->nfindings; i++) {
+		const struct report_finding *f = &r->findings[i];
+		sb_printf(&b, "also: %s\n  %s\n", f->category, f->summary);
+		for (size_t j = 0; j < f->nsuspects; j++)
+			sb_printf(&b, "  culprit      rank %u on %s score %.2f\n", f->suspects[j].rank,
+				  f->suspects[j].host, f->suspects[j].score);
+	}
+	for (size_t i = 0; i < r->nadvisories; i++)
+		sb_printf(&b, "advisory (%s): %s\n", r->advisories[i].kind, r->advisories[i].summary);
 	for (size_t i = 0; i < r->nevents; i++) {
 		const struct report_event *e = &r->events[i];
 		sb_printf(&b, "event %s on %s: %s (%s)\n", e->kind, e->host, e->verdict, e->reason);

@@ -1,4 +1,4 @@
-/* report.h: the diagnosis report (DESIGN.md "Report JSON"), its JSON and text renderings. */
+/* report.h: the diagnosis report (docs/method.md, "The report"), its JSON and text renderings. */
 #ifndef CULPRIT_REPORT_H
 #define CULPRIT_REPORT_H
 
@@ -22,7 +22,8 @@ struct report_evidence {
 	double z;          /* robust z */
 	double group_cv;   /* NaN when the group was too small */
 	double value_ms, peer_ms;
-	int fallback;      /* small group: own history and other groups */
+	int fallback;      /* scored by its own change against the job's (own history) */
+	int by_stage;      /* scored against its pipeline stage */
 	double own_ratio;  /* to the rank's own baseline (its individual score), NaN without one */
 };
 
@@ -47,6 +48,31 @@ struct report_suspect {
 	struct report_kernel k[REPORT_MAX_KERNELS];
 	size_t nk;
 };
+
+/* One independent fault: its category, its culprits (with their evidence and kernels)
+ * and what it costs. A report holds each fault it finds; the largest is also the report's
+ * verdict and suspects. */
+struct report_finding {
+	const char *category;
+	char summary[512];
+	int stage;                       /* stage_imbalance: the heavier stage, else -1 */
+	struct report_suspect *suspects; /* culprits only */
+	size_t nsuspects, culprits_total;
+	double lost_ms;
+};
+
+/* A standing cost that needs no page: nothing regressed, yet it costs every step. */
+struct report_advisory {
+	const char *kind;  /* "stage_imbalance", "slow_rank" */
+	char summary[400];
+	int stage;         /* or -1 */
+	int64_t rank;      /* or -1 */
+	char host[REPORT_NAME_MAX];
+	double ratio, cost_ms;
+};
+
+#define REPORT_MAX_FINDINGS 4
+#define REPORT_MAX_ADVISORIES 4
 
 struct report_event {
 	char host[REPORT_NAME_MAX];
@@ -74,6 +100,11 @@ struct report {
 	struct report_event *events;
 	size_t nevents;
 	double lost_ms;
+	const char *onset;    /* how the window opened: "sudden", "intermittent", "gradual" */
+	struct report_finding findings[REPORT_MAX_FINDINGS]; /* [0] is the verdict above */
+	size_t nfindings;
+	struct report_advisory advisories[REPORT_MAX_ADVISORIES];
+	size_t nadvisories;
 };
 
 void report_init(struct report *r);

@@ -25,6 +25,7 @@ struct store {
 	uint32_t *phase_of_name, *kernel_of_name, map_cap;
 	uint32_t nphase, *phase_name;
 	uint8_t *phase_kind, *phase_group;
+	uint32_t lead_slot; /* the untracked time before a rank's first phase, or STORE_NO_SLOT */
 	uint32_t nkernel, *kernel_name;
 	uint8_t *kernel_kind;
 
@@ -171,6 +172,7 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	if (!s)
 		return NULL;
 	s->topo = *t;
+	s->lead_slot = STORE_NO_SLOT;
 	if (cfg)
 		s->cfg = *cfg;
 	if (!s->cfg.ring_iters)
@@ -452,6 +454,7 @@ struct store *store_snapshot_reuse(struct store *d, const struct store *src)
 		return NULL;
 	}
 	d->nphase = src->nphase;
+	d->lead_slot = src->lead_slot;
 	d->nkernel = src->nkernel;
 	d->latest = src->latest;
 	d->next = src->next;
@@ -634,6 +637,25 @@ int store_add_iter(struct store *s, const struct record_iter *rec)
 	return 0;
 }
 
+/* The phase slot of STORE_LEAD_PHASE, made on first use (STORE_NO_SLOT when none is left) */
+static uint32_t lead_slot(struct store *s)
+{
+	if (s->lead_slot != STORE_NO_SLOT)
+		return s->lead_slot;
+	if (s->nphase == s->cfg.max_phases)
+		return STORE_NO_SLOT;
+	int name = store_intern_name(s, STORE_LEAD_PHASE);
+	if (name < 0 || s->phase_of_name[name] != STORE_NO_SLOT)
+		return STORE_NO_SLOT; /* out of memory, or an agent sends a phase of that name */
+	uint32_t slot = s->nphase++;
+	s->phase_of_name[name] = slot;
+	s->phase_name[slot] = (uint32_t)name;
+	s->phase_kind[slot] = RECORD_KIND_HOST;
+	s->phase_group[slot] = RECORD_GROUP_NONE;
+	s->lead_slot = slot;
+	return slot;
+}
+
 int store_add_phase(struct store *s, const struct record_phase *rec)
 {
 	if (rec->rank >= s->topo.world || rec->name >= s->names.n || rec->iter >= UINT32_MAX - 1) {
@@ -661,6 +683,17 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 	uint32_t v = clamp_us(rec->dur_us);
 	/* the same phase twice in one iteration (e.g. per micro-batch): durations add up */
 	*p = *p == STORE_ABSENT ? v : clamp_us((int64_t)*p + v);
+	if (rec->start_us != RECORD_NO_START && rec->start_us >= 0 && slot != s->lead_slot &&
+	    (rec->start_us > 0 || s->lead_slot != STORE_NO_SLOT)) {
+		/* the earliest start of the iteration's phases: time no phase covers, before
+		 * the first one (a data loader nobody timed, a host stall); made when a phase
+		 * first starts after its iteration does */
+		uint32_t ls = lead_slot(s);
+		if (ls != STORE_NO_SLOT) {
+			uint32_t *q = &s->pdur[idx * s->cfg.max_phases + ls], a = clamp_us(rec->start_us);
+			*q = *q == STORE_ABSENT || a < *q ? a : *q;
+		}
+	}
 	return 0;
 }
 

@@ -103,6 +103,11 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms);
 /* End of input (offline): hands out the remaining iterations that have any report. */
 void store_flush(struct store *s);
 
+/* A phase the store makes itself, of kind host, when phases carry start offsets: the time
+ * from a rank's iteration start to its first phase (time no phase covers, where a data
+ * loader nobody timed or a host stall shows). */
+#define STORE_LEAD_PHASE "(before the first phase)"
+
 /* Phase slots: phases are stored by slot; each slot has the name, kind and group of the
  * first record seen with that name. */
 uint32_t store_phase_count(const struct store *s);

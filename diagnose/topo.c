@@ -143,6 +143,39 @@ uint32_t topo_pp_chain(const struct topo *t, uint32_t rank)
 	return (c.dp * t->cp + c.cp) * t->tp + c.tp;
 }
 
+uint32_t topo_collective_group_count(const struct topo *t, enum topo_dim dim)
+{
+	switch (dim) {
+	case TOPO_TP:
+		return t->pp * t->cp * t->dp;
+	case TOPO_CP:
+		return t->pp * t->tp * t->dp;
+	case TOPO_EP:
+		return topo_ep_group_count(t);
+	case TOPO_PP:
+		return topo_pp_chain_count(t);
+	default:
+		return topo_role_group_count(t);
+	}
+}
+
+uint32_t topo_collective_group(const struct topo *t, uint32_t rank, enum topo_dim dim)
+{
+	struct topo_coords c = topo_coords(t, rank);
+	switch (dim) {
+	case TOPO_TP:
+		return (c.pp * t->cp + c.cp) * t->dp + c.dp;
+	case TOPO_CP:
+		return (c.pp * t->tp + c.tp) * t->dp + c.dp;
+	case TOPO_EP:
+		return topo_ep_group(t, rank);
+	case TOPO_PP:
+		return topo_pp_chain(t, rank);
+	default:
+		return topo_role_group(t, rank);
+	}
+}
+
 size_t topo_role_members(const struct topo *t, uint32_t rank, uint32_t *out, size_t cap)
 {
 	struct topo_coords c = topo_coords(t, rank);

@@ -50,6 +50,12 @@ uint32_t topo_ep_group(const struct topo *t, uint32_t rank);
 uint32_t topo_pp_chain_count(const struct topo *t);
 uint32_t topo_pp_chain(const struct topo *t, uint32_t rank);
 
+/* The group a collective along dimension dim runs in: the ranks that differ from rank only
+ * in that coordinate (TP: same pp, cp, dp; CP: same pp, tp, dp; DP: the role group; EP:
+ * the EP group; PP: the pipeline chain). Ids are 0 .. count-1. */
+uint32_t topo_collective_group_count(const struct topo *t, enum topo_dim dim);
+uint32_t topo_collective_group(const struct topo *t, uint32_t rank, enum topo_dim dim);
+
 /* Members of the group of rank, in ascending dp (role/EP) or pp (chain) order.
  * Each writes at most cap ranks to out and returns the group's size. */
 size_t topo_role_members(const struct topo *t, uint32_t rank, uint32_t *out, size_t cap);

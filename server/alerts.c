@@ -392,11 +392,11 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 				if (ja->am && !json_equal(json_object_get(ja->am, "labels"), json_object_get(now, "labels")))
 					json_array_append_new(arr, ended(ja->am, inc->changed_us));
 				json_array_append(arr, now);
-				am_keep = json_dumps(now, JSON_COMPACT);
+				am_keep = json_dumps(now, JSON_COMPACT | JSON_REAL_PRECISION(10));
 				json_decref(ja->am);
 				ja->am = now;
 			}
-			payload[DELIVER_ALERTMANAGER] = json_array_size(arr) ? json_dumps(arr, JSON_COMPACT) : NULL;
+			payload[DELIVER_ALERTMANAGER] = json_array_size(arr) ? json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(arr);
 		}
 		if (a->on[DELIVER_WEBHOOK]) {
@@ -406,7 +406,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
 					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
 					      "host", ja->host, "suspects", ja->suspects, "report_url", report_url);
-			char *rest = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			char *rest = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 
 			json_decref(o);
 			if (rest) {
@@ -432,7 +432,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 					 incident_change_name(change), job->name, inc->category,
 					 ja->host[0] ? ja->host : "?", inc->summary, ja->suspects, report_url);
 			o = json_pack("{s:s}", "text", text);
-			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
 		}
 		if (a->on[DELIVER_PAGERDUTY]) {
@@ -448,7 +448,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 				      severity(inc->category), "component", job->name, "group", inc->category,
 				      "custom_details", "suspects", ja->suspects, "report_url", report_url, "state", dedup,
 				      "links", "href", report_url, "text", "culprit report");
-			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
 		}
 	}

@@ -114,7 +114,7 @@ void api_reply_text(struct evhttp_request *req, int status, const char *json, si
 
 void api_reply_json(struct evhttp_request *req, int status, json_t *body)
 {
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 
 	json_decref(body);
 	if (!text) {

@@ -184,7 +184,7 @@ static void post_events(struct api_req *r)
 						      "kind", e->kind, "ts_us", (json_int_t)e->ts_us, "source", e->source,
 						      "detail", e->detail));
 	}
-	rows_text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
+	rows_text = rows ? json_dumps(rows, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 	json_decref(rows);
 	if (!rows_text) {
 		api_reply_error(r->req, 500, "internal error", "out of memory");

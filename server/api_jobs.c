@@ -179,7 +179,7 @@ static void incidents(struct api_req *r)
 	/* a job known only from PostgreSQL (culpritd restarted) has no current incident */
 	job = strmap_get(&r->s->jobs, r->seg[1]);
 	inc = job ? incident_json(&job->incident) : json_null();
-	cur = json_dumps(inc, JSON_COMPACT | JSON_ENCODE_ANY);
+	cur = json_dumps(inc, JSON_COMPACT | JSON_REAL_PRECISION(10) | JSON_ENCODE_ANY);
 	json_decref(inc);
 	if (!cur) {
 		api_reply_error(r->req, 500, "internal error", "out of memory");

@@ -42,7 +42,7 @@ void http_send(struct evhttp_request *req, int status)
 static void reply_json(struct evhttp_request *req, int status, json_t *body)
 {
 	struct evbuffer *out = evhttp_request_get_output_buffer(req);
-	char *text = json_dumps(body, JSON_COMPACT);
+	char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
 
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
 	if (text) {

@@ -297,7 +297,7 @@ void jobs_diagnosis_results(struct server *s)
 			j = report_to_json(&res[i].report);
 			if (j) {
 				free(job->latest_report);
-				job->latest_report = json_dumps(j, JSON_COMPACT);
+				job->latest_report = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
 				json_decref(j);
 			}
 			change = incident_report(&job->incident, job->name, &res[i].report,

@@ -15,6 +15,9 @@ jq -e '[.suspects[] | select(.role == "culprit") | .rank] == [517]' "$dir/r.json
 jq -e '[.suspects[] | select(.role == "culprit") | .host] == ["node-64"]' "$dir/r.json" >/dev/null || fail "host"
 jq -e '.suspects[0].evidence[0].phase == "mlp" and .suspects[0].coords.pp == 2' "$dir/r.json" >/dev/null || fail "evidence"
 jq -e '(.window.first_iter | type) == "number" and .lost_ms_per_iter > 0 and (.victims.ranks > 0)' "$dir/r.json" >/dev/null || fail "window fields"
+# numbers as a reader wants them: no binary noise (67.400000000000006), no NaN
+! grep -Eq '[0-9]\.[0-9]{5,}' "$dir/r.json" || fail "a number with more than 4 decimals: $(grep -Eo '[0-9]+\.[0-9]{5,}' "$dir/r.json" | head -1)"
+! grep -qi 'nan' "$dir/r.json" || fail "nan in the report"
 "$culprit" diagnose --text "$dir/s.jsonl.gz" >"$dir/r.txt"
 grep -q "compute_degradation" "$dir/r.txt" && grep -q "rank 517 on node-64" "$dir/r.txt" || fail "--text"
 

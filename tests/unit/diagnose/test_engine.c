@@ -131,10 +131,45 @@ static void online_shuffled(void **state)
 	engine_destroy(e);
 }
 
+/* L1 judges the step the job takes, not the mean of the ranks' durations: from iteration
+ * 20 the later pipeline stages start their iterations 40% of a step later than stage 0
+ * (a slow node holds the chain back), each rank's own duration unchanged. The mean
+ * duration stays flat; the wall-clock step (latest end - earliest start) grows 40%. */
+static void step_not_mean(void **state)
+{
+	(void)state;
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, 16, 1, 1, 4, 4, 1, NULL, 8, err, sizeof(err)), 0);
+	struct engine *e = engine_create(&t, NULL);
+	assert_non_null(e);
+	struct store *s = engine_store(e);
+	uint32_t mlp = (uint32_t)store_intern_name(s, "mlp");
+	int opened = 0;
+	int64_t t0 = 1000000000LL;
+	for (uint32_t it = 0; it < 40; it++) {
+		int64_t step = it >= 20 ? 1400000 : 1000000;
+		for (uint32_t r = 0; r < 16; r++) {
+			uint32_t pp = r / 4; /* order tp-cp-ep-dp-pp: dp fastest here */
+			int64_t off = it >= 20 ? (int64_t)pp * 400000 / 3 : 0;
+			struct record_iter ri = {r, it, t0 + off, 1000000};
+			struct record_phase p = {r, it, mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, 900000};
+			assert_int_equal(store_add_iter(s, &ri), 0);
+			assert_int_equal(store_add_phase(s, &p), 0);
+		}
+		t0 += step;
+		opened += (engine_poll(e) & ENGINE_OPENED) != 0;
+	}
+	assert_int_equal(opened, 1);
+	assert_int_equal(engine_l1(e)->first_iter, 20);
+	engine_destroy(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(online_shuffled),
+		cmocka_unit_test(step_not_mean),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
