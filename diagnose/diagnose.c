@@ -36,6 +36,9 @@ void diagnose_input_from_l1(struct diagnose_input *in, const struct l1 *l, int64
 		in->baseline_ms = l1_baseline(l);
 	in->window_ms = l1_window_ms(l);
 	in->now_us = now_us;
+	static const char *const onset[] = {[L1_STEP] = "sudden", [L1_INTERMITTENT] = "intermittent",
+					    [L1_GRADUAL] = "gradual"};
+	in->onset = l->windows ? onset[l->mode] : NULL;
 }
 
 size_t diagnose_hung(const struct store *s, int64_t now_us, double baseline_ms, double factor,
@@ -897,6 +900,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		goto out;
 
 	rep->has_window = in->has_window;
+	rep->onset = in->onset;
 	rep->first_iter = in->first_iter;
 	rep->last_iter = in->last_iter;
 	rep->baseline_ms = in->baseline_ms;
@@ -1118,6 +1122,13 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	}
 	qsort(rep->suspects, ns, sizeof(*rep->suspects), cmp_suspect);
 	rep->nsuspects = ns < cfg.max_listed ? ns : cfg.max_listed;
+	if (rep->nfindings && rep->onset && strcmp(rep->onset, "sudden") != 0) {
+		/* how it came: a drift or now and then, not a step */
+		char tmp[sizeof(rep->summary)];
+		snprintf(tmp, sizeof(tmp), "%s", rep->summary);
+		snprintf(rep->summary, sizeof(rep->summary), "%s, from iteration %u: %.440s", rep->onset,
+			 rep->first_iter, tmp);
+	}
 	if (rep->nfindings && rep->late_consistent && rep->findings[0].nsuspects) {
 		/* say it in the verdict: the late arrivers come from the culprits */
 		size_t len = strlen(rep->summary);

@@ -34,6 +34,7 @@ struct diagnose_input {
 	uint32_t first_iter, last_iter;
 	double baseline_ms, window_ms;  /* from L1; baseline also serves the hang check */
 	int64_t now_us;                 /* for the hang check; 0 skips it */
+	const char *onset;              /* "sudden", "intermittent", "gradual"; NULL: unknown */
 };
 
 void diagnose_config_default(struct diagnose_config *c);
