@@ -131,11 +131,15 @@ static int phase_flag_any(const struct work *w, uint32_t r, int kind_mask, int f
 #define KM_COMM (1 << RECORD_KIND_COMM)
 #define KM_HOST (1 << RECORD_KIND_HOST)
 
-static void fill_identity(const struct work *w, struct report_suspect *su, uint32_t r)
+/* a suspect's identity, role and level */
+static void fill_identity(const struct work *w, struct report_suspect *su, uint32_t r,
+			  enum report_role role, const char *level)
 {
 	su->rank = r;
 	store_host(w->s, r, su->host, sizeof(su->host));
 	su->coords = topo_coords(w->t, r);
+	su->role = role;
+	su->level = level;
 }
 
 /* evidence: phases of kinds in mask with flag, largest |z| first */
@@ -556,9 +560,7 @@ static int report_hang(struct work *w, const struct diagnose_input *in, uint32_t
 		return -1;
 	for (size_t i = 0; i < nc; i++) {
 		struct report_suspect *su = &rep->suspects[i];
-		fill_identity(w, su, hung[i]);
-		su->role = REPORT_CULPRIT;
-		su->level = "L1";
+		fill_identity(w, su, hung[i], REPORT_CULPRIT, "L1");
 		uint32_t it;
 		int64_t end;
 		store_rank_last(w->s, hung[i], &it, &end);
@@ -723,9 +725,7 @@ static int make_finding(struct work *w, struct report_finding *f, const uint8_t 
 	double lost = 0;
 	for (size_t i = 0; i < nc; i++) {
 		struct report_suspect *su = &f->suspects[i];
-		fill_identity(w, su, list[i]);
-		su->role = REPORT_CULPRIT;
-		su->level = "L2";
+		fill_identity(w, su, list[i], REPORT_CULPRIT, "L2");
 		double ex;
 		su->score = fill_evidence(w, su, list[i], def[k].mask, def[k].flag, &ex);
 		if (k != FK_LATE && ex > lost)
@@ -1113,9 +1113,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		if (w.role[r] != 2)
 			continue;
 		struct report_suspect *su = &rep->suspects[ns++];
-		fill_identity(&w, su, r);
-		su->role = REPORT_LATE_ARRIVER;
-		su->level = "L2";
+		fill_identity(&w, su, r, REPORT_LATE_ARRIVER, "L2");
 		su->consistent = nc && explained_by(&w, r, list, nc);
 		double ex;
 		su->score = fill_evidence(&w, su, r, KM_COMM, L2_LOW, &ex);
