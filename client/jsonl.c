@@ -502,6 +502,8 @@ static int parse_durs(struct jp *outer, const struct jval *v, int64_t **durs, si
 		struct jval x;
 		if (j.p >= j.end || !((*j.p >= '0' && *j.p <= '9') || *j.p == '-') || jnumber(&j, &x) < 0)
 			return -1;
+		if (!x.is_int && !(x.d > -9.2e18 && x.d < 9.2e18))
+			return -1; /* no int64 holds it (as for any other integer field) */
 		if (*n == *cap) {
 			size_t nc = *cap * 2;
 			int64_t *d = realloc(*durs, nc * sizeof(*d));

@@ -245,14 +245,17 @@ static void compare(struct cmp *k, double x, int ok, double med, double mad, dou
  * the job's). High: one comparison past z_threshold and ratio_high; or, for faults under
  * ratio_high, two comparisons that agree past subtle_z and subtle_ratio. The z and ratio
  * kept are those of the comparison that decided (the role group's when none did). */
-static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *k,
+static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *k, double presence,
 		  const struct l2_config *cfg)
 {
 	int by = -1, subtle = 0, low = -1;
-	/* an excess under step_share of the step cannot be what slows the job */
+	/* an excess under step_share of the step cannot be what slows the job (a phase of
+	 * some iterations only, an eval step, adds its excess in those only) */
 	double floor = cfg->step_ms > 0 && cfg->step_share * cfg->step_ms > cfg->min_delta_ms
 			       ? cfg->step_share * cfg->step_ms
 			       : cfg->min_delta_ms;
+	if (presence > 0 && presence < 1)
+		floor /= presence;
 	for (int i = 0; i < 3; i++) {
 		if (!k[i].ok)
 			continue;
@@ -265,6 +268,10 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 		    -delta > cfg->min_delta_ms && (low < 0 || k[i].z < k[low].z))
 			low = i;
 	}
+	/* a rank no slower than its own past did not cause this window, however it compares
+	 * with its peers (it was so before: a standing cost, an advisory's matter) */
+	if (isfinite(b) && b > 0 && v < b * cfg->subtle_ratio)
+		by = -1, subtle = 0;
 	if (by < 0 && subtle >= 2)
 		for (int i = 0; i < 3; i++)
 			if (k[i].ok && k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio &&
@@ -289,8 +296,9 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 
 /* A communication phase against its collective's members. Its duration is the wait for
  * the last member to arrive plus the transfer, so a ratio says little when the wait is long:
- * past z_threshold, a member is high (low) when it spends comm_share of the job's step more
- * (less) than the members' median, or its ratio to it passes ratio_high (ratio_low); the
+ * past z_threshold, a member is high when it spends comm_share of the job's step more than
+ * the members' median (its ratio past ratio_high when the step is unknown), low when it
+ * spends that share less or its ratio is under ratio_low; the
  * MAD is floored at a tenth of that share of the step when that is below the usual floor
  * (a long wait makes a share of the median large). */
 static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct cmp *k, size_t n,
@@ -303,7 +311,10 @@ static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct 
 	 * other or moved its data slower, the shorter one came last or faster */
 	if (k->ok && n >= 3) {
 		double d = v - k->ref_ms;
-		if (k->z > cfg->z_threshold && d > cfg->min_delta_ms && (d > need || k->ratio > cfg->ratio_high))
+		/* a slow link must cost a share of the step; a late arrival may be small (it
+		 * says who comes last, not what the job loses) */
+		if (k->z > cfg->z_threshold && d > cfg->min_delta_ms &&
+		    (isfinite(need) ? d > need : k->ratio > cfg->ratio_high))
 			l->flag[c] |= L2_HIGH;
 		if (k->z < -cfg->z_threshold && -d > cfg->min_delta_ms && (-d > need || k->ratio < cfg->ratio_low))
 			l->flag[c] |= L2_LOW;
@@ -527,7 +538,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
 					own.n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
 					b, cfg.mad_floor_rel * own_ref);
-				judge(l, c, v, b, k, &cfg);
+				judge(l, c, v, b, k, l->presence[p], &cfg);
 			}
 		}
 	}

@@ -52,6 +52,15 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q 'bad2.jsonl:4: missing field "dur_us"' "$dir/err" || fail "missing field: $(cat "$dir/err")"
 
+# a duration no int64 holds (1e300): the line is refused, nothing overflows
+head -1 "$dir/h.jsonl" >"$dir/bad3.jsonl"
+echo '{"type":"kernel","job":"x","rank":0,"iter":0,"name":"k","kind":"compute","count":2,"durs_us":[1,1e300]}' >>"$dir/bad3.jsonl"
+set +e
+"$culprit" diagnose "$dir/bad3.jsonl" >/dev/null 2>"$dir/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'bad3.jsonl:2: invalid field "durs_us"' "$dir/err" || fail "durs out of range: rc $rc $(cat "$dir/err")"
+
 # unknown format
 set +e
 "$culprit" diagnose --format kineto "$dir/h.jsonl" >/dev/null 2>&1; rc1=$?
