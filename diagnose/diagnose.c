@@ -606,33 +606,48 @@ static enum fault_kind rank_fault(const struct work *w, uint32_t r)
 }
 
 /* Drops the communication candidates that only wait: every communication phase where
- * they are long has a compute or host culprit among the members of their collective. */
+ * they are long has compute or host culprits for a third or more of the collective's
+ * members. One late member makes every other member wait alike (none stands out); when a
+ * third or more are late, the median member is one of them and the ones on time look long.
+ * A member long beyond the others' wait moves its data slower: it stays. */
 static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
 {
 	uint32_t P = w->P, W = w->W;
-	uint8_t *mark = calloc((size_t)P * W, 1); /* [phase][collective group]: holds a culprit */
-	if (!mark)
+	/* [phase][collective group]: members, and culprits among them */
+	uint32_t *members = calloc((size_t)P * W, sizeof(uint32_t));
+	uint32_t *late = calloc((size_t)P * W, sizeof(uint32_t));
+	if (!members || !late) {
+		free(members);
+		free(late);
 		return -1;
-	for (uint32_t q = 0; q < W; q++)
-		if (kind[q] == FK_COMPUTE || kind[q] == FK_HOST)
-			for (uint32_t p = 0; p < P; p++)
-				if (w->kind[p] == RECORD_KIND_COMM)
-					mark[(size_t)p * W +
-					     topo_collective_group(w->t, q, l2_collective_dim(store_phase_group(w->s, p)))] = 1;
+	}
+	for (uint32_t p = 0; p < P; p++) {
+		if (w->kind[p] != RECORD_KIND_COMM)
+			continue;
+		enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+		for (uint32_t q = 0; q < W; q++) {
+			size_t g = (size_t)p * W + topo_collective_group(w->t, q, dim);
+			members[g]++;
+			late[g] += kind[q] == FK_COMPUTE || kind[q] == FK_HOST;
+		}
+	}
 	for (uint32_t r = 0; r < W; r++) {
 		if (kind[r] != FK_COMM)
 			continue;
 		int waits = 1;
 		for (uint32_t p = 0; p < P && waits; p++)
-			if (w->kind[p] == RECORD_KIND_COMM && (w->l2.flag[(size_t)r * P + p] & L2_HIGH))
-				waits = mark[(size_t)p * W + topo_collective_group(
-								 w->t, r, l2_collective_dim(store_phase_group(w->s, p)))];
+			if (w->kind[p] == RECORD_KIND_COMM && (w->l2.flag[(size_t)r * P + p] & L2_HIGH)) {
+				size_t g = (size_t)p * W +
+					   topo_collective_group(w->t, r, l2_collective_dim(store_phase_group(w->s, p)));
+				waits = late[g] * 3 >= members[g];
+			}
 		if (waits) {
 			kind[r] = FK_NONE;
 			count[FK_COMM]--;
 		}
 	}
-	free(mark);
+	free(members);
+	free(late);
 	return 0;
 }
 
