@@ -73,14 +73,15 @@ static double median_small(const double *x, uint32_t n)
  * (checkpoint stalls, eval steps) without moving it; it costs O(cnt) + 64 compares instead
  * of a selection per rank, phase and window (see docs/method.md). */
 /* median of exactly 8 values: an optimal 19-comparator sorting network, unrolled to
- * branchless min/max in registers */
+ * branchless min/max in registers (written as a < b ? a : b and a > b ? a : b, the exact
+ * semantics of minsd and maxsd; b = a < b ? b : a compiled to compare-and-jump) */
 static double median8(const double *m)
 {
 	double v0 = m[0], v1 = m[1], v2 = m[2], v3 = m[3], v4 = m[4], v5 = m[5], v6 = m[6], v7 = m[7];
 #define CE(a, b)                            \
 	do {                                \
 		double lo_ = a < b ? a : b; \
-		b = a < b ? b : a;          \
+		b = a > b ? a : b;          \
 		a = lo_;                    \
 	} while (0)
 	CE(v0, v2);
