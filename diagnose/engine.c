@@ -137,9 +137,10 @@ int engine_finish(struct engine *e, struct report *out)
 	engine_poll(e);
 	int64_t now = store_latest_us(e->store);
 	if (!e->l1.windows && e->n_iter &&
-	    (e->n_iter < e->l1.cfg.min_history || e->cfg.whole_input) && !engine_hung(e, now, NULL, 0)) {
-		/* input too short for L1 (e.g. one profiled step per rank), or a whole-input
-		 * analysis: L2 and attribution over all of it as one window, without a baseline
+	    (e->n_iter < ENGINE_SHORT_INPUT || e->cfg.whole_input) && !engine_hung(e, now, NULL, 0)) {
+		/* input too short for a baseline worth the name (one profiled step per rank, a
+		 * trace of a few steps recorded to be looked at), or a whole-input analysis: L2
+		 * and attribution over all of it as one window, without a baseline
 		 * (docs/method.md) */
 		struct diagnose_input in;
 		diagnose_input_from_l1(&in, &e->l1, 0);

@@ -28,6 +28,10 @@ enum {
 	ENGINE_DUE = 4,    /* a diagnosis is due: the open window reached due_iters, or closed */
 };
 
+/* An input of fewer iterations that opened no window is analysed whole (engine_finish): a
+ * trace of a few steps has no past to regress from; what it shows is who is slower. */
+#define ENGINE_SHORT_INPUT 16
+
 struct engine_config {
 	struct store_config store;
 	struct l1_config l1;
@@ -53,8 +57,8 @@ size_t engine_hung(const struct engine *e, int64_t now_us, uint32_t *out, size_t
 /* Offline end of input: flush the last iterations, and produce the final report: a hang
  * when ranks stopped reporting before the end (now = the latest end time in the data),
  * else the open window, else the most recent closed window, else category none. An input
- * too short for L1 (fewer iterations than l1 min_history), or any input without a window
- * when whole_input is set, is analysed as one window without a baseline. */
+ * of fewer than ENGINE_SHORT_INPUT iterations without a window, or any input without a
+ * window when whole_input is set, is analysed as one window without a baseline. */
 int engine_finish(struct engine *e, struct report *out);
 /* Continues a window left open by a previous process (l1_resume); a diagnosis is due once
  * the window has grown by due_iters. */

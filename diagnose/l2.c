@@ -15,7 +15,7 @@ void l2_config_default(struct l2_config *c)
 	c->ratio_low = 0.8;
 	c->min_delta_ms = 1;
 	c->mad_floor_rel = 0.02;
-	c->small_group = 5;
+	c->small_group = 4;
 	c->subtle_z = 4;
 	c->subtle_ratio = 1.1;
 	c->comm_share = 0.05;

@@ -32,7 +32,7 @@ struct l2_config {
 	double ratio_low;     /* default 0.8 */
 	double min_delta_ms;  /* default 1 */
 	double mad_floor_rel; /* default 0.02 */
-	uint32_t small_group; /* default 5 */
+	uint32_t small_group; /* default 4 */
 	double subtle_z;      /* two comparisons past this z ... (default 4) */
 	double subtle_ratio;  /* ... and this ratio flag a fault under ratio_high (default 1.1) */
 	double comm_share;    /* a collective's member off its median by this share of the step (0.05) */
