@@ -53,14 +53,31 @@ static void check_batch(const Culprit__V1__Batch *b)
 	sketch_free(&scratch);
 }
 
-/* Whether the envelope, its message or a Hello's topology carried fields unknown to us. */
-static int has_unknown(const frame_envelope *env)
+/* Whether a message or any message inside it carried fields unknown to us (protobuf-c keeps
+ * them as they came and packs them back verbatim, even with a field number 0). */
+static int has_unknown(const ProtobufCMessage *m)
 {
-	const ProtobufCMessage *msg = (const ProtobufCMessage *)env->hello; /* any member of the oneof */
-
-	return env->base.n_unknown_fields || (msg && msg->n_unknown_fields) ||
-	       (env->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO && env->hello->topology &&
-		env->hello->topology->base.n_unknown_fields);
+	if (!m)
+		return 0;
+	if (m->n_unknown_fields)
+		return 1;
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		const char *at = (const char *)m + f->offset;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
+			ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)at;
+			for (size_t k = 0; k < n; k++)
+				if (has_unknown(v[k]))
+					return 1;
+		} else if (has_unknown(*(const ProtobufCMessage *const *)at)) {
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -94,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    body2 + FRAME_HEADER != n)
 		__builtin_trap();
 	again = frame_unpack(buf + FRAME_HEADER, body2);
-	if (!again ? !has_unknown(env) : again->msg_case != env->msg_case)
+	if (!again ? !has_unknown(&env->base) : again->msg_case != env->msg_case)
 		__builtin_trap();
 	frame_free(again);
 	free(buf);

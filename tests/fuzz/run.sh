@@ -25,6 +25,13 @@ for t in $targets; do
 	else
 		echo "$t: FAILED"
 		tail -40 "$work/$t.log"
+		# the input is gone with $work: print it, so that a failure in CI can be replayed
+		for a in "$work/$t-"*; do
+			[ -f "$a" ] || continue
+			echo "input $(basename "$a") ($(wc -c <"$a") bytes, hex; replay: xxd -r -p >FILE):"
+			od -An -tx1 -v "$a" | head -c 16384 | tr -d ' \n' | fold -w 64
+			echo
+		done
 		rc=1
 	fi
 done
