@@ -214,13 +214,6 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 				l->cusum_start = iter;
 		}
 	}
-	/* recent ring for k of m */
-	l->recent_iter[l->rpos] = iter;
-	l->recent_high[l->rpos] = (uint8_t)high;
-	l->recent_ms[l->rpos] = ms;
-	l->rpos = (l->rpos + 1) % c->open_m;
-	if (l->nrecent < c->open_m)
-		l->nrecent++;
 	/* every iteration */
 	l->all_iter[l->apos] = iter;
 	l->all_high[l->apos] = (uint8_t)high;
@@ -254,8 +247,6 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 			l->open = 0;
 			l->pending_sum_ms = 0;
 			l->pending_n = 0;
-			l->nrecent = 0;
-			l->rpos = 0;
 			l->nall = 0;
 			l->apos = 0;
 			l->cusum = 0;
@@ -270,12 +261,13 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 			l->nhist++;
 	}
 	uint32_t nhigh = 0, first = iter;
-	for (uint32_t i = 0; i < l->nrecent; i++)
-		if (l->recent_high[i]) {
+	for (uint32_t k = 0; k < c->open_m && k < l->nall; k++) {
+		uint32_t j = all_at(l, k);
+		if (l->all_high[j]) {
 			nhigh++;
-			if (l->recent_iter[i] < first)
-				first = l->recent_iter[i];
+			first = l->all_iter[j]; /* the older, the later in k */
 		}
+	}
 	if (nhigh >= c->open_k) {
 		open_step(l, first, iter, med);
 		return L1_OPENED;
@@ -320,5 +312,5 @@ void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
 	l->prev_high = 1;
 	l->window_sum_ms = l->pending_sum_ms = 0;
 	l->window_n = l->pending_n = 0;
-	l->nrecent = l->rpos = 0;
+	l->nall = l->apos = 0;
 }

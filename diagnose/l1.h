@@ -39,11 +39,6 @@ struct l1 {
 	struct l1_config cfg;
 	double hist[L1_HISTORY_MAX]; /* ring of normal iterations (ms) */
 	uint32_t nhist, hpos;
-	/* recent iterations for the k-of-m rule */
-	uint32_t recent_iter[L1_HISTORY_MAX];
-	uint8_t recent_high[L1_HISTORY_MAX];
-	double recent_ms[L1_HISTORY_MAX];
-	uint32_t nrecent, rpos;
 	int open;
 	uint32_t first_iter, last_iter; /* of the current or last window */
 	uint32_t normal_run;            /* iterations since the window's last high one */
@@ -56,7 +51,7 @@ struct l1 {
 	uint32_t windows;               /* windows opened so far */
 	enum l1_mode mode;              /* of the current or last window */
 	double open_rel;                /* while open: high = above baseline * (1 + open_rel) */
-	/* every iteration (high ones too), for the share of high ones before and now */
+	/* every iteration (high ones too): the k-of-m rule, the share of high ones before and now */
 	uint8_t all_high[L1_HISTORY_MAX];
 	double all_ms[L1_HISTORY_MAX];
 	uint32_t all_iter[L1_HISTORY_MAX];

@@ -465,7 +465,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		struct stats_group own = {0};
 		own.median = NAN;
 		double own_ref = NAN, own_spread = NAN;
-		if (l->has_base) {
+		if (l->has_base && !comm) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
 				double v = l->val[(size_t)r * P + p], b = l->base[(size_t)r * P + p];
@@ -489,7 +489,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		}
 		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
 		 * role groups do the same work) */
-		for (uint32_t q = 0; q < S; q++) {
+		for (uint32_t q = 0; q < S && !comm; q++) {
 			size_t n = 0;
 			for (uint32_t i = sstart[q]; i < sstart[q + 1]; i++) {
 				double v = l->val[(size_t)sorder[i] * P + p];

@@ -1,15 +1,15 @@
-/* l2.h: L2, cross-rank comparison of phase durations among ranks of the same role.
+/* l2.h: L2, cross-rank comparison of phase durations (docs/method.md, "L2").
  *
  * For the window [first, last] every rank's phase duration is a robust value over the
  * window's iterations: the median of 8 block means (the plain median under 8 iterations),
  * so a checkpoint stall or an eval step inside it does not count; likewise over the
- * baseline iterations [bfirst, blast] before it. Per role group (same pp, tp, cp) and
- * phase: the group's coefficient of variation, each rank's robust z-score
- * (x - median) / (1.4826 MAD), with the MAD floored at cfg.mad_floor_rel of the median so
- * a perfectly uniform group does not make tiny differences infinite, and its ratio to the
- * group median. Groups smaller than cfg.small_group use a fallback: the rank's ratio to its
- * own baseline, scored against the same ratio pooled over every rank of that phase (other
- * groups). */
+ * baseline iterations [bfirst, blast] before it. A compute or host phase is compared three
+ * ways, each a robust z-score (x - median) / (1.4826 MAD), the MAD floored at
+ * cfg.mad_floor_rel of the median, and a ratio: with its role group (same pp, tp, cp; from
+ * cfg.small_group ranks), with its pipeline stage, and its own change (window / baseline)
+ * with the job's lower quartile of changes. A communication phase is compared only with
+ * the members of its own collective (l2_collective_dim). Per role group and phase the
+ * group's coefficient of variation and median are kept for the report. */
 #ifndef CULPRIT_L2_H
 #define CULPRIT_L2_H
 
