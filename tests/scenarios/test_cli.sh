@@ -33,33 +33,27 @@ jq -e '.verdict.category == "compute_degradation" and
 "$culprit" diagnose --format jsonl "$dir/h.jsonl" >"$dir/h.json"
 jq -e '.verdict.category == "hang" and ([.suspects[].rank] == [777])' "$dir/h.json" >/dev/null || fail "hang"
 
+# refused(FILE PATTERN): diagnose exits 2 and its message matches PATTERN (file:line)
+refused() {
+	local rc=0
+	"$culprit" diagnose "$1" >/dev/null 2>"$dir/err" || rc=$?
+	[ "$rc" -eq 2 ] && grep -q "$2" "$dir/err" || fail "$(basename "$1"): exit $rc, $(cat "$dir/err")"
+}
+
 # malformed line: exit 2 with file:line
 head -5 "$dir/h.jsonl" >"$dir/bad.jsonl"
 echo '{"type":"iter","rank":1,' >>"$dir/bad.jsonl"
-set +e
-"$culprit" diagnose "$dir/bad.jsonl" >/dev/null 2>"$dir/err"
-rc=$?
-set -e
-[ "$rc" -eq 2 ] || fail "malformed line exit $rc"
-grep -q "bad.jsonl:6:" "$dir/err" || fail "no file:line in: $(cat "$dir/err")"
+refused "$dir/bad.jsonl" "bad.jsonl:6:"
 
 # a record with a missing field
 head -3 "$dir/h.jsonl" >"$dir/bad2.jsonl"
 echo '{"type":"iter","job":"x","rank":1,"iter":2}' >>"$dir/bad2.jsonl"
-set +e
-"$culprit" diagnose "$dir/bad2.jsonl" >/dev/null 2>"$dir/err"
-rc=$?
-set -e
-[ "$rc" -eq 2 ] && grep -q 'bad2.jsonl:4: missing field "dur_us"' "$dir/err" || fail "missing field: $(cat "$dir/err")"
+refused "$dir/bad2.jsonl" 'bad2.jsonl:4: missing field "dur_us"'
 
 # a duration no int64 holds (1e300): the line is refused, nothing overflows
 head -1 "$dir/h.jsonl" >"$dir/bad3.jsonl"
 echo '{"type":"kernel","job":"x","rank":0,"iter":0,"name":"k","kind":"compute","count":2,"durs_us":[1,1e300]}' >>"$dir/bad3.jsonl"
-set +e
-"$culprit" diagnose "$dir/bad3.jsonl" >/dev/null 2>"$dir/err"
-rc=$?
-set -e
-[ "$rc" -eq 2 ] && grep -q 'bad3.jsonl:2: invalid field "durs_us"' "$dir/err" || fail "durs out of range: rc $rc $(cat "$dir/err")"
+refused "$dir/bad3.jsonl" 'bad3.jsonl:2: invalid field "durs_us"'
 
 # unknown format
 set +e
