@@ -26,7 +26,7 @@ struct diagnose_config {
 	uint32_t l3_peers;        /* peers pooled per role group (64) */
 	double hang_factor;       /* overdue by this many baseline iterations = hung (3) */
 	double stage_ratio;       /* a stage's compute over the other stages' median (1.25) */
-	double few_fraction;      /* "a few ranks": at most this fraction of the job (0.05) */
+	double few_fraction;      /* "a few": this fraction of the nodes (at least 2) or of the ranks (0.05) */
 };
 
 struct diagnose_input {

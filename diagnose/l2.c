@@ -340,12 +340,25 @@ enum topo_dim l2_collective_dim(uint8_t group)
 	}
 }
 
+/* statistics of phase p over the ranks members[0..n) that hold it (xs, scratch: n doubles) */
+static void members_stats(const struct l2 *l, uint32_t p, const uint32_t *members, size_t n,
+			  double *xs, double *scratch, struct stats_group *out)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		double v = l->val[(size_t)members[i] * l->nphase + p];
+		if (isfinite(v))
+			xs[m++] = v;
+	}
+	stats_group(xs, m, scratch, out);
+}
+
 /* median and MAD of phase p over each collective group along dim, into cst[group] */
 static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t p,
 			     enum topo_dim dim, double *xs, double *scratch, uint32_t *order,
 			     uint32_t *start, struct stats_group *cst)
 {
-	uint32_t W = l->world, P = l->nphase, C = topo_collective_group_count(t, dim);
+	uint32_t W = l->world, C = topo_collective_group_count(t, dim);
 	if (C > W)
 		C = W;
 	memset(start, 0, (C + 2) * sizeof(*start));
@@ -355,15 +368,8 @@ static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t 
 		start[g + 2] += start[g + 1];
 	for (uint32_t r = 0; r < W; r++)
 		order[start[topo_collective_group(t, r, dim) + 1]++] = r;
-	for (uint32_t g = 0; g < C; g++) {
-		size_t n = 0;
-		for (uint32_t i = start[g]; i < start[g + 1]; i++) {
-			double v = l->val[(size_t)order[i] * P + p];
-			if (isfinite(v))
-				xs[n++] = v;
-		}
-		stats_group(xs, n, scratch, &cst[g]);
-	}
+	for (uint32_t g = 0; g < C; g++)
+		members_stats(l, p, order + start[g], start[g + 1] - start[g], xs, scratch, &cst[g]);
 }
 
 int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
@@ -489,25 +495,13 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		}
 		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
 		 * role groups do the same work) */
-		for (uint32_t q = 0; q < S && !comm; q++) {
-			size_t n = 0;
-			for (uint32_t i = sstart[q]; i < sstart[q + 1]; i++) {
-				double v = l->val[(size_t)sorder[i] * P + p];
-				if (isfinite(v))
-					xs[n++] = v;
-			}
-			stats_group(xs, n, scratch, &stage_st[q]);
-		}
+		for (uint32_t q = 0; q < S && !comm; q++)
+			members_stats(l, p, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
-			size_t n = 0;
-			for (uint32_t i = n0; i < n1; i++) {
-				double v = l->val[(size_t)order[i] * P + p];
-				if (isfinite(v))
-					xs[n++] = v;
-			}
 			struct stats_group st;
-			stats_group(xs, n, scratch, &st);
+			members_stats(l, p, order + n0, n1 - n0, xs, scratch, &st);
+			size_t n = st.n;
 			size_t gp = (size_t)g * P + p;
 			int small = n1 - n0 < cfg.small_group;
 			l->group_cv[gp] = small ? NAN : st.cv;
