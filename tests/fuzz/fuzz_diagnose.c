@@ -19,12 +19,19 @@
 #include "engine.h"
 #include "report_check.h"
 
+/* fuzz_diagnose_small (the long run) builds with smaller bounds: FUZZ_SMALL */
+#ifdef FUZZ_SMALL
+#define MAX_WORLD 16
+#define MAX_ITERS 12
+#define MAX_RECORDS 400
+#else
 #define MAX_WORLD 256
 #define MAX_ITERS 40
+#define MAX_RECORDS 8000
+#endif
 #define MAX_PHASES 8
 #define MAX_KERNELS 40
 #define MAX_FAULTS 4
-#define MAX_RECORDS 8000
 #define SAMPLES 4
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
