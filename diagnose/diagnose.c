@@ -39,6 +39,7 @@ void diagnose_input_from_l1(struct diagnose_input *in, const struct l1 *l, int64
 	static const char *const onset[] = {[L1_STEP] = "sudden", [L1_INTERMITTENT] = "intermittent",
 					    [L1_GRADUAL] = "gradual"};
 	in->onset = l->windows ? onset[l->mode] : NULL;
+	in->detected_iter = l->windows ? l->detected_iter : 0;
 }
 
 size_t diagnose_hung(const struct store *s, int64_t now_us, double baseline_ms, double factor,
@@ -204,6 +205,34 @@ struct pool_entry {
 	struct sketch *pools;
 };
 
+/* The peers whose kernels rank r's are compared with, into peers (W entries), sampled to
+ * at most cfg->l3_peers: the other ranks of its role group that are no culprit; with fewer
+ * than 2 of them (data parallel 1-2) those of its pipeline stage, and with fewer still
+ * those of the job. *key names the pool for the cache: the role group, or W + stage, or
+ * 2W. Returns the number of peers. */
+static size_t l3_peers(const struct work *w, uint32_t r, uint32_t *peers, uint32_t *key)
+{
+	size_t np = topo_role_members(w->t, r, peers, w->W), k = 0;
+	*key = w->l2.role[r];
+	for (size_t j = 0; j < np; j++)
+		if (w->role[peers[j]] != 1)
+			peers[k++] = peers[j];
+	np = k;
+	for (int wide = 0; np < 2 && wide < 2; wide++) {
+		uint32_t pp = topo_coords(w->t, r).pp;
+		*key = wide ? 2 * w->W : w->W + pp;
+		np = 0;
+		for (uint32_t q = 0; q < w->W; q++)
+			if (w->role[q] != 1 && (wide || topo_coords(w->t, q).pp == pp))
+				peers[np++] = q;
+	}
+	size_t step = np > w->cfg->l3_peers ? np / w->cfg->l3_peers : 1;
+	k = 0;
+	for (size_t j = 0; j < np; j += step)
+		peers[k++] = peers[j];
+	return k;
+}
+
 static int run_l3(struct work *w, struct report_suspect *sus, size_t n, int *any_degraded_compute,
 		  int *any_stall, size_t *n_stall_only)
 {
@@ -214,32 +243,22 @@ static int run_l3(struct work *w, struct report_suspect *sus, size_t n, int *any
 		return 0;
 	struct pool_entry cache[16];
 	size_t ncache = 0;
-	uint32_t *members = malloc((w->t->dp + 1) * sizeof(uint32_t));
-	uint32_t *peers = malloc((w->t->dp + 1) * sizeof(uint32_t));
+	uint32_t *peers = malloc(w->W * sizeof(uint32_t));
 	struct l3_result res[REPORT_MAX_KERNELS];
 	int rc = -1;
-	if (!members || !peers)
+	if (!peers)
 		goto out;
 	for (size_t i = 0; i < n && i < w->cfg->l3_suspects; i++) {
 		struct report_suspect *su = &sus[i];
 		if (su->role != REPORT_CULPRIT)
 			continue;
-		uint32_t g = w->l2.role[su->rank];
+		uint32_t g;
+		size_t k = l3_peers(w, su->rank, peers, &g);
 		struct sketch *pools = NULL;
 		for (size_t c = 0; c < ncache; c++)
 			if (cache[c].group == g)
 				pools = cache[c].pools;
 		if (!pools) {
-			size_t m = topo_role_members(w->t, su->rank, members, w->t->dp);
-			size_t np = 0;
-			for (size_t j = 0; j < m; j++)
-				if (w->role[members[j]] != 1)
-					peers[np++] = members[j];
-			if (np < 2) /* small group: pool the other groups' ranks of the same stage */
-				np = 0;
-			size_t step = np > w->cfg->l3_peers ? np / w->cfg->l3_peers : 1, k = 0;
-			for (size_t j = 0; j < np; j += step)
-				peers[k++] = peers[j];
 			pools = calloc(K, sizeof(*pools));
 			if (!pools)
 				goto out;
@@ -290,7 +309,6 @@ out:
 			sketch_free(&cache[c].pools[q]);
 		free(cache[c].pools);
 	}
-	free(members);
 	free(peers);
 	return rc;
 }
@@ -298,8 +316,9 @@ out:
 /* The stage whose compute is heavier than the other stages' (and was not before), or -1.
  * Per rank: the sum of its compute phases (window medians); per stage: the median over its
  * ranks. A stage is heavy when its median exceeds the median of the other stages by
- * cfg.stage_ratio, by 15% more than in the baseline, and when at least 3/4 of its ranks are
- * individually heavy (so a few slow ranks in a small stage stay culprits). */
+ * cfg.stage_ratio, by 15% more than in the baseline, and when every rank of it is
+ * individually heavy: a stage's layers weigh on all its ranks alike, so one of them at the
+ * other stages' pace says the slow ones are slow on their own (they stay culprits). */
 static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 {
 	const struct topo *t = w->t;
@@ -364,11 +383,11 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		size_t members = 0, heavy = 0;
 		double cut = others * (1 + (w->cfg->stage_ratio - 1) / 2);
 		for (uint32_t r = 0; r < W; r++)
-			if (stage[r] == pp) {
+			if (stage[r] == pp && cw[r] > 0) {
 				members++;
 				heavy += cw[r] > cut;
 			}
-		if (heavy * 4 < members * 3)
+		if (heavy < members)
 			continue;
 		best_ratio = rw;
 		best = (int)pp;
@@ -593,16 +612,70 @@ enum fault_kind { FK_NONE = 0, FK_COMPUTE, FK_HOST, FK_COMM, FK_LATE, FK_COUNT }
  * of it (one comparison past the subtle thresholds) on a rank that also arrives last at a
  * collective, which is what a slower rank does. Communication: a collective it takes
  * longer in than the collective's other members, with its own work normal. */
-static enum fault_kind rank_fault(const struct work *w, uint32_t r)
+/* Whether rank r's long collectives are only the wait of a rank that arrives early: its
+ * own work is shorter than its peers' by as much as its collectives are longer (the fast
+ * half of a bimodal fleet waits longest). Both sides are per iteration: each phase's
+ * difference to its reference (value / ratio) weighted by the phase's presence. (A
+ * collective's own difference says nothing of arriving early: its members leave it
+ * together, and a short one means arriving last.) */
+static int comm_is_wait(const struct work *w, uint32_t r)
+{
+	double ahead = 0, extra = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		double v = w->l2.val[i], q = w->l2.ratio[i], pr = w->l2.presence[p];
+		if (!isfinite(v) || !(q > 0) || !isfinite(q) || !(pr > 0))
+			continue;
+		double d = (v - v / q) * pr;
+		if (w->kind[p] == RECORD_KIND_COMM) {
+			if (w->l2.flag[i] & L2_HIGH)
+				extra += d;
+		} else if (d < 0) {
+			ahead -= d;
+		}
+	}
+	return extra > 0 && extra <= ahead;
+}
+
+static enum fault_kind rank_fault(const struct work *w, uint32_t r, int *weak)
 {
 	int late = phase_flag_any(w, r, KM_COMM, L2_LOW);
-	if (phase_flag_any(w, r, KM_COMPUTE, L2_HIGH) || (late && phase_flag_any(w, r, KM_COMPUTE, L2_HINT)))
+	*weak = 0;
+	if (phase_flag_any(w, r, KM_COMPUTE, L2_HIGH))
 		return FK_COMPUTE;
-	if (phase_flag_any(w, r, KM_HOST, L2_HIGH) || (late && phase_flag_any(w, r, KM_HOST, L2_HINT)))
+	if (phase_flag_any(w, r, KM_HOST, L2_HIGH))
 		return FK_HOST;
-	if (phase_flag_any(w, r, KM_COMM, L2_HIGH))
+	*weak = 1;
+	if (late && phase_flag_any(w, r, KM_COMPUTE, L2_HINT))
+		return FK_COMPUTE;
+	if (late && phase_flag_any(w, r, KM_HOST, L2_HINT))
+		return FK_HOST;
+	*weak = 0;
+	if (phase_flag_any(w, r, KM_COMM, L2_HIGH) && !comm_is_wait(w, r))
 		return FK_COMM;
 	return FK_NONE;
+}
+
+/* Drops the weak compute and host candidates (a hint and a late arrival) that share a
+ * tensor-parallel group with a strong one: the group's collective makes every member as
+ * late as its slowest, so the lateness is the strong culprit's. */
+static int drop_late_by_peer(const struct work *w, uint8_t *kind, const uint8_t *weak, size_t *count)
+{
+	uint32_t G = topo_collective_group_count(w->t, TOPO_TP);
+	uint8_t *strong = calloc(G ? G : 1, 1);
+	if (!strong)
+		return -1;
+	for (uint32_t r = 0; r < w->W; r++)
+		if ((kind[r] == FK_COMPUTE || kind[r] == FK_HOST) && !weak[r])
+			strong[topo_collective_group(w->t, r, TOPO_TP)] = 1;
+	for (uint32_t r = 0; r < w->W; r++)
+		if (weak[r] && strong[topo_collective_group(w->t, r, TOPO_TP)]) {
+			count[kind[r]]--;
+			kind[r] = FK_NONE;
+			count[FK_NONE]++;
+		}
+	free(strong);
+	return 0;
 }
 
 /* Drops the communication candidates that only wait: every communication phase where
@@ -616,11 +689,19 @@ static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
 	/* [phase][collective group]: members, and culprits among them */
 	uint32_t *members = calloc((size_t)P * W, sizeof(uint32_t));
 	uint32_t *late = calloc((size_t)P * W, sizeof(uint32_t));
-	if (!members || !late) {
+	uint32_t G = topo_collective_group_count(w->t, TOPO_TP);
+	uint8_t *tp_late = calloc(G ? G : 1, 1);
+	if (!members || !late || !tp_late) {
 		free(members);
 		free(late);
+		free(tp_late);
 		return -1;
 	}
+	/* a tensor-parallel group waits for its slowest member at its own collective: every
+	 * member of a culprit's group arrives late at the next one */
+	for (uint32_t q = 0; q < W; q++)
+		if (kind[q] == FK_COMPUTE || kind[q] == FK_HOST)
+			tp_late[topo_collective_group(w->t, q, TOPO_TP)] = 1;
 	for (uint32_t p = 0; p < P; p++) {
 		if (w->kind[p] != RECORD_KIND_COMM)
 			continue;
@@ -628,7 +709,7 @@ static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
 		for (uint32_t q = 0; q < W; q++) {
 			size_t g = (size_t)p * W + topo_collective_group(w->t, q, dim);
 			members[g]++;
-			late[g] += kind[q] == FK_COMPUTE || kind[q] == FK_HOST;
+			late[g] += tp_late[topo_collective_group(w->t, q, TOPO_TP)];
 		}
 	}
 	for (uint32_t r = 0; r < W; r++) {
@@ -648,6 +729,7 @@ static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
 	}
 	free(members);
 	free(late);
+	free(tp_late);
 	return 0;
 }
 
@@ -678,6 +760,114 @@ static int few(const struct work *w, const uint8_t *kind, int k, size_t n, uint3
 {
 	size_t on = nodes_of(w, kind, k);
 	return (on <= few_nodes && on * 2 <= nodes) || n <= (size_t)(w->cfg->few_fraction * w->W) || n == 1;
+}
+
+/* The nodes every rank of which (2 or more) is marked (mark(w, r, arg)): their host ids
+ * into ids[NODE_MAX]. Returns how many, 0 when none or when the marked ranks are on more
+ * than NODE_MAX nodes (then it is no node's fault). */
+#define NODE_MAX 8
+static size_t whole_nodes(const struct work *w, int (*mark)(const struct work *, uint32_t, uint32_t),
+			  uint32_t arg, uint32_t *ids)
+{
+	uint32_t cand[NODE_MAX], all[NODE_MAX] = {0}, on[NODE_MAX] = {0};
+	size_t nc = 0, n = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (!mark(w, r, arg))
+			continue;
+		uint32_t h = store_host_id(w->s, r);
+		size_t j = 0;
+		while (j < nc && cand[j] != h)
+			j++;
+		if (j == nc) {
+			if (nc == NODE_MAX)
+				return 0;
+			cand[nc++] = h;
+		}
+		on[j]++;
+	}
+	for (uint32_t r = 0; r < w->W && nc; r++) {
+		uint32_t h = store_host_id(w->s, r);
+		for (size_t j = 0; j < nc; j++)
+			all[j] += cand[j] == h;
+	}
+	for (size_t j = 0; j < nc; j++)
+		if (all[j] >= 2 && on[j] == all[j])
+			ids[n++] = cand[j];
+	return n;
+}
+
+static int on_nodes(const struct work *w, uint32_t r, const uint32_t *ids, size_t n)
+{
+	uint32_t h = store_host_id(w->s, r);
+	for (size_t j = 0; j < n; j++)
+		if (ids[j] == h)
+			return 1;
+	return 0;
+}
+
+/* Whether rank r has a compute phase past the subtle cut in one comparison (L2_HINT) and
+ * that much slower than its own baseline */
+static int own_hint(const struct work *w, uint32_t r, uint32_t unused)
+{
+	(void)unused;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		if (w->kind[p] == RECORD_KIND_COMPUTE && (w->l2.flag[i] & L2_HINT) &&
+		    w->l2.val[i] > w->l2.base[i] * w->cfg->l2.subtle_ratio)
+			return 1;
+	}
+	return 0;
+}
+
+/* A node whose ranks all slowed alike: nobody stands out against its peers (the node is
+ * half its role groups or its stages, which then slowed with it), but every rank of the
+ * node, two or more, has a compute phase past the subtle cut against its own past
+ * (own_hint). At most few_nodes such nodes and no more than half of the job's; their
+ * ranks become compute culprits. Returns the number of ranks named. */
+static size_t node_shift(const struct work *w, uint8_t *kind, uint32_t nodes, size_t few_nodes)
+{
+	uint32_t ids[NODE_MAX];
+	size_t n = whole_nodes(w, own_hint, 0, ids), named = 0;
+	if (!n || n > few_nodes || n * 2 > nodes)
+		return 0;
+	for (uint32_t r = 0; r < w->W; r++)
+		if (on_nodes(w, r, ids, n)) {
+			kind[r] = FK_COMPUTE;
+			named++;
+		}
+	return named;
+}
+
+/* Whether rank r is past the subtle cut in communication phase p against its collective */
+static int comm_hint(const struct work *w, uint32_t r, uint32_t p)
+{
+	return (w->l2.flag[(size_t)r * w->P + p] & (L2_HINT | L2_HIGH)) != 0;
+}
+
+/* A node whose ranks are all long in one collective: a slow NIC slows every transfer of its
+ * node, each by less than a lone slow link would have to show (past subtle_z and
+ * subtle_ratio, 1% of the step, against the members of each collective; L2_HINT), but on
+ * every rank of the node at once, which chance does not do. Their phase counts as high
+ * and they become communication culprits (unless they only wait: comm_is_wait). */
+static void node_comm(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+{
+	for (uint32_t p = 0; p < w->P; p++) {
+		if (w->kind[p] != RECORD_KIND_COMM)
+			continue;
+		uint32_t ids[NODE_MAX];
+		size_t n = whole_nodes(w, comm_hint, p, ids);
+		if (!n || n > few_nodes || n * 2 > nodes)
+			continue;
+		for (uint32_t r = 0; r < w->W; r++)
+			if (on_nodes(w, r, ids, n))
+				w->l2.flag[(size_t)r * w->P + p] |= L2_HIGH;
+	}
+	for (uint32_t r = 0; r < w->W; r++)
+		if (kind[r] == FK_NONE && phase_flag_any(w, r, KM_COMM, L2_HIGH) && !comm_is_wait(w, r)) {
+			kind[r] = FK_COMM;
+			count[FK_NONE]--;
+			count[FK_COMM]++;
+		}
 }
 
 /* where the waiting happens: victims and late arrivers (who wait too, elsewhere) */
@@ -834,6 +1024,20 @@ static double culprit_comm_ratio(const struct work *w, const struct report_findi
 /* Standing costs, when nothing regressed: over the last iterations held, a pipeline stage
  * heavier than the others and ranks slower than their peers all along. Nothing pages for
  * them; the report's advisories say what each costs a step. */
+/* A rank slower than its peers all along: a compute phase high against them, or past
+ * z_threshold at a ratio over subtle_ratio (an advisory pages nobody, so a 1.1-1.3x rank
+ * is worth listing when it is that clearly apart) */
+static int standing_slow(const struct work *w, uint32_t r)
+{
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		if (w->kind[p] == RECORD_KIND_COMPUTE &&
+		    (w->l2.flag[i] & L2_HIGH || (w->l2.flag[i] & L2_HINT && w->l2.z[i] > w->cfg->l2.z_threshold)))
+			return 1;
+	}
+	return 0;
+}
+
 static int advise(struct work *w, const struct diagnose_config *cfg)
 {
 	struct report *rep = w->rep;
@@ -864,13 +1068,12 @@ static int advise(struct work *w, const struct diagnose_config *cfg)
 			 stage, ratio, excess);
 	}
 	for (uint32_t r = 0; r < w->W && rep->nadvisories < REPORT_MAX_ADVISORIES; r++) {
-		if (!phase_flag_any(w, r, KM_COMPUTE, L2_HIGH) ||
-		    (stage >= 0 && topo_coords(w->t, r).pp == (uint32_t)stage))
+		if (!standing_slow(w, r) || (stage >= 0 && topo_coords(w->t, r).pp == (uint32_t)stage))
 			continue;
 		struct report_suspect su;
 		double ex;
 		memset(&su, 0, sizeof(su));
-		fill_evidence(w, &su, r, KM_COMPUTE, L2_HIGH, &ex);
+		fill_evidence(w, &su, r, KM_COMPUTE, L2_HIGH | L2_HINT, &ex);
 		struct report_advisory *a = &rep->advisories[rep->nadvisories++];
 		a->kind = "slow_rank";
 		a->stage = -1;
@@ -909,13 +1112,14 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	w.rep = rep;
 	w.role = calloc(w.W, 1);
 	uint32_t *list = malloc((w.W + 1) * sizeof(uint32_t));
-	uint8_t *kind = NULL;
+	uint8_t *kind = NULL, *weak = NULL;
 	int rc = -1;
 	if (!w.role || !list)
 		goto out;
 
 	rep->has_window = in->has_window;
 	rep->onset = in->onset;
+	rep->detected_iter = in->onset ? in->detected_iter : 0;
 	rep->first_iter = in->first_iter;
 	rep->last_iter = in->last_iter;
 	rep->baseline_ms = in->baseline_ms;
@@ -977,6 +1181,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	}
 	/* the step before the window: another fault in it must not hide a link's cost */
 	cfg.l2.step_ms = isfinite(in->baseline_ms) && in->baseline_ms > 0 ? in->baseline_ms : in->window_ms;
+	cfg.l2.window_mean = in->onset && strcmp(in->onset, "intermittent") == 0;
 	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;
@@ -991,14 +1196,25 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	double stage_excess = 0, stage_ratio = 0;
 	int stage = find_stage(&w, &stage_excess, &stage_ratio);
 	kind = calloc(w.W, 1);
-	if (!kind)
+	weak = calloc(w.W, 1);
+	if (!kind || !weak)
 		goto out;
 	size_t count[FK_COUNT] = {0};
 	for (uint32_t r = 0; r < w.W; r++) {
-		kind[r] = (uint8_t)rank_fault(&w, r);
+		int wk;
+		kind[r] = (uint8_t)rank_fault(&w, r, &wk);
+		weak[r] = (uint8_t)wk;
 		if (stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w.t, r).pp == (uint32_t)stage)
 			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
 		count[kind[r]]++;
+	}
+	if (drop_late_by_peer(&w, kind, weak, count) < 0)
+		goto out;
+	node_comm(&w, kind, count, nodes, few_nodes);
+	if (stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
+		size_t n = node_shift(&w, kind, nodes, few_nodes);
+		count[FK_COMPUTE] += n;
+		count[FK_NONE] -= n;
 	}
 	/* a long collective with a compute or host culprit among its members is a wait */
 	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST]) && drop_waiting(&w, kind, count) < 0)
@@ -1157,5 +1373,6 @@ out:
 	free(w.role);
 	free(list);
 	free(kind);
+	free(weak);
 	return rc;
 }

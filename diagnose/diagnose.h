@@ -35,6 +35,7 @@ struct diagnose_input {
 	double baseline_ms, window_ms;  /* from L1; baseline also serves the hang check */
 	int64_t now_us;                 /* for the hang check; 0 skips it */
 	const char *onset;              /* "sudden", "intermittent", "gradual"; NULL: unknown */
+	uint32_t detected_iter;         /* the iteration at which L1 opened it; 0: unknown */
 };
 
 void diagnose_config_default(struct diagnose_config *c);

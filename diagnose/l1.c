@@ -58,10 +58,13 @@ double l1_window_ms(const struct l1 *l)
 }
 
 /* drift allowance per iteration and alarm level of the CUSUM (in log units), and the
- * largest step one iteration may add (a checkpoint stall counts as a 15% one) */
+ * largest step one iteration may add. A step over L1_DRIFT_SPIKE x the reference is a
+ * spike (a checkpoint save, an eval pass), not a drift, which never jumps 50% in one
+ * iteration: it does not count, else spikes before a fault would date its start back. */
 #define L1_DRIFT_K 0.03
 #define L1_DRIFT_H 0.5
 #define L1_DRIFT_CAP 0.15
+#define L1_DRIFT_SPIKE 1.5
 #define L1_DRIFT_RECENT 8
 
 static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_t iter,
@@ -74,6 +77,7 @@ static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_
 	l->baseline_ms = baseline_ms;
 	l->first_iter = first;
 	l->last_iter = iter;
+	l->detected_iter = iter;
 	l->normal_run = 0;
 	l->prev_high = 1;
 	l->window_sum_ms = 0;
@@ -132,15 +136,48 @@ static uint32_t oldest_since(const struct l1 *l, uint32_t iter)
 	return iter > oldest ? iter : oldest;
 }
 
-/* A window from a rise that is there now: sudden, unless a drift that only now crossed the
- * threshold began where its sum left zero, well before the high iterations; then it is
- * gradual, against the reference. */
+/* Whether the steps from first on climb rather than sit at one level: the least-squares
+ * slope of log(step / ref) over them (spikes left out) is past L1_DRIFT_SLOPE an iteration,
+ * over L1_DRIFT_FIT of them or more. A step's level has a slope of 0 within noise (its
+ * standard error is 0.003 for 8 steps of 2% jitter); a GPU throttling 1% a step has 0.01. */
+#define L1_DRIFT_SLOPE 0.006
+#define L1_DRIFT_FIT 6
+static int climbing(const struct l1 *l, uint32_t first, double ref)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0;
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < l->nall; k++) {
+		uint32_t j = all_at(l, k);
+		if (l->all_iter[j] < first)
+			break;
+		double y = l->all_ms[j] / ref;
+		if (!(y > 0) || y > L1_DRIFT_SPIKE)
+			continue;
+		double x = (double)(l->all_iter[j] - first);
+		y = log(y);
+		sx += x;
+		sy += y;
+		sxx += x * x;
+		sxy += x * y;
+		n++;
+	}
+	double den = n * sxx - sx * sx;
+	return n >= L1_DRIFT_FIT && den > 0 && (n * sxy - sx * sy) / den > L1_DRIFT_SLOPE;
+}
+
+/* A window from a rise that is there now: sudden, unless the steps climb (climbing) or the
+ * drift sum is still above zero since well before the high iterations (it left zero more
+ * than open_m iterations before the first of them); then it is gradual, from where the sum
+ * left zero, against the reference. */
 static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
 {
-	if (l->cusum >= L1_DRIFT_H && l->cusum_start + l->cfg.open_m < first && l->ref_ms > 0)
-		open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms);
-	else
+	int early = l->cusum > 0 && l->cusum_start + l->cfg.open_m < first;
+	if (l->ref_ms > 0 && (early || climbing(l, first, l->ref_ms))) {
+		uint32_t from = l->cusum > 0 && l->cusum_start < first ? l->cusum_start : first;
+		open_window(l, L1_GRADUAL, oldest_since(l, from), iter, l->ref_ms);
+	} else {
 		open_window(l, L1_STEP, first, iter, med);
+	}
 }
 
 /* A small shift: at least 7 of the last 8 iterations above the baseline by
@@ -150,13 +187,17 @@ static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
  * first of the high ones, or UINT32_MAX. */
 #define L1_SHIFT_MIN 0.05
 #define L1_SHIFT_N 8
+static double shift_rel(double med, double mad)
+{
+	double rel = 2 * STATS_MAD_SCALE * mad / med;
+	return rel > L1_SHIFT_MIN ? rel : L1_SHIFT_MIN;
+}
+
 static uint32_t shifted(const struct l1 *l, double med, double mad, double *relp)
 {
 	if (l->nall < L1_SHIFT_N || !(med > 0))
 		return UINT32_MAX;
-	double rel = 2 * STATS_MAD_SCALE * mad / med;
-	if (rel < L1_SHIFT_MIN)
-		rel = L1_SHIFT_MIN;
+	double rel = shift_rel(med, mad);
 	*relp = rel;
 	uint32_t above = 0, first = UINT32_MAX;
 	for (uint32_t k = 0; k < L1_SHIFT_N; k++) {
@@ -200,7 +241,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		/* the drift sum against a reference that follows the baseline only at zero */
 		if (l->cusum <= 0)
 			l->ref_ms = med;
-		if (l->ref_ms > 0 && ms > 0) {
+		if (l->ref_ms > 0 && ms > 0 && ms < l->ref_ms * L1_DRIFT_SPIKE) {
 			double x = log(ms / l->ref_ms);
 			if (x > L1_DRIFT_CAP)
 				x = L1_DRIFT_CAP;
@@ -270,6 +311,10 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	}
 	if (nhigh >= c->open_k) {
 		open_step(l, first, iter, med);
+		/* it lasts while the steps stay above the baseline by a small shift's margin:
+		 * a rise that settles a little lower is still the fault */
+		if (l->mode == L1_STEP && isfinite(med) && med > 0)
+			l->open_rel = shift_rel(med, mad);
 		return L1_OPENED;
 	}
 	if (!isfinite(med))

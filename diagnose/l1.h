@@ -41,6 +41,7 @@ struct l1 {
 	uint32_t nhist, hpos;
 	int open;
 	uint32_t first_iter, last_iter; /* of the current or last window */
+	uint32_t detected_iter;         /* the iteration at which it opened */
 	uint32_t normal_run;            /* iterations since the window's last high one */
 	int prev_high;                  /* the previous iteration was high */
 	double baseline_ms;             /* frozen when a window opens */

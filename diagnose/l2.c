@@ -21,6 +21,7 @@ void l2_config_default(struct l2_config *c)
 	c->comm_share = 0.05;
 	c->step_share = 0.01;
 	c->step_ms = NAN;
+	c->window_mean = 0;
 }
 
 void l2_free(struct l2 *l)
@@ -135,7 +136,15 @@ static void acc_row16(const uint32_t *row, uint64_t *sum, uint32_t *bc)
  * outliers (checkpoint stalls, eval steps) without moving it. The slots of a rank are
  * copied whole into buf (n x P) and the block sums run over all phases at once, which
  * vectorizes; a selection per rank and phase was 4x slower (docs/method.md). */
-static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P,
+static double mean_of(const double *x, uint32_t n)
+{
+	double t = 0;
+	for (uint32_t i = 0; i < n; i++)
+		t += x[i];
+	return t / n;
+}
+
+static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P, int mean,
 		    double *out, uint32_t *buf /* n * P */, uint64_t *present /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
@@ -170,7 +179,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 					if (buf[(size_t)k * P + p] != STORE_ABSENT)
 						tmp[m++] = buf[(size_t)k * P + p];
 				present[p] += m;
-				out[(size_t)r * P + p] = m ? median_small(tmp, m) / 1000.0 : NAN;
+				out[(size_t)r * P + p] = m ? (mean ? mean_of(tmp, m) : median_small(tmp, m)) / 1000.0 : NAN;
 			}
 			continue;
 		}
@@ -206,7 +215,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			uint32_t full = 1;
 			for (uint32_t b = 0; b < L2_BLOCKS; b++)
 				full &= mb[b] >= 0;
-			if (full && equal) {
+			if (full && equal && !mean) {
 				out[(size_t)r * P + p] = median8(mb) / (1000.0 * bstart[1]);
 				continue;
 			}
@@ -214,7 +223,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			for (uint32_t b = 0; b < L2_BLOCKS; b++)
 				if (mb[b] >= 0)
 					tmp[m++] = mb[b] / (bstart[b + 1] - bstart[b]);
-			out[(size_t)r * P + p] = m ? median_small(tmp, m) / 1000.0 : NAN;
+			out[(size_t)r * P + p] = m ? (mean ? mean_of(tmp, m) : median_small(tmp, m)) / 1000.0 : NAN;
 		}
 	}
 }
@@ -269,6 +278,12 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 		    -delta > cfg->min_delta_ms && (low < 0 || k[i].z < k[low].z))
 			low = i;
 	}
+	/* the own change alone decides past z_threshold and subtle_ratio when the peers do
+	 * not contradict it (no slower than it is, or none to compare with): a role group or
+	 * a stage half slowed, or too small, cannot show a fault its rank's past shows */
+	if (by < 0 && k[2].ok && k[2].z > cfg->z_threshold && k[2].ratio > cfg->subtle_ratio &&
+	    v - k[2].ref_ms > floor && !(k[0].ok && k[0].ratio < 1) && !(k[1].ok && k[1].ratio < 1))
+		by = 2;
 	/* a rank no slower than its own past did not cause this window, however it compares
 	 * with its peers (it was so before: a standing cost, an advisory's matter) */
 	if (isfinite(b) && b > 0 && v < b * cfg->subtle_ratio)
@@ -278,7 +293,11 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 			if (k[i].ok && k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio &&
 			    (by < 0 || k[i].z > k[by].z))
 				by = i;
-	int show = by >= 0 ? by : low >= 0 ? low : k[0].ok ? 0 : k[1].ok ? 1 : 2;
+	int hint = -1; /* the one comparison past the subtle cut, shown for a hint */
+	for (int i = 0; i < 3 && by < 0 && subtle == 1; i++)
+		if (k[i].ok && k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio)
+			hint = i;
+	int show = by >= 0 ? by : low >= 0 ? low : hint >= 0 ? hint : k[0].ok ? 0 : k[1].ok ? 1 : 2;
 	l->z[c] = (float)k[show].z;
 	l->ratio[c] = (float)k[show].ratio;
 	if (by >= 0)
@@ -302,6 +321,11 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
  * spends that share less or its ratio is under ratio_low; the
  * MAD is floored at a tenth of that share of the step when that is below the usual floor
  * (a long wait makes a share of the median large). */
+/* A member past this z, subtle_ratio and step_share of the step is a hint, which counts
+ * when every rank of its node has one in the same phase (a slow NIC; diagnose.c): for two
+ * ranks or more at once, chance is below 1 in 500,000 */
+#define L2_COMM_HINT_Z 3
+
 static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct cmp *k, size_t n,
 		       const struct l2_config *cfg)
 {
@@ -317,9 +341,24 @@ static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct 
 		if (k->z > cfg->z_threshold && d > cfg->min_delta_ms &&
 		    (isfinite(need) ? d > need : k->ratio > cfg->ratio_high))
 			l->flag[c] |= L2_HIGH;
+		else if (k->z > L2_COMM_HINT_Z && k->ratio > cfg->subtle_ratio && d > cfg->min_delta_ms &&
+			 (!(cfg->step_ms > 0) || d > cfg->step_share * cfg->step_ms))
+			l->flag[c] |= L2_HINT; /* counts when the whole node agrees (diagnose.c) */
 		if (k->z < -cfg->z_threshold && -d > cfg->min_delta_ms && (-d > need || k->ratio < cfg->ratio_low))
 			l->flag[c] |= L2_LOW;
 	}
+	/* the longer of a pair by subtle_ratio and step_share of the step: a hint too (on
+	 * every rank of a node, its NIC is slow: the partners' own NICs are not, or they
+	 * would be as long) */
+	if (k->ok && n == 2 && cfg->step_ms > 0 && k->ratio < 2) {
+		double other = v * (2 - k->ratio) / k->ratio; /* the median of 2 is their mean */
+		if (v > other * cfg->subtle_ratio && v - other > cfg->step_share * cfg->step_ms)
+			l->flag[c] |= L2_HINT;
+	}
+	/* a collective no longer than its own past did not cause this window: it was so
+	 * before (a stage whose transfers always take longer) */
+	if (isfinite(b) && b > 0 && v < b * cfg->subtle_ratio)
+		l->flag[c] &= (uint8_t)~(L2_HIGH | L2_HINT);
 	if (isfinite(b) && v > b * cfg->ratio_high && v - b > cfg->min_delta_ms)
 		l->flag[c] |= L2_SELF_HIGH;
 }
@@ -423,11 +462,11 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	    !sstart || !stage_st || !corder || !cstart || !cst)
 		goto out;
 
-	medians(s, first, last, P, l->val, buf, cnt);
+	medians(s, first, last, P, cfg.window_mean, l->val, buf, cnt);
 	for (uint32_t p = 0; p < P; p++)
 		l->presence[p] = (double)cnt[p] / ((double)W * (last - first + 1));
 	if (l->has_base)
-		medians(s, bfirst, blast, P, l->base, buf, cnt);
+		medians(s, bfirst, blast, P, 0, l->base, buf, cnt);
 	else
 		for (size_t i = 0; i < cells; i++)
 			l->base[i] = NAN;

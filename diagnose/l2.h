@@ -38,6 +38,8 @@ struct l2_config {
 	double comm_share;    /* a collective's member off its median by this share of the step (0.05) */
 	double step_share;    /* a phase's excess under this share of the step is no fault (0.01) */
 	double step_ms;       /* the job's step in the window (set by the diagnosis; NaN: unknown) */
+	int window_mean;      /* the window's value is the mean of its block means, not their
+			       * median: an intermittent fault is slow in a minority of iterations */
 };
 
 struct l2 {

@@ -101,8 +101,11 @@ json_t *report_to_json(const struct report *r)
 					      integer_ms(r->window_ms)));
 	else
 		json_object_set_new(o, "window", json_null());
-	if (r->has_window && r->onset)
+	if (r->has_window && r->onset) {
 		json_object_set_new(json_object_get(o, "window"), "onset", json_string(r->onset));
+		json_object_set_new(json_object_get(o, "window"), "detected_iter",
+				    json_integer((json_int_t)r->detected_iter));
+	}
 	json_t *verdict = json_pack("{s:s,s:s}", "category", r->category, "summary", r->summary);
 	if (verdict && r->stage >= 0)
 		json_object_set_new(verdict, "stage", json_integer(r->stage));

@@ -101,6 +101,7 @@ struct report {
 	size_t nevents;
 	double lost_ms;
 	const char *onset;    /* how the window opened: "sudden", "intermittent", "gradual" */
+	uint32_t detected_iter; /* the iteration at which it opened (with onset) */
 	struct report_finding findings[REPORT_MAX_FINDINGS]; /* [0] is the verdict above */
 	size_t nfindings;
 	struct report_advisory advisories[REPORT_MAX_ADVISORIES];

@@ -565,6 +565,13 @@ const char *store_host(const struct store *s, uint32_t rank, char *buf, size_t l
 	return buf;
 }
 
+uint32_t store_host_id(const struct store *s, uint32_t rank)
+{
+	if (rank < s->topo.world && s->host_of[rank] != STORE_NO_SLOT)
+		return s->host_of[rank];
+	return 0x80000000u | topo_node(&s->topo, rank);
+}
+
 /* the ring cell of (rank, iter), claiming it for iter when it holds an older one */
 static size_t claim(struct store *s, uint32_t rank, uint32_t iter)
 {

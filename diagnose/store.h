@@ -79,6 +79,8 @@ uint32_t store_name_count(const struct store *s);
 int store_set_host(struct store *s, uint32_t rank, const char *host);
 /* Writes the host name of rank into buf. */
 const char *store_host(const struct store *s, uint32_t rank, char *buf, size_t len);
+/* A number per host, equal for the ranks of one host (named, or the default node). */
+uint32_t store_host_id(const struct store *s, uint32_t rank);
 
 /* Records. Names in phase/kernel records are ids from store_intern_name. Returns 0 when
  * stored, 1 when dropped (too old for the ring, rank out of range, no phase/kernel slot

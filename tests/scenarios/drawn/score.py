@@ -150,6 +150,7 @@ def summarize(results, out=sys.stdout):
         p("%-26s %5d %6d %9s %9s" % (c, len(exp), len(said),
                                       "%.1f%%" % (100.0 * good / len(said)) if said else "-",
                                       "%.1f%%" % (100.0 * rec / len(exp)) if exp else "-"), file=out)
+    detect_delay(results, out)
     wrong = [j for j in judged if not j[2]]
     p("\nwrong cases (%d):" % len(wrong), file=out)
     for t, r, _, why in wrong:
@@ -162,6 +163,34 @@ def summarize(results, out=sys.stdout):
             t["case"], t["kind"], t["world"], t["tp"], t["pp"], t["dp"], t["ep"], t.get("factor", "-"),
             want, who, why, said), file=out)
     return 100.0 * right / max(1, n)
+
+
+STEP_KINDS = ("compute_rank", "compute_node", "compute_small_dp", "comm_nic", "host_phase", "loader_stall",
+              "bimodal_jump", "stage_regression", "two_faults")
+
+
+def detect_delay(results, out):
+    """Time to detect of step faults that raise the step 1.3x or more: the slowed iterations
+    L1 saw up to the one at which the window opened (window.detected_iter - onset + 1)."""
+    seen, late = [], []
+    for t, r in results:
+        if t["kind"] not in STEP_KINDS or t.get("onset") is None or t.get("step_rise", 0) < 1.3:
+            continue
+        w = (r or {}).get("window") or {}
+        if w.get("detected_iter") is None:
+            late.append((t["case"], None))
+            continue
+        n = w["detected_iter"] - t["onset"] + 1
+        seen.append(n)
+        if n > 3:
+            late.append((t["case"], n))
+    if not seen and not late:
+        return
+    seen.sort()
+    print("\ntime to detect, step faults >= 1.3x: %d cases, median %s, max %s slowed iterations; "
+          "over 3 or not detected: %d %s" % (len(seen) + sum(1 for _, n in late if n is None),
+                                           seen[len(seen) // 2] if seen else "-", seen[-1] if seen else "-",
+                                           len(late), " ".join("%s:%s" % x for x in late[:10])), file=out)
 
 
 def _host_of(report, rank):

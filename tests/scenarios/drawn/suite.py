@@ -51,12 +51,14 @@ def main():
     ap.add_argument("--min-right", type=float, default=0.0)
     ap.add_argument("--max-world", type=int, default=4096)
     ap.add_argument("--kinds", default="", help="comma-separated kinds to draw from (default all)")
+    ap.add_argument("--only", default="", help="comma-separated case numbers of the seed (instead of 0..cases-1)")
     a = ap.parse_args()
     kinds = [k for k in a.kinds.split(",") if k]
     work = a.keep or tempfile.mkdtemp(prefix="culprit-drawn-")
     os.makedirs(work, exist_ok=True)
     try:
-        tasks = [(a.seed, i, a.culprit, work, bool(a.keep), a.max_world, kinds) for i in range(a.cases)]
+        which = [int(i) for i in a.only.split(",")] if a.only else range(a.cases)
+        tasks = [(a.seed, i, a.culprit, work, bool(a.keep), a.max_world, kinds) for i in which]
         with multiprocessing.Pool(a.jobs) as pool:
             out = pool.map(one, tasks, chunksize=1)
     finally:
