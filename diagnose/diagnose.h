@@ -35,6 +35,8 @@ struct diagnose_input {
 	double baseline_ms, window_ms;  /* from L1; baseline also serves the hang check */
 	int64_t now_us;                 /* for the hang check; 0 skips it */
 	const char *onset;              /* "sudden", "intermittent", "gradual"; NULL: unknown */
+	const char *server;             /* culpritd's REST address for the actions' command lines
+					 * (NULL: actions.h's default) */
 };
 
 void diagnose_config_default(struct diagnose_config *c);
