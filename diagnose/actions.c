@@ -140,10 +140,18 @@ static size_t by_host(const struct report_finding *f, struct host_ranks *h)
 	return nh;
 }
 
-/* What acting on host j alone gains: the step waits for the slowest host left. */
-static double host_gain(const struct report_finding *f, const struct host_ranks *h, size_t nh, size_t j)
+/* what the finding costs a step, at most what the window lost against its baseline */
+static double finding_lost(const struct report *r, const struct report_finding *f)
 {
-	double lost = isfinite(f->lost_ms) ? f->lost_ms : 0, rest = 0;
+	double lost = isfinite(f->lost_ms) ? f->lost_ms : 0, gap = r->window_ms - r->baseline_ms;
+	return isfinite(gap) && gap > 0 && lost > gap ? gap : lost;
+}
+
+/* What acting on host j alone gains: the step waits for the slowest host left. */
+static double host_gain(const struct report *r, const struct report_finding *f, const struct host_ranks *h,
+			size_t nh, size_t j)
+{
+	double lost = finding_lost(r, f), rest = 0;
 	if (nh == 1 && f->culprits_total == h[0].total)
 		return lost;
 	for (size_t k = 0; k < nh; k++)
@@ -160,15 +168,16 @@ static const char *basis(const struct report_evidence *e)
 	       : e->kind == RECORD_KIND_COMM ? "the other members of the collective" : "the role group";
 }
 
-static void gain_words(struct report_action *a, const struct report_finding *f, size_t nh)
+static void gain_words(struct report_action *a, const struct report *r, const struct report_finding *f,
+		       size_t nh)
 {
 	if (isfinite(a->gain_ms))
 		text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
 	else if (nh > 1)
 		text(a, "; expected gain with the other hosts of the finding about %.0f ms per iteration",
-		     f->lost_ms);
+		     finding_lost(r, f));
 	if (isfinite(a->gain_ms) && nh > 1)
-		text(a, " (%.0f with the other hosts)", f->lost_ms);
+		text(a, " (%.0f with the other hosts)", finding_lost(r, f));
 }
 
 /* the phase slot of a phase name, or STORE_NO_SLOT */
@@ -244,8 +253,8 @@ static void compute_actions(const struct report *r, struct report_finding *f)
 				text(a, " (kernel %s %.2fx its peers' median)", su->k[k].name, su->k[k].ratio);
 				break;
 			}
-		a->gain_ms = host_gain(f, h, nh, j);
-		gain_words(a, f, nh);
+		a->gain_ms = host_gain(r, f, h, nh, j);
+		gain_words(a, r, f, nh);
 		consistent_events(r, a, h[j].host);
 	}
 }
@@ -276,8 +285,8 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 		shell_word(server, srv, sizeof(srv));
 		snprintf(a->command, sizeof(a->command), "culprit capture --server %s --job %s --ranks %s --iterations 3",
 			 srv, job, arg);
-		a->gain_ms = host_gain(f, h, nh, j);
-		gain_words(a, f, nh);
+		a->gain_ms = host_gain(r, f, h, nh, j);
+		gain_words(a, r, f, nh);
 	}
 	/* a stall is no slow GPU: its kernels' medians are normal */
 	for (size_t j = 0; j < nh; j++) {
@@ -323,8 +332,8 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 			text(a, ", slowing %zu peer%s of that collective on other hosts (ranks %s)", np,
 			     np == 1 ? "" : "s", pw);
 		}
-		a->gain_ms = host_gain(f, h, nh, j);
-		gain_words(a, f, nh);
+		a->gain_ms = host_gain(r, f, h, nh, j);
+		gain_words(a, r, f, nh);
 		consistent_events(r, a, h[j].host);
 	}
 	for (size_t j = 0; j < nh; j++) {
@@ -348,14 +357,13 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 
 static void stage_actions(const struct report *r, struct report_finding *f, const struct store *s)
 {
-	(void)r;
 	char target[16];
 	snprintf(target, sizeof(target), "pp %d", f->stage);
 	struct report_action *a = add(f, "rebalance_stage", target);
 	if (!a)
 		return;
 	a->stage = f->stage;
-	double S = store_topo(s)->pp, x = f->ratio, lost = isfinite(f->lost_ms) ? f->lost_ms : 0;
+	double S = store_topo(s)->pp, x = f->ratio, lost = finding_lost(r, f);
 	text(a, "rebalance pipeline stage pp %d (move layers off it)", f->stage);
 	if (x > 1 && S > 1)
 		text(a, ": its layers take %.0f%% of a pipeline's compute, %.2fx the median of the other stages "
@@ -398,8 +406,8 @@ static void host_actions(const struct report *r, struct report_finding *f)
 			     " (before forward)", e->value_ms, e->peer_ms,
 			     e->fallback ? "expected from its own baseline" : e->by_stage ? "on its pipeline stage"
 					 : "on its role group");
-		a->gain_ms = host_gain(f, h, nh, j);
-		gain_words(a, f, nh);
+		a->gain_ms = host_gain(r, f, h, nh, j);
+		gain_words(a, r, f, nh);
 		consistent_events(r, a, h[j].host);
 	}
 	if (nh) {
@@ -431,9 +439,8 @@ static void spread_actions(const struct report *r, struct report_finding *f)
 	text(a, "inspect what the hosts of the %zu late ranks share (shared storage, the data pipeline, a "
 		"host setting rolled out to many nodes): ranks %s arrive late at collectives with no phase of "
 		"their own longer", r->late_total, rw);
-	a->gain_ms = isfinite(f->lost_ms) ? f->lost_ms : NAN;
-	if (isfinite(a->gain_ms))
-		text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
+	a->gain_ms = finding_lost(r, f);
+	text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
 	a = add(f, "avoid", "");
 	if (a)
 		text(a, "do not drain single nodes: the late ranks are spread over more nodes than one node's "
