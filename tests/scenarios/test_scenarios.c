@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actions.h"
 #include "engine.h"
 #include "sim.h"
 
@@ -228,6 +229,10 @@ static void kernel_stall(void **state)
 	const struct report_action *a = expect_action(&rep, "inspect_kernel", "flash_attn_fwd", 300, 2, "node-37");
 	assert_string_equal(a->command, "culprit capture --server 127.0.0.1:7434 --job sim-kernel_stall "
 					"--ranks 300-301 --iterations 3");
+	/* culpritd passes its own address for the command line */
+	assert_int_equal(actions_build(&rep, engine_store(f.e), "https://culprit.example:7434"), 0);
+	a = expect_action(&rep, "inspect_kernel", "flash_attn_fwd", 300, 2, "node-37");
+	assert_non_null(strstr(a->command, "--server https://culprit.example:7434 --job sim-kernel_stall"));
 	report_free(&rep);
 	engine_destroy(f.e);
 }
