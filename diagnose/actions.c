@@ -106,6 +106,18 @@ static void set_ranks(struct report_action *a, const uint32_t *r, size_t n)
 	memcpy(a->ranks, r, a->nranks * sizeof(*r));
 }
 
+/* an action on one host's culprits; their ranks in words into rw */
+static struct report_action *host_action(struct report_finding *f, const char *kind, const char *target,
+					 const struct host_ranks *h, char *rw, size_t len)
+{
+	struct report_action *a = add(f, kind, target);
+	if (a) {
+		set_ranks(a, h->ranks, h->n);
+		ranks_words(h->ranks, h->n, h->total, rw, len);
+	}
+	return a;
+}
+
 /* the culprits of f grouped by host (the first ACT_HOSTS hosts); returns how many */
 static size_t by_host(const struct report_finding *f, struct host_ranks *h)
 {
@@ -237,11 +249,9 @@ static void compute_actions(const struct report *r, struct report_finding *f)
 	size_t nh = by_host(f, h);
 	char rw[160];
 	for (size_t j = 0; j < nh; j++) {
-		struct report_action *a = add(f, "drain_node", h[j].host);
+		struct report_action *a = host_action(f, "drain_node", h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
-		set_ranks(a, h[j].ranks, h[j].n);
-		ranks_words(h[j].ranks, h[j].n, h[j].total, rw, sizeof(rw));
 		text(a, "drain %s (cordon it, move its work elsewhere, then check or replace its GPUs): rank%s %s",
 		     h[j].host, h[j].total == 1 ? "" : "s", rw);
 		const struct report_suspect *su = h[j].top;
@@ -267,11 +277,9 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 	for (size_t j = 0; j < nh; j++) {
 		const struct report_suspect *su = h[j].top;
 		const struct report_kernel *k = su->nk ? &su->k[0] : NULL;
-		struct report_action *a = add(f, "inspect_kernel", k ? k->name : h[j].host);
+		struct report_action *a = host_action(f, "inspect_kernel", k ? k->name : h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
-		set_ranks(a, h[j].ranks, h[j].n);
-		ranks_words(h[j].ranks, h[j].n, h[j].total, rw, sizeof(rw));
 		ranks_arg(h[j].ranks, h[j].n, arg, sizeof(arg));
 		if (k)
 			text(a, "look at kernel %s on rank%s %s (%s): isolated calls %.0fx the peers' p99, its median "
@@ -314,11 +322,9 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 		uint32_t peers[REPORT_ACTION_RANKS];
 		size_t same = 0, np = p == STORE_NO_SLOT ? 0
 			: collective_peers(s, su->rank, p, h[j].host, peers, REPORT_ACTION_RANKS, &same);
-		struct report_action *a = add(f, "check_network", h[j].host);
+		struct report_action *a = host_action(f, "check_network", h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
-		set_ranks(a, h[j].ranks, h[j].n);
-		ranks_words(h[j].ranks, h[j].n, h[j].total, rw, sizeof(rw));
 		if (p != STORE_NO_SLOT && np == 0)
 			text(a, "check the GPU interconnect (NVLink, NVSwitch) of %s: its collective %s stays within "
 				"the node", h[j].host, e->phase);
@@ -390,11 +396,9 @@ static void host_actions(const struct report *r, struct report_finding *f)
 		const struct report_suspect *su = h[j].top;
 		const struct report_evidence *e = su->nev ? &su->ev[0] : NULL;
 		late |= e && e->kind == RECORD_KIND_COMM;
-		struct report_action *a = add(f, "inspect_host", h[j].host);
+		struct report_action *a = host_action(f, "inspect_host", h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
-		set_ranks(a, h[j].ranks, h[j].n);
-		ranks_words(h[j].ranks, h[j].n, h[j].total, rw, sizeof(rw));
 		text(a, "inspect the data loader and the host of rank%s %s on %s (CPU load, I/O, loader workers, "
 			"memory)", h[j].total == 1 ? "" : "s", rw, h[j].host);
 		if (e && e->kind == RECORD_KIND_COMM)
