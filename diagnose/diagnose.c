@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actions.h"
 #include "l3.h"
 #include "record.h"
 #include "stats.h"
@@ -1270,6 +1271,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		f->category = "stage_imbalance";
 		f->stage = stage;
 		f->lost_ms = stage_excess;
+		f->ratio = stage_ratio;
 		snprintf(f->summary, sizeof(f->summary),
 			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
 			 "stages wait for it",
@@ -1367,6 +1369,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	judge_events(&w, list, nc, comm_ratio);
 	rc = 0;
 out:
+	if (!rc)
+		rc = actions_build(rep, s, in->server);
 	if (rc)
 		report_free(rep);
 	l2_free(&w.l2);

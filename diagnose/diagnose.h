@@ -36,6 +36,8 @@ struct diagnose_input {
 	int64_t now_us;                 /* for the hang check; 0 skips it */
 	const char *onset;              /* "sudden", "intermittent", "gradual"; NULL: unknown */
 	uint32_t detected_iter;         /* the iteration at which L1 opened it; 0: unknown */
+	const char *server;             /* culpritd's REST address for the actions' command lines
+					 * (NULL: actions.h's default) */
 };
 
 void diagnose_config_default(struct diagnose_config *c);

@@ -87,6 +87,76 @@ static json_t *suspects_json(const struct report_suspect *su, size_t n)
 	return a;
 }
 
+/* growable string with a sticky failure flag */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int failed;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	if (b->failed)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = 1;
+			return;
+		}
+		if (b->p && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+}
+
+static json_t *actions_json(const struct report_finding *f)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < f->nactions; i++) {
+		const struct report_action *x = &f->actions[i];
+		json_t *ranks = json_array();
+		for (size_t k = 0; ranks && k < x->nranks; k++)
+			json_array_append_new(ranks, json_integer(x->ranks[k]));
+		json_t *ja = json_pack("{s:s,s:s,s:o,s:s,s:o}", "kind", x->kind, "target", x->target, "ranks",
+				       ranks ? ranks : json_array(), "text", x->text,
+				       "expected_gain_ms_per_iter", integer_ms(x->gain_ms));
+		if (ja && x->stage >= 0)
+			json_object_set_new(ja, "stage", json_integer(x->stage));
+		if (ja && x->command[0])
+			json_object_set_new(ja, "command", json_string(x->command));
+		json_array_append_new(a, ja);
+	}
+	return a;
+}
+
+/* the actions of a finding, one line each */
+static void actions_text(struct sbuf *b, const struct report_finding *f)
+{
+	for (size_t i = 0; i < f->nactions; i++) {
+		const struct report_action *a = &f->actions[i];
+		if (strcmp(a->kind, "avoid") == 0)
+			sb_printf(b, "  not this: %s\n", a->text);
+		else
+			sb_printf(b, "  action: %s\n", a->text);
+		if (a->command[0])
+			sb_printf(b, "    %s\n", a->command);
+	}
+}
+
 json_t *report_to_json(const struct report *r)
 {
 	json_t *o = json_object();
@@ -143,6 +213,8 @@ json_t *report_to_json(const struct report *r)
 				       "lost_ms_per_iter", integer_ms(isfinite(f->lost_ms) ? f->lost_ms : 0));
 		if (jf && f->stage >= 0)
 			json_object_set_new(jf, "stage", json_integer(f->stage));
+		if (jf)
+			json_object_set_new(jf, "actions", actions_json(f));
 		json_array_append_new(fs, jf);
 	}
 	json_object_set_new(o, "findings", fs);
@@ -164,47 +236,13 @@ json_t *report_to_json(const struct report *r)
 	return o;
 }
 
-/* growable string with a sticky failure flag */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int failed;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	if (b->failed)
-		return;
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->failed = 1;
-			return;
-		}
-		if (b->p && b->len + (size_t)n < b->cap) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-}
-
 char *report_to_text(const struct report *r)
 {
 	struct sbuf b = {0};
 	sb_printf(&b, "job %s: %s\n", r->job[0] ? r->job : "(unnamed)", r->category);
 	sb_printf(&b, "  %s\n", r->summary);
+	if (r->nfindings)
+		actions_text(&b, &r->findings[0]);
 	if (r->has_window && isfinite(r->baseline_ms))
 		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter against a baseline of %.0f ms; "
 			      "about %.0f ms lost per iteration\n",
@@ -248,6 +286,7 @@ char *report_to_text(const struct report *r)
 	for (size_t i = 1; i < r->nfindings; i++) {
 		const struct report_finding *f = &r->findings[i];
 		sb_printf(&b, "also: %s\n  %s\n", f->category, f->summary);
+		actions_text(&b, f);
 		for (size_t j = 0; j < f->nsuspects; j++)
 			sb_printf(&b, "  culprit      rank %u on %s score %.2f\n", f->suspects[j].rank,
 				  f->suspects[j].host, f->suspects[j].score);

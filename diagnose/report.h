@@ -49,6 +49,24 @@ struct report_suspect {
 	size_t nk;
 };
 
+/* What on-call should do about a finding (diagnose/actions.h): one object to act on (a node,
+ * a host, a stage, a rank's kernel, hung ranks), or what not to do and the evidence that
+ * rules it out (kind "avoid"). */
+#define REPORT_MAX_ACTIONS 6
+#define REPORT_ACTION_RANKS 16
+
+struct report_action {
+	const char *kind;    /* "drain_node", "check_network", "rebalance_stage", "inspect_host",
+			      * "inspect_kernel", "investigate_hang", "avoid" */
+	char target[REPORT_NAME_MAX]; /* the node or host, "pp 2", the kernel's name */
+	int stage;           /* rebalance_stage: the stage, else -1 */
+	uint32_t ranks[REPORT_ACTION_RANKS];
+	size_t nranks;       /* the ranks it concerns (the first REPORT_ACTION_RANKS) */
+	char text[480];
+	char command[640];   /* a command line to paste, or "" */
+	double gain_ms;      /* expected gain per iteration; NaN: not in ms per iteration */
+};
+
 /* One independent fault: its category, its culprits (with their evidence and kernels)
  * and what it costs. A report holds each fault it finds; the largest is also the report's
  * verdict and suspects. */
@@ -59,6 +77,9 @@ struct report_finding {
 	struct report_suspect *suspects; /* culprits only */
 	size_t nsuspects, culprits_total;
 	double lost_ms;
+	double ratio;                    /* stage_imbalance: the stage over the others' median */
+	struct report_action actions[REPORT_MAX_ACTIONS];
+	size_t nactions;
 };
 
 /* A standing cost that needs no page: nothing regressed, yet it costs every step. */

@@ -30,6 +30,7 @@ struct job_alert {
 	json_t *am; /* NULL: none firing */
 	char host[REPORT_NAME_MAX];
 	char suspects[1024];
+	char action[512], avoid[512]; /* the verdict's first action and first "avoid" (actions.h) */
 };
 
 struct alerts {
@@ -202,6 +203,40 @@ static void note_suspects(struct job_alert *ja, const struct report *r)
 			 r->nsuspects - SUSPECTS_LISTED);
 }
 
+/* the verdict's first action and first "avoid", for the annotations */
+static void note_actions(struct job_alert *ja, const struct report *r)
+{
+	const struct report_finding *f = r && r->nfindings ? &r->findings[0] : NULL;
+
+	if (!r)
+		return;
+	ja->action[0] = ja->avoid[0] = '\0';
+	for (size_t i = 0; f && i < f->nactions; i++) {
+		int no = strcmp(f->actions[i].kind, "avoid") == 0;
+		char *to = no ? ja->avoid : ja->action;
+
+		if (!to[0])
+			snprintf(to, sizeof(ja->action), "%s", f->actions[i].text);
+	}
+}
+
+/* note_actions from a stored report (JSON) */
+static void note_actions_json(struct job_alert *ja, json_t *report)
+{
+	json_t *acts = json_object_get(json_array_get(json_object_get(report, "findings"), 0), "actions"), *x;
+	size_t i;
+
+	ja->action[0] = ja->avoid[0] = '\0';
+	json_array_foreach(acts, i, x) {
+		const char *kind = json_string_value(json_object_get(x, "kind"));
+		const char *text = json_string_value(json_object_get(x, "text"));
+		char *to = kind && strcmp(kind, "avoid") == 0 ? ja->avoid : ja->action;
+
+		if (text && !to[0])
+			snprintf(to, sizeof(ja->action), "%s", text);
+	}
+}
+
 /* note_suspects from a stored report (JSON) */
 static void note_suspects_json(struct job_alert *ja, json_t *report)
 {
@@ -268,6 +303,7 @@ void alerts_restore(struct server *s, struct job *job, const char *alert_json, j
 	json_decref(ja->am);
 	ja->am = alert_json ? json_loads(alert_json, 0, NULL) : NULL;
 	note_suspects_json(ja, report);
+	note_actions_json(ja, report);
 }
 
 /* The Alertmanager alert of the incident's current state (no endsAt). */
@@ -288,6 +324,9 @@ static json_t *am_alert(const struct job *job, const struct job_alert *ja, const
 	json_object_set_new(labels, "incident", json_string(inc->key));
 	json_object_set_new(ann, "summary", json_string(inc->summary));
 	json_object_set_new(ann, "suspects", json_string(ja->suspects));
+	json_object_set_new(ann, "action", json_string(ja->action));
+	if (ja->avoid[0])
+		json_object_set_new(ann, "avoid", json_string(ja->avoid));
 	json_object_set_new(ann, "report_url", json_string(report_url));
 	json_object_set_new(al, "labels", labels);
 	json_object_set_new(al, "annotations", ann);
@@ -365,8 +404,10 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 		log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
 		return;
 	}
-	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED)
+	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED) {
 		note_suspects(ja, r);
+		note_actions(ja, r);
+	}
 	snprintf(report_url, sizeof(report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job->name);
 	snprintf(incidents_url, sizeof(incidents_url), "%s/api/v1/jobs/%s/incidents", a->public_url, job->name);
 	snprintf(dedup, sizeof(dedup), "%s/%s/%u", inc->key, incident_change_name(change), inc->updates);
@@ -400,12 +441,13 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 			json_decref(arr);
 		}
 		if (a->on[DELIVER_WEBHOOK]) {
-			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s}}",
+			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
 					      "dedup_key", dedup, "state", incident_change_name(change), "incident",
 					      "key", inc->key, "job", job->name, "category", inc->category, "state", state,
 					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
 					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
-					      "host", ja->host, "suspects", ja->suspects, "report_url", report_url);
+					      "host", ja->host, "suspects", ja->suspects, "action", ja->action, "avoid",
+					      ja->avoid, "report_url", report_url);
 			char *rest = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 
 			json_decref(o);
@@ -428,9 +470,11 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 				snprintf(text, sizeof(text), ":white_check_mark: *resolved*: job `%s` is back to its baseline (%s)\n%s",
 					 job->name, inc->category, report_url);
 			else
-				snprintf(text, sizeof(text), ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n%s",
+				snprintf(text, sizeof(text), ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
+					 "action: %s\n%s%s%s%s",
 					 incident_change_name(change), job->name, inc->category,
-					 ja->host[0] ? ja->host : "?", inc->summary, ja->suspects, report_url);
+					 ja->host[0] ? ja->host : "?", inc->summary, ja->suspects, ja->action,
+					 ja->avoid[0] ? "not this: " : "", ja->avoid, ja->avoid[0] ? "\n" : "", report_url);
 			o = json_pack("{s:s}", "text", text);
 			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
@@ -441,12 +485,13 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 
 			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job->name,
 				 ja->host[0] ? ja->host : "?", inc->summary);
-			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}}, s:[{s:s, s:s}]}",
+			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}, s:[{s:s, s:s}]}",
 				      "routing_key", s->cfg.pagerduty_routing_key, "event_action",
 				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key, "payload",
 				      "summary", summary, "source", ja->host[0] ? ja->host : job->name, "severity",
 				      severity(inc->category), "component", job->name, "group", inc->category,
-				      "custom_details", "suspects", ja->suspects, "report_url", report_url, "state", dedup,
+				      "custom_details", "suspects", ja->suspects, "action", ja->action, "avoid", ja->avoid,
+				      "report_url", report_url, "state", dedup,
 				      "links", "href", report_url, "text", "culprit report");
 			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);

@@ -2,6 +2,7 @@
 #include "diagnosis.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,7 @@ struct request {
 	char job[128];
 	struct store *snapshot;
 	struct diagnose_input in;
+	char server[512]; /* in.server points here: the caller's string may change meanwhile */
 	uint64_t token;
 	struct request *next;
 };
@@ -154,6 +156,10 @@ int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapsho
 	strncpy(q->job, job, sizeof(q->job) - 1);
 	q->snapshot = snapshot;
 	q->in = *in;
+	if (in->server) {
+		snprintf(q->server, sizeof(q->server), "%s", in->server);
+		q->in.server = q->server;
+	}
 	q->token = token;
 	if (d->tail)
 		d->tail->next = q;

@@ -259,6 +259,7 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 		return;
 	}
 	diagnose_input_from_l1(&in, engine_l1(job->engine), job->hang_now_us);
+	in.server = s->cfg.public_url[0] ? s->cfg.public_url : s->cfg.http_listen; /* for the actions' commands */
 	if (diagnosis_submit(s->diagnosis, job->name, snap, &in, 0) < 0) {
 		s->m.diagnoses_refused++;
 		job->snapshot = snap; /* queue full: stays due, tried again at the next batch or tick */

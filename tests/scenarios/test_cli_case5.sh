@@ -23,4 +23,10 @@ jq -e '.events == [.events[0]] and .events[0].host == "node-1294" and .events[0]
 jq -e '.late_arrivers.ranks == 280 and .late_arrivers.consistent_with_culprits' "$dir/r.json" >/dev/null || fail "late arrivers"
 jq -e '.window.baseline_iter_ms > 28000 and .window.baseline_iter_ms < 32000 and .window.window_iter_ms > 88000' "$dir/r.json" >/dev/null || fail "window"
 jq -e '.lost_ms_per_iter > 55000 and .lost_ms_per_iter < 65000' "$dir/r.json" >/dev/null || fail "lost_ms_per_iter"
+# what on-call does: drain node-1294 (its 8 ranks), not repair its port, with the gain
+jq -e '.findings[0].actions[0] | .kind == "drain_node" and .target == "node-1294" and .ranks == [10352,10353,10354,10355,10356,10357,10358,10359] and .expected_gain_ms_per_iter > 55000' "$dir/r.json" >/dev/null || fail "drain action"
+jq -e '[.findings[0].actions[] | select(.kind == "avoid" and .target == "node-1294" and (.text | test("port_down on node-1294.*communication kernels run at 0\\.[0-9]+x")))] | length == 1' "$dir/r.json" >/dev/null || fail "avoid action"
+"$culprit" diagnose --text "$dir/case5.jsonl.gz" >"$dir/r.txt"
+grep -q '^  action: drain node-1294 .*ranks 10352-10359' "$dir/r.txt" || fail "text action line"
+grep -q '^  not this: do not repair what the port_down on node-1294' "$dir/r.txt" || fail "text avoid line"
 echo ok

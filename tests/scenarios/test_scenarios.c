@@ -9,10 +9,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "actions.h"
 #include "engine.h"
 #include "sim.h"
 
@@ -87,6 +89,39 @@ static size_t culprits(const struct report *r, uint32_t *out, size_t cap)
 	return n;
 }
 
+/* The verdict's finding has an action of kind on target that names the ranks lo..lo+n-1
+ * (n 0: names none), and an "avoid" on avoid_target when that is not NULL. Returns the action. */
+static const struct report_action *expect_action(const struct report *r, const char *kind,
+						  const char *target, uint32_t lo, uint32_t n,
+						  const char *avoid_target)
+{
+	assert_true(r->nfindings >= 1);
+	const struct report_finding *f = &r->findings[0];
+	const struct report_action *a = NULL, *no = NULL;
+	for (size_t i = 0; i < f->nactions; i++) {
+		if (!a && strcmp(f->actions[i].kind, kind) == 0)
+			a = &f->actions[i];
+		if (!no && strcmp(f->actions[i].kind, "avoid") == 0 && avoid_target &&
+		    strcmp(f->actions[i].target, avoid_target) == 0)
+			no = &f->actions[i];
+	}
+	if (!a || (avoid_target && !no)) {
+		char *t = report_to_text(r);
+		print_error("no %s action on %s (or no avoid on %s) in\n%s", kind, target,
+			    avoid_target ? avoid_target : "-", t ? t : "");
+		free(t);
+	}
+	assert_non_null(a);
+	assert_string_equal(a->target, target);
+	assert_non_null(strstr(a->text, target));
+	assert_int_equal(a->nranks, n);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(a->ranks[i], lo + i);
+	if (avoid_target)
+		assert_non_null(no);
+	return a;
+}
+
 static void expect_kernels(const char *scenario, uint32_t iters, uint32_t kernels,
 			   const char *category, uint32_t lo, uint32_t n, const char *host)
 {
@@ -123,6 +158,14 @@ static void compute_straggler(void **state)
 {
 	(void)state;
 	expect("compute_straggler", 40, "compute_degradation", 517, 1, "node-64");
+	struct feed f;
+	struct report rep;
+	run_scenario("compute_straggler", 40, 0, &f, &rep);
+	const struct report_action *a = expect_action(&rep, "drain_node", "node-64", 517, 1, NULL);
+	/* the whole finding's cost comes back when its only node goes */
+	assert_true(a->gain_ms > 0 && a->gain_ms == rep.findings[0].lost_ms);
+	report_free(&rep);
+	engine_destroy(f.e);
 }
 
 static void link_degradation(void **state)
@@ -136,6 +179,12 @@ static void link_degradation(void **state)
 	assert_int_equal(rep.nevents, 1);
 	assert_string_equal(rep.events[0].host, "node-42");
 	assert_string_equal(rep.events[0].verdict, "consistent");
+	/* the link to check, the collective it slows, and no GPU drain */
+	const struct report_action *a = expect_action(&rep, "check_network", "node-42", 336, 8, "node-42");
+	assert_non_null(strstr(a->text, "NIC"));
+	assert_non_null(strstr(a->text, "send_recv"));
+	assert_non_null(strstr(a->text, "port_down event on node-42 agrees"));
+	assert_true(a->gain_ms > 0);
 	/* the culprits' NCCL kernels are the slow ones, their GEMMs are not */
 	for (size_t s = 0; s < rep.nsuspects; s++) {
 		const struct report_suspect *su = &rep.suspects[s];
@@ -161,6 +210,11 @@ static void stage_imbalance(void **state)
 	assert_string_equal(rep.category, "stage_imbalance");
 	assert_int_equal(rep.stage, 2);
 	assert_int_equal(rep.culprits_total, 0);
+	const struct report_action *a = expect_action(&rep, "rebalance_stage", "pp 2", 0, 0, "pp 2");
+	assert_int_equal(a->stage, 2);
+	/* a balanced split of 4 stages saves 3/4 of the heavy stage's excess */
+	assert_true(rep.lost_ms > 0 && fabs(a->gain_ms - rep.lost_ms * 3 / 4) < 1);
+	assert_non_null(strstr(a->text, "% of a pipeline's compute"));
 	report_free(&rep);
 	engine_destroy(f.e);
 }
@@ -169,18 +223,48 @@ static void kernel_stall(void **state)
 {
 	(void)state;
 	expect("kernel_stall", 40, "kernel_stall", 300, 2, "node-37");
+	struct feed f;
+	struct report rep;
+	run_scenario("kernel_stall", 40, 0, &f, &rep);
+	const struct report_action *a = expect_action(&rep, "inspect_kernel", "flash_attn_fwd", 300, 2, "node-37");
+	assert_string_equal(a->command, "culprit capture --server 127.0.0.1:7434 --job sim-kernel_stall "
+					"--ranks 300-301 --iterations 3");
+	/* culpritd passes its own address for the command line */
+	assert_int_equal(actions_build(&rep, engine_store(f.e), "https://culprit.example:7434"), 0);
+	a = expect_action(&rep, "inspect_kernel", "flash_attn_fwd", 300, 2, "node-37");
+	assert_non_null(strstr(a->command, "--server https://culprit.example:7434 --job sim-kernel_stall"));
+	report_free(&rep);
+	engine_destroy(f.e);
 }
 
 static void host_delay(void **state)
 {
 	(void)state;
 	expect("host_delay", 40, "host_delay", 600, 1, "node-75");
+	struct feed f;
+	struct report rep;
+	run_scenario("host_delay", 40, 0, &f, &rep);
+	const struct report_action *a = expect_action(&rep, "inspect_host", "node-75", 600, 1, "node-75");
+	assert_non_null(strstr(a->text, "rank 600"));
+	assert_non_null(strstr(a->text, "data_loader"));
+	report_free(&rep);
+	engine_destroy(f.e);
 }
 
 static void hang(void **state)
 {
 	(void)state;
 	expect("hang", 40, "hang", 777, 1, "node-97");
+	struct feed f;
+	struct report rep;
+	run_scenario("hang", 40, 0, &f, &rep);
+	/* a hang has a finding of its own now, with the rank that stopped first */
+	assert_string_equal(rep.findings[0].category, "hang");
+	const struct report_action *a = expect_action(&rep, "investigate_hang", "node-97", 777, 1, NULL);
+	assert_non_null(strstr(a->text, "rank 777"));
+	assert_non_null(strstr(a->text, "after iteration 19"));
+	report_free(&rep);
+	engine_destroy(f.e);
 }
 
 /* Real jobs report dozens of kernel names: the verdicts hold with 20 to 200 of them, also
@@ -267,6 +351,18 @@ static void case5(void **state)
 	assert_string_equal(rep.events[0].host, "node-1294");
 	assert_string_equal(rep.events[0].kind, "port_down");
 	assert_string_equal(rep.events[0].verdict, "contradicted");
+	/* the seed's lesson: drain node-1294, do not repair its port; both say why */
+	const struct report_action *a = expect_action(&rep, "drain_node", "node-1294", 10352, 8, "node-1294");
+	assert_non_null(strstr(a->text, "ranks 10352-10359"));
+	assert_true(a->gain_ms > 55000 && fabs(a->gain_ms - rep.lost_ms) < 1);
+	const struct report_finding *m = &rep.findings[0];
+	const struct report_action *no = NULL;
+	for (size_t i = 0; i < m->nactions; i++)
+		if (strcmp(m->actions[i].kind, "avoid") == 0 && strstr(m->actions[i].text, "port_down"))
+			no = &m->actions[i];
+	assert_non_null(no);
+	assert_non_null(strstr(no->text, "its network, NIC or port"));
+	assert_non_null(strstr(no->text, "communication kernels run at 0."));
 	assert_true(rep.has_window);
 	assert_true(rep.baseline_ms > 28000 && rep.baseline_ms < 32000);
 	assert_true(rep.window_ms > 88000);

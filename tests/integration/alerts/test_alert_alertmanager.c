@@ -1,8 +1,8 @@
 /* test_alert_alertmanager: case5 streamed by `culprit sim` (12,960 ranks, 1,620 agents) into
  * culpritd, which posts to a real Prometheus Alertmanager on loopback. While the fault lasts,
  * Alertmanager holds one active alert for the job, with labels category=compute_degradation
- * and host=node-1294 and the report URL in its annotations; after the fault ends
- * (--recover-at) the alert is resolved (no longer active). */
+ * and host=node-1294, the report URL and the action (drain node-1294; not its port) in its
+ * annotations; after the fault ends (--recover-at) the alert is resolved (no longer active). */
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -167,6 +167,14 @@ int main(void)
 				H_CHECK(json_object_get(labels, "severity") != NULL, &proc);
 				H_CHECK(report_url && strstr(report_url, "/api/v1/jobs/" JOB "/reports/latest"), &proc);
 				H_CHECK(suspects && strstr(suspects, "10352 (node-1294, culprit)"), &proc);
+				/* what to do, and not to do, reaches Alertmanager */
+				const char *action =
+					json_string_value(json_object_get(json_object_get(a, "annotations"), "action"));
+				const char *avoid =
+					json_string_value(json_object_get(json_object_get(a, "annotations"), "avoid"));
+
+				H_CHECK(action && strncmp(action, "drain node-1294 ", 16) == 0, &proc);
+				H_CHECK(avoid && strstr(avoid, "port_down on node-1294"), &proc);
 				seen = 1;
 			}
 		}

@@ -7,7 +7,8 @@
  * every outbox row accepted exactly once (one 200 per dedup key), firing and resolved among
  * them, each body signed with HMAC-SHA256 of the secret, its dedup_key field equal to the
  * header. Slack and PagerDuty targets point at the same receiver (paths /slack, /pd): each
- * of their rows is accepted once too, in their shapes. */
+ * of their rows is accepted once too, in their shapes. Every firing alert says what to do
+ * (drain node-64) in each target's shape. */
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -150,6 +151,8 @@ int main(void)
 			const char *text = json_string_value(json_object_get(j, "text"));
 
 			H_CHECK(text && strstr(text, "sim-compute_straggler"), NULL);
+			/* the action reaches on-call: drain the culprit's node */
+			H_CHECK(!strstr(text, ":rotating_light:") || strstr(text, "\naction: drain node-64 "), NULL);
 			json_decref(j);
 			continue;
 		}
@@ -162,6 +165,12 @@ int main(void)
 			resolves += strcmp(action, "resolve") == 0;
 			H_CHECK(key && strncmp(hits[i].dedup, key, strlen(key)) == 0, NULL);
 			H_CHECK(json_string_value(json_object_get(json_object_get(j, "payload"), "summary")) != NULL, NULL);
+			if (strcmp(action, "trigger") == 0) {
+				const char *act = json_string_value(json_object_get(
+					json_object_get(json_object_get(j, "payload"), "custom_details"), "action"));
+
+				H_CHECK(act && strncmp(act, "drain node-64 ", 14) == 0, NULL);
+			}
 			json_decref(j);
 			continue;
 		}
@@ -180,6 +189,14 @@ int main(void)
 
 			H_CHECK(json_integer_value(json_object_get(json_array_get(sus, 0), "rank")) == 517, NULL);
 			H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "host")),
+				       "node-64") == 0,
+				NULL);
+			/* and what to do about it, in the incident and in the report's finding */
+			H_CHECK(strncmp(json_string_value(json_object_get(json_object_get(j, "incident"), "action")),
+					"drain node-64 ", 14) == 0,
+				NULL);
+			H_CHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(json_array_get(
+					json_object_get(json_object_get(j, "report"), "findings"), 0), "actions"), 0), "target")),
 				       "node-64") == 0,
 				NULL);
 		}
