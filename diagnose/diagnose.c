@@ -969,8 +969,8 @@ static int make_finding(struct work *w, struct report_finding *f, const uint8_t 
 	}
 	char ev[200] = "";
 	if (e && k == FK_LATE)
-		snprintf(ev, sizeof(ev), "%.48s %.2fx as short as %s (they arrive last and wait least)",
-			 e->phase, e->ratio > 0 ? 1 / e->ratio : 0, basis_words(e));
+		snprintf(ev, sizeof(ev), "%.48s %.2fx %s (shorter: they arrive last and wait least)",
+			 e->phase, e->ratio, basis_words(e));
 	else if (e)
 		snprintf(ev, sizeof(ev), "%.48s %.2fx %s", e->phase, e->ratio, basis_words(e));
 	snprintf(f->summary, sizeof(f->summary),
