@@ -1094,6 +1094,239 @@ static int advise(struct work *w, const struct diagnose_config *cfg)
 	return 0;
 }
 
+/* The analysed part of the window and its baseline, within the ring: w->first, w->last,
+ * w->kfirst, the wall-clock span; the baseline into *bfirst..*blast (empty: blast < bfirst) */
+static void window_bounds(struct work *w, const struct diagnose_input *in, uint32_t *bfirst,
+			  uint32_t *blast)
+{
+	const struct store *s = w->s;
+	uint32_t R = store_config(s)->ring_iters, maxit = store_max_iter(s);
+	uint32_t lo = maxit + 1 >= R ? maxit + 1 - R : 0;
+	uint32_t last = in->last_iter < maxit ? in->last_iter : maxit;
+	uint32_t first = in->first_iter > lo ? in->first_iter : lo;
+	if (first > last)
+		first = last;
+	if (last - first + 1 > w->cfg->max_window)
+		first = last - w->cfg->max_window + 1;
+	*blast = 0;
+	*bfirst = 1;
+	if (in->first_iter > lo && in->first_iter > 0) {
+		*blast = in->first_iter - 1;
+		*bfirst = *blast + 1 >= w->cfg->max_baseline ? *blast + 1 - w->cfg->max_baseline : 0;
+		if (*bfirst < lo)
+			*bfirst = lo;
+	}
+	w->first = first;
+	w->last = last;
+	/* kernel sketches pool blocks of B iterations: skip a first block that straddles the
+	 * window's start (it mixes healthy iterations in) when a whole one remains */
+	uint32_t B = store_config(s)->kernel_block_iters;
+	uint32_t up = (first + B - 1) / B * B;
+	w->kfirst = up + B - 1 <= last ? up : first;
+	int64_t a, b, c, d;
+	if (store_iter_span(s, in->first_iter > lo ? in->first_iter : first, &a, &b) &&
+	    store_iter_span(s, last, &c, &d)) {
+		w->has_span = 1;
+		w->span_start = a;
+		w->span_end = d;
+	}
+}
+
+/* Each rank's own fault (kind[], count[]), the heavy stage, and the rules that take back
+ * what only waits (docs/method.md, "Attribution"). Returns 0, -1 when out of memory. */
+struct faults {
+	uint8_t *kind, *weak;
+	size_t count[FK_COUNT];
+	int stage;
+	double stage_excess, stage_ratio;
+	int late_only; /* late arrivers on more than a few nodes, still a minority */
+};
+
+static int assign_faults(struct work *w, struct faults *f)
+{
+	uint32_t nodes = (w->W + w->t->gpus_per_node - 1) / (w->t->gpus_per_node ? w->t->gpus_per_node : 8);
+	size_t few_nodes = (size_t)ceil(w->cfg->few_fraction * nodes);
+	if (few_nodes < 2)
+		few_nodes = 2;
+	uint8_t *kind = f->kind;
+	size_t *count = f->count;
+	f->stage = find_stage(w, &f->stage_excess, &f->stage_ratio);
+	for (uint32_t r = 0; r < w->W; r++) {
+		int wk;
+		kind[r] = (uint8_t)rank_fault(w, r, &wk);
+		f->weak[r] = (uint8_t)wk;
+		if (f->stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w->t, r).pp == (uint32_t)f->stage)
+			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
+		count[kind[r]]++;
+	}
+	if (drop_late_by_peer(w, kind, f->weak, count) < 0)
+		return -1;
+	node_comm(w, kind, count, nodes, few_nodes);
+	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
+		size_t n = node_shift(w, kind, nodes, few_nodes);
+		count[FK_COMPUTE] += n;
+		count[FK_NONE] -= n;
+	}
+	/* a long collective with a compute or host culprit among its members is a wait */
+	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST]) && drop_waiting(w, kind, count) < 0)
+		return -1;
+	/* a communication fault is a node's or a link's: more nodes than a few with long
+	 * collectives of their own is not one (they wait for something else) */
+	if (count[FK_COMM] && !few(w, kind, FK_COMM, count[FK_COMM], nodes, few_nodes)) {
+		for (uint32_t r = 0; r < w->W; r++)
+			if (kind[r] == FK_COMM)
+				kind[r] = FK_NONE;
+		count[FK_COMM] = 0;
+	}
+	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
+		/* nobody's own work is longer: the ranks that arrive last at collectives */
+		for (uint32_t r = 0; r < w->W; r++)
+			if (phase_flag_any(w, r, KM_COMM, L2_LOW)) {
+				kind[r] = FK_LATE;
+				count[FK_LATE]++;
+			}
+		if (count[FK_LATE] && !few(w, kind, FK_LATE, count[FK_LATE], nodes, few_nodes)) {
+			/* more than a few nodes, still a minority: they stay late arrivers, no
+			 * culprit (docs/method.md) */
+			f->late_only = count[FK_LATE] * 2 <= w->W;
+			for (uint32_t r = 0; r < w->W; r++)
+				if (kind[r] == FK_LATE)
+					kind[r] = FK_NONE;
+			count[FK_LATE] = 0;
+		}
+	}
+	return 0;
+}
+
+/* Roles: culprits (any fault), then late arrivers and victims among the others */
+static void mark_roles(struct work *w, const struct faults *f, size_t *nlate, size_t *nvict)
+{
+	*nlate = *nvict = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (f->kind[r])
+			w->role[r] = 1;
+		else if (phase_flag_any(w, r, KM_COMM, L2_LOW)) {
+			w->role[r] = 2;
+			(*nlate)++;
+		} else if (phase_flag_any(w, r, KM_COMM, L2_HIGH | L2_SELF_HIGH)) {
+			w->role[r] = 3;
+			(*nvict)++;
+		}
+	}
+	victim_phases(w);
+}
+
+/* One finding per kind of fault (and the heavy stage), the largest first */
+static int build_findings(struct work *w, const struct faults *f, uint32_t *list, size_t nlate, size_t nvict)
+{
+	struct report *rep = w->rep;
+	if (f->stage >= 0) {
+		struct report_finding *fi = &rep->findings[rep->nfindings++];
+		fi->category = "stage_imbalance";
+		fi->stage = f->stage;
+		fi->lost_ms = f->stage_excess;
+		fi->ratio = f->stage_ratio;
+		snprintf(fi->summary, sizeof(fi->summary),
+			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
+			 "stages wait for it",
+			 f->stage, f->stage_ratio);
+	}
+	for (int k = FK_COMPUTE; k < FK_COUNT; k++) {
+		if (!f->count[k])
+			continue;
+		struct report_finding *fi = &rep->findings[rep->nfindings++];
+		if (make_finding(w, fi, f->kind, (enum fault_kind)k, list, nlate, nvict) < 0)
+			return -1;
+	}
+	for (size_t a = 1; a < rep->nfindings; a++)
+		for (size_t b = a; b > 0 && rep->findings[b].lost_ms > rep->findings[b - 1].lost_ms; b--) {
+			struct report_finding t = rep->findings[b];
+			rep->findings[b] = rep->findings[b - 1];
+			rep->findings[b - 1] = t;
+		}
+	return 0;
+}
+
+/* The report's verdict, summary and suspects: the main finding's culprits (their ranks
+ * into list, *nc of them), then the late arrivers */
+static int fill_verdict(struct work *w, int late_only, size_t nlate, size_t nvict, uint32_t *list, size_t *nc)
+{
+	struct report *rep = w->rep;
+	double gap = rep->window_ms - rep->baseline_ms;
+	*nc = 0;
+	if (rep->nfindings) {
+		struct report_finding *m = &rep->findings[0];
+		rep->category = m->category;
+		rep->stage = m->stage;
+		snprintf(rep->summary, sizeof(rep->summary), "%s", m->summary);
+		*nc = m->nsuspects;
+		rep->culprits_total = m->culprits_total;
+		rep->lost_ms = m->lost_ms;
+		for (size_t i = 0; i < m->nsuspects; i++)
+			list[i] = m->suspects[i].rank;
+	} else if (late_only && nlate) {
+		rep->category = "host_delay";
+		snprintf(rep->summary, sizeof(rep->summary),
+			 "host-side delay: %zu ranks arrive late at collectives (their communication is "
+			 "the shortest of their group) while no rank computes slower; %zu ranks wait as "
+			 "victims",
+			 nlate, nvict);
+		rep->lost_ms = isfinite(gap) && gap > 0 ? gap : 0;
+	} else {
+		rep->category = "none";
+		if (isfinite(rep->baseline_ms))
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase stands out",
+				 rep->baseline_ms, rep->window_ms);
+		else
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "no rank, stage or phase stands out (%.0f ms per iteration; no baseline "
+				 "before it to compare with)",
+				 rep->window_ms);
+		rep->lost_ms = 0;
+	}
+	if (isfinite(gap) && gap > 0 && rep->lost_ms > gap)
+		rep->lost_ms = gap;
+	size_t late_expl = 0;
+	for (uint32_t r = 0; r < w->W; r++)
+		if (w->role[r] == 2 && *nc && explained_by(w, r, list, *nc))
+			late_expl++;
+	rep->late_total = nlate;
+	rep->late_consistent = nlate > 0 && late_expl == nlate;
+	rep->victims = nvict;
+	rep->suspects = calloc(*nc + nlate + 1, sizeof(*rep->suspects));
+	if (!rep->suspects)
+		return -1;
+	size_t ns = 0;
+	if (rep->nfindings)
+		for (size_t i = 0; i < rep->findings[0].nsuspects; i++)
+			rep->suspects[ns++] = rep->findings[0].suspects[i];
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (w->role[r] != 2)
+			continue;
+		struct report_suspect *su = &rep->suspects[ns++];
+		fill_identity(w, su, r, REPORT_LATE_ARRIVER, "L2");
+		su->consistent = *nc && explained_by(w, r, list, *nc);
+		double ex;
+		su->score = fill_evidence(w, su, r, KM_COMM, L2_LOW, &ex);
+	}
+	qsort(rep->suspects, ns, sizeof(*rep->suspects), cmp_suspect);
+	rep->nsuspects = ns < w->cfg->max_listed ? ns : w->cfg->max_listed;
+	if (rep->nfindings && rep->onset && strcmp(rep->onset, "sudden") != 0) {
+		/* how it came: a drift or now and then, not a step */
+		char tmp[sizeof(rep->summary)];
+		snprintf(tmp, sizeof(tmp), "%s", rep->summary);
+		snprintf(rep->summary, sizeof(rep->summary), "%s, from iteration %u: %.440s", rep->onset,
+			 rep->first_iter, tmp);
+	}
+	if (rep->nfindings && rep->late_consistent && rep->findings[0].nsuspects) {
+		/* say it in the verdict: the late arrivers come from the culprits */
+		size_t len = strlen(rep->summary);
+		snprintf(rep->summary + len, sizeof(rep->summary) - len, " because of them");
+	}
+	return 0;
+}
+
 int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		 const struct diagnose_config *cfgp, struct report *rep)
 {
@@ -1113,7 +1346,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	w.rep = rep;
 	w.role = calloc(w.W, 1);
 	uint32_t *list = malloc((w.W + 1) * sizeof(uint32_t));
-	uint8_t *kind = NULL, *weak = NULL;
+	struct faults f;
+	memset(&f, 0, sizeof(f));
 	int rc = -1;
 	if (!w.role || !list)
 		goto out;
@@ -1146,227 +1380,27 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 		goto out;
 	}
 
-	/* the analysed part of the window and its baseline, within the ring */
-	uint32_t R = store_config(s)->ring_iters, maxit = store_max_iter(s);
-	uint32_t lo = maxit + 1 >= R ? maxit + 1 - R : 0;
-	uint32_t last = in->last_iter < maxit ? in->last_iter : maxit;
-	uint32_t first = in->first_iter > lo ? in->first_iter : lo;
-	if (first > last)
-		first = last;
-	if (last - first + 1 > cfg.max_window)
-		first = last - cfg.max_window + 1;
-	uint32_t blast = 0, bfirst = 1; /* empty */
-	if (in->first_iter > lo && in->first_iter > 0) {
-		blast = in->first_iter - 1;
-		bfirst = blast + 1 >= cfg.max_baseline ? blast + 1 - cfg.max_baseline : 0;
-		if (bfirst < lo)
-			bfirst = lo;
-	}
-	w.first = first;
-	w.last = last;
-	{
-		/* kernel sketches pool blocks of B iterations: skip a first block that straddles
-		 * the window's start (it mixes healthy iterations in) when a whole one remains */
-		uint32_t B = store_config(s)->kernel_block_iters;
-		uint32_t up = (first + B - 1) / B * B;
-		w.kfirst = up + B - 1 <= last ? up : first;
-	}
-	{
-		int64_t a, b, c2, d2;
-		if (store_iter_span(s, in->first_iter > lo ? in->first_iter : first, &a, &b) &&
-		    store_iter_span(s, last, &c2, &d2)) {
-			w.has_span = 1;
-			w.span_start = a;
-			w.span_end = d2;
-		}
-	}
+	uint32_t bfirst, blast;
+	window_bounds(&w, in, &bfirst, &blast);
 	/* the step before the window: another fault in it must not hide a link's cost */
 	cfg.l2.step_ms = isfinite(in->baseline_ms) && in->baseline_ms > 0 ? in->baseline_ms : in->window_ms;
 	cfg.l2.window_mean = in->onset && strcmp(in->onset, "intermittent") == 0;
-	if (l2_run(&w.l2, s, first, last, bfirst, blast, &cfg.l2) < 0)
+	if (l2_run(&w.l2, s, w.first, w.last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;
 	for (uint32_t p = 0; p < w.P && p < 256; p++)
 		w.kind[p] = store_phase_kind(s, p);
 
-	/* each rank's own fault, if any: compute, host or communication */
-	uint32_t nodes = (w.W + w.t->gpus_per_node - 1) / (w.t->gpus_per_node ? w.t->gpus_per_node : 8);
-	size_t few_nodes = (size_t)ceil(cfg.few_fraction * nodes);
-	if (few_nodes < 2)
-		few_nodes = 2;
-	double stage_excess = 0, stage_ratio = 0;
-	int stage = find_stage(&w, &stage_excess, &stage_ratio);
-	kind = calloc(w.W, 1);
-	weak = calloc(w.W, 1);
-	if (!kind || !weak)
+	f.kind = calloc(w.W, 1);
+	f.weak = calloc(w.W, 1);
+	if (!f.kind || !f.weak || assign_faults(&w, &f) < 0)
 		goto out;
-	size_t count[FK_COUNT] = {0};
-	for (uint32_t r = 0; r < w.W; r++) {
-		int wk;
-		kind[r] = (uint8_t)rank_fault(&w, r, &wk);
-		weak[r] = (uint8_t)wk;
-		if (stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w.t, r).pp == (uint32_t)stage)
-			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
-		count[kind[r]]++;
-	}
-	if (drop_late_by_peer(&w, kind, weak, count) < 0)
+	size_t nlate, nvict, nc;
+	mark_roles(&w, &f, &nlate, &nvict);
+	if (build_findings(&w, &f, list, nlate, nvict) < 0 ||
+	    fill_verdict(&w, f.late_only, nlate, nvict, list, &nc) < 0)
 		goto out;
-	node_comm(&w, kind, count, nodes, few_nodes);
-	if (stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
-		size_t n = node_shift(&w, kind, nodes, few_nodes);
-		count[FK_COMPUTE] += n;
-		count[FK_NONE] -= n;
-	}
-	/* a long collective with a compute or host culprit among its members is a wait */
-	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST]) && drop_waiting(&w, kind, count) < 0)
-		goto out;
-	/* a communication fault is a node's or a link's: more nodes than a few with long
-	 * collectives of their own is not one (they wait for something else) */
-	if (count[FK_COMM] && !few(&w, kind, FK_COMM, count[FK_COMM], nodes, few_nodes)) {
-		for (uint32_t r = 0; r < w.W; r++)
-			if (kind[r] == FK_COMM)
-				kind[r] = FK_NONE;
-		count[FK_COMM] = 0;
-	}
-	int late_only = 0;
-	if (stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
-		/* nobody's own work is longer: the ranks that arrive last at collectives */
-		for (uint32_t r = 0; r < w.W; r++)
-			if (phase_flag_any(&w, r, KM_COMM, L2_LOW)) {
-				kind[r] = FK_LATE;
-				count[FK_LATE]++;
-			}
-		if (count[FK_LATE] && !few(&w, kind, FK_LATE, count[FK_LATE], nodes, few_nodes)) {
-			/* more than a few nodes, still a minority: they stay late arrivers, no
-			 * culprit (docs/method.md) */
-			late_only = count[FK_LATE] * 2 <= w.W;
-			for (uint32_t r = 0; r < w.W; r++)
-				if (kind[r] == FK_LATE)
-					kind[r] = FK_NONE;
-			count[FK_LATE] = 0;
-		}
-	}
-	for (uint32_t r = 0; r < w.W; r++)
-		if (kind[r])
-			w.role[r] = 1;
-
-	/* late arrivers and victims */
-	size_t nlate = 0, nvict = 0;
-	for (uint32_t r = 0; r < w.W; r++) {
-		if (w.role[r])
-			continue;
-		if (phase_flag_any(&w, r, KM_COMM, L2_LOW)) {
-			w.role[r] = 2;
-			nlate++;
-		} else if (phase_flag_any(&w, r, KM_COMM, L2_HIGH | L2_SELF_HIGH)) {
-			w.role[r] = 3;
-			nvict++;
-		}
-	}
-	victim_phases(&w);
-
-	/* one finding per kind of fault */
-	if (stage >= 0) {
-		struct report_finding *f = &rep->findings[rep->nfindings++];
-		f->category = "stage_imbalance";
-		f->stage = stage;
-		f->lost_ms = stage_excess;
-		f->ratio = stage_ratio;
-		snprintf(f->summary, sizeof(f->summary),
-			 "pipeline stage pp %d computes %.2fx the median of the other stages; the other "
-			 "stages wait for it",
-			 stage, stage_ratio);
-	}
-	for (int k = FK_COMPUTE; k < FK_COUNT; k++) {
-		if (!count[k])
-			continue;
-		struct report_finding *f = &rep->findings[rep->nfindings++];
-		if (make_finding(&w, f, kind, (enum fault_kind)k, list, nlate, nvict) < 0)
-			goto out;
-	}
-	/* the largest first: it is the report's verdict */
-	for (size_t a = 1; a < rep->nfindings; a++)
-		for (size_t b = a; b > 0 && rep->findings[b].lost_ms > rep->findings[b - 1].lost_ms; b--) {
-			struct report_finding t = rep->findings[b];
-			rep->findings[b] = rep->findings[b - 1];
-			rep->findings[b - 1] = t;
-		}
-
-	/* the report's suspects: the main finding's culprits, then the late arrivers */
-	size_t nc = 0;
-	double gap = rep->window_ms - rep->baseline_ms;
-	if (rep->nfindings) {
-		struct report_finding *m = &rep->findings[0];
-		rep->category = m->category;
-		rep->stage = m->stage;
-		snprintf(rep->summary, sizeof(rep->summary), "%s", m->summary);
-		nc = m->nsuspects;
-		rep->culprits_total = m->culprits_total;
-		rep->lost_ms = m->lost_ms;
-		for (size_t i = 0; i < m->nsuspects; i++)
-			list[i] = m->suspects[i].rank;
-	} else if (late_only && nlate) {
-		rep->category = "host_delay";
-		snprintf(rep->summary, sizeof(rep->summary),
-			 "host-side delay: %zu ranks arrive late at collectives (their communication is "
-			 "the shortest of their group) while no rank computes slower; %zu ranks wait as "
-			 "victims",
-			 nlate, nvict);
-		rep->lost_ms = isfinite(gap) && gap > 0 ? gap : 0;
-	} else {
-		rep->category = "none";
-		if (isfinite(rep->baseline_ms))
-			snprintf(rep->summary, sizeof(rep->summary),
-				 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase stands out",
-				 rep->baseline_ms, rep->window_ms);
-		else
-			snprintf(rep->summary, sizeof(rep->summary),
-				 "no rank, stage or phase stands out (%.0f ms per iteration; no baseline "
-				 "before it to compare with)",
-				 rep->window_ms);
-		rep->lost_ms = 0;
-	}
-	if (isfinite(gap) && gap > 0 && rep->lost_ms > gap)
-		rep->lost_ms = gap;
-	size_t late_expl = 0;
-	for (uint32_t r = 0; r < w.W; r++)
-		if (w.role[r] == 2 && nc && explained_by(&w, r, list, nc))
-			late_expl++;
-	rep->late_total = nlate;
-	rep->late_consistent = nlate > 0 && late_expl == nlate;
-	rep->victims = nvict;
-	rep->suspects = calloc(nc + nlate + 1, sizeof(*rep->suspects));
-	if (!rep->suspects)
-		goto out;
-	size_t ns = 0;
-	if (rep->nfindings)
-		for (size_t i = 0; i < rep->findings[0].nsuspects; i++)
-			rep->suspects[ns++] = rep->findings[0].suspects[i];
-	for (uint32_t r = 0; r < w.W; r++) {
-		if (w.role[r] != 2)
-			continue;
-		struct report_suspect *su = &rep->suspects[ns++];
-		fill_identity(&w, su, r, REPORT_LATE_ARRIVER, "L2");
-		su->consistent = nc && explained_by(&w, r, list, nc);
-		double ex;
-		su->score = fill_evidence(&w, su, r, KM_COMM, L2_LOW, &ex);
-	}
-	qsort(rep->suspects, ns, sizeof(*rep->suspects), cmp_suspect);
-	rep->nsuspects = ns < cfg.max_listed ? ns : cfg.max_listed;
-	if (rep->nfindings && rep->onset && strcmp(rep->onset, "sudden") != 0) {
-		/* how it came: a drift or now and then, not a step */
-		char tmp[sizeof(rep->summary)];
-		snprintf(tmp, sizeof(tmp), "%s", rep->summary);
-		snprintf(rep->summary, sizeof(rep->summary), "%s, from iteration %u: %.440s", rep->onset,
-			 rep->first_iter, tmp);
-	}
-	if (rep->nfindings && rep->late_consistent && rep->findings[0].nsuspects) {
-		/* say it in the verdict: the late arrivers come from the culprits */
-		size_t len = strlen(rep->summary);
-		snprintf(rep->summary + len, sizeof(rep->summary) - len, " because of them");
-	}
-	double comm_ratio = culprit_comm_ratio(&w, rep->nfindings ? &rep->findings[0] : NULL);
-	judge_events(&w, list, nc, comm_ratio);
+	judge_events(&w, list, nc, culprit_comm_ratio(&w, rep->nfindings ? &rep->findings[0] : NULL));
 	rc = 0;
 out:
 	if (!rc)
@@ -1376,7 +1410,7 @@ out:
 	l2_free(&w.l2);
 	free(w.role);
 	free(list);
-	free(kind);
-	free(weak);
+	free(f.kind);
+	free(f.weak);
 	return rc;
 }

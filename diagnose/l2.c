@@ -347,14 +347,6 @@ static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct 
 		if (k->z < -cfg->z_threshold && -d > cfg->min_delta_ms && (-d > need || k->ratio < cfg->ratio_low))
 			l->flag[c] |= L2_LOW;
 	}
-	/* the longer of a pair by subtle_ratio and step_share of the step: a hint too (on
-	 * every rank of a node, its NIC is slow: the partners' own NICs are not, or they
-	 * would be as long) */
-	if (k->ok && n == 2 && cfg->step_ms > 0 && k->ratio < 2) {
-		double other = v * (2 - k->ratio) / k->ratio; /* the median of 2 is their mean */
-		if (v > other * cfg->subtle_ratio && v - other > cfg->step_share * cfg->step_ms)
-			l->flag[c] |= L2_HINT;
-	}
 	/* a collective no longer than its own past did not cause this window: it was so
 	 * before (a stage whose transfers always take longer) */
 	if (isfinite(b) && b > 0 && v < b * cfg->subtle_ratio)
