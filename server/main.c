@@ -29,6 +29,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "migrate.h"
+#include "notify.h"
 #include "retention.h"
 #include "server.h"
 #include "tls.h"
@@ -38,6 +39,14 @@
 #define DIAGNOSIS_QUEUE 64 /* jobs waiting for the diagnosis worker */
 
 static struct embedded *pg;
+static int64_t watchdog_us, watchdog_sent_us; /* systemd's WatchdogSec (0: none) */
+
+/* Tells systemd (Type=notify) a state; a failure is logged, culpritd goes on. */
+static void notify(const char *state)
+{
+	if (notify_send(state) < 0)
+		log_warning("could not notify systemd (%s): %s", getenv("NOTIFY_SOCKET"), strerror(errno));
+}
 
 /* argv[i] as an option and its value: "--name=value" (like the CLI's options) or "--name"
  * (*value NULL: the value, if any, is the next argument) */
@@ -237,6 +246,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* the loop turns: systemd's watchdog is fed at least twice per WatchdogSec */
+	if (watchdog_us && clock_mono_ms() * 1000 - watchdog_sent_us >= watchdog_us / 2 - 1000000) {
+		notify("WATCHDOG=1");
+		watchdog_sent_us = clock_mono_ms() * 1000;
+	}
 	strmap_each(&s->jobs, tick_job, s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
@@ -268,6 +282,7 @@ static void begin_drain(struct server *s)
 
 	s->stopping = 1;
 	s->stop_deadline_ms = clock_mono_ms() + DRAIN_TIMEOUT_MS;
+	notify("STOPPING=1\nSTATUS=draining: committing what agents sent");
 	log_info("shutting down: no new connections; committing what agents sent (a second signal exits at once)");
 	ingest_stop_accepting(s);
 	timer = event_new(s->base, -1, EV_PERSIST, drain_check_cb, s);
@@ -494,6 +509,8 @@ int main(int argc, char **argv)
 	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
+	watchdog_us = notify_watchdog_us();
+	notify("READY=1\nSTATUS=ready");
 	event_base_dispatch(s.base);
 	rc = 0;
 out:
