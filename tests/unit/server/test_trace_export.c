@@ -91,6 +91,24 @@ static json_t *find_x(json_t *ev, const char *name, int64_t ts)
 	return NULL;
 }
 
+/* The X event name at ts: its dur, and clipped with its measured duration (measured >= 0)
+ * or not clipped (measured < 0). */
+static json_t *expect_x(json_t *ev, const char *name, int64_t ts, int64_t dur, int64_t measured)
+{
+	json_t *e = find_x(ev, name, ts), *args;
+
+	assert_non_null(e);
+	args = json_object_get(e, "args");
+	assert_int_equal(json_integer_value(json_object_get(e, "dur")), dur);
+	if (measured < 0) {
+		assert_null(json_object_get(args, "clipped"));
+	} else {
+		assert_true(json_is_true(json_object_get(args, "clipped")));
+		assert_int_equal(json_integer_value(json_object_get(args, "dur_us")), measured);
+	}
+	return e;
+}
+
 static int count_meta(json_t *ev, const char *what, int pid, int tid)
 {
 	size_t i;
@@ -137,15 +155,9 @@ static void test_chrome(void **state)
 	assert_int_equal(json_integer_value(json_object_get(e, "dur")), 100);
 	assert_int_equal(json_integer_value(json_object_get(e, "tid")), trace_export_tid(0));
 	/* the phase past its iteration's end: clipped, measured duration kept; name escaped */
-	e = find_x(ev, "bwd \"x\" \\ y\n", 1040);
-	assert_non_null(e);
-	assert_int_equal(json_integer_value(json_object_get(e, "dur")), 60);
-	assert_true(json_is_true(json_object_get(json_object_get(e, "args"), "clipped")));
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(e, "args"), "dur_us")), 80);
+	expect_x(ev, "bwd \"x\" \\ y\n", 1040, 60, 80);
 	/* a phase inside: not clipped */
-	e = find_x(ev, "fwd", 1000);
-	assert_non_null(e);
-	assert_null(json_object_get(json_object_get(e, "args"), "clipped"));
+	expect_x(ev, "fwd", 1000, 40, -1);
 	/* a zero-length phase placed at the end: its own, start unknown */
 	e = find_x(ev, "opt", 1100);
 	assert_non_null(e);
@@ -267,7 +279,7 @@ static void test_overlapping_iterations(void **state)
 	struct trace_data d;
 	char *out;
 	size_t len;
-	json_t *j, *ev, *e;
+	json_t *j, *ev;
 	Perfetto__Protos__Trace *t;
 	uint64_t open[8];
 	int depth = 0, whole = 0;
@@ -294,18 +306,9 @@ static void test_overlapping_iterations(void **state)
 			j = json_loadb(out, len, 0, NULL);
 			assert_non_null(j);
 			ev = json_object_get(j, "traceEvents");
-			e = find_x(ev, "iteration 5", 97);
-			assert_non_null(e);
-			assert_int_equal(json_integer_value(json_object_get(e, "dur")), 100);
-			assert_null(json_object_get(json_object_get(e, "args"), "clipped"));
-			e = find_x(ev, "iteration 4", 0);
-			assert_non_null(e);
-			assert_int_equal(json_integer_value(json_object_get(e, "dur")), 97);
-			assert_true(json_is_true(json_object_get(json_object_get(e, "args"), "clipped")));
-			assert_int_equal(json_integer_value(json_object_get(json_object_get(e, "args"), "dur_us")), 100);
-			e = find_x(ev, "fwd", 97);
-			assert_non_null(e);
-			assert_int_equal(json_integer_value(json_object_get(e, "dur")), 90);
+			expect_x(ev, "iteration 5", 97, 100, -1);
+			expect_x(ev, "iteration 4", 0, 97, 100);
+			expect_x(ev, "fwd", 97, 90, -1);
 			json_decref(j);
 		} else {
 			t = perfetto__protos__trace__unpack(NULL, len, (const uint8_t *)out);
