@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "build_info.h"
 #include "engine.h"
 #include "import.h"
 #include "jsonl.h"
@@ -387,9 +388,10 @@ static int cmd_sim(int argc, char **argv)
 		case 'r':
 			server = optarg;
 			break;
-		case 'h':
+		case 'h': /* both ways: to a file, and streamed to culpritd (sim_stream.c) */
 			sim_usage(stdout);
-			return 0;
+			printf("\nstreaming to culpritd:\n");
+			return sim_stream_main(2, (char *[]){(char *)"sim", (char *)"--help", NULL});
 		default:
 			sim_usage(stderr);
 			return 2;
@@ -453,7 +455,7 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: culprit COMMAND [ARGS...]\n");
+	fprintf(f, "usage: culprit COMMAND [ARGS...] | --version\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
@@ -466,6 +468,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("culprit %s (commit %s, %s build)\n", CULPRIT_VERSION, CULPRIT_COMMIT, CULPRIT_BUILD_TYPE);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)

@@ -127,7 +127,7 @@ static char *escape(const char *s)
 static void trace_usage(FILE *f)
 {
 	fprintf(f, "usage: culprit trace --server URL --job JOB --ranks LIST [--from-iter N] [--to-iter M]\n"
-		   "                     [--format perfetto|chrome] [--token T] [--ca FILE] -o FILE\n"
+		   "                     [--format perfetto|chrome] [--token T] [--ca FILE] (-o|--out) FILE\n"
 		   "LIST is ranks and ranges, e.g. 10352-10359,10336. Without --from-iter/--to-iter the\n"
 		   "last 10 iterations stored for those ranks. Open a perfetto file in https://ui.perfetto.dev.\n"
 		   "--token: the REST read token (default: $CULPRIT_API_TOKEN); --ca: CA file for https.\n");

@@ -25,7 +25,8 @@
 #define SUSPECTS_LISTED 16
 
 /* What is remembered of a job's incident between its changes: the Alertmanager alert last
- * sent firing (to resolve it, or end it when its labels change) and the first suspect's host. */
+ * sent firing (to resolve it, or end it when its labels change) and the first suspect's host
+ * (culprits first, by rank). */
 struct job_alert {
 	json_t *am; /* NULL: none firing */
 	char host[REPORT_NAME_MAX];
@@ -186,21 +187,50 @@ static const char *severity(const char *category)
 	return strcmp(category, "stage_imbalance") == 0 ? "warning" : "critical";
 }
 
-static void note_suspects(struct job_alert *ja, const struct report *r)
+struct listed {
+	uint32_t rank;
+	int late; /* a late arriver, not a culprit */
+	const char *host;
+};
+
+/* culprits first, each role by rank: the order of the report's summary */
+static int cmp_listed(const void *a, const void *b)
+{
+	const struct listed *x = a, *y = b;
+
+	if (x->late != y->late)
+		return x->late - y->late;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* The suspects annotation ("0 (node-0, culprit), ...", sorted) and the host label (the
+ * first one's host) from the n suspects in v (sorted here). */
+static void list_suspects(struct job_alert *ja, struct listed *v, size_t n)
 {
 	size_t used = 0;
 
-	if (!r || r->nsuspects == 0)
+	if (n == 0)
 		return;
-	snprintf(ja->host, sizeof(ja->host), "%s", r->suspects[0].host);
+	qsort(v, n, sizeof(v[0]), cmp_listed);
+	snprintf(ja->host, sizeof(ja->host), "%s", v[0].host);
 	ja->suspects[0] = '\0';
-	for (size_t i = 0; i < r->nsuspects && i < SUSPECTS_LISTED && used + 100 < sizeof(ja->suspects); i++)
+	for (size_t i = 0; i < n && i < SUSPECTS_LISTED && used + 100 < sizeof(ja->suspects); i++)
 		used += (size_t)snprintf(ja->suspects + used, sizeof(ja->suspects) - used, "%s%u (%s, %s)",
-					 i ? ", " : "", r->suspects[i].rank, r->suspects[i].host,
-					 r->suspects[i].role == REPORT_CULPRIT ? "culprit" : "late arriver");
-	if (r->nsuspects > SUSPECTS_LISTED && used + 32 < sizeof(ja->suspects))
-		snprintf(ja->suspects + used, sizeof(ja->suspects) - used, " and %zu more",
-			 r->nsuspects - SUSPECTS_LISTED);
+					 i ? ", " : "", v[i].rank, v[i].host, v[i].late ? "late arriver" : "culprit");
+	if (n > SUSPECTS_LISTED && used + 32 < sizeof(ja->suspects))
+		snprintf(ja->suspects + used, sizeof(ja->suspects) - used, " and %zu more", n - SUSPECTS_LISTED);
+}
+
+static void note_suspects(struct job_alert *ja, const struct report *r)
+{
+	struct listed *v = r && r->nsuspects ? calloc(r->nsuspects, sizeof(*v)) : NULL;
+
+	if (!v)
+		return;
+	for (size_t i = 0; i < r->nsuspects; i++)
+		v[i] = (struct listed){r->suspects[i].rank, r->suspects[i].role != REPORT_CULPRIT, r->suspects[i].host};
+	list_suspects(ja, v, r->nsuspects);
+	free(v);
 }
 
 /* the verdict's first action and first "avoid", for the annotations */
@@ -241,29 +271,20 @@ static void note_actions_json(struct job_alert *ja, json_t *report)
 static void note_suspects_json(struct job_alert *ja, json_t *report)
 {
 	json_t *sus = json_object_get(report, "suspects"), *x;
-	size_t used = 0, i;
+	size_t n = json_array_size(sus), i;
+	struct listed *v = n ? calloc(n, sizeof(*v)) : NULL;
 
-	if (!json_is_array(sus) || json_array_size(sus) == 0)
+	if (!v)
 		return;
-	{
-		const char *host = json_string_value(json_object_get(json_array_get(sus, 0), "host"));
-
-		snprintf(ja->host, sizeof(ja->host), "%s", host ? host : "");
-	}
-	ja->suspects[0] = '\0';
 	json_array_foreach(sus, i, x) {
 		const char *host = json_string_value(json_object_get(x, "host"));
 		const char *role = json_string_value(json_object_get(x, "role"));
 
-		if (i >= SUSPECTS_LISTED || used + 100 >= sizeof(ja->suspects))
-			break;
-		used += (size_t)snprintf(ja->suspects + used, sizeof(ja->suspects) - used, "%s%" JSON_INTEGER_FORMAT " (%s, %s)",
-					 i ? ", " : "", json_integer_value(json_object_get(x, "rank")), host ? host : "",
-					 role && strcmp(role, "culprit") == 0 ? "culprit" : "late arriver");
+		v[i] = (struct listed){(uint32_t)json_integer_value(json_object_get(x, "rank")),
+				       !role || strcmp(role, "culprit") != 0, host ? host : ""};
 	}
-	if (json_array_size(sus) > SUSPECTS_LISTED && used + 32 < sizeof(ja->suspects))
-		snprintf(ja->suspects + used, sizeof(ja->suspects) - used, " and %zu more",
-			 json_array_size(sus) - SUSPECTS_LISTED);
+	list_suspects(ja, v, n);
+	free(v);
 }
 
 static struct job_alert *job_alert_of(struct alerts *a, const struct job *job)
@@ -316,7 +337,9 @@ static json_t *am_alert(const struct job *job, const struct job_alert *ja, const
 
 	rfc3339(inc->opened_us, starts, sizeof(starts));
 	json_object_set_new(labels, "alertname", json_string("CulpritIncident"));
-	json_object_set_new(labels, "job", json_string(job->name));
+	/* not "job": that is Prometheus's own target label, which routes of a shared
+	 * Alertmanager match on */
+	json_object_set_new(labels, "training_job", json_string(job->name));
 	json_object_set_new(labels, "category", json_string(inc->category));
 	json_object_set_new(labels, "severity", json_string(severity(inc->category)));
 	if (ja->host[0])

@@ -455,9 +455,10 @@ static const char *type_name(enum setting_type t)
 
 void config_print_help(FILE *out)
 {
-	fprintf(out, "usage: culpritd [--config FILE] [-t] [--SETTING VALUE ...]\n\n"
+	fprintf(out, "usage: culpritd [--config FILE] [-t] [--SETTING VALUE | --SETTING=VALUE ...]\n\n"
 		     "  --config FILE   read settings from FILE (\"name = value\" lines); flags override it\n"
 		     "  -t              check the configuration, print it, and exit\n"
+		     "  --version       print the version, the git commit and the build type, and exit\n"
 		     "  --config-doc    print the settings as Markdown (docs/config.md) and exit\n"
 		     "  --help          this text\n\nsettings:\n");
 	for (size_t i = 0; i < N_SETTINGS; i++) {
@@ -478,7 +479,7 @@ void config_print_doc(FILE *out)
 		     "Generated from the settings table in `server/config.c` by `culpritd --config-doc`; "
 		     "do not edit by hand.\n\n"
 		     "Settings come from the file given with `--config FILE` (lines `name = value`, `#` starts a "
-		     "comment), then from the command line, where `--name value` sets a setting (underscores "
+		     "comment), then from the command line, where `--name value` or `--name=value` sets a setting (underscores "
 		     "written as dashes: `--agent-listen 0.0.0.0:7433`). `culpritd -t` checks the result, prints it "
 		     "and exits: 0 when valid, 2 with a message naming the setting otherwise. Integers accept the "
 		     "suffixes k, M and G (powers of 1024). SIGHUP re-reads the file: settings marked reloadable "

@@ -3,6 +3,7 @@
  * and time are set explicitly: libevent's defaults are unlimited. */
 #include "http.h"
 
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -107,6 +108,7 @@ static void metrics(struct evhttp_request *req, void *arg)
 		return;
 	}
 	metrics_render(&s->m, f);
+	metrics_render_process(f, s->started_us);
 	if (s->writer) {
 		struct storage_writer_stats st;
 
@@ -234,7 +236,7 @@ int http_start(struct server *s)
 	evhttp_set_gencb(s->http, route, s);
 	bound = evhttp_bind_socket_with_handle(s->http, host, (uint16_t)atoi(colon + 1));
 	if (!bound) {
-		log_error("could not listen for HTTP on %s", s->cfg.http_listen);
+		log_error("could not listen for HTTP on %s: %s", s->cfg.http_listen, strerror(errno));
 		return -1;
 	}
 	if (http_conn_listening(s, bound) < 0)

@@ -1301,6 +1301,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		return;
 	}
 	op_to_window(s, c->job, op, name_map);
+	jobs_heard(c->job, c->ranks, c->n_ranks, clock_wall_us());
 	if (b->seq > p->last_seq)
 		p->last_seq = b->seq;
 	s->m.batches_ok++;

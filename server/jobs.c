@@ -19,7 +19,8 @@
 #define REDIAGNOSE_ITERS 4
 /* a rank is hung when its next iteration is overdue by this many iterations of the job */
 #define HANG_FACTOR 3.0
-/* ... and has stayed so for this long of our own time */
+/* ... its connection has delivered nothing for this long of our own time, nor has the job's
+ * median rank moved (docs/operations.md, "Hangs") */
 #define HANG_CONFIRM_US (5 * 1000000LL)
 
 /* Says an incident's change: the log (what ./run.sh shows), and the counters. */
@@ -164,9 +165,11 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 	ec.store.ring_iters = (uint32_t)s->cfg.window_iters;
 	ec.store.live = 1;
 	job->engine = engine_create(&job->topo, &ec);
-	if (!job->engine || strmap_put(&s->jobs, name, job) < 0) {
+	job->heard_us = calloc(wire->world, sizeof(int64_t));
+	if (!job->engine || !job->heard_us || strmap_put(&s->jobs, name, job) < 0) {
 		if (job->engine)
 			engine_destroy(job->engine);
+		free(job->heard_us);
 		free(job);
 		snprintf(err, err_size, "out of memory for the window of job \"%s\"", name);
 		return NULL;
@@ -205,6 +208,13 @@ void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char
 {
 	for (size_t i = 0; i < n; i++)
 		store_set_host(engine_store(job->engine), ranks[i], host);
+}
+
+void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_now_us)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ranks[i] < job->topo.world)
+			job->heard_us[ranks[i]] = wall_now_us;
 }
 
 void jobs_add_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
@@ -271,6 +281,21 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 	job->last_diag_iter = store_max_iter(engine_store(job->engine));
 }
 
+/* A hang has no window: its iteration is the last one its first-stopped culprits reported
+ * (a window the job had closed before is another story), and its incident is keyed by it. */
+static void hang_iteration(struct report *r, const struct store *snap)
+{
+	uint32_t first = UINT32_MAX, it;
+	int64_t end;
+
+	for (size_t i = 0; i < r->nsuspects; i++)
+		if (r->suspects[i].role == REPORT_CULPRIT && store_rank_last(snap, r->suspects[i].rank, &it, &end) &&
+		    it < first)
+			first = it;
+	r->has_window = 0;
+	r->first_iter = r->last_iter = first != UINT32_MAX ? first : store_max_iter(snap);
+}
+
 void jobs_diagnosis_results(struct server *s)
 {
 	struct diagnosis_result res[16];
@@ -295,6 +320,8 @@ void jobs_diagnosis_results(struct server *s)
 			job->diagnosing = 0;
 			job->snapshot = res[i].snapshot;
 			job->diagnoses++;
+			if (res[i].report.category && !strcmp(res[i].report.category, "hang"))
+				hang_iteration(&res[i].report, res[i].snapshot);
 			j = report_to_json(&res[i].report);
 			if (j) {
 				free(job->latest_report);
@@ -344,7 +371,8 @@ void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
 	int64_t now, median = median_end_us(job);
 	int hang_open = job->incident.open && !strcmp(job->incident.category, "hang");
 	double yardstick = l1_baseline(l);
-	size_t n;
+	uint32_t *late;
+	size_t n, silent = 0;
 
 	if (median <= 0 || job->live_agents == 0 || isnan(yardstick))
 		return;
@@ -359,9 +387,12 @@ void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
 	/* in a slow window, "overdue" is measured against the slow iterations */
 	if (l->open && l1_window_ms(l) > yardstick)
 		yardstick = l1_window_ms(l);
-	n = diagnose_hung(engine_store(job->engine), now, yardstick, HANG_FACTOR, NULL, 0);
+	late = malloc(job->topo.world * sizeof(uint32_t));
+	if (!late)
+		return;
+	n = diagnose_hung(engine_store(job->engine), now, yardstick, HANG_FACTOR, late, job->topo.world);
 	if (n == 0) {
-		job->hang_since_us = 0;
+		free(late);
 		if (hang_open) {
 			enum incident_change change = incident_recover(&job->incident, wall_now_us);
 
@@ -371,12 +402,15 @@ void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
 		}
 		return;
 	}
-	/* overdue ranks must stay overdue for a while of our own time: agents that send a
-	 * step's records in a burst (replays, accelerated simulations) are not hung */
-	if (!job->hang_since_us)
-		job->hang_since_us = wall_now_us;
-	if (wall_now_us - job->hang_since_us < HANG_CONFIRM_US || job->incident.open || job->diagnosing ||
-	    wall_now_us < job->next_hang_diag_us)
+	/* late records are not a hang: agents behind on a loaded machine (or sending a step's
+	 * records in a burst) keep their connections busy and the job goes on without waiting.
+	 * Ranks stopped when their connections have delivered nothing for a while and the
+	 * job's other ranks wait for them (its median rank does not move either). */
+	for (size_t i = 0; i < n; i++)
+		silent += wall_now_us - job->heard_us[late[i]] >= HANG_CONFIRM_US;
+	free(late);
+	if (silent == 0 || wall_now_us - job->clock_wall_us < HANG_CONFIRM_US || job->incident.open ||
+	    job->diagnosing || wall_now_us < job->next_hang_diag_us)
 		return;
 	job->next_hang_diag_us = wall_now_us + 10 * 1000000LL; /* not every tick */
 	job->due = 1;
@@ -391,6 +425,7 @@ static void free_job(const char *key, void *value, void *arg)
 	(void)key;
 	(void)arg;
 	free(job->latest_report);
+	free(job->heard_us);
 	store_destroy(job->snapshot);
 	engine_destroy(job->engine);
 	free(job);

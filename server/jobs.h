@@ -37,7 +37,7 @@ struct job {
 	int64_t clock_wall_us;   /* when it last moved (ours) */
 	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
-	int64_t hang_since_us;   /* since when ranks have been overdue (wall; 0: none are) */
+	int64_t *heard_us;       /* [rank]: when its agent's connection last delivered a batch (wall) */
 	int64_t alone_since_us;  /* since when no agent has been connected (wall; 0: some are): set by ingest */
 };
 
@@ -64,8 +64,12 @@ void jobs_diagnose_due(struct server *s, struct job *job);
  * incidents), and resolves incidents a previous culpritd left open whose jobs have not come
  * back within job_retire_s of started_us. */
 void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us);
-/* The periodic hang check (ranks overdue by several baseline iterations while agents are
- * still connected): opens a hang incident, resolves it when they report again. */
+/* A batch came in on the connection serving ranks (their agent is sending). */
+void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_now_us);
+/* The periodic hang check: opens a hang incident when ranks are overdue by several baseline
+ * iterations while agents are still connected, and there is evidence they stopped: their
+ * connections have delivered nothing for HANG_CONFIRM_S and the job's other ranks wait
+ * (its median rank has not moved for as long). Resolves it when every rank reports again. */
 void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us);
 /* Takes the finished diagnoses: latest reports, incidents. Runs on the loop. */
 void jobs_diagnosis_results(struct server *s);

@@ -19,6 +19,7 @@
 
 #include "alerts.h"
 #include "auth.h"
+#include "build_info.h"
 #include "clock.h"
 #include "config.h"
 #include "diagnosis.h"
@@ -28,6 +29,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "migrate.h"
+#include "notify.h"
 #include "retention.h"
 #include "server.h"
 #include "tls.h"
@@ -37,44 +39,74 @@
 #define DIAGNOSIS_QUEUE 64 /* jobs waiting for the diagnosis worker */
 
 static struct embedded *pg;
+static int64_t watchdog_us, watchdog_sent_us; /* systemd's WatchdogSec (0: none) */
+
+/* Tells systemd (Type=notify) a state; a failure is logged, culpritd goes on. */
+static void notify(const char *state)
+{
+	if (notify_send(state) < 0)
+		log_warning("could not notify systemd (%s): %s", getenv("NOTIFY_SOCKET"), strerror(errno));
+}
+
+/* argv[i] as an option and its value: "--name=value" (like the CLI's options) or "--name"
+ * (*value NULL: the value, if any, is the next argument) */
+static const char *split_arg(const char *arg, char *buf, size_t size, const char **value)
+{
+	const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+	size_t n;
+
+	*value = NULL;
+	if (!eq)
+		return arg;
+	n = (size_t)(eq - arg) < size ? (size_t)(eq - arg) : size - 1;
+	memcpy(buf, arg, n);
+	buf[n] = '\0';
+	*value = eq + 1;
+	return buf;
+}
 
 static int parse_args(struct server *s, int argc, char **argv, int *check_only)
 {
-	char err[512], name[128];
+	char err[512], name[128], opt[160];
+	const char *arg, *value;
 
 	/* the file first, so that flags override it */
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--config") == 0) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "culpritd: --config needs a file\n");
-				return -1;
-			}
-			s->config_path = argv[i + 1];
-			if (config_load_file(&s->cfg, s->config_path, false, err, sizeof(err)) < 0) {
-				fprintf(stderr, "culpritd: %s\n", err);
-				return -1;
-			}
+	for (int i = 1; i < argc; i++) {
+		arg = split_arg(argv[i], opt, sizeof(opt), &value);
+		if (strcmp(arg, "--config") != 0)
+			continue;
+		if (!value && i + 1 >= argc) {
+			fprintf(stderr, "culpritd: --config needs a file\n");
+			return -1;
 		}
+		s->config_path = value ? value : argv[++i];
+		if (config_load_file(&s->cfg, s->config_path, false, err, sizeof(err)) < 0) {
+			fprintf(stderr, "culpritd: %s\n", err);
+			return -1;
+		}
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *setting;
 
-		if (strcmp(argv[i], "--config") == 0) {
-			i++;
-		} else if (strcmp(argv[i], "-t") == 0) {
+		arg = split_arg(argv[i], opt, sizeof(opt), &value);
+		if (strcmp(arg, "--config") == 0) {
+			i += !value;
+		} else if (strcmp(arg, "-t") == 0) {
 			*check_only = 1;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		} else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
 			config_print_help(stdout);
 			exit(0);
-		} else if (strcmp(argv[i], "--config-doc") == 0) {
+		} else if (strcmp(arg, "--version") == 0) {
+			printf("culpritd %s (commit %s, %s build)\n", CULPRIT_VERSION, CULPRIT_COMMIT, CULPRIT_BUILD_TYPE);
+			exit(0);
+		} else if (strcmp(arg, "--config-doc") == 0) {
 			config_print_doc(stdout);
 			exit(0);
-		} else if ((setting = config_option_name(argv[i], name, sizeof(name)))) {
-			const char *value = NULL;
-
-			if (i + 1 < argc)
+		} else if ((setting = config_option_name(arg, name, sizeof(name)))) {
+			if (!value && i + 1 < argc)
 				value = argv[++i];
 			if (!value) {
-				fprintf(stderr, "culpritd: %s needs a value\n", argv[i]);
+				fprintf(stderr, "culpritd: %s needs a value\n", arg);
 				return -1;
 			}
 			if (config_set(&s->cfg, setting, value, false, err, sizeof(err)) < 0) {
@@ -214,6 +246,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* the loop turns: systemd's watchdog is fed at least twice per WatchdogSec */
+	if (watchdog_us && clock_mono_ms() * 1000 - watchdog_sent_us >= watchdog_us / 2 - 1000000) {
+		notify("WATCHDOG=1");
+		watchdog_sent_us = clock_mono_ms() * 1000;
+	}
 	strmap_each(&s->jobs, tick_job, s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
@@ -245,6 +282,7 @@ static void begin_drain(struct server *s)
 
 	s->stopping = 1;
 	s->stop_deadline_ms = clock_mono_ms() + DRAIN_TIMEOUT_MS;
+	notify("STOPPING=1\nSTATUS=draining: committing what agents sent");
 	log_info("shutting down: no new connections; committing what agents sent (a second signal exits at once)");
 	ingest_stop_accepting(s);
 	timer = event_new(s->base, -1, EV_PERSIST, drain_check_cb, s);
@@ -471,6 +509,8 @@ int main(int argc, char **argv)
 	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
+	watchdog_us = notify_watchdog_us();
+	notify("READY=1\nSTATUS=ready");
 	event_base_dispatch(s.base);
 	rc = 0;
 out:

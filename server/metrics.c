@@ -1,7 +1,14 @@
 /* metrics.c: Prometheus text rendering of struct metrics. */
 #include "metrics.h"
 
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "build_info.h"
 
 static const char *const close_names[CLOSE_REASONS] = {
 	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem", "tls",
@@ -151,4 +158,77 @@ void metrics_render(const struct metrics *m, FILE *out)
 		     "culprit_http_auth_failures_total{code=\"401\"} %" PRIu64 "\n"
 		     "culprit_http_auth_failures_total{code=\"403\"} %" PRIu64 "\n",
 		m->http_auth_failures, m->http_auth_forbidden);
+}
+
+/* The first line of /proc/self/<name> (procfs: no disk, never blocks), or -1. */
+static int proc_line(const char *name, char *buf, size_t size)
+{
+	char path[64];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/proc/self/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	ok = fgets(buf, (int)size, f) != NULL;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
+static long open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	long n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+void metrics_render_process(FILE *out, int64_t started_us)
+{
+	char line[1024], *p;
+	double cpu = -1, rss = -1, vsize = -1;
+	struct rlimit rl;
+	long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+
+	fprintf(out, "# HELP culprit_build_info culpritd's version, git commit and build type.\n"
+		     "# TYPE culprit_build_info gauge\n"
+		     "culprit_build_info{version=\"%s\",commit=\"%s\",build_type=\"%s\"} 1\n",
+		CULPRIT_VERSION, CULPRIT_COMMIT, CULPRIT_BUILD_TYPE);
+	/* /proc/self/stat: fields after the command (which may hold spaces) in parentheses */
+	if (proc_line("stat", line, sizeof(line)) == 0 && (p = strrchr(line, ')'))) {
+		unsigned long utime = 0, stime = 0, vs = 0;
+		long rs = 0;
+
+		if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %lu %ld",
+			   &utime, &stime, &vs, &rs) == 4 && tck > 0) {
+			cpu = (double)(utime + stime) / (double)tck;
+			vsize = (double)vs;
+			rss = (double)rs * (double)page;
+		}
+	}
+	if (cpu >= 0)
+		fprintf(out, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+			     "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n"
+			     "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+			     "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %.0f\n"
+			     "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+			     "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %.0f\n",
+			cpu, rss, vsize);
+	fprintf(out, "# HELP process_open_fds Number of open file descriptors.\n"
+		     "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+		open_fds());
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		fprintf(out, "# HELP process_max_fds Maximum number of open file descriptors.\n"
+			     "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+			(unsigned long long)rl.rlim_cur);
+	fprintf(out, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+		     "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.3f\n",
+		(double)started_us / 1e6);
 }

@@ -72,5 +72,8 @@ void metrics_observe_diagnosis(struct metrics *m, double ms);
 
 const char *metrics_close_reason_name(enum metrics_close_reason r);
 void metrics_render(const struct metrics *m, FILE *out);
+/* culprit_build_info and the standard process_* metrics (CPU seconds, resident and virtual
+ * memory, open and maximum fds, start time), read from /proc/self. */
+void metrics_render_process(FILE *out, int64_t started_us);
 
 #endif

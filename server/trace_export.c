@@ -153,11 +153,27 @@ static int layout(struct trace_data *d, struct laid **out)
 	if (d->n_slices > 1)
 		qsort(d->slices, d->n_slices, sizeof(*d->slices), cmp_slice);
 	for (size_t i = 0; i < d->n_slices; i++) {
+		if (d->slices[i].dur_us < 0)
+			d->slices[i].dur_us = 0;
+		l[i].measured_dur = d->slices[i].dur_us;
+	}
+	/* a rank's iterations are siblings, never parent and child: one that starts before the
+	 * previous one ends (the next step's first kernels launched while the last ones run)
+	 * cuts the previous one short, and keeps its own length */
+	for (size_t i = 0, prev = SIZE_MAX; i < d->n_slices; i++) {
+		struct trace_slice *s = &d->slices[i], *p = prev != SIZE_MAX ? &d->slices[prev] : NULL;
+
+		if (s->type != TRACE_SLICE_ITER)
+			continue;
+		if (p && p->rank == s->rank && p->start_us + p->dur_us > s->start_us) {
+			p->dur_us = s->start_us - p->start_us;
+			l[prev].clipped = true;
+		}
+		prev = i;
+	}
+	for (size_t i = 0; i < d->n_slices; i++) {
 		struct trace_slice *s = &d->slices[i];
 
-		if (s->dur_us < 0)
-			s->dur_us = 0;
-		l[i].measured_dur = s->dur_us;
 		if (i == 0 || s->rank != d->slices[i - 1].rank || track_of(s) != track_of(&d->slices[i - 1]))
 			depth = 0;
 		while (depth > 0 && ends[depth - 1] <= s->start_us)

@@ -6,7 +6,9 @@
  * (its iterations, and its phases nested inside them), one track per rank and CUDA stream
  * for captured kernels, instants for incidents (job-wide) and out-of-band events (on their
  * host). Slices on one track always nest strictly: a child that ends after its parent is
- * clipped to the parent's end (its measured duration stays in the args, with clipped=true). */
+ * clipped to the parent's end, and an iteration that starts before the previous one of its
+ * rank ends cuts that one short (it is not its child): the clipped slice keeps its measured
+ * duration in the args, with clipped=true. */
 #ifndef CULPRIT_TRACE_EXPORT_H
 #define CULPRIT_TRACE_EXPORT_H
 

@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,30 +65,90 @@ const char *log_escape(const char *s, char *buf, size_t size)
 	return buf;
 }
 
+/* stderr is the systemd journal: JOURNAL_STREAM ("<device>:<inode>") names stderr's file.
+ * Checked at each line (a getenv and an fstat): stderr may be redirected meanwhile. */
+static bool to_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	return js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+	       (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* One entry per line of the message, each with its own prefix: "<N>" (the syslog priority,
+ * which journald reads, so that `journalctl -p warning` finds warnings) when stderr is the
+ * journal, else the UTC time and the level. A line is cut at LOG_LINE_MAX bytes; a message
+ * of many lines (a report) is not. All of it goes out in one write, whole between threads. */
 __attribute__((format(printf, 2, 0)))
 static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 {
-	char line[2048];
+	static const int priority[] = {7, 6, 4, 3}; /* debug, info, warning, err */
+	char small[LOG_LINE_MAX], spare[2 * LOG_LINE_MAX], prefix[64], *msg = small, *out;
+	size_t plen, cap, n = 0;
 	struct timespec ts;
 	struct tm tm;
-	int n;
+	va_list aq;
+	int len;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = (int)strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
-	n += snprintf(line + n, sizeof(line) - (size_t)n, ".%03ld %-7s ", ts.tv_nsec / 1000000,
-		      level_names[level]);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	/* a last guard for what escaped log_escape: no terminal control reaches the log */
-	for (int i = 0; i < n; i++)
-		if (((unsigned char)line[i] < 0x20 && line[i] != '\n' && line[i] != '\t') || line[i] == 0x7f)
-			line[i] = '?';
-	line[n++] = '\n';
-	/* one write per line keeps lines whole between threads */
-	if (write(STDERR_FILENO, line, (size_t)n) < 0)
-		return;
+	va_copy(aq, ap);
+	len = vsnprintf(small, sizeof(small), fmt, ap);
+	if (len < 0)
+		len = 0;
+	if ((size_t)len >= sizeof(small)) {
+		msg = malloc((size_t)len + 1);
+		if (msg)
+			vsnprintf(msg, (size_t)len + 1, fmt, aq);
+		else
+			msg = small, len = (int)sizeof(small) - 1; /* cut, but said */
+	}
+	va_end(aq);
+	if (to_journal()) {
+		plen = (size_t)snprintf(prefix, sizeof(prefix), "<%d>", priority[level]);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		plen = strftime(prefix, sizeof(prefix), "%Y-%m-%d %H:%M:%S", &tm);
+		plen += (size_t)snprintf(prefix + plen, sizeof(prefix) - plen, ".%03ld UTC %-7s ",
+					 ts.tv_nsec / 1000000, level_names[level]);
+	}
+	/* every line its prefix and a newline; no line over LOG_LINE_MAX */
+	cap = (size_t)len + 1;
+	for (int i = 0; i < len; i++)
+		cap += msg[i] == '\n';
+	cap = cap * (plen + 1) + (size_t)len + 1;
+	out = cap <= sizeof(spare) ? spare : malloc(cap);
+	if (!out) { /* out of memory: the lines that fit */
+		out = spare;
+		cap = sizeof(spare);
+	}
+	for (const char *line = msg, *end = msg + len; line <= end;) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line));
+		size_t ll = (size_t)((nl ? nl : end) - line);
+
+		if (ll > LOG_LINE_MAX - plen - 1)
+			ll = LOG_LINE_MAX - plen - 1;
+		if (n + plen + ll + 1 > cap)
+			break;
+		memcpy(out + n, prefix, plen);
+		memcpy(out + n + plen, line, ll);
+		/* a last guard for what escaped log_escape: no terminal control reaches the log */
+		for (size_t i = n + plen; i < n + plen + ll; i++)
+			if (((unsigned char)out[i] < 0x20 && out[i] != '\t') || out[i] == 0x7f)
+				out[i] = '?';
+		n += plen + ll;
+		out[n++] = '\n';
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	if (n && write(STDERR_FILENO, out, n) < 0)
+		n = 0;
+	if (out != spare)
+		free(out);
+	if (msg != small)
+		free(msg);
 }
 
 void log_write(enum log_level level, const char *fmt, ...)

@@ -2,7 +2,10 @@
  *
  *   log_info("agent %s: hello from %s", peer, host);
  *
- * Each line: "2026-12-02 09:24:00.123 LEVEL  message". Thread-safe (one write per line).
+ * Each line: "2026-12-02 09:24:00.123 UTC LEVEL   message"; when stderr is the systemd
+ * journal (JOURNAL_STREAM), "<N>message" with N the syslog priority (journald keeps the time).
+ * A message of several lines is logged as lines of their own, each with its prefix, each cut
+ * at LOG_LINE_MAX bytes. Thread-safe (one write per message).
  * A repeating failure is logged once and its recovery once (struct log_complaint). */
 #ifndef CULPRIT_LOG_H
 #define CULPRIT_LOG_H
@@ -11,6 +14,8 @@
 #include <stddef.h>
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARNING = 2, LOG_ERROR = 3 };
+
+#define LOG_LINE_MAX 2048
 
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);

@@ -3,17 +3,23 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 
 #ifndef CULPRIT_MIGRATIONS_SOURCE_DIR
 #define CULPRIT_MIGRATIONS_SOURCE_DIR ""
+#endif
+#ifndef CULPRIT_BUILD_DIR
+#define CULPRIT_BUILD_DIR ""
 #endif
 #ifndef CULPRIT_INSTALL_PREFIX
 #define CULPRIT_INSTALL_PREFIX "/usr/local"
@@ -42,14 +48,37 @@ static void fail(char *err, size_t err_size, const char *fmt, ...)
 		err[--n] = '\0';
 }
 
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 const char *storage_migrations_dir(void)
 {
+	static char beside[PATH_MAX];
 	const char *env = getenv("CULPRIT_MIGRATIONS_DIR");
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
 	if (env && env[0])
 		return env;
-	struct stat st;
-	if (CULPRIT_MIGRATIONS_SOURCE_DIR[0] && stat(CULPRIT_MIGRATIONS_SOURCE_DIR, &st) == 0 && S_ISDIR(st.st_mode))
-		return CULPRIT_MIGRATIONS_SOURCE_DIR;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		/* a binary of the build tree: the checkout's migrations */
+		if (CULPRIT_BUILD_DIR[0] && strncmp(exe, CULPRIT_BUILD_DIR "/", strlen(CULPRIT_BUILD_DIR) + 1) == 0 &&
+		    is_dir(CULPRIT_MIGRATIONS_SOURCE_DIR))
+			return CULPRIT_MIGRATIONS_SOURCE_DIR;
+		/* an installed one, <prefix>/bin/culpritd: <prefix>/share/culprit/migrations, wherever
+		 * the prefix was put (cmake --install --prefix, DESTDIR, a copied tree) */
+		for (int up = 0; up < 2 && (slash = strrchr(exe, '/')); up++)
+			*slash = '\0';
+		if (slash && (size_t)snprintf(beside, sizeof(beside), "%s/share/culprit/migrations", exe) < sizeof(beside) &&
+		    is_dir(beside))
+			return beside;
+	}
 	return CULPRIT_INSTALL_PREFIX "/share/culprit/migrations";
 }
 

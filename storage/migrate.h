@@ -12,8 +12,10 @@
 
 #include <libpq-fe.h>
 
-/* The migrations directory: $CULPRIT_MIGRATIONS_DIR, else the source tree's (when it exists,
- * i.e. running from a build tree), else <install prefix>/share/culprit/migrations. */
+/* The migrations directory: $CULPRIT_MIGRATIONS_DIR; else, for a binary of the build tree,
+ * the source tree's; else share/culprit/migrations beside the binary's bin/ (an installed
+ * culpritd uses the installed migrations, never a checkout's); else the configured install
+ * prefix's. */
 const char *storage_migrations_dir(void);
 
 /* Applies what is missing. dir NULL: storage_migrations_dir(). On success returns the number

@@ -2,7 +2,9 @@
  * culpritd, which posts to a real Prometheus Alertmanager on loopback. While the fault lasts,
  * Alertmanager holds one active alert for the job, with labels category=compute_degradation
  * and host=node-1294, the report URL and the action (drain node-1294; not its port) in its
- * annotations; after the fault ends (--recover-at) the alert is resolved (no longer active). */
+ * annotations; after the fault ends (--recover-at) the alert is resolved (no longer active).
+ * The job is labelled training_job, never job (Prometheus's own target label), and the
+ * annotation lists the suspects by rank. Agents lagging on this loaded machine page no hang. */
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -113,8 +115,9 @@ static int active_alerts(json_t **first)
 		json_t *labels = json_object_get(a, "labels");
 		const char *state = json_string_value(json_object_get(json_object_get(a, "status"), "state"));
 
-		const char *job = json_string_value(json_object_get(labels, "job"));
+		const char *job = json_string_value(json_object_get(labels, "training_job"));
 
+		H_CHECK(json_object_get(labels, "job") == NULL, &proc);
 		if (!job || strcmp(job, JOB) != 0 || !state || strcmp(state, "active") != 0)
 			continue;
 		if (n++ == 0)
@@ -197,6 +200,7 @@ int main(void)
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE key LIKE 'sim-case5/%' AND"
 				 " category = 'compute_degradation' AND state = 'resolved'") >= 1,
 		&proc);
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE category = 'hang'") == 0, &proc);
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'alertmanager' AND state = 'sent'"
 				 " AND dedup_key LIKE '%/resolved/%'") >= 1,
 		&proc);

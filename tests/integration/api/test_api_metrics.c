@@ -1,10 +1,12 @@
 /* test_api_metrics.c: /metrics of the real culpritd, after some traffic (a small job streamed,
- * REST requests, an event), passes `promtool check metrics` (Debian package prometheus). */
+ * REST requests, an event), passes `promtool check metrics` (Debian package prometheus), and
+ * has culprit_build_info and the standard process_* metrics with plausible values. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "apitest.h"
 
@@ -38,6 +40,19 @@ int main(void)
 	H_CHECK(h_metric(text, "culprit_api_responses_total{code=\"2xx\"}") == 2, &proc);
 	H_CHECK(h_metric(text, "culprit_api_responses_total{code=\"4xx\"}") == 1, &proc);
 	H_CHECK(h_metric(text, "culprit_api_database_answers_total") == 1, &proc); /* the event insert */
+	H_CHECK(strstr(text, "\nculprit_build_info{version=\"") && strstr(text, "\",commit=\"") &&
+			strstr(text, "\",build_type=\""),
+		&proc);
+	H_CHECK(h_metric(text, "process_cpu_seconds_total") > 0, &proc);
+	H_CHECK(h_metric(text, "process_resident_memory_bytes") > 1e6, &proc);
+	H_CHECK(h_metric(text, "process_virtual_memory_bytes") >= h_metric(text, "process_resident_memory_bytes"), &proc);
+	H_CHECK(h_metric(text, "process_open_fds") >= 3, &proc);
+	H_CHECK(h_metric(text, "process_max_fds") >= h_metric(text, "process_open_fds"), &proc);
+	{
+		double start = h_metric(text, "process_start_time_seconds"), now = (double)time(NULL);
+
+		H_CHECK(start > now - 600 && start <= now + 1, &proc);
+	}
 	snprintf(path, sizeof(path), "%s/metrics.txt", dir);
 	f = fopen(path, "w");
 	H_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, &proc);

@@ -13,7 +13,8 @@
  * show: node-1294 on top of the mlp heat map (with no more rows than the top K), its 8 ranks
  * in the drill-down, the iteration time tripling, node-1294's culprits first among the
  * suspects, the incident and the port-down event ("contradicted") as annotations. The time
- * filters must prune the daily partitions (EXPLAIN). */
+ * filters must prune the daily partitions (EXPLAIN). Every query also runs with a job name
+ * holding a quote ("o'brien"): it must be valid SQL (no rows). */
 #include <dirent.h>
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -62,6 +63,7 @@ static void puts_(struct buf *b, const char *s)
  * one, else what Grafana would choose for a ~16-minute range on a wide panel (the data
  * source's timeInterval, 30s, rounded up: 1m). */
 static char interval[16] = "1m", interval_ms[24] = "60000";
+static const char *job_value; /* NULL: JOB */
 
 static const char *var_value(const char *name)
 {
@@ -71,6 +73,8 @@ static const char *var_value(const char *name)
 		{"job", JOB}, {"phase", "mlp"}, {"node", "node-1294"}, {"topk", TOPK},
 	};
 
+	if (job_value && strcmp(name, "job") == 0)
+		return job_value;
 	if (strcmp(name, "__interval") == 0)
 		return interval;
 	if (strcmp(name, "__interval_ms") == 0)
@@ -82,9 +86,10 @@ static const char *var_value(const char *name)
 	return NULL;
 }
 
-/* Template variables: $name and ${name} (${name:format} is not used by the dashboards and
- * fails). Values are put in as Grafana does for a single-valued variable in SQL: raw, with
- * single quotes doubled. Macros ($__time...) are left for expand_macros(). */
+/* Template variables: $name and ${name}, put in as Grafana does for a single-valued variable
+ * in SQL: raw (a quote in the value ends the SQL string); ${name:sqlstring}: quoted, with its
+ * single quotes doubled. Another ${name:format} fails. Macros ($__time...) are left for
+ * expand_macros(). */
 static char *expand_vars(const char *sql, const char *what)
 {
 	struct buf b = {0};
@@ -93,19 +98,25 @@ static char *expand_vars(const char *sql, const char *what)
 		char name[64];
 		size_t n = 0;
 		const char *q = p + 1, *v;
+		int quote = 0;
 
 		if (*p != '$') {
 			put(&b, p++, 1);
 			continue;
 		}
 		if (*q == '{') {
-			const char *end = strchr(q, '}');
+			const char *end = strchr(q, '}'), *colon;
 
 			H_CHECK(end && end - q - 1 < (long)sizeof(name), &proc);
 			n = (size_t)(end - q - 1);
 			memcpy(name, q + 1, n);
 			name[n] = '\0';
 			q = end + 1;
+			if ((colon = strchr(name, ':'))) {
+				H_CHECK(strcmp(colon, ":sqlstring") == 0, &proc);
+				name[colon - name] = '\0';
+				quote = 1;
+			}
 		} else {
 			while ((q[n] >= 'a' && q[n] <= 'z') || (q[n] >= 'A' && q[n] <= 'Z') || (q[n] >= '0' && q[n] <= '9') ||
 			       q[n] == '_') {
@@ -126,8 +137,12 @@ static char *expand_vars(const char *sql, const char *what)
 			fprintf(stderr, "%s: unknown template variable \"$%s\" in:\n%s\n", what, name, sql);
 			H_CHECK(0, &proc);
 		}
+		if (quote)
+			puts_(&b, "'");
 		for (; *v; v++)
-			puts_(&b, *v == '\'' ? "''" : (char[2]){*v, '\0'});
+			puts_(&b, quote && *v == '\'' ? "''" : (char[2]){*v, '\0'});
+		if (quote)
+			puts_(&b, "'");
 		p = q;
 	}
 	return b.s ? b.s : strdup("");
@@ -250,6 +265,7 @@ struct query {
 	char key[128];   /* "<uid>/panel:<id>", "<uid>/anno:<name>", "<uid>/var:<name>" */
 	char title[256];
 	char *sql;       /* interpolated */
+	char *sql_quote; /* the same with the job "o'brien" */
 };
 
 static struct query queries[64];
@@ -272,6 +288,11 @@ static void add_query(const char *uid, const char *kind, const char *id, const c
 	snprintf(q->title, sizeof(q->title), "%s", title ? title : "");
 	v = expand_vars(raw, q->key);
 	q->sql = expand_macros(v, q->key);
+	free(v);
+	job_value = "o'brien";
+	v = expand_vars(raw, q->key);
+	job_value = NULL;
+	q->sql_quote = expand_macros(v, q->key);
 	free(v);
 }
 
@@ -514,8 +535,19 @@ static void run_all(void)
 	for (size_t i = 0; i < nqueries; i++) {
 		struct query *q = &queries[i];
 		int64_t t0 = h_now_ms();
-		PGresult *r = PQexec(db, q->sql);
-		int64_t ms = h_now_ms() - t0;
+		PGresult *r = PQexec(db, q->sql_quote);
+		int64_t ms;
+
+		/* a job name with a quote: valid SQL */
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "%s (%s) with the job \"o'brien\" failed: %s\n%s\n", q->key, q->title,
+				PQerrorMessage(db), q->sql_quote);
+			H_CHECK(0, &proc);
+		}
+		PQclear(r);
+		t0 = h_now_ms();
+		r = PQexec(db, q->sql);
+		ms = h_now_ms() - t0;
 
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			fprintf(stderr, "%s (%s) failed: %s\n%s\n", q->key, q->title, PQerrorMessage(db), q->sql);
@@ -709,8 +741,10 @@ int main(void)
 	H_CHECK(nqueries >= 10, &proc);
 	run_all();
 
-	for (size_t i = 0; i < nqueries; i++)
+	for (size_t i = 0; i < nqueries; i++) {
 		free(queries[i].sql);
+		free(queries[i].sql_quote);
+	}
 	PQfinish(db);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);
 	fprintf(stderr, "test_grafana_dashboards: ok (%zu queries)\n", nqueries);

@@ -545,7 +545,7 @@ void h_send_batch(int fd, const struct h_batch *hb)
 		rank[r] = hb->first_rank + r;
 		iter[r] = hb->iter;
 		start[r] = hb->start_us;
-		dur[r] = 30000;
+		dur[r] = hb->dur_us ? hb->dur_us : 30000;
 		zero[r] = 0;
 		one[r] = 1;
 		noff[r] = -1;

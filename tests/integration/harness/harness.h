@@ -100,13 +100,14 @@ void h_send_hello_as(int fd, const struct h_hello *h);
 int h_hello_ok(int fd, const struct h_hello *h);
 
 /* A self-contained Batch: iteration iter of ranks first_rank .. + n_ranks (at most 64), each
- * with its iteration record (start_us, 30 ms), one phase "mlp" and one kernel "gemm" of
+ * with its iteration record (start_us, dur_us or else 30 ms), one phase "mlp" and one kernel "gemm" of
  * kernel_count calls whose sketch is the sketch_len bytes at sketch (none when 0); with
  * raw_start_us, one raw kernel "gemm" of first_rank starting then. */
 struct h_batch {
 	uint64_t seq;
 	uint32_t first_rank, n_ranks, iter;
 	int64_t start_us;
+	int64_t dur_us; /* 0: 30 ms */
 	uint32_t kernel_count;
 	const uint8_t *sketch;
 	size_t sketch_len;

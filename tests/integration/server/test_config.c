@@ -1,11 +1,16 @@
 /* test_config.c: culpritd -t accepts a good configuration and refuses bad ones with a
  * message naming the setting and what is allowed (exit 2): a directory or unreadable file as
  * --config, a setting set twice (both lines named), an alert URL that is not http(s). What -t
- * prints holds none of the secrets put in. */
+ * prints holds none of the secrets put in. --name=value as well as --name value; --version
+ * names the version, commit and build type; a busy HTTP port is refused with the reason. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -55,6 +60,30 @@ int main(void)
 	expect("-t --max-input-buffer-bytes 8M", 2, "must be at least 4 times \"max_frame\"");
 	expect("-t --frobnicate 1", 2, "unknown argument \"--frobnicate\"");
 	expect("-t --max-frame 8M", 0, "max_frame = 8388608");
+	expect("-t --max-frame=8M", 0, "max_frame = 8388608");
+	expect("-t --max-frame=4x", 2, "\"max_frame\": \"4x\" is not an integer");
+	expect("-t --http-listen=127.0.0.1:1 --storage=false", 0, "http_listen = \"127.0.0.1:1\"");
+	expect("-t --frobnicate=1", 2, "unknown argument \"--frobnicate=1\"");
+	expect("--version", 0, "culpritd ");
+	expect("--version", 0, " build)");
+	expect("--version", 0, "(commit ");
+	{
+		/* a port already taken: culpritd says why it cannot listen */
+		int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t len = sizeof(a);
+		char busy[200];
+
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+			exit(1);
+		snprintf(busy, sizeof(busy), "--storage false --agent-listen 127.0.0.1:%d --http-listen 127.0.0.1:%d",
+			 h_free_port(), ntohs(a.sin_port));
+		expect(busy, 1, "could not listen for HTTP on 127.0.0.1:");
+		expect(busy, 1, ": Address already in use");
+		close(fd);
+	}
 
 	h_tmpdir("config", dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/culpritd.conf", dir);

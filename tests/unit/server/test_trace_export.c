@@ -1,5 +1,5 @@
 /* test_trace_export.c: server/trace_export.c on hand-made timelines (strict nesting by
- * clipping, Chrome metadata and time origin, Perfetto BEGIN/END balance per track, JSON
+ * clipping, overlapping iterations of one rank kept whole, Chrome metadata and time origin, Perfetto BEGIN/END balance per track, JSON
  * escaping, an empty trace) and the ranks parameter parser of api_trace.c, table-driven. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,6 +91,24 @@ static json_t *find_x(json_t *ev, const char *name, int64_t ts)
 	return NULL;
 }
 
+/* The X event name at ts: its dur, and clipped with its measured duration (measured >= 0)
+ * or not clipped (measured < 0). */
+static json_t *expect_x(json_t *ev, const char *name, int64_t ts, int64_t dur, int64_t measured)
+{
+	json_t *e = find_x(ev, name, ts), *args;
+
+	assert_non_null(e);
+	args = json_object_get(e, "args");
+	assert_int_equal(json_integer_value(json_object_get(e, "dur")), dur);
+	if (measured < 0) {
+		assert_null(json_object_get(args, "clipped"));
+	} else {
+		assert_true(json_is_true(json_object_get(args, "clipped")));
+		assert_int_equal(json_integer_value(json_object_get(args, "dur_us")), measured);
+	}
+	return e;
+}
+
 static int count_meta(json_t *ev, const char *what, int pid, int tid)
 {
 	size_t i;
@@ -137,15 +155,9 @@ static void test_chrome(void **state)
 	assert_int_equal(json_integer_value(json_object_get(e, "dur")), 100);
 	assert_int_equal(json_integer_value(json_object_get(e, "tid")), trace_export_tid(0));
 	/* the phase past its iteration's end: clipped, measured duration kept; name escaped */
-	e = find_x(ev, "bwd \"x\" \\ y\n", 1040);
-	assert_non_null(e);
-	assert_int_equal(json_integer_value(json_object_get(e, "dur")), 60);
-	assert_true(json_is_true(json_object_get(json_object_get(e, "args"), "clipped")));
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(e, "args"), "dur_us")), 80);
+	expect_x(ev, "bwd \"x\" \\ y\n", 1040, 60, 80);
 	/* a phase inside: not clipped */
-	e = find_x(ev, "fwd", 1000);
-	assert_non_null(e);
-	assert_null(json_object_get(json_object_get(e, "args"), "clipped"));
+	expect_x(ev, "fwd", 1000, 40, -1);
 	/* a zero-length phase placed at the end: its own, start unknown */
 	e = find_x(ev, "opt", 1100);
 	assert_non_null(e);
@@ -251,6 +263,80 @@ static void test_perfetto(void **state)
 	storage_trace_free(&d);
 }
 
+/* Iterations 4 and 5 of rank 0 overlap by 3 us (5 starts before 4 ends), each with a phase:
+ * iteration 5 keeps its 100 us in both formats (it is not nested in 4 and clipped to 3 us);
+ * 4 is cut at 5's start, its measured 100 us in the args; every slice on the track nests. */
+static void test_overlapping_iterations(void **state)
+{
+	struct trace_slice s[] = {
+		{.rank = 0, .iter = 4, .start_us = T0, .dur_us = 100, .type = TRACE_SLICE_ITER, .start_known = 1},
+		{.rank = 0, .iter = 4, .start_us = T0, .dur_us = 90, .name = 0, .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_COMPUTE, .start_known = 1},
+		{.rank = 0, .iter = 5, .start_us = T0 + 97, .dur_us = 100, .type = TRACE_SLICE_ITER, .start_known = 1},
+		{.rank = 0, .iter = 5, .start_us = T0 + 97, .dur_us = 90, .name = 0, .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_COMPUTE, .start_known = 1},
+	};
+	struct trace_data d;
+	char *out;
+	size_t len;
+	json_t *j, *ev;
+	Perfetto__Protos__Trace *t;
+	uint64_t open[8];
+	int depth = 0, whole = 0;
+
+	(void)state;
+	for (int f = 0; f < 2; f++) {
+		memset(&d, 0, sizeof(d));
+		snprintf(d.job, sizeof(d.job), "J");
+		d.world = 1;
+		d.job_start_us = T0;
+		d.n_ranks = 1;
+		d.ranks = calloc(1, sizeof(*d.ranks));
+		d.names = calloc(1, sizeof(char *));
+		d.slices = malloc(sizeof(s));
+		assert_true(d.ranks && d.names && d.slices);
+		d.ranks[0] = (struct trace_rank){.rank = 0, .host = "node-a", .known = 1};
+		d.names[0] = dup("fwd");
+		d.n_names = 1;
+		memcpy(d.slices, s, sizeof(s));
+		d.n_slices = d.cap_slices = 4;
+		assert_int_equal(trace_export(&d, f ? TRACE_FORMAT_PERFETTO : TRACE_FORMAT_CHROME, &out, &len), 0);
+		storage_trace_free(&d);
+		if (f == 0) {
+			j = json_loadb(out, len, 0, NULL);
+			assert_non_null(j);
+			ev = json_object_get(j, "traceEvents");
+			expect_x(ev, "iteration 5", 97, 100, -1);
+			expect_x(ev, "iteration 4", 0, 97, 100);
+			expect_x(ev, "fwd", 97, 90, -1);
+			json_decref(j);
+		} else {
+			t = perfetto__protos__trace__unpack(NULL, len, (const uint8_t *)out);
+			assert_non_null(t);
+			for (size_t i = 0; i < t->n_packet; i++) {
+				Perfetto__Protos__TrackEvent *te = t->packet[i]->track_event;
+
+				if (!te || te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT)
+					continue;
+				if (te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN) {
+					assert_true(depth < 8);
+					open[depth++] = t->packet[i]->timestamp;
+					continue;
+				}
+				assert_true(depth > 0);
+				depth--;
+				/* iteration 5: from T0 + 97 us for 100 us */
+				whole += open[depth] == (uint64_t)(T0 + 97) * 1000 &&
+					 t->packet[i]->timestamp == (uint64_t)(T0 + 197) * 1000;
+			}
+			assert_int_equal(depth, 0);
+			assert_int_equal(whole, 1);
+			perfetto__protos__trace__free_unpacked(t, NULL);
+		}
+		free(out);
+	}
+}
+
 static void test_empty(void **state)
 {
 	struct trace_data d;
@@ -329,6 +415,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_perfetto),
+		cmocka_unit_test(test_overlapping_iterations),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_parse_ranks),
 	};
