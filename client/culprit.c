@@ -181,6 +181,8 @@ static int cmd_diagnose(int argc, char **argv)
 	};
 	struct import_options iopt;
 	memset(&iopt, 0, sizeof(iopt));
+	iopt.warn = import_warn_stderr;
+	iopt.warn_ctx = (void *)"culprit diagnose";
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:th", opts, NULL)) != -1) {

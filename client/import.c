@@ -2,6 +2,7 @@
  * callbacks over gzread chunks: memory stays bounded whatever the file size). */
 #include "import.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,42 @@ const char *import_format_name(enum import_format f)
 	return (unsigned)f < sizeof(format_names) / sizeof(format_names[0]) ? format_names[f] : "?";
 }
 
+void import_warn(const struct import_options *opt, const char *fmt, ...)
+{
+	if (!opt || !opt->warn)
+		return;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	opt->warn(opt->warn_ctx, msg);
+}
+
+void import_warn_stderr(void *prefix, const char *msg)
+{
+	fprintf(stderr, "%s: warning: %s\n", (const char *)prefix, msg);
+}
+
+static int has_any(const char *buf, const char *const *words)
+{
+	for (; *words; words++)
+		if (strstr(buf, *words))
+			return 1;
+	return 0;
+}
+
+/* What only the PyTorch profiler writes: its top-level keys, or the categories and names of
+ * its events (old traces have no schemaVersion, some no distributedInfo either). */
+static const char *const kineto_keys[] = {
+	"\"schemaVersion\"", "\"distributedInfo\"", "\"deviceProperties\"", NULL,
+};
+static const char *const kineto_marks[] = {
+	"\"ProfilerStep#", "\"cpu_op\"", "\"cuda_runtime\"", "\"kernel\"", "\"Kernel\"", "\"Runtime\"",
+	"\"user_annotation\"", "\"gpu_user_annotation\"", "\"python_function\"", "\"ac2g\"",
+	NULL,
+};
+
 enum import_format import_detect(const char *path, char *err, size_t errlen)
 {
 	gzFile f = strcmp(path, "-") == 0 ? NULL : gzopen(path, "rb");
@@ -47,20 +84,43 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 		i++;
 	if (i == n)
 		return IMPORT_JSONL; /* empty: no records */
-	if (buf[i] == '[')
-		return IMPORT_CHROME;
-	if (buf[i] == '{') {
+	if (buf[i] == '[' || buf[i] == '{') {
 		int j = i + 1;
 		while (j < n && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
 			j++;
+		if (buf[i] == '[' && buf[j] == '[') {
+			snprintf(err, errlen,
+				 "%s: a memory-profiler timeline (torch.profiler export_memory_timeline), not a "
+				 "profiler trace",
+				 path);
+			return IMPORT_AUTO;
+		}
+		if (buf[i] == '[')
+			return IMPORT_CHROME;
 		if (strncmp(buf + j, "\"type\"", 6) == 0)
 			return IMPORT_JSONL;
-		if (strstr(buf, "\"schemaVersion\"") || strstr(buf, "\"distributedInfo\"") ||
-		    strstr(buf, "\"deviceProperties\""))
+		int events = strstr(buf, "\"traceEvents\"") != NULL;
+		if (!events && strstr(buf, "\"nodes\"") && strstr(buf, "\"schema\"")) {
+			snprintf(err, errlen,
+				 "%s: a PyTorch execution trace, not a profiler trace (culprit reads the "
+				 "traces torch.profiler writes)",
+				 path);
+			return IMPORT_AUTO;
+		}
+		if (events)
+			return has_any(buf, kineto_keys) || has_any(buf, kineto_marks) ? IMPORT_KINETO : IMPORT_CHROME;
+		if (has_any(buf, kineto_keys)) /* traceEvents further on */
 			return IMPORT_KINETO;
-		if (strstr(buf, "\"traceEvents\""))
-			return IMPORT_CHROME;
-		return IMPORT_JSONL;
+		char *nl = strchr(buf + i, '\n');
+		if (nl)
+			*nl = 0;
+		if (strstr(buf + i, "\"type\""))
+			return IMPORT_JSONL; /* a record line with "type" later */
+		snprintf(err, errlen,
+			 "%s: a JSON document that is not a trace (no traceEvents, and not interchange "
+			 "JSONL: no \"type\")",
+			 path);
+		return IMPORT_AUTO;
 	}
 	char *nl = strchr(buf + i, '\n');
 	if (nl)

@@ -176,7 +176,7 @@ int replay_main(int argc, char **argv)
 	struct replay r;
 	struct jsonl_handler h = {.ctx = &r, .job = on_job, .host = on_host, .iter = on_iter, .phase = on_phase,
 				  .kernel = on_kernel, .event = on_event};
-	struct import_options iopt = {0};
+	struct import_options iopt = {.warn = import_warn_stderr, .warn_ctx = (void *)"culprit replay"};
 	char err[1024];
 	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO;
 	long timeout_s = -1;

@@ -329,11 +329,23 @@ static void bad_files(void **state)
 	write_file("wrong2.json", wrong2, sizeof(wrong2) - 1, 0, path, sizeof(path));
 	expect_error(path, IMPORT_KINETO, "not an object");
 
+	/* without ProfilerStep#N the timed events make one step; without those either, nothing */
 	static const char nosteps[] =
 		"{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0,\"world_size\":1},\"traceEvents\":["
-		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2}]}";
+		"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"p\"}}]}";
 	write_file("nosteps.json", nosteps, sizeof(nosteps) - 1, 0, path, sizeof(path));
 	expect_error(path, IMPORT_AUTO, "no steps");
+
+	/* not profiler traces, refused by name (well-formed JSON is never "malformed") */
+	static const char et[] = "{\n  \"schema\": \"1.0.1\", \"pid\": 5,\n  \"nodes\": [{\"name\": \"x\", \"id\": 2}]}\n";
+	write_file("x_et.json", et, sizeof(et) - 1, 1, path, sizeof(path));
+	expect_error(path, IMPORT_AUTO, "a PyTorch execution trace, not a profiler trace");
+	static const char mem[] = "[[-1, 1, 37888, 7], [-1, 1, 512, 7]]";
+	write_file("memory_timeline.raw", mem, sizeof(mem) - 1, 0, path, sizeof(path));
+	expect_error(path, IMPORT_AUTO, "a memory-profiler timeline");
+	static const char other[] = "{\n  \"hello\": 1\n}\n";
+	write_file("other.json", other, sizeof(other) - 1, 0, path, sizeof(path));
+	expect_error(path, IMPORT_AUTO, "not a trace");
 
 	static const char csv[] = ",worker,gpu,batch_time_norm\n0,0,25,476\n";
 	write_file("nocol.csv", csv, sizeof(csv) - 1, 0, path, sizeof(path));

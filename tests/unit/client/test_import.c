@@ -116,6 +116,9 @@ static void detect(void **state)
 		{"[{\"ph\":\"X\"}]", IMPORT_CHROME},
 		{",worker,gpu,time,batch_time_norm\n0,0,1,1,5\n", IMPORT_CSV},
 		{"", IMPORT_JSONL},
+		/* Kineto without schemaVersion (old PyTorch): known by its event categories */
+		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"Kernel\", \"name\": \"k\"}]}", IMPORT_KINETO},
+		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\"}]}", IMPORT_KINETO},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_int_equal(import_detect(put("d", cases[i].text), err, sizeof(err)), cases[i].want);
@@ -193,6 +196,48 @@ static void kineto_steps(void **state)
 	assert_int_equal(g.k[gemm3].count, 2);
 	assert_int_equal(g.kdur[gemm3][0], 40);
 	assert_int_equal(g.kdur[gemm3][1], 42);
+}
+
+static void warn_count(void *ctx, const char *msg)
+{
+	int *n = ctx;
+	(*n)++;
+	printf("  warning: %s\n", msg);
+}
+
+/* distributedInfo without world_size: the files' order decides, said once; a trace without
+ * ProfilerStep#N is one step 0 over its timed events */
+static void kineto_fallbacks(void **state)
+{
+	(void)state;
+	char err[1024];
+	struct got g;
+	memset(&g, 0, sizeof(g));
+	const char *p[2];
+	p[0] = put("a.json", "{\"distributedInfo\":{\"rank\":5},\"traceEvents\":["
+			     "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":100,\"dur\":50},"
+			     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":110,\"dur\":20}]}");
+	p[1] = put("b.json", "{\"distributedInfo\":{\"backend\":\"nccl\"},\"traceEvents\":["
+			     "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"ts\":200,\"dur\":30},"
+			     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":210,\"dur\":40}]}");
+	int warnings = 0;
+	struct import_options o = {.warn = warn_count, .warn_ctx = &warnings};
+	struct jsonl_handler h = {&g, g_job, NULL, g_iter, g_phase, g_kernel, NULL};
+	assert_int_equal(import_read(IMPORT_AUTO, p, 2, &o, &h, err, sizeof(err)), 0);
+	assert_int_equal(g.job.world, 2);
+	assert_int_equal(g.nit, 2);
+	assert_int_equal(g.it[0].rank, 0);
+	assert_int_equal(g.it[0].iter, 1);
+	assert_int_equal(g.it[1].rank, 1);
+	assert_int_equal(g.it[1].iter, 0);
+	assert_int_equal(g.it[1].start_us, 200);
+	assert_int_equal(g.it[1].dur_us, 50);
+	assert_int_equal(phase(&g, 1, 0, "gpu_compute")->dur_us, 40);
+	assert_int_equal(warnings, 2); /* the ranks once, the missing steps once */
+	/* a complete one that contradicts itself is still an error */
+	const char *bad = put("c.json", "{\"distributedInfo\":{\"rank\":3,\"world_size\":2},\"traceEvents\":[]}");
+	assert_int_equal(run(IMPORT_AUTO, bad, &g, err), -1);
+	assert_non_null(strstr(err, "out of range"));
 }
 
 static void kineto_long_name(void **state)
@@ -318,6 +363,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(detect),      cmocka_unit_test(nccl_names), cmocka_unit_test(kineto_steps),
+		cmocka_unit_test(kineto_fallbacks),
 		cmocka_unit_test(kineto_long_name), cmocka_unit_test(chrome_layout), cmocka_unit_test(csv_rows),
 		cmocka_unit_test(summary),
 	};
