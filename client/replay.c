@@ -262,6 +262,8 @@ int replay_main(int argc, char **argv)
 		snprintf(job, sizeof(job), "%s", fanout_job_name(r.jobs[i]));
 		if (fanout_close(r.jobs[i], bad_input ? 10000 : timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st) < 0)
 			rc = 1;
+		if (st.refusal[0])
+			fprintf(stderr, "culprit replay: %s\n", st.refusal);
 		secs = mono_s() - r.t0;
 		if (!r.quiet || rc)
 			fprintf(stderr,
