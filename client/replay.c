@@ -244,11 +244,15 @@ int replay_main(int argc, char **argv)
 	if (!r.quiet)
 		r.cfg.progress_prefix = "replay: waiting for acknowledgements";
 	/* every format culprit diagnose takes, detected per file (import.h) */
-	if (import_read((enum import_format)fmt, (const char *const *)argv + optind, (size_t)(argc - optind), &iopt, &h,
-			err, sizeof(err)) < 0) {
+	char **paths = NULL;
+	size_t npaths = 0;
+	if (import_expand((const char *const *)argv + optind, (size_t)(argc - optind), &iopt, &paths, &npaths, err,
+			  sizeof(err)) < 0 ||
+	    import_read((enum import_format)fmt, (const char *const *)paths, npaths, &iopt, &h, err, sizeof(err)) < 0) {
 		fprintf(stderr, "culprit replay: %s\n", err);
 		bad_input = 1;
 	}
+	free(paths);
 	if (r.events && !r.quiet)
 		fprintf(stderr,
 			"replay: %llu out-of-band event lines not sent (the agent protocol carries no events; "

@@ -1,6 +1,7 @@
 /* test_import: the importers on small inputs written here (format detection, NCCL names,
  * Kineto step assignment and phases, Chrome layout and kinds, CSV rows and ragged end,
  * kernel summaries). The real traces are in tests/realdata. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -240,6 +242,35 @@ static void kineto_fallbacks(void **state)
 	assert_non_null(strstr(err, "out of range"));
 }
 
+/* a directory is its trace files in natural order; other files are skipped */
+static void expand_dirs(void **state)
+{
+	(void)state;
+	char err[1024], sub[600], **v;
+	size_t n;
+	snprintf(sub, sizeof(sub), "%s/ranks", dir);
+	assert_true(mkdir(sub, 0755) == 0 || errno == EEXIST);
+	static const char *const names[] = {"ranks/r-10.json.gz", "ranks/r-2.json", "ranks/LICENSE", "ranks/r-1.csv"};
+	for (size_t i = 0; i < 4; i++)
+		put(names[i], "");
+	int warnings = 0;
+	struct import_options o = {.warn = warn_count, .warn_ctx = &warnings};
+	const char *in[] = {"x.jsonl", sub};
+	assert_int_equal(import_expand(in, 2, &o, &v, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 4);
+	assert_string_equal(v[0], "x.jsonl");
+	assert_non_null(strstr(v[1], "/ranks/r-1.csv"));
+	assert_non_null(strstr(v[2], "/ranks/r-2.json"));
+	assert_non_null(strstr(v[3], "/ranks/r-10.json.gz"));
+	assert_int_equal(warnings, 1);
+	free(v);
+	snprintf(sub, sizeof(sub), "%s/empty", dir);
+	assert_true(mkdir(sub, 0755) == 0 || errno == EEXIST);
+	in[1] = sub;
+	assert_int_equal(import_expand(in, 2, &o, &v, &n, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no trace file"));
+}
+
 static void kineto_long_name(void **state)
 {
 	(void)state;
@@ -363,7 +394,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(detect),      cmocka_unit_test(nccl_names), cmocka_unit_test(kineto_steps),
-		cmocka_unit_test(kineto_fallbacks),
+		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(expand_dirs),
 		cmocka_unit_test(kineto_long_name), cmocka_unit_test(chrome_layout), cmocka_unit_test(csv_rows),
 		cmocka_unit_test(summary),
 	};
