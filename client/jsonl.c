@@ -69,6 +69,7 @@ struct jobj {
 
 #define JKEY_SLOTS 128
 static unsigned char jkey_tab[JKEY_SLOTS]; /* enum jkey + 1, 0 empty */
+static unsigned char jkey_len[JK_COUNT];
 static pthread_once_t jkey_once = PTHREAD_ONCE_INIT;
 
 static unsigned jkey_hash(const char *k, size_t len)
@@ -83,7 +84,8 @@ static unsigned jkey_hash(const char *k, size_t len)
 static void jkey_init(void)
 {
 	for (int i = 0; i < JK_COUNT; i++) {
-		unsigned h = jkey_hash(jkey_names[i], strlen(jkey_names[i]));
+		jkey_len[i] = (unsigned char)strlen(jkey_names[i]);
+		unsigned h = jkey_hash(jkey_names[i], jkey_len[i]);
 		while (jkey_tab[h])
 			h = (h + 1) & (JKEY_SLOTS - 1);
 		jkey_tab[h] = (unsigned char)(i + 1);
@@ -95,9 +97,9 @@ static enum jkey jkey_find(const char *k, size_t len)
 	if (len == 0)
 		return JK_NONE;
 	for (unsigned h = jkey_hash(k, len); jkey_tab[h]; h = (h + 1) & (JKEY_SLOTS - 1)) {
-		const char *n = jkey_names[jkey_tab[h] - 1];
-		if (n[0] == k[0] && strlen(n) == len && memcmp(n, k, len) == 0)
-			return (enum jkey)(jkey_tab[h] - 1);
+		int i = jkey_tab[h] - 1;
+		if (jkey_len[i] == len && memcmp(jkey_names[i], k, len) == 0)
+			return (enum jkey)i;
 	}
 	return JK_NONE;
 }
