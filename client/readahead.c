@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "jsonl.h"
@@ -15,7 +17,8 @@ struct readahead {
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	char *buf[READAHEAD_BLOCKS];
+	char *buf[READAHEAD_BLOCKS];   /* allocated when first filled */
+	unsigned block;                /* bytes: READAHEAD_BLOCK, less for a small file */
 	ssize_t len[READAHEAD_BLOCKS]; /* filled block: bytes, 0 end, -1 error */
 	unsigned head, count;          /* next block to read out; blocks filled and not yet read */
 	bool held;                     /* the reader holds block head (until its next call) */
@@ -36,8 +39,12 @@ static void *fill(void *arg)
 		if (stop)
 			return NULL;
 		/* block tail is free: neither filled nor held */
-		int n = gzread(r->f, r->buf[tail], READAHEAD_BLOCK);
-		if (n <= 0) {
+		int n = -1;
+		if (!r->buf[tail] && !(r->buf[tail] = malloc(r->block)))
+			snprintf(r->err, sizeof(r->err), "out of memory");
+		else
+			n = gzread(r->f, r->buf[tail], r->block);
+		if (n <= 0 && !r->err[0]) {
 			int e = Z_OK;
 			const char *m = gzerror(r->f, &e);
 			if (n < 0 || (e != Z_OK && e != Z_STREAM_END)) {
@@ -65,24 +72,22 @@ struct readahead *readahead_open(const char *path)
 		free(r);
 		return NULL;
 	}
-	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++)
-		if (!(r->buf[i] = malloc(READAHEAD_BLOCK)))
-			goto fail;
+	/* a small file is read in a block of its size (gzip: in a few) */
+	struct stat st;
+	r->block = READAHEAD_BLOCK;
+	if (strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < READAHEAD_BLOCK)
+		r->block = st.st_size < 65536 ? 65536 : (unsigned)st.st_size + 1;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	if (pthread_create(&r->thr, NULL, fill, r) != 0) {
 		pthread_mutex_destroy(&r->mu);
 		pthread_cond_destroy(&r->cv);
-		goto fail;
+		gzclose(r->f);
+		free(r);
+		errno = EAGAIN;
+		return NULL;
 	}
 	return r;
-fail:
-	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++)
-		free(r->buf[i]);
-	gzclose(r->f);
-	free(r);
-	errno = ENOMEM;
-	return NULL;
 }
 
 ssize_t readahead_next(struct readahead *r, const char **data)

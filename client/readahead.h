@@ -1,7 +1,8 @@
 /* readahead.h: a file (plain or gzip, "-" for standard input) read in large blocks by a
  * thread of its own, so that inflating the next block overlaps parsing this one. At most
  * READAHEAD_BLOCKS blocks of READAHEAD_BLOCK bytes are held (a bounded queue: the thread
- * waits when the reader is behind). Used by the JSONL reader and the JSON trace stream. */
+ * waits when the reader is behind); a small file gets smaller blocks. Used by the JSONL
+ * reader. */
 #ifndef CULPRIT_READAHEAD_H
 #define CULPRIT_READAHEAD_H
 
