@@ -329,6 +329,15 @@ static int jlit(struct jp *j, const char *lit, size_t n)
 	return 0;
 }
 
+/* After a member: 1 at ',' (another follows), 0 at close (the end), -1 otherwise. */
+static int jnext(struct jp *j, char close)
+{
+	jws(j);
+	if (j->p < j->end && (*j->p == ',' || *j->p == close))
+		return *j->p++ == ',';
+	return -1;
+}
+
 /* validates any value; strings nested in arrays/objects are unescaped into scratch too */
 static int jskip(struct jp *j, int depth)
 {
@@ -359,16 +368,9 @@ static int jskip(struct jp *j, int depth)
 		for (;;) {
 			if (jskip(j, depth + 1) < 0)
 				return -1;
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == ']') {
-				j->p++;
-				return 0;
-			}
-			return jfail(j, "expected ',' or ']'");
+			int more = jnext(j, ']');
+			if (more <= 0)
+				return more < 0 ? jfail(j, "expected ',' or ']'") : 0;
 		}
 	case '{':
 		j->p++;
@@ -389,16 +391,9 @@ static int jskip(struct jp *j, int depth)
 			j->p++;
 			if (jskip(j, depth + 1) < 0)
 				return -1;
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == '}') {
-				j->p++;
-				return 0;
-			}
-			return jfail(j, "expected ',' or '}'");
+			int more = jnext(j, '}');
+			if (more <= 0)
+				return more < 0 ? jfail(j, "expected ',' or '}'") : 0;
 		}
 	default:
 		return jnumber(j, &v);
@@ -432,16 +427,9 @@ static int jdurs(struct jp *j, struct jobj *o)
 			o->durs_cap = nc;
 		}
 		o->durs[o->ndurs++] = x.is_int ? x.i : (int64_t)x.d;
-		jws(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (j->p < j->end && *j->p == ']') {
-			j->p++;
-			return 0;
-		}
-		return -1;
+		int more = jnext(j, ']');
+		if (more <= 0)
+			return more;
 	}
 }
 
@@ -543,16 +531,11 @@ static int jparse_line(struct jp *j, struct jobj *o)
 				if (key == JK_durs_us && v.t != JT_ARR)
 					o->durs_ok = 0;
 			}
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == '}') {
-				j->p++;
+			int more = jnext(j, '}');
+			if (more < 0)
+				return jfail(j, "expected ',' or '}'");
+			if (!more)
 				break;
-			}
-			return jfail(j, "expected ',' or '}'");
 		}
 	}
 	jws(j);

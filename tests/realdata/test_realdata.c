@@ -337,15 +337,21 @@ static void bad_files(void **state)
 	expect_error(path, IMPORT_AUTO, "no steps");
 
 	/* not profiler traces, refused by name (well-formed JSON is never "malformed") */
-	static const char et[] = "{\n  \"schema\": \"1.0.1\", \"pid\": 5,\n  \"nodes\": [{\"name\": \"x\", \"id\": 2}]}\n";
-	write_file("x_et.json", et, sizeof(et) - 1, 1, path, sizeof(path));
-	expect_error(path, IMPORT_AUTO, "a PyTorch execution trace, not a profiler trace");
-	static const char mem[] = "[[-1, 1, 37888, 7], [-1, 1, 512, 7]]";
-	write_file("memory_timeline.raw", mem, sizeof(mem) - 1, 0, path, sizeof(path));
-	expect_error(path, IMPORT_AUTO, "a memory-profiler timeline");
-	static const char other[] = "{\n  \"hello\": 1\n}\n";
-	write_file("other.json", other, sizeof(other) - 1, 0, path, sizeof(path));
-	expect_error(path, IMPORT_AUTO, "not a trace");
+	static const struct {
+		const char *name, *text;
+		int gz;
+		const char *needle;
+	} not_traces[] = {
+		{"x_et.json", "{\n  \"schema\": \"1.0.1\", \"pid\": 5,\n  \"nodes\": [{\"name\": \"x\", \"id\": 2}]}\n", 1,
+		 "a PyTorch execution trace, not a profiler trace"},
+		{"memory_timeline.raw", "[[-1, 1, 37888, 7], [-1, 1, 512, 7]]", 0, "a memory-profiler timeline"},
+		{"other.json", "{\n  \"hello\": 1\n}\n", 0, "not a trace"},
+	};
+	for (size_t i = 0; i < sizeof(not_traces) / sizeof(not_traces[0]); i++) {
+		write_file(not_traces[i].name, not_traces[i].text, strlen(not_traces[i].text), not_traces[i].gz, path,
+			   sizeof(path));
+		expect_error(path, IMPORT_AUTO, not_traces[i].needle);
+	}
 
 	static const char csv[] = ",worker,gpu,batch_time_norm\n0,0,25,476\n";
 	write_file("nocol.csv", csv, sizeof(csv) - 1, 0, path, sizeof(path));
