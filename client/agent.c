@@ -452,24 +452,27 @@ int agent_seal(struct agent *a)
 	return 0;
 }
 
-/* Waits (a.mu held) until the queue has room; false when the timeout passed. */
+/* Waits (a.mu held) until the queue has room; false when the timeout passed or the agent
+ * gave up (st.refused). */
 static bool wait_space(struct agent *a, int timeout_ms)
 {
 	struct timespec dl;
 
+	if (a->st.refused)
+		return false;
 	if (a->q_bytes < a->max_unacked)
 		return true;
 	if (timeout_ms == AGENT_NO_WAIT)
 		return false;
 	if (timeout_ms >= 0)
 		abs_deadline(&dl, timeout_ms);
-	while (a->q_bytes >= a->max_unacked) {
+	while (a->q_bytes >= a->max_unacked && !a->st.refused) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&a->cv, &a->mu);
 		else if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) == ETIMEDOUT)
-			return a->q_bytes < a->max_unacked;
+			return a->q_bytes < a->max_unacked && !a->st.refused;
 	}
-	return true;
+	return !a->st.refused;
 }
 
 /* Makes room for count records of est bytes in the batch being built (a.mu held): seals
@@ -479,9 +482,11 @@ static int make_room(struct agent *a, size_t count, size_t est)
 	struct building *b = &a->b;
 	size_t n = building_records(b);
 
+	if (a->st.refused)
+		return AGENT_EREFUSED;
 	if (n && (n + count > a->max_records || b->est_bytes + est > a->batch_bytes)) {
 		if (!wait_space(a, a->append_timeout))
-			return AGENT_EFULL;
+			return a->st.refused ? AGENT_EREFUSED : AGENT_EFULL;
 		if (agent_seal(a) < 0)
 			return AGENT_ENOMEM;
 		agent_loop_wake(a->loop);
@@ -514,7 +519,7 @@ static bool rank_served(const struct agent *a, uint32_t rank)
 static int append_done(struct agent *a, size_t done, size_t n, int rc)
 {
 	a->st.records_appended += done;
-	if (rc == AGENT_EFULL || rc == AGENT_ENOMEM)
+	if (rc == AGENT_EFULL || rc == AGENT_ENOMEM || rc == AGENT_EREFUSED)
 		a->st.records_dropped += n - done;
 	pthread_mutex_unlock(&a->mu);
 	return rc;
@@ -1018,6 +1023,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 	if (a->backoff_max < a->backoff_min)
 		a->backoff_max = a->backoff_min;
 	a->heartbeat_ms = cfg->heartbeat_ms ? cfg->heartbeat_ms : 10000;
+	a->give_up_refused = cfg->give_up_refused;
 	a->next_seq = 1;
 	a->st.next_seq = 1;
 	a->batch_bytes = BATCH_SOFT_BYTES;
@@ -1048,13 +1054,18 @@ int agent_flush(struct agent *a, int timeout_ms)
 	pthread_mutex_lock(&a->mu);
 	if (building_records(&a->b)) {
 		if (!wait_space(a, timeout_ms < 0 ? AGENT_WAIT_FOREVER : timeout_ms) || agent_seal(a) < 0) {
+			rc = a->st.refused ? AGENT_EREFUSED : AGENT_ETIMEDOUT;
 			pthread_mutex_unlock(&a->mu);
-			return AGENT_ETIMEDOUT;
+			return rc;
 		}
 	}
 	target = a->sealed_total;
 	agent_loop_wake(a->loop);
 	while (a->done_total < target) {
+		if (a->st.refused) {
+			rc = AGENT_EREFUSED;
+			break;
+		}
 		if (timeout_ms < 0) {
 			pthread_cond_wait(&a->cv, &a->mu);
 		} else if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) == ETIMEDOUT) {
@@ -1123,6 +1134,7 @@ const char *agent_strerror(int err)
 	case AGENT_EINVAL: return "invalid record";
 	case AGENT_ETIMEDOUT: return "timed out waiting for acknowledgements";
 	case AGENT_ENOMEM: return "out of memory";
+	case AGENT_EREFUSED: return "the server refused the connection";
 	default: return "unknown error";
 	}
 }

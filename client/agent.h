@@ -46,6 +46,8 @@ enum agent_error {
 	AGENT_EINVAL = -2,    /* a bad argument (unknown name id, kind, group, rank not served) */
 	AGENT_ETIMEDOUT = -3, /* agent_flush/agent_close: not everything acknowledged in time */
 	AGENT_ENOMEM = -4,
+	AGENT_EREFUSED = -5,  /* the server refused this agent before ever accepting it and the agent
+			       * gave up (agent_config.give_up_refused); agent_stats.refusal says why */
 };
 
 #define AGENT_WAIT_FOREVER (-1) /* append_timeout_ms: block until there is space */
@@ -80,6 +82,12 @@ struct agent_config {
 	uint32_t backoff_min_ms;       /* 0: 100; first reconnect delay */
 	uint32_t backoff_max_ms;       /* 0: 10000; delays double up to this, with jitter */
 	uint32_t heartbeat_ms;         /* 0: 10000; a Heartbeat after this long without sending */
+	uint32_t give_up_refused;      /* 0: never give up (a training job keeps trying). N: before
+				        * its first accepted Hello the agent gives up after N
+				        * connections in a row that the server ended before answering
+				        * the Hello (closed at accept: over a connection limit), or at
+				        * once when the server refuses the Hello (a bad token): every
+				        * call then returns AGENT_EREFUSED. For tools (sim, replay) */
 	struct agent_loop *loop;       /* NULL: a network thread of this agent's own */
 	agent_log_fn log;              /* NULL: warnings and errors on stderr */
 	void *log_arg;
@@ -101,6 +109,8 @@ struct agent_stats {
 	size_t unacked_bytes;
 	size_t unacked_batches;
 	bool connected;             /* a HelloAck accepted on the current connection */
+	bool refused;               /* gave up (AGENT_EREFUSED) */
+	char refusal[200];          /* why, when refused */
 };
 
 /* The latest Command the server sent (culprit sim acts on captures: client/sim_capture.c). */

@@ -30,6 +30,7 @@ enum conn_state {
 	CONN_TLS,        /* TLS handshake in progress (agent_tls.c) */
 	CONN_HELLO,      /* Hello sent, waiting for HelloAck */
 	CONN_STREAMING,  /* HelloAck accepted: batches flow */
+	CONN_REFUSED,    /* gave up: refused before any accepted Hello (give_up_refused) */
 };
 
 struct batch {
@@ -81,6 +82,7 @@ struct agent_conn {
 	long long retry_at_ms;      /* CONN_IDLE: when to try again */
 	long long last_send_ms;
 	uint32_t attempts;          /* failed attempts since the last accepted Hello */
+	uint32_t refusals;          /* connections in a row the server ended before a HelloAck */
 	unsigned int rnd;
 	bool complaining;           /* a failure was logged at warning; log the recovery */
 	size_t addr_next;           /* rotate through resolved addresses */
@@ -108,7 +110,7 @@ struct agent {
 	struct agent_topology topo;
 	uint32_t *ranks;            /* sorted */
 	size_t n_ranks;
-	uint32_t flush_ms, max_records, backoff_min, backoff_max, heartbeat_ms;
+	uint32_t flush_ms, max_records, backoff_min, backoff_max, heartbeat_ms, give_up_refused;
 	size_t max_unacked;
 	int append_timeout;
 	agent_log_fn log;

@@ -47,9 +47,27 @@ void agent_loop_wake(struct agent_loop *l)
 
 /* ---- the connection (network thread) ---- */
 
+/* Before its first accepted Hello, an agent that gives up (give_up_refused) stops after
+ * being refused: true when it did (the state is CONN_REFUSED). */
+static bool conn_give_up(struct agent *a, const char *why)
+{
+	struct agent_conn *c = &a->c;
+
+	if (!a->give_up_refused || a->ever_accepted || ++c->refusals < a->give_up_refused)
+		return false;
+	agent_log(a, AGENT_LOG_WARNING, "%s; giving up (refused %u times, never accepted)", why, c->refusals);
+	pthread_mutex_lock(&a->mu);
+	a->st.refused = true;
+	snprintf(a->st.refusal, sizeof(a->st.refusal), "%s", why);
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	return true;
+}
+
 static void conn_close(struct agent *a, const char *why, bool failure)
 {
 	struct agent_conn *c = &a->c;
+	bool before_ack = c->state == CONN_HELLO || c->state == CONN_TLS, refused;
 	long long delay;
 
 	agent_tls_close(c, false);
@@ -63,7 +81,10 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 		a->st.disconnects++;
 		pthread_mutex_unlock(&a->mu);
 	}
-	if (failure) {
+	refused = failure && before_ack && conn_give_up(a, why);
+	if (refused) {
+		/* logged; no reconnect */
+	} else if (failure) {
 		if (!c->complaining) {
 			agent_log(a, AGENT_LOG_WARNING, "%s; reconnecting", why);
 			c->complaining = true;
@@ -73,7 +94,7 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 	} else {
 		agent_log(a, AGENT_LOG_INFO, "%s; reconnecting", why);
 	}
-	c->state = CONN_IDLE;
+	c->state = refused ? CONN_REFUSED : CONN_IDLE;
 	/* the next connection has no names yet */
 	if (++c->epoch == 0) {
 		if (c->known)
@@ -271,6 +292,8 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 			snprintf(why, sizeof(why), "server refused hello: %s",
 				 env->hello_ack->reason && *env->hello_ack->reason ? env->hello_ack->reason : "no reason");
 			c->attempts = 30; /* retry at the slowest pace */
+			if (a->give_up_refused)
+				c->refusals = a->give_up_refused - 1; /* or give up now (conn_give_up) */
 			c->complaining = false; /* log every refusal at warning (they are rare: backoff_max apart) */
 			conn_close(a, why, true);
 			ok = false;
@@ -571,6 +594,9 @@ static long long conn_tick(struct agent *a, long long now, short *events)
 		if (c->deadline_ms < next)
 			next = c->deadline_ms;
 		break;
+	case CONN_REFUSED:
+		*events = 0;
+		return next;
 	case CONN_STREAMING:
 		if (!c->ctrl && !c->cur && !want_write && now - c->last_send_ms >= a->heartbeat_ms) {
 			Culprit__V1__Heartbeat hb = CULPRIT__V1__HEARTBEAT__INIT;

@@ -182,6 +182,8 @@ static int cmd_diagnose(int argc, char **argv)
 	};
 	struct import_options iopt;
 	memset(&iopt, 0, sizeof(iopt));
+	iopt.warn = import_warn_stderr;
+	iopt.warn_ctx = (void *)"culprit diagnose";
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:th", opts, NULL)) != -1) {
@@ -227,24 +229,29 @@ static int cmd_diagnose(int argc, char **argv)
 		diagnose_usage(stderr);
 		return 2;
 	}
+	char err[1024], **paths;
+	size_t npaths;
+	if (import_expand((const char *const *)argv + optind, (size_t)(argc - optind), &iopt, &paths, &npaths, err,
+			  sizeof(err)) < 0) {
+		fprintf(stderr, "culprit diagnose: %s\n", err);
+		return 2;
+	}
 	struct ingest in;
 	memset(&in, 0, sizeof(in));
 	int first = fmt;
 	if (fmt == IMPORT_AUTO) {
 		char e[512];
-		first = strcmp(argv[optind], "-") != 0 ? (int)import_detect(argv[optind], e, sizeof(e))
-						       : IMPORT_JSONL;
+		first = strcmp(paths[0], "-") != 0 ? (int)import_detect(paths[0], e, sizeof(e)) : IMPORT_JSONL;
 	}
 	in.wide = first > IMPORT_JSONL;
 	in.whole = first == IMPORT_CHROME;
 	struct jsonl_handler h = {&in, on_job, on_host, on_iter, on_phase, on_kernel, on_event};
 	int rc = 0;
-	char err[1024];
-	if (import_read((enum import_format)fmt, (const char *const *)argv + optind,
-			(size_t)(argc - optind), &iopt, &h, err, sizeof(err)) < 0) {
+	if (import_read((enum import_format)fmt, (const char *const *)paths, npaths, &iopt, &h, err, sizeof(err)) < 0) {
 		fprintf(stderr, "culprit diagnose: %s\n", err);
 		rc = 2;
 	}
+	free(paths);
 	if (!rc && !in.engine) {
 		fprintf(stderr, "culprit diagnose: no job line in the input\n");
 		rc = 2;

@@ -17,6 +17,8 @@ struct fanout_host {
 	uint32_t agent; /* node mode: index in agents, NO_AGENT before the first record */
 };
 
+#define FANOUT_GIVE_UP_REFUSED 3 /* connections in a row the server ends before HelloAck: then fail */
+
 struct fanout {
 	struct fanout_config cfg;
 	char *job, *order, *token, *server;
@@ -34,6 +36,7 @@ struct fanout {
 	struct agent **agents;
 	size_t n_agents, agents_cap;
 	uint64_t records;
+	char refusal[512];    /* why the server refused an agent (fanout_refusal) */
 	/* scratch */
 	struct record_phase *ph;
 	size_t ph_cap;
@@ -273,6 +276,7 @@ static struct agent *agent_of(struct fanout *f, uint32_t rank, const char **why)
 	cfg.append_timeout_ms = AGENT_WAIT_FOREVER;
 	cfg.backoff_min_ms = 50;
 	cfg.backoff_max_ms = 2000;
+	cfg.give_up_refused = FANOUT_GIVE_UP_REFUSED;
 	cfg.loop = f->loops[f->n_agents % f->n_loops];
 	cfg.log = f->cfg.log ? f->cfg.log : default_log;
 	cfg.log_arg = f->cfg.log ? f->cfg.log_arg : f;
@@ -319,11 +323,28 @@ static struct agent *agent_of(struct fanout *f, uint32_t rank, const char **why)
 	return a;
 }
 
-static int append_rc(int rc, const char **why)
+/* The message for an agent the server refused (AGENT_EREFUSED), kept in f->refusal. */
+static const char *refusal(struct fanout *f, struct agent *a)
+{
+	struct agent_stats st;
+
+	agent_get_stats(a, &st);
+	snprintf(f->refusal, sizeof(f->refusal),
+		 "culpritd \"%s\" refused the connections of this job's agents (%s)%s", f->server, st.refusal,
+		 strncmp(st.refusal, "server refused hello", 20) == 0
+			 ? ""
+			 : ": it closed them before answering Hello, as it does over a connection limit such as "
+			   "max_connections_per_addr (docs/operations.md)");
+	return f->refusal;
+}
+
+static int append_rc(struct fanout *f, struct agent *a, int rc, const char **why)
 {
 	if (rc == 0)
 		return 0;
-	*why = rc == AGENT_EINVAL ? "invalid record (negative duration, bad kind or group)" : agent_strerror(rc);
+	*why = rc == AGENT_EINVAL	? "invalid record (negative duration, bad kind or group)"
+	       : rc == AGENT_EREFUSED ? refusal(f, a)
+				      : agent_strerror(rc);
 	return -1;
 }
 
@@ -410,7 +431,7 @@ static int pend_flush(struct fanout *f, const char **why)
 	}
 	f->pend_has_it = false;
 	f->n_pend_ph = f->n_pend_k = f->pend_sk = 0;
-	return append_rc(rc, why);
+	return append_rc(f, a, rc, why);
 }
 
 /* Makes (rank, iter) the pending group, sending the previous one when it differs. */
@@ -580,7 +601,7 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 	}
 	point_sketches(f, nk);
 	f->records += 1 + nph + nk;
-	return append_rc(agent_add_iteration(a, it, f->ph, nph, f->k, nk), why);
+	return append_rc(f, a, agent_add_iteration(a, it, f->ph, nph, f->k, nk), why);
 }
 
 void fanout_each_command(struct fanout *f, void (*cb)(void *arg, const struct agent_command *cmd), void *arg)
@@ -615,7 +636,7 @@ int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, cons
 		f->raw[i].name = (uint32_t)id;
 	}
 	f->records += n;
-	return append_rc(agent_add_raw_kernels(a, f->raw, n), why);
+	return append_rc(f, a, agent_add_raw_kernels(a, f->raw, n), why);
 }
 
 void fanout_kick(struct fanout *f)
@@ -683,14 +704,20 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	if (!f)
 		return 0;
 	fanout_kick(f);
-	for (size_t i = 0; i < f->n_agents; i++) {
+	for (size_t i = 0; i < f->n_agents && !f->refusal[0]; i++) {
 		/* in slices of a second, so that a long wait (server down) says what it waits for */
 		for (;;) {
 			long long left = timeout_ms < 0 ? 1000 : deadline - mono_ms();
 			int slice = left > 1000 ? 1000 : left > 0 ? (int)left : 0;
+			int frc = agent_flush(f->agents[i], slice);
 
-			if (agent_flush(f->agents[i], slice) == 0)
+			if (frc == 0)
 				break;
+			if (frc == AGENT_EREFUSED) {
+				refusal(f, f->agents[i]);
+				rc = -1;
+				break;
+			}
 			if (timeout_ms >= 0 && mono_ms() >= deadline) {
 				rc = -1;
 				break;
@@ -702,6 +729,7 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	}
 	if (st) {
 		fanout_get_stats(f, st);
+		snprintf(st->refusal, sizeof(st->refusal), "%s", f->refusal);
 		if (st->rejected_batches || st->dropped_records)
 			rc = -1;
 	}

@@ -47,6 +47,7 @@ struct fanout_stats {
 	uint64_t connects;
 	uint64_t disconnects;
 	uint64_t unacked_bytes, unacked_batches; /* held by the agents, not yet acknowledged */
+	char refusal[512];           /* fanout_close: why the server refused the agents ("" if not) */
 };
 
 struct fanout;
@@ -86,7 +87,10 @@ const char *fanout_job_name(const struct fanout *f);
 /* One progress line on stderr: "PREFIX: N records in S s (R/s), A agents (C connected), ..." */
 void fanout_print_progress(struct fanout *f, const char *prefix, double secs);
 /* Flushes every agent (timeout_ms for all together; < 0: no limit), closes them, frees.
- * Final counters in *st (may be NULL). 0 when everything was acknowledged, -1 otherwise. */
+ * Final counters in *st (may be NULL). 0 when everything was acknowledged, -1 otherwise.
+ * Agents the server refuses before accepting any Hello (closed at accept 3 times in a row:
+ * a connection limit; or a refused Hello) give up at once: the appends fail with a message
+ * saying so, and fanout_close stops waiting (st->refusal says why). */
 int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st);
 
 #endif

@@ -2,9 +2,13 @@
  * callbacks over gzread chunks: memory stays bounded whatever the file size). */
 #include "import.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
@@ -27,6 +31,42 @@ const char *import_format_name(enum import_format f)
 	return (unsigned)f < sizeof(format_names) / sizeof(format_names[0]) ? format_names[f] : "?";
 }
 
+void import_warn(const struct import_options *opt, const char *fmt, ...)
+{
+	if (!opt || !opt->warn)
+		return;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	opt->warn(opt->warn_ctx, msg);
+}
+
+void import_warn_stderr(void *prefix, const char *msg)
+{
+	fprintf(stderr, "%s: warning: %s\n", (const char *)prefix, msg);
+}
+
+static int has_any(const char *buf, const char *const *words)
+{
+	for (; *words; words++)
+		if (strstr(buf, *words))
+			return 1;
+	return 0;
+}
+
+/* What only the PyTorch profiler writes: its top-level keys, or the categories and names of
+ * its events (old traces have no schemaVersion, some no distributedInfo either). */
+static const char *const kineto_keys[] = {
+	"\"schemaVersion\"", "\"distributedInfo\"", "\"deviceProperties\"", NULL,
+};
+static const char *const kineto_marks[] = {
+	"\"ProfilerStep#", "\"cpu_op\"", "\"cuda_runtime\"", "\"kernel\"", "\"Kernel\"", "\"Runtime\"",
+	"\"user_annotation\"", "\"gpu_user_annotation\"", "\"python_function\"", "\"ac2g\"",
+	NULL,
+};
+
 enum import_format import_detect(const char *path, char *err, size_t errlen)
 {
 	gzFile f = strcmp(path, "-") == 0 ? NULL : gzopen(path, "rb");
@@ -47,20 +87,43 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 		i++;
 	if (i == n)
 		return IMPORT_JSONL; /* empty: no records */
-	if (buf[i] == '[')
-		return IMPORT_CHROME;
-	if (buf[i] == '{') {
+	if (buf[i] == '[' || buf[i] == '{') {
 		int j = i + 1;
 		while (j < n && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
 			j++;
+		if (buf[i] == '[' && buf[j] == '[') {
+			snprintf(err, errlen,
+				 "%s: a memory-profiler timeline (torch.profiler export_memory_timeline), not a "
+				 "profiler trace",
+				 path);
+			return IMPORT_AUTO;
+		}
+		if (buf[i] == '[')
+			return IMPORT_CHROME;
 		if (strncmp(buf + j, "\"type\"", 6) == 0)
 			return IMPORT_JSONL;
-		if (strstr(buf, "\"schemaVersion\"") || strstr(buf, "\"distributedInfo\"") ||
-		    strstr(buf, "\"deviceProperties\""))
+		int events = strstr(buf, "\"traceEvents\"") != NULL;
+		if (!events && strstr(buf, "\"nodes\"") && strstr(buf, "\"schema\"")) {
+			snprintf(err, errlen,
+				 "%s: a PyTorch execution trace, not a profiler trace (culprit reads the "
+				 "traces torch.profiler writes)",
+				 path);
+			return IMPORT_AUTO;
+		}
+		if (events)
+			return has_any(buf, kineto_keys) || has_any(buf, kineto_marks) ? IMPORT_KINETO : IMPORT_CHROME;
+		if (has_any(buf, kineto_keys)) /* traceEvents further on */
 			return IMPORT_KINETO;
-		if (strstr(buf, "\"traceEvents\""))
-			return IMPORT_CHROME;
-		return IMPORT_JSONL;
+		char *nl = strchr(buf + i, '\n');
+		if (nl)
+			*nl = 0;
+		if (strstr(buf + i, "\"type\""))
+			return IMPORT_JSONL; /* a record line with "type" later */
+		snprintf(err, errlen,
+			 "%s: a JSON document that is not a trace (no traceEvents, and not interchange "
+			 "JSONL: no \"type\")",
+			 path);
+		return IMPORT_AUTO;
 	}
 	char *nl = strchr(buf + i, '\n');
 	if (nl)
@@ -72,6 +135,147 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 		 "worker CSV)",
 		 path);
 	return IMPORT_AUTO;
+}
+
+static int trace_name(const char *name)
+{
+	static const char *const ends[] = {".json", ".jsonl", ".csv", ".json.gz", ".jsonl.gz", ".csv.gz", NULL};
+	size_t len = strlen(name);
+
+	if (name[0] == '.')
+		return 0;
+	for (const char *const *e = ends; *e; e++) {
+		size_t el = strlen(*e);
+		if (len > el && strcmp(name + len - el, *e) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int cmp_natural(const void *a, const void *b)
+{
+	return strverscmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A growing list of strings kept in one allocation at the end (import_expand). */
+struct strlist {
+	char **s;
+	size_t n, cap;
+};
+
+static int strlist_add(struct strlist *l, const char *a, const char *b)
+{
+	if (l->n == l->cap) {
+		size_t c = l->cap ? l->cap * 2 : 16;
+		char **ns = realloc(l->s, c * sizeof(*ns));
+		if (!ns)
+			return -1;
+		l->s = ns;
+		l->cap = c;
+	}
+	size_t la = strlen(a), lb = b ? strlen(b) : 0;
+	char *p = malloc(la + lb + 2);
+	if (!p)
+		return -1;
+	memcpy(p, a, la);
+	if (b) {
+		if (la && a[la - 1] == '/')
+			la--; /* "dir/" */
+		p[la] = '/';
+		memcpy(p + la + 1, b, lb + 1);
+	} else {
+		p[la] = 0;
+	}
+	l->s[l->n++] = p;
+	return 0;
+}
+
+static void strlist_free(struct strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->s[i]);
+	free(l->s);
+}
+
+/* The files of directory dir that are traces, in natural order, appended to l. */
+static int expand_dir(const char *dir, struct strlist *l, const struct import_options *opt, char *err,
+		      size_t errlen)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		snprintf(err, errlen, "%s: could not open the directory: %s", dir, strerror(errno));
+		return -1;
+	}
+	size_t first = l->n, skipped = 0;
+	char example[256] = "";
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (!trace_name(e->d_name)) {
+			if (!skipped++)
+				snprintf(example, sizeof(example), "%s", e->d_name);
+			continue;
+		}
+		rc = strlist_add(l, dir, e->d_name);
+	}
+	closedir(d);
+	if (rc) {
+		snprintf(err, errlen, "%s: out of memory", dir);
+		return -1;
+	}
+	if (l->n == first) {
+		snprintf(err, errlen, "%s: no trace file in the directory (names ending in .json, .jsonl or .csv, "
+				      "optionally .gz)", dir);
+		return -1;
+	}
+	qsort(l->s + first, l->n - first, sizeof(*l->s), cmp_natural);
+	if (skipped)
+		import_warn(opt, "%s: %zu trace files; %zu other files skipped (such as %s)", dir, l->n - first,
+			    skipped, example);
+	return 0;
+}
+
+int import_expand(const char *const *paths, size_t n, const struct import_options *opt, char ***out,
+		  size_t *nout, char *err, size_t errlen)
+{
+	struct strlist l = {0};
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct stat st;
+		if (strcmp(paths[i], "-") != 0 && stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
+			rc = expand_dir(paths[i], &l, opt, err, errlen);
+		else if (strlist_add(&l, paths[i], NULL) < 0) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	if (rc) {
+		strlist_free(&l);
+		return -1;
+	}
+	/* one allocation: the pointers, then the strings */
+	size_t bytes = l.n * sizeof(char *);
+	for (size_t i = 0; i < l.n; i++)
+		bytes += strlen(l.s[i]) + 1;
+	char **v = malloc(bytes ? bytes : 1);
+	if (!v) {
+		strlist_free(&l);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	char *p = (char *)(v + l.n);
+	for (size_t i = 0; i < l.n; i++) {
+		size_t len = strlen(l.s[i]) + 1;
+		memcpy(p, l.s[i], len);
+		v[i] = p;
+		p += len;
+	}
+	strlist_free(&l);
+	*out = v;
+	*nout = l.n;
+	return 0;
 }
 
 int import_read(enum import_format fmt, const char *const *paths, size_t n,

@@ -28,14 +28,32 @@ struct import_options {
 	const char *job;  /* job name for formats without one (default: the format's name) */
 	const char *meta; /* chrome: the layout file (meta-*.yaml); default: beside the input */
 	uint32_t pp, tp;  /* chrome: layout by flags, 0 = from meta */
+	/* warnings about a file that is read anyway (a guessed rank, no step annotations);
+	 * NULL: not told */
+	void (*warn)(void *ctx, const char *msg);
+	void *warn_ctx;
 };
+
+/* A warn callback printing "PREFIX: warning: MSG" on stderr, ctx the prefix (a string). */
+void import_warn_stderr(void *prefix, const char *msg);
+/* Passes a formatted warning to opt->warn (opt may be NULL). */
+void import_warn(const struct import_options *opt, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* "auto", "jsonl", ... ; -1 when unknown. */
 int import_format_parse(const char *s);
 const char *import_format_name(enum import_format f);
 /* Detects the format of path (plain or gzip) from its first bytes; IMPORT_AUTO when it
- * cannot tell (err says why). */
+ * cannot tell or the file is a known non-trace (a PyTorch execution trace, a memory-profiler
+ * timeline): err says which. */
 enum import_format import_detect(const char *path, char *err, size_t errlen);
+
+/* paths[0..n) with every directory replaced by its trace files (names ending in .json,
+ * .jsonl or .csv, each optionally .gz), in natural order (rank-2 before rank-10); other
+ * files of a directory are skipped with one warning. *out is one allocation (free() it);
+ * -1 with err when a directory cannot be read or holds no trace file. */
+int import_expand(const char *const *paths, size_t n, const struct import_options *opt, char ***out,
+		  size_t *nout, char *err, size_t errlen);
 
 /* Reads paths[0..n) of format fmt (IMPORT_AUTO: detected per file) into h. The formats
  * that describe one rank per file (kineto) emit one job line, from the first file.

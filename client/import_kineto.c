@@ -34,8 +34,11 @@ struct kin {
 	struct step *st;
 	size_t ns, caps;
 	struct names nm;
-	int64_t rank, world;
-	int oom;
+	int64_t rank, world; /* from a complete distributedInfo, else -1 */
+	int dist;            /* a distributedInfo was seen */
+	int64_t dist_rank, dist_world; /* what it said (-1: nothing) */
+	double first, last;  /* the span of the timed events (a trace without steps) */
+	int timed;
 };
 
 static uint64_t hash(const char *s)
@@ -152,6 +155,13 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 	struct kin *k = ctx;
 	if (e->ph[0] != 'X' || e->ph[1])
 		return 0;
+	if (e->has_ts && e->has_dur && e->dur >= 0) {
+		if (!k->timed || e->ts < k->first)
+			k->first = e->ts;
+		if (!k->timed || e->ts + e->dur > k->last)
+			k->last = e->ts + e->dur;
+		k->timed = 1;
+	}
 	if (strcmp(e->cat, "kernel") == 0 || strcmp(e->cat, "Kernel") == 0) {
 		if (!e->has_ts || !e->has_dur) {
 			*why = "kernel event without ts or dur";
@@ -202,7 +212,12 @@ oom:
 static int on_dist(void *ctx, int64_t rank, int64_t world, const char **why)
 {
 	struct kin *k = ctx;
-	if (world < 1 || world > 1000000 || rank < 0 || rank >= world) {
+	k->dist = 1;
+	k->dist_rank = rank;
+	k->dist_world = world;
+	if (rank < 0 || world < 0)
+		return 0; /* incomplete (rank alone, backend alone): the file's position decides */
+	if (world < 1 || world > 1000000 || rank >= world) {
 		*why = "distributedInfo: rank or world_size out of range";
 		return -1;
 	}
@@ -243,7 +258,8 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 {
 	const char *why = NULL;
 	qsort(k->st, k->ns, sizeof(*k->st), cmp_step);
-	qsort(k->k, k->nk, sizeof(*k->k), cmp_kev);
+	if (k->nk)
+		qsort(k->k, k->nk, sizeof(*k->k), cmp_kev);
 	size_t *idx = malloc((k->nk ? k->nk : 1) * sizeof(*idx));
 	int64_t *durs = malloc((k->nk ? k->nk : 1) * sizeof(*durs));
 	int rc = -1;
@@ -311,7 +327,8 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 		for (size_t i = a; i < b; i++)
 			idx[i - a] = i;
 		g_sort_base = k->k;
-		qsort(idx, b - a, sizeof(*idx), cmp_idx);
+		if (b > a)
+			qsort(idx, b - a, sizeof(*idx), cmp_idx);
 		for (size_t i = 0; i < b - a;) {
 			size_t j = i;
 			uint32_t nm = k->k[idx[i]].name;
@@ -340,11 +357,49 @@ out:
 	return rc;
 }
 
+/* One warning per run: the first file whose rank is its position among the files given. */
+static void warn_position(const struct kin *k, const char *path, size_t n, const struct import_options *opt,
+			  int *warned)
+{
+	if ((*warned)++)
+		return;
+	char what[96] = "no distributedInfo";
+	if (k->dist && k->dist_rank >= 0)
+		snprintf(what, sizeof(what), "incomplete distributedInfo (rank %lld, no world_size)",
+			 (long long)k->dist_rank);
+	else if (k->dist && k->dist_world >= 0)
+		snprintf(what, sizeof(what), "incomplete distributedInfo (world_size %lld, no rank)",
+			 (long long)k->dist_world);
+	else if (k->dist)
+		snprintf(what, sizeof(what), "incomplete distributedInfo (no rank, no world_size)");
+	import_warn(opt, "%s: %s: read as rank %lld of %lld, %s", path, what, (long long)k->rank,
+		    (long long)k->world,
+		    n > 1 ? "its position among the files given (so for every file without a complete one)"
+			  : "the only file given");
+}
+
+/* A trace without ProfilerStep#N annotations (a benchmark, an inference run) is one step, 0,
+ * over all its timed events; -1 when it has none. */
+static int whole_trace_step(struct kin *k, const char *path, const struct import_options *opt)
+{
+	if (!k->timed)
+		return -1;
+	k->st = malloc(sizeof(*k->st));
+	if (!k->st)
+		return -1;
+	k->st[0] = (struct step){0, k->first, k->last - k->first};
+	k->ns = k->caps = 1;
+	import_warn(opt, "%s: no ProfilerStep#N annotation: the whole trace (%.1f ms) is read as one step", path,
+		    (k->last - k->first) / 1000);
+	return 0;
+}
+
 int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
 			     const struct jsonl_handler *h, struct import_kineto_stats *stats, char *err,
 			     size_t errlen)
 {
 	int64_t world = -1;
+	int warned = 0;
 	for (size_t f = 0; f < n; f++) {
 		struct kin k;
 		memset(&k, 0, sizeof(k));
@@ -352,14 +407,18 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 		struct import_stream_handler sh = {&k, on_event, on_dist};
 		uint64_t bytes = 0;
 		int rc = import_stream_events(paths[f], &sh, &bytes, err, errlen);
-		if (!rc && k.ns == 0) {
-			snprintf(err, errlen, "%s: no steps (no ProfilerStep#N annotation in the trace)", paths[f]);
+		if (!rc && k.ns == 0 && whole_trace_step(&k, paths[f], opt) < 0) {
+			snprintf(err, errlen, "%s: no steps (no ProfilerStep#N annotation and no timed event in the trace)",
+				 paths[f]);
 			rc = -1;
 		}
 		if (!rc) {
 			if (k.world < 0) {
+				/* no distributedInfo, or one without rank or world_size */
 				k.world = n > 1 ? (int64_t)n : 1;
 				k.rank = (int64_t)f;
+				if (k.dist || n > 1)
+					warn_position(&k, paths[f], n, opt, &warned);
 			}
 			if (world < 0) {
 				world = k.world;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "readahead.h"
 
 /* --- reading ---
  *
@@ -30,17 +33,76 @@ struct jval {
 	double d;
 };
 
-#define JMAX_FIELDS 32
 #define JMAX_DEPTH 32
 
-struct jobj {
-	struct {
-		const char *k;
-		size_t klen;
-		struct jval v;
-	} f[JMAX_FIELDS];
-	size_t n;
+/* The keys records have; others are validated and ignored. A key is looked up once, when
+ * parsed (a small open-addressing table), and its value kept in its slot: no string
+ * comparisons per field read. */
+#define JKEYS(X)                                                                                  \
+	X(type) X(job) X(world) X(tp) X(cp) X(pp) X(dp) X(ep) X(gpus_per_node) X(order) X(rank)     \
+	X(host) X(iter) X(start_us) X(dur_us) X(name) X(kind) X(group) X(count) X(durs_us)         \
+	X(sum_us) X(min_us) X(max_us) X(p50_us) X(p99_us) X(ts_us) X(source) X(detail)
+
+enum jkey {
+#define X(k) JK_##k,
+	JKEYS(X)
+#undef X
+	JK_COUNT,
+	JK_NONE = JK_COUNT,
 };
+_Static_assert(JK_COUNT <= 32, "struct jobj.seen has a bit per key");
+
+static const char *const jkey_names[] = {
+#define X(k) #k,
+	JKEYS(X)
+#undef X
+};
+
+struct jobj {
+	uint32_t seen; /* bit per enum jkey */
+	struct jval v[JK_COUNT];
+	/* durs_us, decoded while parsing; durs_ok when it was an array of integers */
+	int64_t *durs;
+	size_t ndurs, durs_cap;
+	int durs_ok;
+};
+
+#define JKEY_SLOTS 128
+static unsigned char jkey_tab[JKEY_SLOTS]; /* enum jkey + 1, 0 empty */
+static unsigned char jkey_len[JK_COUNT];
+static pthread_once_t jkey_once = PTHREAD_ONCE_INIT;
+
+static unsigned jkey_hash(const char *k, size_t len)
+{
+	unsigned h = (unsigned)len;
+	h = h * 33 ^ (unsigned char)k[0];
+	h = h * 33 ^ (unsigned char)k[len / 2];
+	h = h * 33 ^ (unsigned char)k[len - 1];
+	return h & (JKEY_SLOTS - 1);
+}
+
+static void jkey_init(void)
+{
+	for (int i = 0; i < JK_COUNT; i++) {
+		jkey_len[i] = (unsigned char)strlen(jkey_names[i]);
+		unsigned h = jkey_hash(jkey_names[i], jkey_len[i]);
+		while (jkey_tab[h])
+			h = (h + 1) & (JKEY_SLOTS - 1);
+		jkey_tab[h] = (unsigned char)(i + 1);
+	}
+}
+
+static enum jkey jkey_find(const char *k, size_t len)
+{
+	if (len == 0)
+		return JK_NONE;
+	for (unsigned h = jkey_hash(k, len); jkey_tab[h]; h = (h + 1) & (JKEY_SLOTS - 1)) {
+		int i = jkey_tab[h] - 1;
+		if (jkey_len[i] == len && memcmp(jkey_names[i], k, len) == 0)
+			return (enum jkey)i;
+	}
+	return JK_NONE;
+}
 
 struct jp {
 	const char *p, *end, *base;
@@ -130,8 +192,13 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 		if (ch < 0x20)
 			return jfail(j, "control character in string");
 		if (ch != '\\') {
-			j->scratch[j->spos++] = (char)ch;
-			j->p++;
+			/* a run of plain characters at once */
+			const char *q = j->p + 1;
+			while (q < j->end && (unsigned char)*q >= 0x20 && *q != '"' && *q != '\\')
+				q++;
+			memcpy(j->scratch + j->spos, j->p, (size_t)(q - j->p));
+			j->spos += (size_t)(q - j->p);
+			j->p = q;
 			continue;
 		}
 		j->p++;
@@ -262,6 +329,15 @@ static int jlit(struct jp *j, const char *lit, size_t n)
 	return 0;
 }
 
+/* After a member: 1 at ',' (another follows), 0 at close (the end), -1 otherwise. */
+static int jnext(struct jp *j, char close)
+{
+	jws(j);
+	if (j->p < j->end && (*j->p == ',' || *j->p == close))
+		return *j->p++ == ',';
+	return -1;
+}
+
 /* validates any value; strings nested in arrays/objects are unescaped into scratch too */
 static int jskip(struct jp *j, int depth)
 {
@@ -292,16 +368,9 @@ static int jskip(struct jp *j, int depth)
 		for (;;) {
 			if (jskip(j, depth + 1) < 0)
 				return -1;
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == ']') {
-				j->p++;
-				return 0;
-			}
-			return jfail(j, "expected ',' or ']'");
+			int more = jnext(j, ']');
+			if (more <= 0)
+				return more < 0 ? jfail(j, "expected ',' or ']'") : 0;
 		}
 	case '{':
 		j->p++;
@@ -322,25 +391,72 @@ static int jskip(struct jp *j, int depth)
 			j->p++;
 			if (jskip(j, depth + 1) < 0)
 				return -1;
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == '}') {
-				j->p++;
-				return 0;
-			}
-			return jfail(j, "expected ',' or '}'");
+			int more = jnext(j, '}');
+			if (more <= 0)
+				return more < 0 ? jfail(j, "expected ',' or '}'") : 0;
 		}
 	default:
 		return jnumber(j, &v);
 	}
 }
 
+/* durs_us: an array of numbers decoded straight into o->durs; -1 (nothing consumed that
+ * matters: the caller rewinds) when it is anything else */
+static int jdurs(struct jp *j, struct jobj *o)
+{
+	o->ndurs = 0;
+	j->p++; /* '[' */
+	jws(j);
+	if (j->p < j->end && *j->p == ']') {
+		j->p++;
+		return 0;
+	}
+	for (;;) {
+		jws(j);
+		struct jval x;
+		if (j->p >= j->end || !((*j->p >= '0' && *j->p <= '9') || *j->p == '-') || jnumber(j, &x) < 0)
+			return -1;
+		if (!x.is_int && !(x.d > -9.2e18 && x.d < 9.2e18))
+			return -1; /* no int64 holds it (as for any other integer field) */
+		if (o->ndurs == o->durs_cap) {
+			size_t nc = o->durs_cap ? o->durs_cap * 2 : 64;
+			int64_t *d = realloc(o->durs, nc * sizeof(*d));
+			if (!d)
+				return -1;
+			o->durs = d;
+			o->durs_cap = nc;
+		}
+		o->durs[o->ndurs++] = x.is_int ? x.i : (int64_t)x.d;
+		int more = jnext(j, ']');
+		if (more <= 0)
+			return more;
+	}
+}
+
+/* A key: the plain ones (no escapes) are looked up where they stand */
+static int jkey_parse(struct jp *j, enum jkey *key)
+{
+	const char *q = j->p + 1;
+	while (q < j->end && (unsigned char)*q >= 0x20 && *q != '"' && *q != '\\')
+		q++;
+	if (q < j->end && *q == '"') {
+		*key = jkey_find(j->p + 1, (size_t)(q - j->p - 1));
+		j->p = q + 1;
+		return 0;
+	}
+	const char *k;
+	size_t kl;
+	if (jstring(j, &k, &kl) < 0)
+		return -1;
+	*key = jkey_find(k, kl);
+	return 0;
+}
+
 static int jparse_line(struct jp *j, struct jobj *o)
 {
-	o->n = 0;
+	pthread_once(&jkey_once, jkey_init);
+	o->seen = 0;
+	o->durs_ok = 0;
 	jws(j);
 	if (j->p >= j->end || *j->p != '{')
 		return jfail(j, "not an object");
@@ -351,11 +467,10 @@ static int jparse_line(struct jp *j, struct jobj *o)
 	} else {
 		for (;;) {
 			jws(j);
-			const char *k;
-			size_t kl;
+			enum jkey key;
 			if (j->p >= j->end || *j->p != '"')
 				return jfail(j, "expected a key");
-			if (jstring(j, &k, &kl) < 0)
+			if (jkey_parse(j, &key) < 0)
 				return -1;
 			jws(j);
 			if (j->p >= j->end || *j->p != ':')
@@ -363,7 +478,7 @@ static int jparse_line(struct jp *j, struct jobj *o)
 			j->p++;
 			jws(j);
 			struct jval v;
-			memset(&v, 0, sizeof(v));
+			v.is_int = 0;
 			if (j->p >= j->end)
 				return jfail(j, "unexpected end of line");
 			const char *start = j->p;
@@ -374,8 +489,20 @@ static int jparse_line(struct jp *j, struct jobj *o)
 					return -1;
 				break;
 			case '[':
+				if (key == JK_durs_us && jdurs(j, o) == 0) {
+					o->durs_ok = 1;
+				} else {
+					o->durs_ok = 0;
+					j->p = start;
+					if (jskip(j, 1) < 0)
+						return -1;
+				}
+				v.t = JT_ARR;
+				v.s = start;
+				v.len = (size_t)(j->p - start);
+				break;
 			case '{':
-				v.t = *j->p == '[' ? JT_ARR : JT_OBJ;
+				v.t = JT_OBJ;
 				if (jskip(j, 1) < 0)
 					return -1;
 				v.s = start;
@@ -398,27 +525,17 @@ static int jparse_line(struct jp *j, struct jobj *o)
 					return -1;
 			}
 			/* a repeated key: the last one wins */
-			size_t slot = o->n;
-			for (size_t i = 0; i < o->n; i++)
-				if (o->f[i].klen == kl && memcmp(o->f[i].k, k, kl) == 0)
-					slot = i;
-			if (slot < JMAX_FIELDS) {
-				o->f[slot].k = k;
-				o->f[slot].klen = kl;
-				o->f[slot].v = v;
-				if (slot == o->n)
-					o->n++;
+			if (key != JK_NONE) {
+				o->v[key] = v;
+				o->seen |= 1u << key;
+				if (key == JK_durs_us && v.t != JT_ARR)
+					o->durs_ok = 0;
 			}
-			jws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if (j->p < j->end && *j->p == '}') {
-				j->p++;
+			int more = jnext(j, '}');
+			if (more < 0)
+				return jfail(j, "expected ',' or '}'");
+			if (!more)
 				break;
-			}
-			return jfail(j, "expected ',' or '}'");
 		}
 	}
 	jws(j);
@@ -427,56 +544,52 @@ static int jparse_line(struct jp *j, struct jobj *o)
 	return 0;
 }
 
-static const struct jval *jget(const struct jobj *o, const char *key)
+static const struct jval *jget(const struct jobj *o, enum jkey key)
 {
-	size_t kl = strlen(key);
-	for (size_t i = 0; i < o->n; i++)
-		if (o->f[i].klen == kl && o->f[i].k[0] == key[0] && memcmp(o->f[i].k, key, kl) == 0)
-			return &o->f[i].v;
-	return NULL;
+	return o->seen & (1u << key) ? &o->v[key] : NULL;
 }
 
-static int get_u32(const struct jobj *o, const char *key, int required, uint32_t def,
+static int get_u32(const struct jobj *o, enum jkey key, int required, uint32_t def,
 		   uint32_t *out, const char **why)
 {
 	const struct jval *v = jget(o, key);
 	if (!v) {
 		if (required) {
-			*why = key;
+			*why = jkey_names[key];
 			return -2;
 		}
 		*out = def;
 		return 0;
 	}
 	if (v->t != JT_NUM || !v->is_int || v->i < 0 || v->i > UINT32_MAX) {
-		*why = key;
+		*why = jkey_names[key];
 		return -3;
 	}
 	*out = (uint32_t)v->i;
 	return 0;
 }
 
-static int get_i64(const struct jobj *o, const char *key, int required, int64_t def, int64_t *out,
+static int get_i64(const struct jobj *o, enum jkey key, int required, int64_t def, int64_t *out,
 		   const char **why)
 {
 	const struct jval *v = jget(o, key);
 	if (!v || v->t == JT_NULL) {
 		if (required) {
-			*why = key;
+			*why = jkey_names[key];
 			return -2;
 		}
 		*out = def;
 		return 0;
 	}
 	if (v->t != JT_NUM || !(v->is_int || (v->d > -9.2e18 && v->d < 9.2e18))) {
-		*why = key;
+		*why = jkey_names[key];
 		return -3;
 	}
 	*out = v->is_int ? v->i : (int64_t)v->d;
 	return 0;
 }
 
-static const char *get_str(const struct jobj *o, const char *key)
+static const char *get_str(const struct jobj *o, enum jkey key)
 {
 	const struct jval *v = jget(o, key);
 	return v && v->t == JT_STR ? v->s : NULL;
@@ -488,52 +601,19 @@ static void field_msg(char *buf, size_t len, int rc, const char *key)
 	snprintf(buf, len, "%s field \"%s\"", rc == -2 ? "missing" : "invalid", key);
 }
 
-/* the numbers of an array span into durs (grown as needed); -1 when not an array of numbers */
-static int parse_durs(struct jp *outer, const struct jval *v, int64_t **durs, size_t *cap, size_t *n)
+/* a string field's value is s (compared by length first) */
+static int str_is(const struct jval *v, const char *s, size_t len)
 {
-	struct jp j = {v->s, v->s + v->len, v->s, outer->scratch, outer->spos, NULL};
-	*n = 0;
-	j.p++; /* '[' */
-	jws(&j);
-	if (j.p < j.end && *j.p == ']')
-		return 0;
-	for (;;) {
-		jws(&j);
-		struct jval x;
-		if (j.p >= j.end || !((*j.p >= '0' && *j.p <= '9') || *j.p == '-') || jnumber(&j, &x) < 0)
-			return -1;
-		if (!x.is_int && !(x.d > -9.2e18 && x.d < 9.2e18))
-			return -1; /* no int64 holds it (as for any other integer field) */
-		if (*n == *cap) {
-			size_t nc = *cap * 2;
-			int64_t *d = realloc(*durs, nc * sizeof(*d));
-			if (!d)
-				return -1;
-			*durs = d;
-			*cap = nc;
-		}
-		(*durs)[(*n)++] = x.is_int ? x.i : (int64_t)x.d;
-		jws(&j);
-		if (j.p < j.end && *j.p == ',') {
-			j.p++;
-			continue;
-		}
-		return j.p < j.end && *j.p == ']' ? 0 : -1;
-	}
+	return v->len == len && memcmp(v->s, s, len) == 0;
 }
+#define STR_IS(v, lit) str_is(v, lit, sizeof(lit) - 1)
 
-struct reader_buf {
-	int64_t *durs;
-	size_t cap;
-};
-
-static int handle_line(struct jp *jp, const struct jobj *o, const struct jsonl_handler *h,
-		       struct reader_buf *rb, char *msg, size_t msglen)
+static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char *msg, size_t msglen)
 {
 	const char *why = NULL;
 	int rc = 0;
-	const char *type = get_str(o, "type");
-	if (!type) {
+	const struct jval *type = jget(o, JK_type);
+	if (!type || type->t != JT_STR) {
 		snprintf(msg, msglen, "missing field \"type\"");
 		return -1;
 	}
@@ -551,53 +631,53 @@ static int handle_line(struct jp *jp, const struct jobj *o, const struct jsonl_h
 			return -1;                                       \
 		}                                                        \
 	} while (0)
-	if (strcmp(type, "job") == 0) {
+	if (STR_IS(type, "job")) {
 		struct jsonl_job j;
 		memset(&j, 0, sizeof(j));
-		j.job = get_str(o, "job");
-		j.order = get_str(o, "order");
-		U32("world", 1, 0, &j.world);
-		U32("tp", 0, 1, &j.tp);
-		U32("cp", 0, 1, &j.cp);
-		U32("pp", 0, 1, &j.pp);
-		U32("dp", 0, 0, &j.dp);
-		U32("ep", 0, 1, &j.ep);
-		U32("gpus_per_node", 0, 8, &j.gpus_per_node);
+		j.job = get_str(o, JK_job);
+		j.order = get_str(o, JK_order);
+		U32(JK_world, 1, 0, &j.world);
+		U32(JK_tp, 0, 1, &j.tp);
+		U32(JK_cp, 0, 1, &j.cp);
+		U32(JK_pp, 0, 1, &j.pp);
+		U32(JK_dp, 0, 0, &j.dp);
+		U32(JK_ep, 0, 1, &j.ep);
+		U32(JK_gpus_per_node, 0, 8, &j.gpus_per_node);
 		if (!j.dp && j.tp && j.cp && j.pp)
 			j.dp = j.world / (j.tp * j.cp * j.pp);
 		if (h->job && h->job(h->ctx, &j, &why) < 0)
 			goto handler;
-	} else if (strcmp(type, "host") == 0) {
+	} else if (STR_IS(type, "host")) {
 		uint32_t rank;
-		U32("rank", 1, 0, &rank);
-		const char *host = get_str(o, "host");
+		U32(JK_rank, 1, 0, &rank);
+		const char *host = get_str(o, JK_host);
 		if (!host) {
 			snprintf(msg, msglen, "missing field \"host\"");
 			return -1;
 		}
 		if (h->host && h->host(h->ctx, rank, host, &why) < 0)
 			goto handler;
-	} else if (strcmp(type, "iter") == 0) {
+	} else if (STR_IS(type, "iter")) {
 		struct record_iter r;
-		U32("rank", 1, 0, &r.rank);
-		U32("iter", 1, 0, &r.iter);
-		I64("start_us", 0, 0, &r.start_us);
-		I64("dur_us", 1, 0, &r.dur_us);
+		U32(JK_rank, 1, 0, &r.rank);
+		U32(JK_iter, 1, 0, &r.iter);
+		I64(JK_start_us, 0, 0, &r.start_us);
+		I64(JK_dur_us, 1, 0, &r.dur_us);
 		if (r.dur_us < 0) {
 			snprintf(msg, msglen, "negative dur_us");
 			return -1;
 		}
 		if (h->iter && h->iter(h->ctx, &r, &why) < 0)
 			goto handler;
-	} else if (strcmp(type, "phase") == 0) {
+	} else if (STR_IS(type, "phase")) {
 		struct record_phase r;
 		memset(&r, 0, sizeof(r));
-		U32("rank", 1, 0, &r.rank);
-		U32("iter", 1, 0, &r.iter);
-		I64("start_us", 0, RECORD_NO_START, &r.start_us);
-		I64("dur_us", 1, 0, &r.dur_us);
-		const char *name = get_str(o, "name"), *kind = get_str(o, "kind");
-		const char *group = get_str(o, "group");
+		U32(JK_rank, 1, 0, &r.rank);
+		U32(JK_iter, 1, 0, &r.iter);
+		I64(JK_start_us, 0, RECORD_NO_START, &r.start_us);
+		I64(JK_dur_us, 1, 0, &r.dur_us);
+		const char *name = get_str(o, JK_name), *kind = get_str(o, JK_kind);
+		const char *group = get_str(o, JK_group);
 		if (!name || !kind) {
 			snprintf(msg, msglen, "missing field \"%s\"", name ? "kind" : "name");
 			return -1;
@@ -611,13 +691,13 @@ static int handle_line(struct jp *jp, const struct jobj *o, const struct jsonl_h
 		r.group = (uint8_t)g;
 		if (h->phase && h->phase(h->ctx, &r, name, &why) < 0)
 			goto handler;
-	} else if (strcmp(type, "kernel") == 0) {
+	} else if (STR_IS(type, "kernel")) {
 		struct record_kernel r;
 		memset(&r, 0, sizeof(r));
-		U32("rank", 1, 0, &r.rank);
-		U32("iter", 1, 0, &r.iter);
-		U32("count", 0, 0, &r.count);
-		const char *name = get_str(o, "name"), *kind = get_str(o, "kind");
+		U32(JK_rank, 1, 0, &r.rank);
+		U32(JK_iter, 1, 0, &r.iter);
+		U32(JK_count, 0, 0, &r.count);
+		const char *name = get_str(o, JK_name), *kind = get_str(o, JK_kind);
 		if (!name || !kind) {
 			snprintf(msg, msglen, "missing field \"%s\"", name ? "kind" : "name");
 			return -1;
@@ -628,33 +708,34 @@ static int handle_line(struct jp *jp, const struct jobj *o, const struct jsonl_h
 			return -1;
 		}
 		r.kind = (uint8_t)k;
-		const struct jval *d = jget(o, "durs_us");
+		const struct jval *d = jget(o, JK_durs_us);
 		size_t nd = 0;
 		if (d) {
-			if (d->t != JT_ARR || parse_durs(jp, d, &rb->durs, &rb->cap, &nd) < 0) {
+			if (d->t != JT_ARR || !o->durs_ok) {
 				snprintf(msg, msglen, "invalid field \"durs_us\"");
 				return -1;
 			}
+			nd = o->ndurs;
 			if (!r.count)
 				r.count = (uint32_t)nd;
 		} else {
-			I64("sum_us", 0, 0, &r.sum_us);
-			I64("min_us", 1, 0, &r.min_us);
-			I64("max_us", 1, 0, &r.max_us);
-			I64("p50_us", 1, 0, &r.p50_us);
-			I64("p99_us", 0, r.max_us, &r.p99_us);
+			I64(JK_sum_us, 0, 0, &r.sum_us);
+			I64(JK_min_us, 1, 0, &r.min_us);
+			I64(JK_max_us, 1, 0, &r.max_us);
+			I64(JK_p50_us, 1, 0, &r.p50_us);
+			I64(JK_p99_us, 0, r.max_us, &r.p99_us);
 		}
-		if (h->kernel && h->kernel(h->ctx, &r, name, nd ? rb->durs : NULL, nd, &why) < 0)
+		if (h->kernel && h->kernel(h->ctx, &r, name, nd ? o->durs : NULL, nd, &why) < 0)
 			goto handler;
-	} else if (strcmp(type, "event") == 0) {
+	} else if (STR_IS(type, "event")) {
 		int64_t ts;
-		I64("ts_us", 0, 0, &ts);
-		const char *host = get_str(o, "host"), *kind = get_str(o, "kind");
+		I64(JK_ts_us, 0, 0, &ts);
+		const char *host = get_str(o, JK_host), *kind = get_str(o, JK_kind);
 		if (!host || !kind) {
 			snprintf(msg, msglen, "missing field \"%s\"", host ? "kind" : "host");
 			return -1;
 		}
-		if (h->event && h->event(h->ctx, host, kind, ts, get_str(o, "source"), get_str(o, "detail"), &why) < 0)
+		if (h->event && h->event(h->ctx, host, kind, ts, get_str(o, JK_source), get_str(o, JK_detail), &why) < 0)
 			goto handler;
 	}
 	/* unknown types are ignored (forward compatibility) */
@@ -684,100 +765,133 @@ struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
 	return f;
 }
 
+#define JSONL_MAX_LINE (64u << 20)
+
+struct reader {
+	const char *path;
+	const struct jsonl_handler *h;
+	uint64_t line;
+	char *scratch;
+	size_t scratch_cap;
+	struct jobj obj;
+	char *err;
+	size_t errlen;
+};
+
+/* One line (without its newline); 0, or -1 with the error in r->err. */
+static int read_line(struct reader *r, const char *buf, size_t len)
+{
+	r->line++;
+	while (len && buf[len - 1] == '\r')
+		len--;
+	size_t i = 0;
+	while (i < len && (buf[i] == ' ' || buf[i] == '\t'))
+		i++;
+	if (i == len)
+		return 0;
+	if (len + 1 > r->scratch_cap) {
+		char *ns = realloc(r->scratch, len + 1);
+		if (!ns) {
+			snprintf(r->err, r->errlen, "%s:%" PRIu64 ": out of memory", r->path, r->line);
+			return -1;
+		}
+		r->scratch = ns;
+		r->scratch_cap = len + 1;
+	}
+	struct jp jp = {buf + i, buf + len, buf, r->scratch, 0, NULL};
+	if (jparse_line(&jp, &r->obj) < 0) {
+		snprintf(r->err, r->errlen, "%s:%" PRIu64 ": malformed JSON: %s (column %zu)", r->path, r->line,
+			 jp.err ? jp.err : "?", (size_t)(jp.p - buf) + 1);
+		return -1;
+	}
+	char msg[200];
+	if (handle_line(&r->obj, r->h, msg, sizeof(msg)) < 0) {
+		snprintf(r->err, r->errlen, "%s:%" PRIu64 ": %s", r->path, r->line, msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Appends data[0..n) to the line carried over from the previous block. */
+static int carry_add(struct reader *r, char **carry, size_t *clen, size_t *ccap, const char *data, size_t n)
+{
+	if (*clen + n > JSONL_MAX_LINE) {
+		snprintf(r->err, r->errlen, "%s:%" PRIu64 ": line longer than %u MiB", r->path, r->line + 1,
+			 JSONL_MAX_LINE >> 20);
+		return -1;
+	}
+	if (*clen + n > *ccap) {
+		size_t c = *ccap ? *ccap : 1 << 16;
+		while (c < *clen + n)
+			c *= 2;
+		char *nc = realloc(*carry, c);
+		if (!nc) {
+			snprintf(r->err, r->errlen, "%s:%" PRIu64 ": out of memory", r->path, r->line + 1);
+			return -1;
+		}
+		*carry = nc;
+		*ccap = c;
+	}
+	memcpy(*carry + *clen, data, n);
+	*clen += n;
+	return 0;
+}
+
 int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err,
 	       size_t errlen)
 {
-	gzFile f = gz_open_read(path, 1 << 18);
-	if (!f) {
+	struct readahead *ra = readahead_open(path);
+	if (!ra) {
 		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
 		return -1;
 	}
-	size_t cap = 1 << 16, len;
-	char *buf = malloc(cap);
-	uint64_t line = 0;
+	struct reader r = {.path = path, .h = h, .err = err, .errlen = errlen};
+	char *carry = NULL;
+	size_t clen = 0, ccap = 0;
 	int rc = 0;
-	char *scratch = NULL;
-	size_t scratch_cap = 0;
-	struct jobj obj;
-	struct reader_buf rb = {malloc(64 * sizeof(int64_t)), 64};
-	if (!buf || !rb.durs) {
-		free(rb.durs);
-		gzclose(f);
-		snprintf(err, errlen, "%s: out of memory", path);
-		return -1;
-	}
-	for (;;) {
-		len = 0;
-		int eof = 0;
-		for (;;) {
-			if (!gzgets(f, buf + len, (int)(cap - len))) {
-				eof = 1;
-				break;
-			}
-			len += strlen(buf + len);
-			if (len && buf[len - 1] == '\n')
-				break;
-			if (len + 1 >= cap) {
-				char *nb = realloc(buf, cap * 2);
-				if (!nb) {
-					snprintf(err, errlen, "%s:%" PRIu64 ": line too long", path, line + 1);
-					rc = -1;
-					goto done;
-				}
-				buf = nb;
-				cap *= 2;
-			}
-		}
-		if (eof && len == 0) {
-			int zerr;
-			const char *zmsg = gzerror(f, &zerr);
-			if (zerr != Z_OK && zerr != Z_STREAM_END) {
-				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line + 1, zmsg);
-				rc = -1;
-			}
-			break;
-		}
-		line++;
-		while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-			buf[--len] = 0;
-		size_t i = 0;
-		while (i < len && (buf[i] == ' ' || buf[i] == '\t'))
-			i++;
-		if (i == len)
-			continue;
-		if (len + 1 > scratch_cap) {
-			char *ns = realloc(scratch, len + 1);
-			if (!ns) {
-				snprintf(err, errlen, "%s:%" PRIu64 ": out of memory", path, line);
-				rc = -1;
-				break;
-			}
-			scratch = ns;
-			scratch_cap = len + 1;
-		}
-		struct jp jp = {buf + i, buf + len, buf, scratch, 0, NULL};
-		if (jparse_line(&jp, &obj) < 0) {
-			snprintf(err, errlen, "%s:%" PRIu64 ": malformed JSON: %s (column %zu)", path, line,
-				 jp.err ? jp.err : "?", (size_t)(jp.p - buf) + 1);
+	/* lines are parsed in place in the blocks; one that spans two is carried over */
+	while (!rc) {
+		const char *data;
+		ssize_t n = readahead_next(ra, &data);
+		if (n < 0) {
+			snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, r.line + 1, readahead_error(ra));
 			rc = -1;
 			break;
 		}
-		char msg[200];
-		if (handle_line(&jp, &obj, h, &rb, msg, sizeof(msg)) < 0) {
-			snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, msg);
-			rc = -1;
+		if (n == 0) {
+			if (clen)
+				rc = read_line(&r, carry, clen);
 			break;
 		}
-		if (eof)
-			break;
+		const char *p = data, *end = data + n;
+		if (clen) {
+			const char *nl = memchr(p, '\n', (size_t)n);
+			if (carry_add(&r, &carry, &clen, &ccap, p, (size_t)((nl ? nl : end) - p)) < 0) {
+				rc = -1;
+				break;
+			}
+			if (!nl)
+				continue;
+			rc = read_line(&r, carry, clen);
+			clen = 0;
+			p = nl + 1;
+		}
+		while (!rc && p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			if (!nl) {
+				rc = carry_add(&r, &carry, &clen, &ccap, p, (size_t)(end - p));
+				break;
+			}
+			rc = read_line(&r, p, (size_t)(nl - p));
+			p = nl + 1;
+		}
 	}
-done:
 	if (lines)
-		*lines = line;
-	free(scratch);
-	free(rb.durs);
-	free(buf);
-	gzclose(f);
+		*lines = r.line;
+	free(carry);
+	free(r.scratch);
+	free(r.obj.durs);
+	readahead_close(ra);
 	return rc;
 }
 

@@ -176,7 +176,7 @@ int replay_main(int argc, char **argv)
 	struct replay r;
 	struct jsonl_handler h = {.ctx = &r, .job = on_job, .host = on_host, .iter = on_iter, .phase = on_phase,
 				  .kernel = on_kernel, .event = on_event};
-	struct import_options iopt = {0};
+	struct import_options iopt = {.warn = import_warn_stderr, .warn_ctx = (void *)"culprit replay"};
 	char err[1024];
 	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO;
 	long timeout_s = -1;
@@ -244,11 +244,15 @@ int replay_main(int argc, char **argv)
 	if (!r.quiet)
 		r.cfg.progress_prefix = "replay: waiting for acknowledgements";
 	/* every format culprit diagnose takes, detected per file (import.h) */
-	if (import_read((enum import_format)fmt, (const char *const *)argv + optind, (size_t)(argc - optind), &iopt, &h,
-			err, sizeof(err)) < 0) {
+	char **paths = NULL;
+	size_t npaths = 0;
+	if (import_expand((const char *const *)argv + optind, (size_t)(argc - optind), &iopt, &paths, &npaths, err,
+			  sizeof(err)) < 0 ||
+	    import_read((enum import_format)fmt, (const char *const *)paths, npaths, &iopt, &h, err, sizeof(err)) < 0) {
 		fprintf(stderr, "culprit replay: %s\n", err);
 		bad_input = 1;
 	}
+	free(paths);
 	if (r.events && !r.quiet)
 		fprintf(stderr,
 			"replay: %llu out-of-band event lines not sent (the agent protocol carries no events; "
@@ -262,6 +266,8 @@ int replay_main(int argc, char **argv)
 		snprintf(job, sizeof(job), "%s", fanout_job_name(r.jobs[i]));
 		if (fanout_close(r.jobs[i], bad_input ? 10000 : timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st) < 0)
 			rc = 1;
+		if (st.refusal[0])
+			fprintf(stderr, "culprit replay: %s\n", st.refusal);
 		secs = mono_s() - r.t0;
 		if (!r.quiet || rc)
 			fprintf(stderr,

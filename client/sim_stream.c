@@ -32,7 +32,7 @@ struct sim_stream {
 	const char **pnames, **knames; /* scratch: names of one rank-iteration's records */
 	size_t names_cap;
 	bool quiet;
-	char err[256];
+	char err[640];
 };
 
 static double mono_s(void)
@@ -366,6 +366,8 @@ int sim_stream_main(int argc, char **argv)
 	if (!s.quiet)
 		fprintf(stderr, "sim: waiting for culpritd to acknowledge everything\n");
 	rc = fanout_close(s.f, timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st);
+	if (st.refusal[0])
+		fprintf(stderr, "culprit sim: %s\n", st.refusal);
 	secs = mono_s() - s.t0;
 	fprintf(stderr,
 		"sim: %llu records from %llu agents in %.1f s (%.0f/s); %llu/%llu batches acknowledged, %llu rejected "

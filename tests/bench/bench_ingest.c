@@ -134,6 +134,7 @@ int main(int argc, char **argv)
 		cfg.max_batch_records = b.batch;
 		cfg.max_unacked_bytes = 4u << 20;
 		cfg.append_timeout_ms = AGENT_WAIT_FOREVER;
+		cfg.give_up_refused = 3; /* over max_connections_per_addr: fail, do not hang */
 		cfg.loop = b.loops[a % b.n_loops];
 		if (!(b.agents[a] = agent_new(&cfg)))
 			return 1;
@@ -145,7 +146,7 @@ int main(int argc, char **argv)
 		}
 	}
 	/* wait until every agent is connected, so that connecting is not in the figure */
-	for (double deadline = now_s() + 60; now_s() < deadline;) {
+	for (double deadline = now_s() + 60;;) {
 		uint32_t up = 0;
 
 		for (uint32_t a = 0; a < b.n_agents; a++) {
@@ -153,9 +154,18 @@ int main(int argc, char **argv)
 
 			agent_get_stats(b.agents[a], &st);
 			up += st.connected;
+			if (st.refused) {
+				fprintf(stderr, "bench_ingest: culpritd refused agent node-%u (%s): start it with "
+						"--max-connections-per-addr %u or more\n", a, st.refusal, b.n_agents);
+				return 1;
+			}
 		}
 		if (up == b.n_agents)
 			break;
+		if (now_s() >= deadline) {
+			fprintf(stderr, "bench_ingest: %u of %u agents connected after 60 s\n", up, b.n_agents);
+			return 1;
+		}
 		nanosleep(&(struct timespec){0, 10000000}, NULL);
 	}
 	c0 = cpu_s(getpid());

@@ -11,7 +11,9 @@
 #
 # Each run: a fresh private cluster (tests/pg.sh settings: fsync off, shared_buffers 256MB),
 # culpritd on it, bench_ingest with 1,620 node agents appending for SECONDS (then waiting for
-# every acknowledgement), the records counted in the database.
+# every acknowledgement), the records counted in the database. All agents come from
+# 127.0.0.1: culpritd gets --max-connections-per-addr 2048 (the default, 256, refuses most of
+# them, and bench_ingest then stops with a message instead of waiting).
 set -euo pipefail
 build=${1:-build/rel} runs=${2:-3} secs=${3:-1}
 culpritd=$build/server/culpritd bench=$build/tests/bench/bench_ingest
@@ -39,14 +41,19 @@ for run in $(seq "$runs"); do
 	dsn=$(tests/pg.sh start "$work/pg")
 	aport=$(port) hport=$(port)
 	"$culpritd" --db "$dsn" --agent-listen "127.0.0.1:$aport" --http-listen "127.0.0.1:$hport" \
-		--log-level warning >"$work/culpritd.log" 2>&1 &
+		--max-connections-per-addr 2048 --log-level warning >"$work/culpritd.log" 2>&1 &
 	cp_pid=$!
 	for _ in $(seq 120); do curl -fsS "http://127.0.0.1:$hport/healthz" >/dev/null 2>&1 && break; sleep 0.5; done
 	pm=$(head -1 "$work/pg/data/postmaster.pid")
 	# the postmaster's ticks include its reaped children; live children are added one by one
 	pg_ticks() { local t; t=$(ticks "$pm"); for p in $(pgrep -P "$pm"); do t=$((t + $(ticks "$p"))); done; echo "$t"; }
 	pg0=$(pg_ticks) c0=$(ticks "$cp_pid") t0=$(date +%s.%N)
-	b=$( { /usr/bin/time -f "%U %S" "$bench" --server "127.0.0.1:$aport" --agents 1620 --seconds "$secs" >/dev/null; } 2>&1 | tail -1)
+	if ! /usr/bin/time -o "$work/time" -f "%U %S" "$bench" --server "127.0.0.1:$aport" --agents 1620 \
+		--seconds "$secs" >/dev/null 2>"$work/bench.err"; then
+		cat "$work/bench.err" >&2
+		exit 1
+	fi
+	b=$(tail -1 "$work/time")
 	t1=$(date +%s.%N) pg1=$(pg_ticks) c1=$(ticks "$cp_pid")
 	rows=$(psql_ -h "$work/pg/sock" -U culprit -d postgres -Atc "SELECT count(*) FROM phases")
 	kill -TERM "$cp_pid"

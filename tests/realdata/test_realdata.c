@@ -329,11 +329,29 @@ static void bad_files(void **state)
 	write_file("wrong2.json", wrong2, sizeof(wrong2) - 1, 0, path, sizeof(path));
 	expect_error(path, IMPORT_KINETO, "not an object");
 
+	/* without ProfilerStep#N the timed events make one step; without those either, nothing */
 	static const char nosteps[] =
 		"{\"schemaVersion\":1,\"distributedInfo\":{\"rank\":0,\"world_size\":1},\"traceEvents\":["
-		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":1,\"dur\":2}]}";
+		"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"p\"}}]}";
 	write_file("nosteps.json", nosteps, sizeof(nosteps) - 1, 0, path, sizeof(path));
 	expect_error(path, IMPORT_AUTO, "no steps");
+
+	/* not profiler traces, refused by name (well-formed JSON is never "malformed") */
+	static const struct {
+		const char *name, *text;
+		int gz;
+		const char *needle;
+	} not_traces[] = {
+		{"x_et.json", "{\n  \"schema\": \"1.0.1\", \"pid\": 5,\n  \"nodes\": [{\"name\": \"x\", \"id\": 2}]}\n", 1,
+		 "a PyTorch execution trace, not a profiler trace"},
+		{"memory_timeline.raw", "[[-1, 1, 37888, 7], [-1, 1, 512, 7]]", 0, "a memory-profiler timeline"},
+		{"other.json", "{\n  \"hello\": 1\n}\n", 0, "not a trace"},
+	};
+	for (size_t i = 0; i < sizeof(not_traces) / sizeof(not_traces[0]); i++) {
+		write_file(not_traces[i].name, not_traces[i].text, strlen(not_traces[i].text), not_traces[i].gz, path,
+			   sizeof(path));
+		expect_error(path, IMPORT_AUTO, not_traces[i].needle);
+	}
 
 	static const char csv[] = ",worker,gpu,batch_time_norm\n0,0,25,476\n";
 	write_file("nocol.csv", csv, sizeof(csv) - 1, 0, path, sizeof(path));

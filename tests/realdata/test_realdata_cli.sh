@@ -22,6 +22,12 @@ jq -e '[.suspects[] | select(.role == "late_arriver") | .rank] | sort == [4, 5, 
 	fail "param: late arrivers"
 jq -e '[.suspects[].rank] | (index(1) == null and index(3) == null)' "$out" >/dev/null ||
 	fail "param: a waiting rank is a suspect"
+# a directory: its trace files in natural order (LICENSE skipped with a warning), the same answer
+"$culprit" diagnose "$data"/param-dlrm-8rank/ >"$out" 2>"$tmp/err" || fail "param dir: exit $? $(cat "$tmp/err")"
+jq -e '[.suspects[] | select(.role == "late_arriver") | .rank] | sort == [4, 5, 7]' "$out" >/dev/null ||
+	fail "param dir: late arrivers"
+grep -q "param-dlrm-8rank/: 8 trace files; 1 other files skipped (such as LICENSE)" "$tmp/err" ||
+	fail "param dir: warning $(cat "$tmp/err")"
 # auto detection gives the same
 "$culprit" diagnose "$data"/param-dlrm-8rank/rank-*.json.gz | jq -e '.verdict.category == "host_delay"' >/dev/null ||
 	fail "param: auto"

@@ -220,6 +220,47 @@ int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
 	return -1;
 }
 
+int h_run(const char *const *argv, const char *err_path, int timeout_ms)
+{
+	int64_t deadline = h_now_ms() + timeout_ms;
+	sigset_t chld, old;
+	pid_t pid;
+	int status, rc = -1;
+
+	/* the child's exit wakes sigtimedwait: SIGCHLD blocked here, delivered as pending */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	pid = fork();
+	if (pid == 0) {
+		int fd = err_path ? open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (pid > 0) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		int64_t left = deadline - h_now_ms();
+
+		if (w == pid) {
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+			break;
+		}
+		if (w < 0 || left <= 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000L};
+		sigtimedwait(&chld, NULL, &ts);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
 void h_dump_log(const struct h_proc *p)
 {
 	char cmd[700];

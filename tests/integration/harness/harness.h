@@ -33,6 +33,10 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1 on timeout
  * after which it SIGKILLs). */
 int h_proc_stop(struct h_proc *p, int sig, int timeout_ms);
+/* Runs argv (NULL-terminated) with its stderr in err_path (NULL: inherited) and returns its
+ * exit status; -1 when it did not exit within timeout_ms (it is then SIGKILLed) or died of
+ * a signal. */
+int h_run(const char *const *argv, const char *err_path, int timeout_ms);
 /* Prints the last lines of the process log to stderr (nothing when p is NULL). */
 void h_dump_log(const struct h_proc *p);
 

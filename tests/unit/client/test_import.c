@@ -1,6 +1,7 @@
 /* test_import: the importers on small inputs written here (format detection, NCCL names,
  * Kineto step assignment and phases, Chrome layout and kinds, CSV rows and ragged end,
  * kernel summaries). The real traces are in tests/realdata. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -116,6 +118,9 @@ static void detect(void **state)
 		{"[{\"ph\":\"X\"}]", IMPORT_CHROME},
 		{",worker,gpu,time,batch_time_norm\n0,0,1,1,5\n", IMPORT_CSV},
 		{"", IMPORT_JSONL},
+		/* Kineto without schemaVersion (old PyTorch): known by its event categories */
+		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"Kernel\", \"name\": \"k\"}]}", IMPORT_KINETO},
+		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\"}]}", IMPORT_KINETO},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_int_equal(import_detect(put("d", cases[i].text), err, sizeof(err)), cases[i].want);
@@ -193,6 +198,77 @@ static void kineto_steps(void **state)
 	assert_int_equal(g.k[gemm3].count, 2);
 	assert_int_equal(g.kdur[gemm3][0], 40);
 	assert_int_equal(g.kdur[gemm3][1], 42);
+}
+
+static void warn_count(void *ctx, const char *msg)
+{
+	int *n = ctx;
+	(*n)++;
+	printf("  warning: %s\n", msg);
+}
+
+/* distributedInfo without world_size: the files' order decides, said once; a trace without
+ * ProfilerStep#N is one step 0 over its timed events */
+static void kineto_fallbacks(void **state)
+{
+	(void)state;
+	char err[1024];
+	struct got g;
+	memset(&g, 0, sizeof(g));
+	const char *p[2];
+	p[0] = put("a.json", "{\"distributedInfo\":{\"rank\":5},\"traceEvents\":["
+			     "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":100,\"dur\":50},"
+			     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":110,\"dur\":20}]}");
+	p[1] = put("b.json", "{\"distributedInfo\":{\"backend\":\"nccl\"},\"traceEvents\":["
+			     "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"ts\":200,\"dur\":30},"
+			     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":210,\"dur\":40}]}");
+	int warnings = 0;
+	struct import_options o = {.warn = warn_count, .warn_ctx = &warnings};
+	struct jsonl_handler h = {&g, g_job, NULL, g_iter, g_phase, g_kernel, NULL};
+	assert_int_equal(import_read(IMPORT_AUTO, p, 2, &o, &h, err, sizeof(err)), 0);
+	assert_int_equal(g.job.world, 2);
+	assert_int_equal(g.nit, 2);
+	assert_int_equal(g.it[0].rank, 0);
+	assert_int_equal(g.it[0].iter, 1);
+	assert_int_equal(g.it[1].rank, 1);
+	assert_int_equal(g.it[1].iter, 0);
+	assert_int_equal(g.it[1].start_us, 200);
+	assert_int_equal(g.it[1].dur_us, 50);
+	assert_int_equal(phase(&g, 1, 0, "gpu_compute")->dur_us, 40);
+	assert_int_equal(warnings, 2); /* the ranks once, the missing steps once */
+	/* a complete one that contradicts itself is still an error */
+	const char *bad = put("c.json", "{\"distributedInfo\":{\"rank\":3,\"world_size\":2},\"traceEvents\":[]}");
+	assert_int_equal(run(IMPORT_AUTO, bad, &g, err), -1);
+	assert_non_null(strstr(err, "out of range"));
+}
+
+/* a directory is its trace files in natural order; other files are skipped */
+static void expand_dirs(void **state)
+{
+	(void)state;
+	char err[1024], sub[600], **v;
+	size_t n;
+	snprintf(sub, sizeof(sub), "%s/ranks", dir);
+	assert_true(mkdir(sub, 0755) == 0 || errno == EEXIST);
+	static const char *const names[] = {"ranks/r-10.json.gz", "ranks/r-2.json", "ranks/LICENSE", "ranks/r-1.csv"};
+	for (size_t i = 0; i < 4; i++)
+		put(names[i], "");
+	int warnings = 0;
+	struct import_options o = {.warn = warn_count, .warn_ctx = &warnings};
+	const char *in[] = {"x.jsonl", sub};
+	assert_int_equal(import_expand(in, 2, &o, &v, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 4);
+	assert_string_equal(v[0], "x.jsonl");
+	assert_non_null(strstr(v[1], "/ranks/r-1.csv"));
+	assert_non_null(strstr(v[2], "/ranks/r-2.json"));
+	assert_non_null(strstr(v[3], "/ranks/r-10.json.gz"));
+	assert_int_equal(warnings, 1);
+	free(v);
+	snprintf(sub, sizeof(sub), "%s/empty", dir);
+	assert_true(mkdir(sub, 0755) == 0 || errno == EEXIST);
+	in[1] = sub;
+	assert_int_equal(import_expand(in, 2, &o, &v, &n, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no trace file"));
 }
 
 static void kineto_long_name(void **state)
@@ -318,6 +394,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(detect),      cmocka_unit_test(nccl_names), cmocka_unit_test(kineto_steps),
+		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(expand_dirs),
 		cmocka_unit_test(kineto_long_name), cmocka_unit_test(chrome_layout), cmocka_unit_test(csv_rows),
 		cmocka_unit_test(summary),
 	};
