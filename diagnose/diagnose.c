@@ -684,7 +684,7 @@ static int drop_late_by_peer(const struct work *w, uint8_t *kind, const uint8_t 
  * members. One late member makes every other member wait alike (none stands out); when a
  * third or more are late, the median member is one of them and the ones on time look long.
  * A member long beyond the others' wait moves its data slower: it stays. */
-static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
+static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count, int stage)
 {
 	uint32_t P = w->P, W = w->W;
 	/* [phase][collective group]: members, and culprits among them */
@@ -701,7 +701,8 @@ static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count)
 	/* a tensor-parallel group waits for its slowest member at its own collective: every
 	 * member of a culprit's group arrives late at the next one */
 	for (uint32_t q = 0; q < W; q++)
-		if (kind[q] == FK_COMPUTE || kind[q] == FK_HOST)
+		if (kind[q] == FK_COMPUTE || kind[q] == FK_HOST ||
+		    (stage >= 0 && topo_coords(w->t, q).pp == (uint32_t)stage))
 			tp_late[topo_collective_group(w->t, q, TOPO_TP)] = 1;
 	for (uint32_t p = 0; p < P; p++) {
 		if (w->kind[p] != RECORD_KIND_COMM)
@@ -1168,7 +1169,8 @@ static int assign_faults(struct work *w, struct faults *f)
 		count[FK_NONE] -= n;
 	}
 	/* a long collective with a compute or host culprit among its members is a wait */
-	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST]) && drop_waiting(w, kind, count) < 0)
+	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST] || f->stage >= 0) &&
+	    drop_waiting(w, kind, count, f->stage) < 0)
 		return -1;
 	/* a communication fault is a node's or a link's: more nodes than a few with long
 	 * collectives of their own is not one (they wait for something else) */

@@ -384,6 +384,26 @@ static void members_stats(const struct l2 *l, uint32_t p, const uint32_t *member
 	stats_group(xs, m, scratch, out);
 }
 
+/* The reference of n changes (xs, reordered; scratch: n doubles): the lower quartile, with
+ * the spread of the lower half (doubled: a half's MAD about its median is half the whole's).
+ * When half the ranks or more changed (a node of a small job), the median is one of them;
+ * the lower quartile is not. Under 4 changes: their median and MAD. */
+static void change_ref(double *xs, size_t n, double *scratch, double *ref, double *spread)
+{
+	if (n >= 4) {
+		memcpy(scratch, xs, n * sizeof(double));
+		stats_median_inplace(scratch, n); /* partitions: the lower half first */
+		size_t h = n / 2;
+		*ref = stats_median_inplace(scratch, h);
+		*spread = 2 * stats_mad_inplace(scratch, h, *ref);
+	} else {
+		struct stats_group st;
+		stats_group(xs, n, scratch, &st);
+		*ref = st.median;
+		*spread = st.mad;
+	}
+}
+
 /* median and MAD of phase p over each collective group along dim, into cst[group] */
 static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t p,
 			     enum topo_dim dim, double *xs, double *scratch, uint32_t *order,
@@ -510,20 +530,9 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					xs[n++] = v / b;
 			}
 			stats_group(xs, n, scratch, &own);
-			/* the reference of a change is the lower quartile, with the spread of the lower
-			 * half (doubled: a half's MAD about its median is half the whole's): when half
-			 * the job or more changed (a node of a small job), the median is one of them */
-			if (n >= 4) {
-				memcpy(scratch, xs, n * sizeof(double));
-				stats_median_inplace(scratch, n); /* partitions: the lower half first */
-				size_t h = n / 2;
-				own_ref = stats_median_inplace(scratch, h);
-				own_spread = 2 * stats_mad_inplace(scratch, h, own_ref);
-			} else {
-				own_ref = own.median;
-				own_spread = own.mad;
-			}
+			change_ref(xs, n, scratch, &own_ref, &own_spread);
 		}
+
 		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
 		 * role groups do the same work) */
 		for (uint32_t q = 0; q < S && !comm; q++)
