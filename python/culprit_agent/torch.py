@@ -106,7 +106,10 @@ class Monitor:
         optimizer.step = timed_step
         self._wrapped.append((optimizer, "step", None))
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
-            self._ddp_hook(model)
+            try:
+                self._ddp_hook(model)
+            except Exception as e:  # a hook of the user's own: keep it
+                self.agent._error("DDP communication hook", e)
         elif dist.is_available():
             self._wrap_collectives()
         if dataloader is not None:
