@@ -21,6 +21,23 @@ void kernel_summary_free(struct kernel_summary *ks)
 	memset(ks, 0, sizeof(*ks));
 }
 
+struct kernel_summary *kernel_summary_create(void)
+{
+	struct kernel_summary *ks = malloc(sizeof(*ks));
+
+	if (ks)
+		kernel_summary_init(ks);
+	return ks;
+}
+
+void kernel_summary_destroy(struct kernel_summary *ks)
+{
+	if (!ks)
+		return;
+	kernel_summary_free(ks);
+	free(ks);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

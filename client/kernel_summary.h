@@ -25,6 +25,10 @@ struct kernel_summary {
 
 void kernel_summary_init(struct kernel_summary *ks);
 void kernel_summary_free(struct kernel_summary *ks);
+/* The same on the heap, for callers that do not know the struct (the Python package);
+ * NULL when out of memory. */
+struct kernel_summary *kernel_summary_create(void);
+void kernel_summary_destroy(struct kernel_summary *ks);
 /* Fills k's count (when 0), sum/min/max/p50/p99 and sketch from durs[0..n) (n > 0, every
  * value >= 0); no sketch (sketch_len 0) up to KERNEL_SUMMARY_EXACT_MAX calls. k->sketch
  * points into ks until the next call. Returns 0, -1 on a negative

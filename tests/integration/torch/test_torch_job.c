@@ -1,0 +1,151 @@
+/* test_torch_job.c: a real PyTorch job streams into the real culpritd. Six processes of
+ * python3 -m torch.distributed.run (gloo, CPU; train.py: a small model under DDP, 100
+ * steps) with culprit_agent.torch.Monitor attached, the Python package over the real
+ * libculprit_agent, culpritd on the test PostgreSQL; reports read through the REST API:
+ *   - rank 5 computing three times as long from step 40: a compute_degradation report whose
+ *     window starts within 5 steps of 40, naming rank 5 alone as culprit, the others victims;
+ *   - rank 2's data loader sleeping from step 40: host_delay on rank 2, same bounds;
+ *   - a healthy run: no incident.
+ * Skipped (exit 77, with the reason) when no python3 imports torch (python3-torch). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+
+static struct h_proc proc;
+
+/* Runs train.py as a 6-process job with the extra arguments (NULL-terminated); 0 when every
+ * rank exited 0, which train.py does when all its records were acknowledged. */
+static int run_job(const char *job, const char *const *extra)
+{
+	char server[64], logdir[700], dir[600];
+	const char *argv[32] = {TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "6",
+				/* torch 1.13's default "0" for these does not parse under Python 3.11 */
+				"--redirects", "2", "--tee", "2", "--log_dir", logdir, TRAIN_PY, "--server", server,
+				"--job", job};
+	size_t n = 17;
+	int st;
+	pid_t pid;
+
+	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
+	h_tmpdir("torch_job", dir, sizeof(dir));
+	snprintf(logdir, sizeof(logdir), "%s/%s", dir, job);
+	for (; *extra; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	if ((pid = fork()) == 0) {
+		setenv("CULPRIT_AGENT_LIB", AGENT_LIB, 1);
+		setenv("PYTHONPATH", PYTHON_DIR, 1);
+		setenv("OMP_NUM_THREADS", "1", 1);
+		if (SANITIZER_PRELOAD[0]) {
+			setenv("LD_PRELOAD", SANITIZER_PRELOAD, 1);
+			setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* the interpreter's, not ours */
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static json_t *get(const char *path)
+{
+	char *body = NULL;
+	json_t *j = NULL;
+
+	if (h_http(proc.http_port, "GET", path, NULL, &body) == 200)
+		j = json_loads(body, 0, NULL);
+	free(body);
+	return j;
+}
+
+/* The first report (lowest id) of job whose category is cat; NULL when none. */
+static json_t *first_report(const char *job, const char *cat)
+{
+	char path[256];
+	json_t *all, *found = NULL, *r;
+	size_t i;
+
+	snprintf(path, sizeof(path), "/api/v1/jobs/%s/reports?limit=100", job);
+	H_CHECK((all = get(path)) != NULL, &proc);
+	json_array_foreach(json_object_get(all, "reports"), i, r) {
+		json_t *rep = json_object_get(r, "report");
+
+		if (strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")), cat) != 0)
+			continue;
+		if (!found || json_integer_value(json_object_get(r, "id")) <
+				      json_integer_value(json_object_get(found, "id")))
+			found = r;
+	}
+	found = found ? json_incref(json_object_get(found, "report")) : NULL;
+	json_decref(all);
+	return found;
+}
+
+/* The job's first report of category cat opens within 5 steps of step 40 (a high step of noise
+ * just before may open it early) and names `rank`
+ * as its only culprit. Returns its victims. */
+static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
+{
+	json_t *rep = first_report(job, cat), *s;
+	json_int_t first, culprits = 0, victims;
+	size_t i;
+
+	if (!rep)
+		fprintf(stderr, "%s: no %s report\n", job, cat);
+	H_CHECK(rep != NULL, &proc);
+	first = json_integer_value(json_object_get(json_object_get(rep, "window"), "first_iter"));
+	fprintf(stderr, "%s: %s\n", job,
+		json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
+	H_CHECK(first >= 35 && first <= 45, &proc); /* within 5 steps either side */
+	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
+		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
+			continue;
+		culprits++;
+		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
+	}
+	H_CHECK(culprits == 1, &proc);
+	victims = json_integer_value(json_object_get(json_object_get(rep, "victims"), "ranks"));
+	json_decref(rep);
+	return victims;
+}
+
+int main(void)
+{
+	char dsn[1024], dir[600];
+	const char *extra[] = {"--db", dsn, NULL};
+
+	if (!TORCH_PYTHON[0]) {
+		printf("skipped: no python3 here imports torch (install the Debian package python3-torch)\n");
+		return 77;
+	}
+	h_db_create("test_torch_job", dsn, sizeof(dsn));
+	h_tmpdir("torch_job", dir, sizeof(dir));
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+
+	int64_t t0 = h_now_ms();
+	H_CHECK(run_job("torch-slow", (const char *[]){"--slow-rank", "5", NULL}) == 0, &proc);
+	H_CHECK(check_named("torch-slow", "compute_degradation", 5) >= 4, &proc);
+
+	H_CHECK(run_job("torch-loader", (const char *[]){"--loader-sleep-rank", "2", NULL}) == 0, &proc);
+	check_named("torch-loader", "host_delay", 2);
+
+	H_CHECK(run_job("torch-healthy", (const char *[]){NULL}) == 0, &proc);
+	json_t *inc = get("/api/v1/jobs/torch-healthy/incidents");
+	H_CHECK(inc != NULL, &proc);
+	if (json_array_size(json_object_get(inc, "incidents")))
+		fprintf(stderr, "healthy job: %s\n", json_dumps(inc, 0));
+	H_CHECK(json_array_size(json_object_get(inc, "incidents")) == 0, &proc);
+	json_decref(inc);
+
+	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
+	printf("torch job: rank 5's compute and rank 2's loader named within 5 steps, the healthy run quiet (%lld ms)\n",
+	       (long long)(h_now_ms() - t0));
+	return 0;
+}

@@ -1,0 +1,101 @@
+"""A small data-parallel job (gloo, CPU) with culprit_agent.torch.Monitor attached; run by
+test_torch_job under python3 -m torch.distributed.run.
+
+    train.py --server HOST:PORT --job JOB --steps N [--slow-rank R --slow-from I]
+             [--loader-sleep-rank R --loader-sleep-from I --loader-sleep-ms MS]
+
+The model is a small MLP followed by an accelerator stand-in: an autograd function that
+waits --device-ms in forward and twice that in backward, as a rank waits on its GPU. On a
+2-core machine shared with other work, CPU compute times of 6 processes swing by 2-3x from
+one step to the next; time spent waiting does not. --slow-rank: that rank computes its
+forward and backward three times (the MLP and the device) from iteration --slow-from on. --loader-sleep-rank: that rank's data loader sleeps before every
+batch from --loader-sleep-from on."""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from culprit_agent.torch import Monitor
+
+p = argparse.ArgumentParser()
+p.add_argument("--server", required=True)
+p.add_argument("--job", required=True)
+p.add_argument("--steps", type=int, default=100)
+p.add_argument("--width", type=int, default=64)
+p.add_argument("--device-ms", type=float, default=25)
+p.add_argument("--slow-rank", type=int, default=-1)
+p.add_argument("--slow-from", type=int, default=40)
+p.add_argument("--loader-sleep-rank", type=int, default=-1)
+p.add_argument("--loader-sleep-from", type=int, default=40)
+p.add_argument("--loader-sleep-ms", type=float, default=60)
+args = p.parse_args()
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(rank)
+
+
+class Batches(torch.utils.data.Dataset):
+    """Batch i of this rank (random data); sleeps first on the sleeping rank."""
+
+    def __len__(self):
+        return args.steps
+
+    def __getitem__(self, i):
+        if rank == args.loader_sleep_rank and i >= args.loader_sleep_from:
+            time.sleep(args.loader_sleep_ms / 1000)
+        g = torch.Generator().manual_seed(i * 1000 + rank)
+        return torch.randn(32, args.width, generator=g), torch.randint(0, 10, (32,), generator=g)
+
+
+class Device(torch.autograd.Function):
+    """Waits as a GPU kernel would take: ms in forward, 2 ms in backward."""
+
+    @staticmethod
+    def forward(ctx, x, ms):
+        ctx.ms = ms
+        time.sleep(ms / 1000)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        time.sleep(2 * ctx.ms / 1000)
+        return g, None
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(args.width, args.width), nn.ReLU(), nn.Linear(args.width, args.width),
+                                  nn.ReLU(), nn.Linear(args.width, 10))
+        self.repeat = 1
+
+    def forward(self, x):
+        # the slow rank computes the same thing three times (same value, three times the work)
+        return sum(Device.apply(self.body(x), args.device_ms) for _ in range(self.repeat)) / self.repeat
+
+
+net = Net()
+model = nn.parallel.DistributedDataParallel(net)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = torch.utils.data.DataLoader(Batches(), batch_size=None)
+mon = Monitor(model, opt, loader, server=args.server, job=args.job, profile_every=0)
+
+for i, (x, y) in enumerate(loader):
+    if rank == args.slow_rank and i >= args.slow_from:
+        net.repeat = 3
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+
+ok = mon.close(timeout_s=30)
+st = mon.agent.stats()
+print(f"rank {rank}: {st['records_appended']} records, {st['records_dropped']} dropped, "
+      f"{st['errors']} errors, acknowledged: {ok}", flush=True)
+dist.destroy_process_group()
+raise SystemExit(0 if ok and st["errors"] == 0 else 1)
