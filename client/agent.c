@@ -1098,6 +1098,16 @@ int agent_close(struct agent *a, int timeout_ms)
 	return rc;
 }
 
+size_t agent_config_size(void)
+{
+	return sizeof(struct agent_config);
+}
+
+size_t agent_stats_size(void)
+{
+	return sizeof(struct agent_stats);
+}
+
 void agent_get_stats(struct agent *a, struct agent_stats *out)
 {
 	pthread_mutex_lock(&a->mu);

@@ -163,6 +163,10 @@ int agent_flush(struct agent *a, int timeout_ms);
 int agent_close(struct agent *a, int timeout_ms);
 
 void agent_get_stats(struct agent *a, struct agent_stats *out);
+/* sizeof(struct agent_config) and sizeof(struct agent_stats) in this library: a binding that
+ * declares the structs itself (python/culprit_agent) checks them before any call */
+size_t agent_config_size(void);
+size_t agent_stats_size(void);
 
 /* The latest Command received; false when none yet. */
 bool agent_command(struct agent *a, struct agent_command *out);

@@ -165,13 +165,14 @@ static int climbing(const struct l1 *l, uint32_t first, double ref)
 	return n >= L1_DRIFT_FIT && den > 0 && (n * sxy - sx * sy) / den > L1_DRIFT_SLOPE;
 }
 
-/* A window from a rise that is there now: sudden, unless the steps climb (climbing) or the
- * drift sum is still above zero since well before the high iterations (it left zero more
- * than open_m iterations before the first of them); then it is gradual, from where the sum
- * left zero, against the reference. */
+/* A window from a rise that is there now: sudden, unless the steps climb (climbing) or a
+ * drift whose sum passed its alarm level began well before the high iterations (it left
+ * zero more than open_m iterations before the first of them; a sum merely above zero is
+ * the noise of a real job); then it is gradual, from where the sum left zero, against the
+ * reference. */
 static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
 {
-	int early = l->cusum > 0 && l->cusum_start + l->cfg.open_m < first;
+	int early = l->cusum >= L1_DRIFT_H && l->cusum_start + l->cfg.open_m < first;
 	if (l->ref_ms > 0 && (early || climbing(l, first, l->ref_ms))) {
 		uint32_t from = l->cusum > 0 && l->cusum_start < first ? l->cusum_start : first;
 		open_window(l, L1_GRADUAL, oldest_since(l, from), iter, l->ref_ms);

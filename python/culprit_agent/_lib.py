@@ -30,7 +30,8 @@ class Config(ctypes.Structure):
                 ("token", c_char_p), ("tls", c_bool), ("tls_ca", c_char_p),
                 ("flush_interval_ms", u32), ("max_batch_records", u32), ("max_unacked_bytes", size_t),
                 ("append_timeout_ms", ctypes.c_int), ("backoff_min_ms", u32), ("backoff_max_ms", u32),
-                ("heartbeat_ms", u32), ("loop", c_void_p), ("log", c_void_p), ("log_arg", c_void_p)]
+                ("heartbeat_ms", u32), ("give_up_refused", u32), ("loop", c_void_p), ("log", c_void_p),
+                ("log_arg", c_void_p)]
 
 
 class Iter(ctypes.Structure):
@@ -52,7 +53,8 @@ class Stats(ctypes.Structure):
     _fields_ = [(n, u64) for n in ("records_appended", "records_dropped", "records_rejected",
                                    "batches_sealed", "batches_acked", "batches_rejected", "batches_sent",
                                    "batches_resent", "connects", "disconnects", "durable_seq", "next_seq")] + \
-               [("unacked_bytes", size_t), ("unacked_batches", size_t), ("connected", c_bool)]
+               [("unacked_bytes", size_t), ("unacked_batches", size_t), ("connected", c_bool),
+                ("refused", c_bool), ("refusal", ctypes.c_char * 200)]
 
 
 def _candidates():
@@ -97,4 +99,11 @@ def load():
     for name, (res, args) in protos.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
+    # the structs declared here must be the library's: a mismatch would write past them
+    for name, struct in (("agent_config_size", Config), ("agent_stats_size", Stats)):
+        f = getattr(lib, name)
+        f.restype, f.argtypes = size_t, []
+        if f() != ctypes.sizeof(struct):
+            raise OSError("%s: %s is %d bytes in the library, %d here (a library of another version)"
+                          % (path, struct.__name__, f(), ctypes.sizeof(struct)))
     return lib
