@@ -103,7 +103,9 @@ int engine_poll(struct engine *e)
 			e->hi_iter = it;
 		e->sum_ms += ms;
 		e->n_iter++;
-		if (x == L1_OPENED) {
+		if (x == L1_REOPENED) /* the window before it ends where the new one begins */
+			ev |= ENGINE_CLOSED;
+		if (x == L1_OPENED || x == L1_REOPENED) {
 			ev |= ENGINE_OPENED;
 			e->due_sent = 0;
 		}

@@ -137,32 +137,49 @@ static uint32_t oldest_since(const struct l1 *l, uint32_t iter)
 }
 
 /* Whether the steps from first on climb rather than sit at one level: the least-squares
- * slope of log(step / ref) over them (spikes left out) is past L1_DRIFT_SLOPE an iteration,
- * over L1_DRIFT_FIT of them or more. A step's level has a slope of 0 within noise (its
- * standard error is 0.003 for 8 steps of 2% jitter); a GPU throttling 1% a step has 0.01. */
+ * slope of log(step / ref) over them (spikes left out) is past L1_DRIFT_SLOPE an iteration
+ * and three of its standard errors, over L1_DRIFT_FIT of them or more. A step's level has a
+ * slope of 0 within noise (its standard error is 0.003 for 8 steps of 2% jitter); a GPU
+ * throttling 1% a step has 0.01. */
 #define L1_DRIFT_SLOPE 0.006
 #define L1_DRIFT_FIT 6
 static int climbing(const struct l1 *l, uint32_t first, double ref)
 {
-	double sx = 0, sy = 0, sxx = 0, sxy = 0;
+	double x[L1_HISTORY_MAX], y[L1_HISTORY_MAX], mx = 0, my = 0;
 	uint32_t n = 0;
 	for (uint32_t k = 0; k < l->nall; k++) {
 		uint32_t j = all_at(l, k);
 		if (l->all_iter[j] < first)
 			break;
-		double y = l->all_ms[j] / ref;
-		if (!(y > 0) || y > L1_DRIFT_SPIKE)
+		double v = l->all_ms[j] / ref;
+		if (!(v > 0) || v > L1_DRIFT_SPIKE)
 			continue;
-		double x = (double)(l->all_iter[j] - first);
-		y = log(y);
-		sx += x;
-		sy += y;
-		sxx += x * x;
-		sxy += x * y;
+		x[n] = (double)(l->all_iter[j] - first);
+		y[n] = log(v);
+		mx += x[n];
+		my += y[n];
 		n++;
 	}
-	double den = n * sxx - sx * sx;
-	return n >= L1_DRIFT_FIT && den > 0 && (n * sxy - sx * sy) / den > L1_DRIFT_SLOPE;
+	if (n < L1_DRIFT_FIT)
+		return 0;
+	mx /= n;
+	my /= n;
+	double sxx = 0, sxy = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		sxx += (x[i] - mx) * (x[i] - mx);
+		sxy += (x[i] - mx) * (y[i] - my);
+	}
+	if (!(sxx > 0))
+		return 0;
+	double b = sxy / sxx, ssr = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		double e = y[i] - my - b * (x[i] - mx);
+		ssr += e * e;
+	}
+	/* and three standard errors: a real job's steps swing by 5-10%, whose slope over 8 of
+	 * them is 0.01 by chance */
+	double se = sqrt(ssr / (n - 2) / sxx);
+	return b > L1_DRIFT_SLOPE && b > 3 * se;
 }
 
 /* A window from a rise that is there now: sudden, unless the steps climb (climbing) or a
@@ -224,6 +241,37 @@ static int drifted(const struct l1 *l)
 	return stats_median_inplace(tmp, L1_DRIFT_RECENT) > l->ref_ms * (1 + l->cfg.rel_threshold);
 }
 
+/* In an open step window: open_k of the last open_m iterations above the window's own
+ * level (the median of its iterations before them, 4 or more) by rel_threshold. Returns the
+ * first of those high ones and sets l->rise_level, or UINT32_MAX. */
+static uint32_t risen(struct l1 *l)
+{
+	const struct l1_config *c = &l->cfg;
+	double older[L1_HISTORY_MAX];
+	uint32_t n = 0;
+	for (uint32_t k = c->open_m; k < l->nall; k++) {
+		uint32_t j = all_at(l, k);
+		if (l->all_iter[j] < l->first_iter)
+			break;
+		older[n++] = l->all_ms[j];
+	}
+	if (n < 4)
+		return UINT32_MAX;
+	double level = stats_median_inplace(older, n);
+	uint32_t high = 0, first = UINT32_MAX;
+	for (uint32_t k = 0; k < c->open_m && k < l->nall; k++) {
+		uint32_t j = all_at(l, k);
+		if (l->all_ms[j] > level * (1 + c->rel_threshold)) {
+			high++;
+			first = l->all_iter[j];
+		}
+	}
+	if (high < c->open_k)
+		return UINT32_MAX;
+	l->rise_level = level;
+	return first;
+}
+
 enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 {
 	const struct l1_config *c = &l->cfg;
@@ -264,6 +312,15 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	if (l->nall < L1_HISTORY_MAX)
 		l->nall++;
 
+	uint32_t rise;
+	if (l->open && l->mode == L1_STEP && (rise = risen(l)) != UINT32_MAX) {
+		/* a sudden rise on top of the window's own level (a fault inside a small shift
+		 * that noise opened): a window of its own, against that level */
+		double level = l->rise_level;
+		open_window(l, L1_STEP, rise, iter, level);
+		l->open_rel = l->cfg.rel_threshold;
+		return L1_REOPENED;
+	}
 	if (l->open) {
 		/* a high iteration extends the window only when its predecessor was high too: a
 		 * checkpoint stall just after recovery must not stretch the window over it. An

@@ -33,7 +33,9 @@ struct l1_config {
 	uint32_t spread_k;    /* ... hold at least spread_k high ones (default 4) */
 };
 
-enum l1_event { L1_NONE = 0, L1_OPENED, L1_CLOSED };
+/* L1_REOPENED: a sudden rise on top of an open step window ended it and opened a new one
+ * (first_iter on), as a close and an open */
+enum l1_event { L1_NONE = 0, L1_OPENED, L1_CLOSED, L1_REOPENED };
 
 struct l1 {
 	struct l1_config cfg;
@@ -42,6 +44,7 @@ struct l1 {
 	int open;
 	uint32_t first_iter, last_iter; /* of the current or last window */
 	uint32_t detected_iter;         /* the iteration at which it opened */
+	double rise_level;              /* the level a rise inside the window is measured from */
 	uint32_t normal_run;            /* iterations since the window's last high one */
 	int prev_high;                  /* the previous iteration was high */
 	double baseline_ms;             /* frozen when a window opens */

@@ -233,21 +233,25 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		job->dropped += store_add_kernel(st, &kernels[i], NULL, 0) != 0;
 	job->records += n_iters + n_phases + n_kernels;
 	ev = engine_poll(job->engine);
+	if (ev & ENGINE_CLOSED) {
+		const struct l1 *l = engine_l1(job->engine);
+
+		if (ev & ENGINE_OPENED) /* a rise inside the window: it ends, a new one begins */
+			log_info("job \"%s\": anomalous window closed by a rise at iteration %u", job->name,
+				 l->first_iter);
+		else
+			log_info("job \"%s\": anomalous window %u-%u closed", job->name, l->first_iter, l->last_iter);
+		change = incident_recover(&job->incident, clock_wall_us());
+		announce(s, job, change, NULL);
+		if (change != INCIDENT_NONE)
+			alerts_report(s, job, NULL, NULL, change);
+	}
 	if (ev & ENGINE_OPENED) {
 		const struct l1 *l = engine_l1(job->engine);
 
 		log_info("job \"%s\": anomalous window opened at iteration %u (baseline %.0f ms)", job->name,
 			 l->first_iter, l->baseline_ms);
 		job->due = 1;
-	}
-	if (ev & ENGINE_CLOSED) {
-		const struct l1 *l = engine_l1(job->engine);
-
-		log_info("job \"%s\": anomalous window %u-%u closed", job->name, l->first_iter, l->last_iter);
-		change = incident_recover(&job->incident, clock_wall_us());
-		announce(s, job, change, NULL);
-		if (change != INCIDENT_NONE)
-			alerts_report(s, job, NULL, NULL, change);
 	}
 	/* while the window is open, diagnose again as it grows */
 	if (engine_l1(job->engine)->open && store_max_iter(st) >= job->last_diag_iter + REDIAGNOSE_ITERS)

@@ -121,6 +121,26 @@ static void small_regression_below_threshold(void **state)
 	assert_int_equal(l.windows, 1); /* +20% persists */
 }
 
+/* a small shift that noise opened, then the fault 3x on top of it: a window of its own from
+ * the rise, against the shifted level (L1_REOPENED), not the old window grown over it */
+static void rise_inside_window(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t reopened = 0;
+	for (uint32_t i = 0; i < 200; i++) {
+		double t = i < 100 ? 30000 : i < 150 ? 33000 : 99000;
+		if (l1_update(&l, i, t * (1 + jitter(i) / 5)) == L1_REOPENED && !reopened)
+			reopened = i;
+	}
+	assert_int_equal(l.windows, 2);
+	assert_true(l.open);
+	assert_int_equal(l.first_iter, 150);
+	assert_true(reopened >= 152 && reopened <= 153); /* the 3rd or 4th slow one */
+	assert_true(fabs(l.baseline_ms - 33000) < 1000); /* the shifted level */
+}
+
 /* a window resumed after a restart (first iteration and baseline of the stored report):
  * open at once, extended by slow iterations, closed by recovery, and a later one opens */
 static void resumed_window(void **state)
@@ -212,6 +232,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(noise_opens_nothing),
 		cmocka_unit_test(resumed_window),
+		cmocka_unit_test(rise_inside_window),
 		cmocka_unit_test(regression_opens_and_closes),
 		cmocka_unit_test(checkpoint_after_recovery),
 		cmocka_unit_test(small_regression_below_threshold),
