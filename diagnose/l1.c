@@ -241,15 +241,17 @@ static int drifted(const struct l1 *l)
 	return stats_median_inplace(tmp, L1_DRIFT_RECENT) > l->ref_ms * (1 + l->cfg.rel_threshold);
 }
 
-/* In an open step window: open_k of the last open_m iterations above the window's own
- * level (the median of its iterations before them, 4 or more) by rel_threshold. Returns the
- * first of those high ones and sets l->rise_level, or UINT32_MAX. */
+/* In an open step or gradual window: open_k of the last open_m iterations above the level
+ * just before them (the median of up to 8 of the window's iterations before them, 4 or
+ * more) by rel_threshold, twice that in a gradual window (a drift of 3% a step climbs 25%
+ * over the span). Returns the first of those high ones and sets l->rise_level, or
+ * UINT32_MAX. */
 static uint32_t risen(struct l1 *l)
 {
 	const struct l1_config *c = &l->cfg;
-	double older[L1_HISTORY_MAX];
+	double older[8];
 	uint32_t n = 0;
-	for (uint32_t k = c->open_m; k < l->nall; k++) {
+	for (uint32_t k = c->open_m; k < l->nall && n < 8; k++) {
 		uint32_t j = all_at(l, k);
 		if (l->all_iter[j] < l->first_iter)
 			break;
@@ -258,10 +260,11 @@ static uint32_t risen(struct l1 *l)
 	if (n < 4)
 		return UINT32_MAX;
 	double level = stats_median_inplace(older, n);
+	double rel = l->mode == L1_GRADUAL ? 2 * c->rel_threshold : c->rel_threshold;
 	uint32_t high = 0, first = UINT32_MAX;
 	for (uint32_t k = 0; k < c->open_m && k < l->nall; k++) {
 		uint32_t j = all_at(l, k);
-		if (l->all_ms[j] > level * (1 + c->rel_threshold)) {
+		if (l->all_ms[j] > level * (1 + rel)) {
 			high++;
 			first = l->all_iter[j];
 		}
@@ -313,9 +316,9 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		l->nall++;
 
 	uint32_t rise;
-	if (l->open && l->mode == L1_STEP && (rise = risen(l)) != UINT32_MAX) {
+	if (l->open && l->mode != L1_INTERMITTENT && (rise = risen(l)) != UINT32_MAX) {
 		/* a sudden rise on top of the window's own level (a fault inside a small shift
-		 * that noise opened): a window of its own, against that level */
+		 * or a drift that noise or load opened): a window of its own, against that level */
 		double level = l->rise_level;
 		open_window(l, L1_STEP, rise, iter, level);
 		l->open_rel = l->cfg.rel_threshold;

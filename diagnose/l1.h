@@ -33,8 +33,8 @@ struct l1_config {
 	uint32_t spread_k;    /* ... hold at least spread_k high ones (default 4) */
 };
 
-/* L1_REOPENED: a sudden rise on top of an open step window ended it and opened a new one
- * (first_iter on), as a close and an open */
+/* L1_REOPENED: a sudden rise on top of an open step or gradual window ended it and opened
+ * a new one (first_iter on), as a close and an open */
 enum l1_event { L1_NONE = 0, L1_OPENED, L1_CLOSED, L1_REOPENED };
 
 struct l1 {
