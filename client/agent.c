@@ -21,18 +21,13 @@
 
 #include "agent_impl.h"
 #include "frame.h"
+#include "cmp.h"
+#include "hash.h"
+#include "clock.h"
 
 #define PREFIX_MAX 21u /* 4 length + 1 tag + 5 varint + 1 tag + 10 varint */
 
 /* ---- small helpers ---- */
-
-long long agent_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void abs_deadline(struct timespec *ts, int timeout_ms)
 {
@@ -171,15 +166,6 @@ int agent_batch_frame(struct agent *a, struct batch *bt)
 
 /* ---- names ---- */
 
-static uint64_t name_hash_of(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h;
-}
-
 static int names_rehash(struct agent *a, size_t cap)
 {
 	int32_t *t = malloc(cap * sizeof(*t));
@@ -189,7 +175,7 @@ static int names_rehash(struct agent *a, size_t cap)
 	for (size_t i = 0; i < cap; i++)
 		t[i] = -1;
 	for (size_t i = 0; i < a->n_names; i++) {
-		size_t j = name_hash_of(a->name_str[i]) & (cap - 1);
+		size_t j = hash_str(a->name_str[i]) & (cap - 1);
 
 		while (t[j] >= 0)
 			j = (j + 1) & (cap - 1);
@@ -211,7 +197,7 @@ int32_t agent_intern(struct agent *a, const char *name)
 	pthread_mutex_lock(&a->mu);
 	if ((a->n_names + 1) * 2 > a->hash_cap && names_rehash(a, a->hash_cap ? a->hash_cap * 2 : 64) < 0)
 		goto out;
-	j = name_hash_of(name) & (a->hash_cap - 1);
+	j = hash_str(name) & (a->hash_cap - 1);
 	while (a->name_hash[j] >= 0) {
 		if (strcmp(a->name_str[a->name_hash[j]], name) == 0) {
 			id = a->name_hash[j];
@@ -493,7 +479,7 @@ static int make_room(struct agent *a, size_t count, size_t est)
 		n = 0;
 	}
 	if (n == 0) {
-		b->started_ms = agent_now_ms();
+		b->started_ms = clock_mono_ms();
 		agent_loop_wake(a->loop); /* so the loop schedules the flush interval */
 	}
 	return 0;
@@ -863,13 +849,6 @@ void agent_rebase(struct agent *a, uint64_t durable)
 
 /* ---- life cycle ---- */
 
-static int cmp_u32(const void *x, const void *y)
-{
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-
-	return a < b ? -1 : a > b;
-}
-
 /* "host:port", "host", "[v6]:port" */
 static int parse_server(struct agent *a, const char *s)
 {
@@ -1028,7 +1007,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 	a->st.next_seq = 1;
 	a->batch_bytes = BATCH_SOFT_BYTES;
 	a->b.epoch = 1;
-	a->c.rnd = (unsigned int)(agent_now_ms() ^ (uintptr_t)a);
+	a->c.rnd = (unsigned int)(clock_mono_ms() ^ (uintptr_t)a);
 	a->c.retry_at_ms = 0;
 	if (cfg->loop) {
 		a->loop = cfg->loop;

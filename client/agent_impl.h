@@ -158,7 +158,6 @@ struct agent_loop {
 };
 
 /* agent.c */
-long long agent_now_ms(void);
 void agent_log(struct agent *a, enum agent_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* a.mu held: */

@@ -22,18 +22,11 @@
 
 #include "agent_impl.h"
 #include "frame.h"
+#include "clock.h"
 
 #define IN_FRAME_MAX (1u << 20) /* largest frame accepted from the server */
 #define CONNECT_TIMEOUT_MS 10000
 #define HELLO_TIMEOUT_MS 10000
-
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 void agent_loop_wake(struct agent_loop *l)
 {
@@ -115,7 +108,7 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 	delay = delay / 2 + rand_r(&c->rnd) % (delay / 2 + 1);
 	if (c->attempts < 30)
 		c->attempts++;
-	c->retry_at_ms = agent_now_ms() + delay;
+	c->retry_at_ms = clock_mono_ms() + delay;
 }
 
 static int conn_queue_ctrl(struct agent *a, const frame_envelope *env)
@@ -211,7 +204,7 @@ static void conn_start(struct agent *a)
 		return;
 	}
 	c->state = CONN_CONNECTING;
-	c->deadline_ms = agent_now_ms() + CONNECT_TIMEOUT_MS;
+	c->deadline_ms = clock_mono_ms() + CONNECT_TIMEOUT_MS;
 }
 
 static void conn_say_hello(struct agent *a)
@@ -223,7 +216,7 @@ static void conn_say_hello(struct agent *a)
 		return;
 	}
 	c->state = CONN_HELLO;
-	c->deadline_ms = agent_now_ms() + HELLO_TIMEOUT_MS;
+	c->deadline_ms = clock_mono_ms() + HELLO_TIMEOUT_MS;
 }
 
 /* Drives the TLS handshake; Hello once it is done. */
@@ -514,7 +507,7 @@ static void conn_write(struct agent *a)
 			conn_close(a, why, true);
 			return;
 		}
-		c->last_send_ms = agent_now_ms();
+		c->last_send_ms = clock_mono_ms();
 		if (is_ctrl) {
 			c->ctrl_off += (size_t)n;
 			if (c->ctrl_off == c->ctrl_len) {
@@ -602,7 +595,7 @@ static long long conn_tick(struct agent *a, long long now, short *events)
 			Culprit__V1__Heartbeat hb = CULPRIT__V1__HEARTBEAT__INIT;
 			frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 
-			hb.time_us = wall_us();
+			hb.time_us = clock_wall_us();
 			env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HEARTBEAT;
 			env.heartbeat = &hb;
 			conn_queue_ctrl(a, &env);
@@ -659,7 +652,7 @@ static void *loop_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
 
 	for (;;) {
-		long long now = agent_now_ms(), next = now + 1000;
+		long long now = clock_mono_ms(), next = now + 1000;
 		size_t n = 0;
 		struct agent *a, **link;
 		int timeout, rc;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "kernel_summary.h"
+#include "clock.h"
 
 #define NO_AGENT UINT32_MAX
 
@@ -61,14 +62,6 @@ struct fanout {
 	time_t log_sec;
 	uint64_t log_suppressed;
 };
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void default_log(void *arg, enum agent_log_level level, const char *msg)
 {
@@ -135,7 +128,7 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 	pthread_mutex_init(&f->log_mu, NULL);
 	kernel_summary_init(&f->ks);
 	f->cfg = *cfg;
-	f->t0_ms = mono_ms();
+	f->t0_ms = clock_mono_ms();
 	f->job = strdup(job->job);
 	f->order = strdup(job->topo.order ? job->topo.order : "");
 	f->token = strdup(cfg->token ? cfg->token : "");
@@ -698,7 +691,7 @@ void fanout_print_progress(struct fanout *f, const char *prefix, double secs)
 
 int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 {
-	long long deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	long long deadline = clock_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 	int rc = 0;
 
 	if (!f)
@@ -707,7 +700,7 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	for (size_t i = 0; i < f->n_agents && !f->refusal[0]; i++) {
 		/* in slices of a second, so that a long wait (server down) says what it waits for */
 		for (;;) {
-			long long left = timeout_ms < 0 ? 1000 : deadline - mono_ms();
+			long long left = timeout_ms < 0 ? 1000 : deadline - clock_mono_ms();
 			int slice = left > 1000 ? 1000 : left > 0 ? (int)left : 0;
 			int frc = agent_flush(f->agents[i], slice);
 
@@ -718,13 +711,13 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 				rc = -1;
 				break;
 			}
-			if (timeout_ms >= 0 && mono_ms() >= deadline) {
+			if (timeout_ms >= 0 && clock_mono_ms() >= deadline) {
 				rc = -1;
 				break;
 			}
 			if (f->cfg.progress_prefix)
 				fanout_print_progress(f, f->cfg.progress_prefix,
-						      (double)(mono_ms() - f->t0_ms) / 1000.0);
+						      (double)(clock_mono_ms() - f->t0_ms) / 1000.0);
 		}
 	}
 	if (st) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hash.h"
 
 #define MAX_COLL_PHASES 24 /* per step and type; later collectives share "#rest" */
 
@@ -41,14 +42,6 @@ struct kin {
 	int timed;
 };
 
-static uint64_t hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 int import_kineto_nccl_type(const char *name, char *out, size_t cap)
 {
 	const char *p = NULL;
@@ -81,7 +74,7 @@ static int names_grow(struct names *nm)
 	if (!t)
 		return -1;
 	for (uint32_t i = 0; i < nm->n; i++) {
-		uint32_t j = (uint32_t)hash(nm->s[i]) & (tcap - 1);
+		uint32_t j = (uint32_t)hash_str(nm->s[i]) & (tcap - 1);
 		while (t[j])
 			j = (j + 1) & (tcap - 1);
 		t[j] = i + 1;
@@ -96,7 +89,7 @@ static int64_t names_intern(struct names *nm, const char *s)
 {
 	if ((nm->n + 1) * 2 > nm->tcap && names_grow(nm) < 0)
 		return -1;
-	uint32_t j = (uint32_t)hash(s) & (nm->tcap - 1);
+	uint32_t j = (uint32_t)hash_str(s) & (nm->tcap - 1);
 	while (nm->tab[j]) {
 		if (strcmp(nm->s[nm->tab[j] - 1], s) == 0)
 			return nm->tab[j] - 1;
@@ -146,7 +139,7 @@ static const char *short_name(const char *name, char *buf)
 	size_t keep = KERNEL_NAME_MAX - 17;
 	while (keep && ((unsigned char)name[keep] & 0xC0) == 0x80)
 		keep--;
-	snprintf(buf, KERNEL_NAME_MAX + 1, "%.*s~%016llx", (int)keep, name, (unsigned long long)hash(name));
+	snprintf(buf, KERNEL_NAME_MAX + 1, "%.*s~%016llx", (int)keep, name, (unsigned long long)hash_str(name));
 	return buf;
 }
 

@@ -12,6 +12,7 @@
 #include "fanout.h"
 #include "import.h"
 #include "jsonl.h"
+#include "clock.h"
 
 #define REPLAY_MAX_JOBS 16
 
@@ -31,21 +32,13 @@ struct replay {
 
 #define RELATIVE_BEFORE_US 946684800000000LL /* 2000-01-01: culpritd refuses earlier starts */
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void progress(struct replay *r)
 {
 	double now;
 
 	if (r->quiet || !r->cur || (++r->lines & 4095) != 0)
 		return;
-	now = mono_s();
+	now = clock_mono_s();
 	if (now - r->last_progress < 1.0)
 		return;
 	r->last_progress = now;
@@ -240,7 +233,7 @@ int replay_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	r.t0 = r.last_progress = mono_s();
+	r.t0 = r.last_progress = clock_mono_s();
 	if (!r.quiet)
 		r.cfg.progress_prefix = "replay: waiting for acknowledgements";
 	/* every format culprit diagnose takes, detected per file (import.h) */
@@ -268,7 +261,7 @@ int replay_main(int argc, char **argv)
 			rc = 1;
 		if (st.refusal[0])
 			fprintf(stderr, "culprit replay: %s\n", st.refusal);
-		secs = mono_s() - r.t0;
+		secs = clock_mono_s() - r.t0;
 		if (!r.quiet || rc)
 			fprintf(stderr,
 				"replay: job %s: %llu records from %llu agents in %.1f s (%.0f/s); %llu/%llu batches "

@@ -14,6 +14,7 @@
 #include "fanout.h"
 #include "sim.h"
 #include "sim_capture.h"
+#include "clock.h"
 
 struct sim_stream {
 	struct fanout_config cfg;
@@ -35,17 +36,9 @@ struct sim_stream {
 	char err[640];
 };
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void progress(struct sim_stream *s, bool force)
 {
-	double now = mono_s();
+	double now = clock_mono_s();
 	char prefix[64];
 
 	if (s->quiet || !s->f || (!force && now - s->last_progress < 1.0))
@@ -90,14 +83,14 @@ static void pace(struct sim_stream *s, int64_t start_us, uint32_t iter)
 	if (!s->sim_t0_us) {
 		s->sim_t0_us = start_us;
 		s->iter0 = iter;
-		s->wall_t0 = mono_s();
+		s->wall_t0 = clock_mono_s();
 		return;
 	}
 	if (s->step_s > 0)
 		due = s->wall_t0 + (double)(iter - s->iter0) * s->step_s;
 	else
 		due = s->wall_t0 + (double)(start_us - s->sim_t0_us) / 1e6 / s->speed;
-	now = mono_s();
+	now = clock_mono_s();
 	if (due > now + 0.001) {
 		struct timespec ts;
 		double d = due - now;
@@ -339,7 +332,7 @@ int sim_stream_main(int argc, char **argv)
 	}
 	s.names = sim_names(&s.n_names);
 	s.iters = opt.iters;
-	s.t0 = s.last_progress = mono_s();
+	s.t0 = s.last_progress = clock_mono_s();
 	rc = sim_run(&opt, &sink, err, sizeof(err));
 	free(s.pnames);
 	free(s.knames);
@@ -368,7 +361,7 @@ int sim_stream_main(int argc, char **argv)
 	rc = fanout_close(s.f, timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st);
 	if (st.refusal[0])
 		fprintf(stderr, "culprit sim: %s\n", st.refusal);
-	secs = mono_s() - s.t0;
+	secs = clock_mono_s() - s.t0;
 	fprintf(stderr,
 		"sim: %llu records from %llu agents in %.1f s (%.0f/s); %llu/%llu batches acknowledged, %llu rejected "
 		"(%llu records), %llu resent after reconnects\n",

@@ -9,6 +9,7 @@
 
 #include "l2.h"
 #include "record.h"
+#include "cmp.h"
 
 /* hosts of one finding, in the order of its suspects */
 #define ACT_HOSTS 3
@@ -42,12 +43,6 @@ static void text(struct report_action *a, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(a->text + len, sizeof(a->text) - len, fmt, ap);
 	va_end(ap);
-}
-
-static int cmp_u32(const void *x, const void *y)
-{
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-	return a < b ? -1 : a > b;
 }
 
 /* "10352-10359, 10400" of sorted ranks, "and N more" past what the list holds */

@@ -21,6 +21,7 @@
 #include "server.h"
 #include "trace.h"
 #include "trace_export.h"
+#include "cmp.h"
 
 struct trace_ctx {
 	struct trace_request req;
@@ -36,13 +37,6 @@ static void ctx_free(void *p)
 	if (c)
 		free(c->req.ranks);
 	free(c);
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x > y) - (x < y);
 }
 
 int api_parse_ranks(const char *s, uint32_t world, size_t max, uint32_t **out, size_t *n_out, char *err,

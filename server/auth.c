@@ -17,7 +17,6 @@
 
 #include "config.h"
 #include "log.h"
-#include "loglimit.h"
 #include "http.h"
 #include "server.h"
 #include "strmap.h"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "clock.h"
 
 struct request {
 	char job[128];
@@ -33,14 +34,6 @@ struct diagnosis {
 	void *wake_arg;
 };
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void *worker(void *arg)
 {
 	struct diagnosis *d = arg;
@@ -65,9 +58,9 @@ static void *worker(void *arg)
 		if (res) {
 			memcpy(res->r.job, q->job, sizeof(res->r.job));
 			res->r.token = q->token;
-			t0 = now_ms();
+			t0 = clock_mono_s() * 1e3;
 			res->r.failed = diagnose_run(q->snapshot, &q->in, NULL, &res->r.report) < 0;
-			res->r.run_ms = now_ms() - t0;
+			res->r.run_ms = clock_mono_s() * 1e3 - t0;
 			res->r.snapshot = q->snapshot;
 		} else {
 			store_destroy(q->snapshot);

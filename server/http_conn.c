@@ -17,7 +17,6 @@
 
 #include "listen.h"
 #include "log.h"
-#include "loglimit.h"
 #include "server.h"
 #include "tls.h"
 

@@ -4,13 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
+#include "cmp.h"
 
 /* category and the set of culprit ranks (sorted: their order by score may change) */
 static void fingerprint_of(const char *category, uint32_t *ranks, size_t n, char *out, size_t size)

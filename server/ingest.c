@@ -34,11 +34,11 @@
 #include "jobs.h"
 #include "log.h"
 #include "listen.h"
-#include "loglimit.h"
 #include "server.h"
 #include "sketch.h"
 #include "tls.h"
 #include "writer.h"
+#include "cmp.h"
 
 #define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
 #define MAX_NAMES 65536         /* names in one batch's dictionary; name ids on one connection */
@@ -556,13 +556,6 @@ static void refuse_hello(struct conn *c, const char *reason)
 }
 
 /* ---- Hello ---- */
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* 1 to max bytes, no control character (C0, DEL, or C1 written in UTF-8: terminal escapes
  * and forged log lines). */

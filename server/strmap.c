@@ -4,13 +4,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hash.h"
 
-static size_t hash_str(const char *s)
+static size_t key_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	uint64_t h = hash_str(s);
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
 	return (size_t)(h ^ (h >> 29));
 }
 
@@ -30,7 +29,7 @@ static struct strmap_entry *lookup(const struct strmap *m, const char *key, size
 
 void *strmap_get(const struct strmap *m, const char *key)
 {
-	struct strmap_entry *e = lookup(m, key, hash_str(key));
+	struct strmap_entry *e = lookup(m, key, key_hash(key));
 
 	return e ? e->value : NULL;
 }
@@ -62,7 +61,7 @@ static int grow(struct strmap *m)
 
 int strmap_put(struct strmap *m, const char *key, void *value)
 {
-	size_t h = hash_str(key);
+	size_t h = key_hash(key);
 	struct strmap_entry *e = lookup(m, key, h), n;
 
 	if (e) {
@@ -83,7 +82,7 @@ int strmap_put(struct strmap *m, const char *key, void *value)
 
 void *strmap_del(struct strmap *m, const char *key)
 {
-	struct strmap_entry *e = lookup(m, key, hash_str(key));
+	struct strmap_entry *e = lookup(m, key, key_hash(key));
 	void *value;
 	size_t i, j;
 

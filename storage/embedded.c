@@ -25,6 +25,7 @@
 #include <libpq-fe.h>
 
 #include "log.h"
+#include "clock.h"
 
 #define PG_PORT 5432
 
@@ -92,13 +93,6 @@ static void sleep_ms(int ms)
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-}
-
-static long long now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 static bool is_exe(const char *dir, const char *name)
@@ -361,7 +355,7 @@ static int wait_ready(struct embedded *e, int timeout_ms, char *err, size_t err_
 	conninfo_quote(e->dir, qdir, sizeof qdir);
 	snprintf(ping_dsn, sizeof ping_dsn, "host=%s port=%d user=culprit dbname=postgres connect_timeout=5", qdir,
 	         PG_PORT);
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = clock_mono_ms() + timeout_ms;
 	for (;;) {
 		if (PQping(ping_dsn) == PQPING_OK)
 			return 0;
@@ -373,7 +367,7 @@ static int wait_ready(struct embedded *e, int timeout_ms, char *err, size_t err_
 			e->pid = 0;
 			return -1;
 		}
-		if (now_ms() > deadline) {
+		if (clock_mono_ms() > deadline) {
 			fail(err, err_size, "postgres not ready after %d ms (see \"%s\")", timeout_ms, e->log_path);
 			return -1;
 		}
@@ -415,7 +409,7 @@ static bool signal_wait(pid_t pid, bool child, int sig, int ms)
 {
 	if (kill(pid, sig) < 0 && errno == ESRCH)
 		return true;
-	long long deadline = now_ms() + ms;
+	long long deadline = clock_mono_ms() + ms;
 	for (;;) {
 		if (child) {
 			int st;
@@ -425,7 +419,7 @@ static bool signal_wait(pid_t pid, bool child, int sig, int ms)
 		} else if (!alive(pid)) {
 			return true;
 		}
-		if (now_ms() > deadline)
+		if (clock_mono_ms() > deadline)
 			return false;
 		sleep_ms(20);
 	}
@@ -491,7 +485,7 @@ static int spawn_postgres(struct embedded *e, char *err, size_t err_size)
 	if (pid < 0)
 		return -1;
 	e->pid = pid;
-	e->started_ms = now_ms();
+	e->started_ms = clock_mono_ms();
 	return 0;
 }
 
@@ -601,7 +595,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		goto fail;
 
 	int timeout = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 120000;
-	long long deadline = now_ms() + timeout;
+	long long deadline = clock_mono_ms() + timeout;
 	int shmid;
 	long shmkey;
 	pid_t old = read_pidfile(e, &shmid, &shmkey);
@@ -626,7 +620,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	}
 	/* the backends of a killed postmaster exit by themselves, soon */
 	while (shm_in_use(e)) {
-		if (now_ms() > deadline) {
+		if (clock_mono_ms() > deadline) {
 			fail(err, err_size, "processes of an earlier postgres still use its shared memory after %d ms "
 			                    "(ps -u %s)", timeout, id.drop ? id.name : "$USER");
 			goto fail;
@@ -636,7 +630,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 
 	if (spawn_postgres(e, err, err_size) < 0)
 		goto fail;
-	if (wait_ready(e, (int)(deadline - now_ms() > 1000 ? deadline - now_ms() : 1000), err, err_size) < 0)
+	if (wait_ready(e, (int)(deadline - clock_mono_ms() > 1000 ? deadline - clock_mono_ms() : 1000), err, err_size) < 0)
 		goto fail_stop;
 	if (create_database(e, err, err_size) < 0)
 		goto fail_stop;
@@ -656,7 +650,7 @@ pid_t embedded_pid(const struct embedded *e) { return e->pid; }
 
 int embedded_supervise(struct embedded *e)
 {
-	long long now = now_ms();
+	long long now = clock_mono_ms();
 	if (e->pid > 0) {
 		int st;
 		pid_t r = waitpid(e->pid, &st, WNOHANG);

@@ -33,6 +33,7 @@
 #include "pgbuf.h"
 #include "reports.h"
 #include "sketch.h"
+#include "hash.h"
 
 #define DEFAULT_RECONNECT_MIN_MS 100
 #define DEFAULT_RECONNECT_MAX_MS 5000
@@ -48,14 +49,6 @@ struct strmap {
 	struct strmap_entry *e;
 	size_t cap, n;
 };
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = UINT64_C(1469598103934665603);
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
-	return h;
-}
 
 static struct strmap_entry *strmap_find(const struct strmap *m, const char *key)
 {

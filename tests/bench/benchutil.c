@@ -10,12 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return clock_mono_s();
 }
 
 int free_port(void)

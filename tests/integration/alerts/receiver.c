@@ -16,6 +16,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include "clock.h"
 
 #define MAX_REQUEST (8 << 20)
 
@@ -30,14 +31,6 @@ struct rx {
 	struct rx_hit *hits;
 	size_t n, cap;
 };
-
-static int64_t wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Value of header name in the header block (NUL-terminated), copied into out. */
 static void header(const char *head, const char *name, char *out, size_t size)
@@ -65,7 +58,7 @@ static void serve(struct rx *r, int c)
 	char *buf = malloc(MAX_REQUEST + 1), cl[32], *end;
 	size_t len = 0, need = 0;
 	struct rx_hit hit;
-	int64_t deadline = wall_us() + 10000000;
+	int64_t deadline = clock_wall_us() + 10000000;
 
 	if (!buf)
 		return;
@@ -74,7 +67,7 @@ static void serve(struct rx *r, int c)
 		struct pollfd p = {c, POLLIN, 0};
 		ssize_t got;
 
-		if (wall_us() > deadline || poll(&p, 1, 100) < 0) {
+		if (clock_wall_us() > deadline || poll(&p, 1, 100) < 0) {
 			free(buf);
 			return;
 		}
@@ -101,7 +94,7 @@ static void serve(struct rx *r, int c)
 			return;
 		}
 	}
-	hit.at_us = wall_us();
+	hit.at_us = clock_wall_us();
 	end = strstr(buf, "\r\n\r\n");
 	*end = '\0';
 	sscanf(buf, "%*s %255s", hit.path);

@@ -18,12 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 int64_t h_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_mono_ms();
 }
 
 void h_db_create(const char *name, char *dsn, size_t size)

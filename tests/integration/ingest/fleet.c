@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define FLEET_LOOPS 4
 #define FLEET_BASE_US 1796169600000000LL /* 2026-12-01 00:00 UTC */
 
@@ -117,18 +119,13 @@ void fleet_stream(struct fleet *f, uint32_t first, uint32_t n)
 
 int fleet_flush(struct fleet *f, int timeout_ms)
 {
-	int64_t deadline;
-	struct timespec ts;
+	int64_t deadline = clock_mono_ms() + timeout_ms;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 + timeout_ms;
 	for (uint32_t n = 0; n < f->n_nodes; n++) /* seal everything first, then wait */
 		agent_flush(f->agents[n], 0);
 	for (uint32_t n = 0; n < f->n_nodes; n++) {
-		int64_t now;
+		int64_t now = clock_mono_ms();
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 		if (agent_flush(f->agents[n], now < deadline ? (int)(deadline - now) : 0) != 0)
 			return -1;
 	}

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "sim.h"
+#include "clock.h"
 
 struct simfeed {
 	struct simfeed_config cfg;
@@ -28,14 +29,6 @@ struct simfeed {
 	atomic_int ready, fed, holding, released, failed;
 	char err[256];
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void quiet_log(void *arg, enum agent_log_level level, const char *msg)
 {
@@ -67,7 +60,7 @@ static void next_iteration(struct simfeed *sf, uint32_t it)
 	fanout_kick(sf->f);
 	atomic_store(&sf->ready, 1); /* every agent exists after the first iteration */
 	if (sf->cfg.ms_per_iter > 0) {
-		int64_t due = sf->t0_ms + (int64_t)it * sf->cfg.ms_per_iter, wait = due - now_ms();
+		int64_t due = sf->t0_ms + (int64_t)it * sf->cfg.ms_per_iter, wait = due - clock_mono_ms();
 
 		if (wait > 0)
 			poll(NULL, 0, (int)wait);
@@ -150,7 +143,7 @@ static void *feed_main(void *arg)
 	struct sim_sink sink = {.ctx = sf, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
 	char err[256];
 
-	sf->t0_ms = now_ms();
+	sf->t0_ms = clock_mono_ms();
 	if (sim_run(&opt, &sink, err, sizeof(err)) < 0) {
 		fprintf(stderr, "simfeed: %s\n", sf->err[0] ? sf->err : err);
 		atomic_store(&sf->failed, 1);

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 const char *pgtest_base_dsn(void)
 {
 	const char *dsn = getenv("CULPRIT_TEST_DSN");
@@ -139,7 +141,5 @@ void pgtest_rmdir(const char *dir)
 
 int64_t pgtest_now_ms(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+	return clock_mono_ms();
 }

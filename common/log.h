@@ -6,12 +6,15 @@
  * journal (JOURNAL_STREAM), "<N>message" with N the syslog priority (journald keeps the time).
  * A message of several lines is logged as lines of their own, each with its prefix, each cut
  * at LOG_LINE_MAX bytes. Thread-safe (one write per message).
- * A repeating failure is logged once and its recovery once (struct log_complaint). */
+ * Two rate limits: a repeating failure is logged once and its recovery once (struct
+ * log_complaint); a failure that clients can repeat at will is logged a few times a second
+ * (struct log_limit). */
 #ifndef CULPRIT_LOG_H
 #define CULPRIT_LOG_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARNING = 2, LOG_ERROR = 3 };
 
@@ -54,5 +57,19 @@ void log_release(struct log_complaint *c, enum log_level level, const char *fmt,
  * times a second (accept at the open-file limit) releases only after a quiet while, so the
  * complaint and its release are not logged on every flap */
 bool log_complaint_quiet(const struct log_complaint *c, long long ms);
+
+/* At most a few log lines a second for a failure that clients can repeat at will (refused
+ * tokens, failed TLS handshakes): the first LOG_LIMIT_PER_SECOND of each second are logged,
+ * the rest summed up in one line when the next second begins. Metrics count them all. One
+ * thread only (the event loop). */
+#define LOG_LIMIT_PER_SECOND 5
+
+struct log_limit {
+	time_t second;
+	unsigned logged, suppressed;
+	const char *what; /* "more WHAT not logged" */
+};
+/* true: log this one */
+bool log_limit_allow(struct log_limit *l);
 
 #endif

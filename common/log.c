@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
 
 static _Atomic int min_level = LOG_INFO;
 static const char *const level_names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
@@ -162,17 +163,9 @@ void log_write(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-static long long now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void log_complain(struct log_complaint *c, enum log_level level, const char *fmt, ...)
 {
-	long long now = now_us();
+	long long now = clock_mono_us();
 	va_list ap;
 
 	if (c->active && now - c->last_us < c->interval_us)
@@ -206,5 +199,24 @@ void log_release(struct log_complaint *c, enum log_level level, const char *fmt,
 
 bool log_complaint_quiet(const struct log_complaint *c, long long ms)
 {
-	return now_us() - c->last_us >= ms * 1000;
+	return clock_mono_us() - c->last_us >= ms * 1000;
+}
+
+bool log_limit_allow(struct log_limit *l)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec != l->second) {
+		if (l->suppressed)
+			log_warning("%u more %s not logged", l->suppressed, l->what);
+		l->second = now.tv_sec;
+		l->logged = l->suppressed = 0;
+	}
+	if (l->logged < LOG_LIMIT_PER_SECOND) {
+		l->logged++;
+		return true;
+	}
+	l->suppressed++;
+	return false;
 }
