@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "api_trace.h"
 #include "auth.h"
+#include "capture.h"
 #include "http.h"
 #include "log.h"
 #include "query.h"
@@ -138,7 +140,9 @@ void api_reply_error(struct evhttp_request *req, int status, const char *error, 
 	api_reply_json(req, status, json_pack("{s:s, s:s}", "error", error, "detail", detail));
 }
 
-int api_method(struct api_req *r, int allowed)
+/* 1 when r->method is in allowed (EVHTTP_REQ_* bits; HEAD counts as GET); else answers 405
+ * with an Allow header and returns 0. */
+static int method_allowed(struct api_req *r, int allowed)
 {
 	char allow[64] = "";
 	int m = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
@@ -373,6 +377,70 @@ void api_answered(struct server *s, struct evhttp_request *req)
 		s->api->by_class[code / 100]++;
 }
 
+/* Every route under /api/v1: its method (HEAD is answered as GET), its path, whose "{name}"
+ * segments match any one segment, and its handler. docs/api.md and docs/openapi.yaml list
+ * the same routes (tests/integration/api/test_openapi.sh checks it). */
+static const struct route {
+	enum evhttp_cmd_type method;
+	const char *path;
+	void (*handler)(struct api_req *r);
+} routes[] = {
+	{EVHTTP_REQ_GET, "/api/v1/jobs", api_jobs_list},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}", api_jobs_get},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/reports", api_jobs_reports},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/reports/latest", api_jobs_latest},
+	{EVHTTP_REQ_POST, "/api/v1/jobs/{job}/diagnose", api_jobs_diagnose},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/incidents", api_jobs_incidents},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/ranks/{rank}/iterations", api_jobs_iterations},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/phases", api_jobs_phases},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/trace", api_trace},
+	{EVHTTP_REQ_POST, "/api/v1/jobs/{job}/capture", api_capture},
+	{EVHTTP_REQ_GET, "/api/v1/reports/{id}", api_reports_get},
+	{EVHTTP_REQ_GET, "/api/v1/events", api_events_list},
+	{EVHTTP_REQ_POST, "/api/v1/events", api_events_post},
+};
+
+/* 1 when the request's segments match route path p (after "/api/v1/") */
+static int path_matches(const struct api_req *r, const char *p)
+{
+	int i = 0;
+
+	for (; *p && i < r->nseg; i++) {
+		size_t n = strcspn(p, "/");
+
+		if (p[0] != '{' && (strlen(r->seg[i]) != n || memcmp(r->seg[i], p, n) != 0))
+			return 0;
+		p += n + (p[n] == '/');
+	}
+	return !*p && i == r->nseg;
+}
+
+/* The handler of the route of r's path and method; 404 for an unknown path, 405 with Allow
+ * for a known path and another method. */
+static void route(struct api_req *r)
+{
+	const struct route *found = NULL;
+	int allowed = 0, m = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
+
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		if (!path_matches(r, routes[i].path + 8))
+			continue;
+		allowed |= (int)routes[i].method;
+		if ((int)routes[i].method == m)
+			found = &routes[i];
+	}
+	if (!allowed)
+		api_reply_error(r->req, 404, "not found", "no such resource");
+	else if (method_allowed(r, allowed))
+		found->handler(r);
+}
+
+void api_routes_print(FILE *f)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		fprintf(f, "%s %s\n", routes[i].method == EVHTTP_REQ_POST ? "POST" : "GET", routes[i].path);
+}
+
 void api_dispatch(struct server *s, struct evhttp_request *req)
 {
 	struct api_req r = {.s = s, .req = req, .method = evhttp_request_get_command(req)};
@@ -394,14 +462,7 @@ void api_dispatch(struct server *s, struct evhttp_request *req)
 	}
 	if (split(&r, path + 8) < 0)
 		goto out;
-	if (r.nseg >= 1 && strcmp(r.seg[0], "jobs") == 0)
-		api_jobs_route(&r);
-	else if (r.nseg >= 1 && strcmp(r.seg[0], "reports") == 0)
-		api_reports_route(&r);
-	else if (r.nseg >= 1 && strcmp(r.seg[0], "events") == 0)
-		api_events_route(&r);
-	else
-		api_reply_error(req, 404, "not found", "no such resource");
+	route(&r);
 out:
 	for (int i = 0; i < r.nseg; i++)
 		free(r.seg[i]);

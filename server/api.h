@@ -1,5 +1,5 @@
 /* api.h: the /api/v1 REST routes (docs/api.md). api.c parses the path (percent-decoded
- * segments) and the query string, routes, and answers requests that wait for PostgreSQL
+ * segments) and the query string, routes by its one table of method, path and handler, and answers requests that wait for PostgreSQL
  * (storage/query.c) when their result comes back; api_jobs.c and api_events.c hold the
  * handlers. Everything here runs on the event loop. */
 #ifndef CULPRIT_API_H
@@ -46,9 +46,6 @@ void api_reply_shared(struct server *s, struct evhttp_request *req, const char *
 		      const char *text);
 void api_reply_error(struct evhttp_request *req, int status, const char *error, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* 1 when r->method is in allowed (EVHTTP_REQ_* bits; HEAD counts as GET); else answers 405
- * with an Allow header and returns 0. */
-int api_method(struct api_req *r, int allowed);
 /* Query parameter name as an integer in [lo, hi]: 1 found, 0 absent (out = def), -1 invalid
  * (400 answered). */
 int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out);
@@ -75,9 +72,21 @@ int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void 
 /* The answer to a failed statement (400 for SQLSTATE class 22, 503 unreachable or timed out, else 500). */
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res);
 
-/* Handlers (api_jobs.c, api_events.c). */
-void api_jobs_route(struct api_req *r);
-void api_reports_route(struct api_req *r);
-void api_events_route(struct api_req *r);
+/* Its routes, "METHOD /api/v1/path" a line (culpritd --routes). */
+void api_routes_print(FILE *f);
+
+/* The handlers of the route table in api.c, each called for its method and path only
+ * (api_jobs.c, api_events.c; api_trace.h, capture.h). */
+void api_jobs_list(struct api_req *r);
+void api_jobs_get(struct api_req *r);
+void api_jobs_reports(struct api_req *r);
+void api_jobs_latest(struct api_req *r);
+void api_jobs_diagnose(struct api_req *r);
+void api_jobs_incidents(struct api_req *r);
+void api_jobs_iterations(struct api_req *r);
+void api_jobs_phases(struct api_req *r);
+void api_reports_get(struct api_req *r);
+void api_events_list(struct api_req *r);
+void api_events_post(struct api_req *r);
 
 #endif

@@ -143,7 +143,7 @@ static void body_free(void *ctx)
 	free(ctx);
 }
 
-static void post_events(struct api_req *r)
+void api_events_post(struct api_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
 	size_t len = evbuffer_get_length(in);
@@ -205,7 +205,7 @@ static const char list_sql[] =
 	"  THEN 'epoch'::timestamptz + $3::bigint * interval '1 microsecond' ELSE $3::timestamptz END)"
 	" ORDER BY ts DESC, id DESC LIMIT $4::int) e LEFT JOIN jobs j ON j.id = e.job_id";
 
-static void get_events(struct api_req *r)
+void api_events_list(struct api_req *r)
 {
 	int64_t limit;
 	char lim[32];
@@ -220,18 +220,4 @@ static void get_events(struct api_req *r)
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
 	api_query(r, 200, "no answer", list_sql, 4, (const char *const[]){host, kind, since, lim});
-}
-
-void api_events_route(struct api_req *r)
-{
-	if (r->nseg != 1) {
-		api_reply_error(r->req, 404, "not found", "no such resource");
-		return;
-	}
-	if (!api_method(r, EVHTTP_REQ_GET | EVHTTP_REQ_POST))
-		return;
-	if (r->method == EVHTTP_REQ_POST)
-		post_events(r);
-	else
-		get_events(r);
 }

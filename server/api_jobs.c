@@ -72,16 +72,20 @@ static struct job *find_job(struct api_req *r)
 	return job;
 }
 
-static void list_jobs(struct api_req *r)
+void api_jobs_list(struct api_req *r)
 {
 	json_t *arr = json_array();
 
-	if (!api_method(r, EVHTTP_REQ_GET)) {
-		json_decref(arr);
-		return;
-	}
 	strmap_each(&r->s->jobs, add_job, arr);
 	api_reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
+}
+
+void api_jobs_get(struct api_req *r)
+{
+	struct job *job = find_job(r);
+
+	if (job)
+		api_reply_json(r->req, 200, job_json(job, 1));
 }
 
 static const char latest_sql[] =
@@ -90,14 +94,11 @@ static const char latest_sql[] =
 
 /* From memory; for a job culpritd does not hold now (forgotten, or from before a restart)
  * or has not diagnosed since it started, the newest stored report. */
-static void latest(struct api_req *r)
+void api_jobs_latest(struct api_req *r)
 {
-	struct job *job;
+	struct job *job = strmap_get(&r->s->jobs, r->seg[1]);
 	char nf[300];
 
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
-	job = strmap_get(&r->s->jobs, r->seg[1]);
 	if (job && job->latest_report) {
 		api_reply_shared(r->s, r->req, job->name, job->diagnoses, job->latest_report);
 		return;
@@ -113,12 +114,12 @@ static void latest(struct api_req *r)
 	api_query(r, 200, nf, latest_sql, 1, (const char *const[]){r->seg[1]});
 }
 
-static void diagnose_now(struct api_req *r)
+void api_jobs_diagnose(struct api_req *r)
 {
-	struct job *job;
+	struct job *job = find_job(r);
 	char url[512];
 
-	if (!api_method(r, EVHTTP_REQ_POST) || !(job = find_job(r)))
+	if (!job)
 		return;
 	job->due = 1;
 	jobs_diagnose_due(r->s, job);
@@ -140,14 +141,12 @@ static const char reports_sql[] =
 	"  ORDER BY id DESC LIMIT $3::int) r) x ON true "
 	"WHERE j.name = $1";
 
-static void reports(struct api_req *r)
+void api_jobs_reports(struct api_req *r)
 {
 	int64_t limit, before;
 	int has_before;
 	char lim[32], bef[32], nf[300];
 
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
 	if (api_param_int(r, "limit", 1, REPORTS_LIMIT_MAX, 20, &limit) < 0 ||
 	    (has_before = api_param_int(r, "before", 1, INT64_MAX, 0, &before)) < 0)
 		return;
@@ -165,15 +164,13 @@ static const char incidents_sql[] =
 	" FROM (SELECT * FROM incidents WHERE job_id = j.id ORDER BY id DESC LIMIT $3::int) i), '[]'::json))::text "
 	"FROM jobs j WHERE j.name = $1";
 
-static void incidents(struct api_req *r)
+void api_jobs_incidents(struct api_req *r)
 {
 	struct job *job;
 	int64_t limit;
 	char lim[32], nf[300], *cur;
 	json_t *inc;
 
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
 	if (api_param_int(r, "limit", 1, INCIDENTS_LIMIT_MAX, 100, &limit) < 0)
 		return;
 	/* a job known only from PostgreSQL (culpritd restarted) has no current incident */
@@ -221,15 +218,13 @@ static const char iterations_sql[] =
 	" '[]'::json))::text "
 	"FROM jobs j WHERE j.name = $1";
 
-static void iterations(struct api_req *r)
+void api_jobs_iterations(struct api_req *r)
 {
 	struct job *job;
 	int64_t from, to;
 	long long rank;
 	char *end, rk[32], f[32], t[32], nf[300];
 
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	rank = strtoll(r->seg[3], &end, 10);
 	if (!r->seg[3][0] || *end || rank < 0) {
@@ -260,15 +255,13 @@ static const char phases_sql[] =
 	"   ORDER BY p.rank, p.iter LIMIT $7::int) c), '[]'::json))::text "
 	"FROM jobs j WHERE j.name = $1";
 
-static void phases(struct api_req *r)
+void api_jobs_phases(struct api_req *r)
 {
 	struct job *job;
 	const char *name;
 	int64_t from, to, rfrom, rto;
 	char f[32], t[32], rf[32], rt[32], lim[32], nf[300];
 
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	name = evhttp_find_header(&r->query, "name");
 	if (!name || !name[0] || strlen(name) > 255) {
@@ -293,48 +286,11 @@ static void phases(struct api_req *r)
 	api_query(r, 200, nf, phases_sql, 7, (const char *const[]){r->seg[1], name, f, t, rf, rt, lim});
 }
 
-void api_jobs_route(struct api_req *r)
-{
-	const char *sub = r->nseg >= 3 ? r->seg[2] : "";
-
-	if (r->nseg == 1)
-		list_jobs(r);
-	else if (r->nseg == 2) {
-		struct job *job;
-
-		if (api_method(r, EVHTTP_REQ_GET) && (job = find_job(r)))
-			api_reply_json(r->req, 200, job_json(job, 1));
-	} else if (r->nseg == 3 && strcmp(sub, "reports") == 0)
-		reports(r);
-	else if (r->nseg == 4 && strcmp(sub, "reports") == 0 && strcmp(r->seg[3], "latest") == 0)
-		latest(r);
-	else if (r->nseg == 3 && strcmp(sub, "incidents") == 0)
-		incidents(r);
-	else if (r->nseg == 5 && strcmp(sub, "ranks") == 0 && strcmp(r->seg[4], "iterations") == 0)
-		iterations(r);
-	else if (r->nseg == 3 && strcmp(sub, "phases") == 0)
-		phases(r);
-	else if (r->nseg == 3 && strcmp(sub, "diagnose") == 0)
-		diagnose_now(r);
-	else if (r->nseg == 3 && strcmp(sub, "trace") == 0)
-		api_trace(r);
-	else if (r->nseg == 3 && strcmp(sub, "capture") == 0)
-		api_capture(r);
-	else
-		api_reply_error(r->req, 404, "not found", "no such resource");
-}
-
-void api_reports_route(struct api_req *r)
+void api_reports_get(struct api_req *r)
 {
 	long long id;
 	char *end, buf[32];
 
-	if (r->nseg != 2) {
-		api_reply_error(r->req, 404, "not found", "no such resource");
-		return;
-	}
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
 	id = strtoll(r->seg[1], &end, 10);
 	if (!r->seg[1][0] || *end || id <= 0) {
 		api_reply_error(r->req, 400, "bad report id", "a report id is a positive integer, not \"%.64s\"",

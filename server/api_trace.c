@@ -177,8 +177,6 @@ void api_trace(struct api_req *r)
 	char err[256];
 	int rc;
 
-	if (!api_method(r, EVHTTP_REQ_GET))
-		return;
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	fmt = evhttp_find_header(&r->query, "format");
 	if (fmt && strcmp(fmt, "perfetto") != 0 && strcmp(fmt, "chrome") != 0) {

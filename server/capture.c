@@ -200,8 +200,6 @@ void api_capture(struct api_req *r)
 	char url[600];
 	int64_t id;
 
-	if (!api_method(r, EVHTTP_REQ_POST))
-		return;
 	job = strmap_get(&r->s->jobs, r->seg[1]);
 	if (!job) {
 		api_reply_error(r->req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", r->seg[1]);

@@ -460,6 +460,7 @@ void config_print_help(FILE *out)
 		     "  -t              check the configuration, print it, and exit\n"
 		     "  --version       print the version, the git commit and the build type, and exit\n"
 		     "  --config-doc    print the settings as Markdown (docs/config.md) and exit\n"
+		     "  --routes        print the REST routes (method and path, one a line) and exit\n"
 		     "  --help          this text\n\nsettings:\n");
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		const struct setting *s = &settings[i];

@@ -177,11 +177,25 @@ static void answered(struct evhttp_request *req, void *arg)
 }
 
 /* every request: the connection's deadline stops, then the route */
+/* The routes outside /api/v1 (api.c holds those): GET (and HEAD) only. */
+static const struct {
+	const char *path;
+	void (*handler)(struct evhttp_request *req, void *arg);
+} fixed[] = {{"/healthz", healthz}, {"/readyz", readyz}, {"/metrics", metrics}};
+
+void http_routes_print(FILE *f)
+{
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		fprintf(f, "GET %s\n", fixed[i].path);
+	api_routes_print(f);
+}
+
 static void route(struct evhttp_request *req, void *arg)
 {
 	struct server *s = arg;
 	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
 	const char *bad = bad_framing(req);
+	size_t i = 0;
 
 	http_conn_request(s, req);
 	evhttp_request_set_on_complete_cb(req, answered, s);
@@ -189,12 +203,12 @@ static void route(struct evhttp_request *req, void *arg)
 		http_conn_bad_request(s, req, bad);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 		reply_error(req, 400, "bad request", bad);
-	} else if (path && strcmp(path, "/healthz") == 0)
-		healthz(req, s);
-	else if (path && strcmp(path, "/readyz") == 0)
-		readyz(req, s);
-	else if (path && strcmp(path, "/metrics") == 0)
-		metrics(req, s);
+		return;
+	}
+	while (path && i < sizeof(fixed) / sizeof(fixed[0]) && strcmp(path, fixed[i].path) != 0)
+		i++;
+	if (path && i < sizeof(fixed) / sizeof(fixed[0]))
+		fixed[i].handler(req, s);
 	else if (path && strncmp(path, "/api/v1/", 8) == 0)
 		api_dispatch(s, req);
 	else

@@ -2,6 +2,8 @@
 #ifndef CULPRIT_HTTP_H
 #define CULPRIT_HTTP_H
 
+#include <stdio.h>
+
 struct server;
 struct evhttp_request;
 
@@ -10,6 +12,8 @@ int http_start(struct server *s);
 /* Applies the reloadable limits (body, headers, timeout) after SIGHUP. */
 void http_apply_limits(struct server *s);
 void http_stop(struct server *s);
+/* Every REST route, "METHOD /path" a line (GET stands for GET and HEAD): culpritd --routes. */
+void http_routes_print(FILE *f);
 /* Sends req's answer: every route answers through here (HEAD gets GET's headers, Content-Length
  * included, and no body). */
 void http_send(struct evhttp_request *req, int status);

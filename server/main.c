@@ -102,6 +102,9 @@ static int parse_args(struct server *s, int argc, char **argv, int *check_only)
 		} else if (strcmp(arg, "--config-doc") == 0) {
 			config_print_doc(stdout);
 			exit(0);
+		} else if (strcmp(arg, "--routes") == 0) {
+			http_routes_print(stdout);
+			exit(0);
 		} else if ((setting = config_option_name(arg, name, sizeof(name)))) {
 			if (!value && i + 1 < argc)
 				value = argv[++i];
