@@ -1,4 +1,4 @@
-/* jsonl.h: the interchange file (DESIGN.md "Interchange file"): one JSON object a line,
+/* jsonl.h: the interchange file (docs/format.md): one JSON object a line,
  * plain or gzip-compressed (detected from the bytes, not the name). Reading calls a
  * handler per record; writing formats records (used by `culprit sim --out`). */
 #ifndef CULPRIT_JSONL_H

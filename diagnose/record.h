@@ -1,4 +1,4 @@
-/* record.h: the records every part of culprit passes around (DESIGN.md, "Data model").
+/* record.h: the records every part of culprit passes around (their file form: docs/format.md).
  *
  * Plain structs, no pointers to owned memory except where stated. Names (phase and kernel
  * names) are not stored in records: a record carries an index into a name dictionary that

@@ -1,4 +1,4 @@
-/* report.c: report model, its JSON (docs/method.md, "The report") and text. */
+/* report.c: report model, its JSON (docs/report.md) and text. */
 #include "report.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* report.h: the diagnosis report (docs/method.md, "The report"), its JSON and text renderings. */
+/* report.h: the diagnosis report (docs/report.md), its JSON and text renderings. */
 #ifndef CULPRIT_REPORT_H
 #define CULPRIT_REPORT_H
 
@@ -108,7 +108,7 @@ struct report {
 	int has_window;
 	uint32_t first_iter, last_iter;
 	double baseline_ms, window_ms;
-	const char *category; /* one of the DESIGN.md verdict categories */
+	const char *category; /* a verdict category (docs/report.md) */
 	char summary[512];
 	int stage;            /* stage_imbalance: the heavier pp stage, else -1 */
 	struct report_suspect *suspects;

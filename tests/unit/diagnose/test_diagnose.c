@@ -1,5 +1,5 @@
 /* test_diagnose.c: small role groups (DP of 2 and 4) fall back to the rank's own history
- * and the other groups; the report JSON has every field of the DESIGN.md contract; an input
+ * and the other groups; the report JSON has every field of docs/report.md's table; an input
  * too short for a baseline gives a report without NaN. */
 #include <setjmp.h>
 #include <stdarg.h>
