@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "actions.h"
+#include "cmp.h"
 #include "l3.h"
 #include "record.h"
 #include "stats.h"
@@ -536,12 +537,6 @@ static void summarize_hosts(const struct work *w, const uint32_t *ranks, size_t 
 	}
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static int report_hang(struct work *w, const struct diagnose_input *in, uint32_t *hung, size_t nh)
 {
 	struct report *rep = w->rep;
@@ -872,6 +867,292 @@ static void node_comm(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 		}
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The slow links, by the collectives they take part in (docs/method.md, "Slow links"). A
+ * slow NIC slows every collective its node takes part in across nodes. When the node is
+ * half or more of such a collective, no member stands out against the others; but the
+ * collectives that slowed all include the node. A member's stay in a collective is its wait
+ * for the last to arrive plus the transfer; the shortest stay is the last arriver's, the
+ * transfer alone, which waiting does not lengthen. Per communication phase and instance (the
+ * members of one group along the phase's dimension, on two nodes or more): the shortest
+ * stay's own change (window / baseline), slow when past ratio_high and subtle_z against the
+ * lower half of the phase's instances (a slow node may be in half of them) and by
+ * step_share of the step; a phase whose lower half grew by ratio_high is where the job
+ * waits, no link's. Then the nodes, greedily: the node with the most slowing (each slow
+ * instance weighed by its ratio - 1) not yet explained, when that is half or more of all
+ * (a quarter for a second node), over two instances or more, when half or more of its own
+ * instances are slow, and when its ranks do not stay shorter than their instances' median
+ * (a node whose ranks arrive late makes its collectives wait: then nothing is named). At
+ * most few_nodes nodes and no more than half of the job's. Their ranks become
+ * communication culprits, the slow phases flagged high by own change (L2_FALLBACK). */
+struct cover {
+	uint32_t *hid;          /* [rank] dense node index */
+	uint32_t nh;            /* nodes */
+	uint32_t *ord, *start;  /* ranks bucketed by group: start[g] .. start[g + 1] */
+	uint8_t *slow;          /* [p * W + g] */
+	float *gratio;          /* [p * W + g] */
+	uint32_t *pair_i, *pair_h; /* slow instance (p * W + g) and a node in it */
+	size_t npair, cap;
+	uint32_t *all, *in_slow, *late, *seen; /* [node]; seen: the last instance counted */
+	uint32_t *cursor;
+	double *x, *gval, *gbase; /* [group] the members' shortest stay, window and baseline */
+};
+
+static int cover_pair(struct cover *c, uint32_t inst, uint32_t h)
+{
+	if (c->npair == c->cap) {
+		size_t n = c->cap ? 2 * c->cap : 1024;
+		uint32_t *a = realloc(c->pair_i, n * sizeof(*a));
+		if (!a)
+			return -1;
+		c->pair_i = a;
+		uint32_t *b = realloc(c->pair_h, n * sizeof(*b));
+		if (!b)
+			return -1;
+		c->pair_h = b;
+		c->cap = n;
+	}
+	c->pair_i[c->npair] = inst;
+	c->pair_h[c->npair++] = h;
+	return 0;
+}
+
+/* the slow instances of phase p into c (slow, gratio, pairs, per-node counts) */
+static int cover_phase(struct work *w, struct cover *c, uint32_t p, double floor_ms)
+{
+	uint32_t W = w->W, P = w->P;
+	enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+	uint32_t G = topo_collective_group_count(w->t, dim);
+	if (G < 3 || G > W)
+		return 0;
+	memset(c->start, 0, (G + 1) * sizeof(uint32_t));
+	for (uint32_t r = 0; r < W; r++)
+		c->start[topo_collective_group(w->t, r, dim) + 1]++;
+	for (uint32_t g = 0; g < G; g++)
+		c->start[g + 1] += c->start[g];
+	for (uint32_t g = 0; g < G; g++)
+		c->cursor[g] = c->start[g];
+	for (uint32_t r = 0; r < W; r++)
+		c->ord[c->cursor[topo_collective_group(w->t, r, dim)]++] = r;
+	/* each inter-node instance's shortest stay, window over baseline */
+	double *gmed = malloc(G * sizeof(double));
+	if (!gmed)
+		return -1;
+	size_t ng = 0;
+	for (uint32_t g = 0; g < G; g++) {
+		gmed[g] = NAN;
+		double lo = INFINITY, blo = INFINITY;
+		int multi = 0;
+		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
+			uint32_t r = c->ord[k];
+			size_t i = (size_t)r * P + p;
+			multi |= c->hid[r] != c->hid[c->ord[c->start[g]]];
+			if (w->l2.base[i] > 0 && isfinite(w->l2.val[i])) {
+				lo = fmin(lo, w->l2.val[i]);
+				blo = fmin(blo, w->l2.base[i]);
+			}
+		}
+		if (multi && isfinite(lo))
+			gmed[g] = lo / blo;
+		c->gval[g] = lo;
+		c->gbase[g] = blo;
+	}
+	for (uint32_t g = 0; g < G; g++)
+		if (isfinite(gmed[g]))
+			c->x[ng++] = gmed[g];
+	if (ng < 3) {
+		free(gmed);
+		return 0;
+	}
+	/* the reference is the lower half of the instances: a slow node may be in half of them */
+	qsort(c->x, ng, sizeof(double), cmp_double);
+	ng = (ng + 1) / 2;
+	double m = stats_median_inplace(c->x, ng);
+	double mad = stats_mad_inplace(c->x, ng, m);
+	const struct l2_config *cf = &w->cfg->l2;
+	if (!(m < cf->ratio_high)) {
+		/* the job waits in this collective (most of its instances grew): no link's */
+		free(gmed);
+		return 0;
+	}
+	for (uint32_t g = 0; g < G; g++) {
+		if (!isfinite(gmed[g]) || !(m > 0))
+			continue;
+		double z = stats_robust_z(gmed[g], m, mad, cf->mad_floor_rel * m);
+		double excess = c->gval[g] - c->gbase[g] * m;
+		/* the members' median own change, against which a late member stays shorter */
+		size_t n = 0;
+		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
+			size_t i = (size_t)c->ord[k] * P + p;
+			if (w->l2.base[i] > 0 && isfinite(w->l2.val[i]))
+				c->x[n++] = w->l2.val[i] / w->l2.base[i];
+		}
+		double med = stats_median_inplace(c->x, n);
+		int slow = z > cf->subtle_z && gmed[g] > m * cf->ratio_high && excess > floor_ms;
+		uint32_t inst = p * W + g;
+		c->slow[inst] = (uint8_t)slow;
+		c->gratio[inst] = (float)(gmed[g] / m);
+		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
+			uint32_t r = c->ord[k], h = c->hid[r];
+			size_t i = (size_t)r * P + p;
+			if (slow && isfinite(w->l2.val[i]) && w->l2.base[i] > 0 &&
+			    w->l2.val[i] / w->l2.base[i] < 0.9 * med)
+				c->late[h]++;
+			if (c->seen[h] == inst + 1)
+				continue;
+			c->seen[h] = inst + 1;
+			c->all[h]++;
+			if (slow) {
+				c->in_slow[h]++;
+				if (cover_pair(c, inst, h) < 0) {
+					free(gmed);
+					return -1;
+				}
+			}
+		}
+	}
+	free(gmed);
+	return 0;
+}
+
+static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+{
+	uint32_t W = w->W, P = w->P;
+	struct cover c;
+	memset(&c, 0, sizeof(c));
+	int rc = -1;
+	c.hid = malloc(W * sizeof(uint32_t));
+	c.ord = malloc(W * sizeof(uint32_t));
+	c.start = malloc((W + 1) * sizeof(uint32_t));
+	c.cursor = malloc(W * sizeof(uint32_t));
+	c.x = malloc(W * sizeof(double));
+	c.gval = malloc(W * sizeof(double));
+	c.gbase = malloc(W * sizeof(double));
+	c.slow = calloc((size_t)P * W, 1);
+	c.gratio = calloc((size_t)P * W, sizeof(float));
+	uint32_t *sorted = malloc(W * sizeof(uint32_t));
+	if (!c.hid || !c.ord || !c.start || !c.cursor || !c.x || !c.gval || !c.gbase || !c.slow || !c.gratio || !sorted)
+		goto out;
+	for (uint32_t r = 0; r < W; r++)
+		sorted[r] = store_host_id(w->s, r);
+	qsort(sorted, W, sizeof(uint32_t), cmp_u32);
+	for (uint32_t r = 0; r < W; r++)
+		if (!r || sorted[r] != sorted[c.nh - 1])
+			sorted[c.nh++] = sorted[r];
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t h = store_host_id(w->s, r);
+		c.hid[r] = (uint32_t)((uint32_t *)bsearch(&h, sorted, c.nh, sizeof(uint32_t), cmp_u32) - sorted);
+	}
+	c.all = calloc(c.nh, sizeof(uint32_t));
+	c.in_slow = calloc(c.nh, sizeof(uint32_t));
+	c.late = calloc(c.nh, sizeof(uint32_t));
+	c.seen = calloc(c.nh, sizeof(uint32_t));
+	if (!c.all || !c.in_slow || !c.late || !c.seen)
+		goto out;
+	const struct l2_config *cf = &w->cfg->l2;
+	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
+	size_t ninst = 0;
+	for (uint32_t p = 0; p < P; p++)
+		if (w->kind[p] == RECORD_KIND_COMM && cover_phase(w, &c, p, floor_ms) < 0)
+			goto out;
+	for (size_t k = 0; k < (size_t)P * W; k++)
+		ninst += c.slow[k];
+	rc = 0;
+	if (!ninst)
+		goto out;
+	/* greedy: the node in the most slow instances not yet explained, each weighed by how
+	 * much it slowed (gratio - 1) */
+	uint8_t *covered = c.slow; /* 1 slow, 2 explained */
+	double total = 0, *left = calloc(c.nh, sizeof(double));
+	uint32_t chosen[NODE_MAX], *nleft = calloc(c.nh, sizeof(uint32_t));
+	size_t nchosen = 0;
+	if (!left || !nleft) {
+		free(left);
+		free(nleft);
+		rc = -1;
+		goto out;
+	}
+	for (size_t k = 0; k < (size_t)P * W; k++)
+		if (c.slow[k])
+			total += c.gratio[k] - 1;
+	while (nchosen < few_nodes && nchosen < NODE_MAX) {
+		memset(left, 0, c.nh * sizeof(double));
+		memset(nleft, 0, c.nh * sizeof(uint32_t));
+		for (size_t k = 0; k < c.npair; k++)
+			if (covered[c.pair_i[k]] == 1) {
+				left[c.pair_h[k]] += c.gratio[c.pair_i[k]] - 1;
+				nleft[c.pair_h[k]]++;
+			}
+		uint32_t best = 0;
+		for (uint32_t h = 1; h < c.nh; h++)
+			if (left[h] > left[best])
+				best = h;
+		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total ||
+		    c.in_slow[best] * 2 < c.all[best])
+			break;
+		/* its ranks shorter than their instances: it arrives late, the others wait */
+		uint32_t members = 0;
+		for (uint32_t r = 0; r < W; r++)
+			members += c.hid[r] == best;
+		if (c.late[best] * 2 > members * c.in_slow[best])
+			break;
+		chosen[nchosen++] = best;
+		for (size_t k = 0; k < c.npair; k++)
+			if (c.pair_h[k] == best && covered[c.pair_i[k]] == 1)
+				covered[c.pair_i[k]] = 2;
+	}
+	free(left);
+	free(nleft);
+	if (!nchosen || nchosen * 2 > nodes)
+		goto out;
+	for (uint32_t r = 0; r < W; r++) {
+		size_t j = 0;
+		while (j < nchosen && chosen[j] != c.hid[r])
+			j++;
+		if (j == nchosen)
+			continue;
+		for (uint32_t p = 0; p < P; p++) {
+			if (w->kind[p] != RECORD_KIND_COMM)
+				continue;
+			enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+			uint32_t inst = p * W + topo_collective_group(w->t, r, dim);
+			if (!c.slow[inst])
+				continue;
+			size_t i = (size_t)r * P + p;
+			w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
+			w->l2.ratio[i] = c.gratio[inst];
+		}
+		if (kind[r] == FK_NONE) {
+			kind[r] = FK_COMM;
+			count[FK_NONE]--;
+			count[FK_COMM]++;
+		}
+	}
+out:
+	free(sorted);
+	free(c.hid);
+	free(c.ord);
+	free(c.start);
+	free(c.seen);
+	free(c.cursor);
+	free(c.x);
+	free(c.gval);
+	free(c.gbase);
+	free(c.slow);
+	free(c.gratio);
+	free(c.pair_i);
+	free(c.pair_h);
+	free(c.all);
+	free(c.in_slow);
+	free(c.late);
+	return rc;
+}
+
 /* where the waiting happens: victims and late arrivers (who wait too, elsewhere) */
 static void victim_phases(struct work *w)
 {
@@ -1180,6 +1461,8 @@ static int assign_faults(struct work *w, struct faults *f)
 				kind[r] = FK_NONE;
 		count[FK_COMM] = 0;
 	}
+	if (f->stage < 0 && !count[FK_COMM] && comm_cover(w, kind, count, nodes, few_nodes) < 0)
+		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
 		/* nobody's own work is longer: the ranks that arrive last at collectives */
 		for (uint32_t r = 0; r < w->W; r++)
