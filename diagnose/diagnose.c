@@ -652,25 +652,34 @@ static enum fault_kind rank_fault(const struct work *w, uint32_t r, int *weak)
 	return FK_NONE;
 }
 
-/* Drops the weak compute and host candidates (a hint and a late arrival) that share a
- * tensor-parallel group with a strong one: the group's collective makes every member as
- * late as its slowest, so the lateness is the strong culprit's. */
+/* Drops the weak compute and host candidates (a hint and a late arrival) whose lateness a
+ * strong one explains: they share its tensor-parallel group (the group's collective makes
+ * every member as late as its slowest) or its block of dp indexes (its EP group, their
+ * peers and their pipeline chains wait for it and arrive late after: explained_by). */
 static int drop_late_by_peer(const struct work *w, uint8_t *kind, const uint8_t *weak, size_t *count)
 {
 	uint32_t G = topo_collective_group_count(w->t, TOPO_TP);
-	uint8_t *strong = calloc(G ? G : 1, 1);
-	if (!strong)
+	uint32_t ep = w->t->ep ? w->t->ep : 1, B = w->t->dp / ep + 1;
+	uint8_t *strong = calloc(G ? G : 1, 1), *block = calloc(B, 1);
+	if (!strong || !block) {
+		free(strong);
+		free(block);
 		return -1;
+	}
 	for (uint32_t r = 0; r < w->W; r++)
-		if ((kind[r] == FK_COMPUTE || kind[r] == FK_HOST) && !weak[r])
+		if ((kind[r] == FK_COMPUTE || kind[r] == FK_HOST) && !weak[r]) {
 			strong[topo_collective_group(w->t, r, TOPO_TP)] = 1;
+			block[topo_coords(w->t, r).dp / ep] = 1;
+		}
 	for (uint32_t r = 0; r < w->W; r++)
-		if (weak[r] && strong[topo_collective_group(w->t, r, TOPO_TP)]) {
+		if (weak[r] && (strong[topo_collective_group(w->t, r, TOPO_TP)] ||
+				block[topo_coords(w->t, r).dp / ep])) {
 			count[kind[r]]--;
 			kind[r] = FK_NONE;
 			count[FK_NONE]++;
 		}
 	free(strong);
+	free(block);
 	return 0;
 }
 
