@@ -110,26 +110,6 @@ static double median8(const double *m)
 	return (v3 + v4) / 2;
 }
 
-/* block sums of one iteration's phase durations (absent ones skipped) */
-static void acc_row(const uint32_t *row, uint64_t *sum, uint32_t *bc, uint32_t P)
-{
-	for (uint32_t p = 0; p < P; p++) {
-		uint32_t v = row[p], ok = v != STORE_ABSENT;
-		sum[p] += ok ? v : 0;
-		bc[p] += ok;
-	}
-}
-
-/* the same for the default 16 phase slots: a fixed trip count the compiler unrolls */
-static void acc_row16(const uint32_t *row, uint64_t *sum, uint32_t *bc)
-{
-	for (uint32_t p = 0; p < 16; p++) {
-		uint32_t v = row[p], ok = v != STORE_ABSENT;
-		sum[p] += ok ? v : 0;
-		bc[p] += ok;
-	}
-}
-
 /* A rank's robust value of each phase over [first, last] into out[rank * P + p] (ms): the
  * median of L2_BLOCKS block means (blocks of consecutive iterations; empty blocks are
  * skipped), or the plain median under L2_BLOCKS iterations. Up to 3 of 8 blocks may hold
@@ -157,11 +137,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 	uint32_t bstart[L2_BLOCKS + 1];
 	for (uint32_t b = 0; b <= L2_BLOCKS; b++)
 		bstart[b] = (uint32_t)((uint64_t)n * b / L2_BLOCKS);
-	uint64_t sum[256];
-	uint32_t bc[256];
+	const uint32_t *rows[L2_MAX_SPAN / L2_BLOCKS + 1];
 	int equal = n % L2_BLOCKS == 0; /* all blocks the same length */
-	/* with the default 16 slots per row, sum them all (unused ones stay absent) */
-	uint32_t PW = rv.phases == 16 ? 16 : P;
 	double means[256 * L2_BLOCKS], tmp[L2_MAX_SPAN < 64 ? 64 : L2_BLOCKS];
 	for (uint32_t r = 0; r < world; r++) {
 		size_t base = (size_t)r * rv.ring;
@@ -184,31 +161,33 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			continue;
 		}
 		for (uint32_t b = 0; b < L2_BLOCKS; b++) {
-			memset(sum, 0, PW * sizeof(*sum));
-			memset(bc, 0, PW * sizeof(*bc));
+			uint32_t nr = 0;
 			for (uint32_t k = bstart[b]; k < bstart[b + 1]; k++) {
 				size_t cell = base + slot[k];
 				/* the scan is memory bound: fetch the next rank's slot meanwhile */
 				__builtin_prefetch(rv.pdur + (cell + rv.ring) * rv.phases);
-				if (rv.tag[cell] != first + k + 1)
-					continue;
-				const uint32_t *row = rv.pdur + cell * rv.phases;
-				if (PW == 16)
-					acc_row16(row, sum, bc);
-				else
-					acc_row(row, sum, bc, P);
+				if (rv.tag[cell] == first + k + 1)
+					rows[nr++] = rv.pdur + cell * rv.phases;
 			}
-			/* equal blocks with every value present (the usual case): compare sums and
+			/* phase by phase over the block's rows: the sums stay in registers (summing
+			 * whole rows into arrays of sums was a read-modify-write in memory per value).
+			 * Equal blocks with every value present (the usual case): compare sums and
 			 * divide once at the end; otherwise means */
 			uint32_t bl = bstart[b + 1] - bstart[b];
 			for (uint32_t p = 0; p < P; p++) {
-				double sc = (double)sum[p];
-				if (bc[p] != bl)
-					sc = bc[p] ? sc * bl / bc[p] : -1;
+				uint64_t sum = 0;
+				uint32_t bc = 0;
+				for (uint32_t i = 0; i < nr; i++) {
+					uint32_t v = rows[i][p], ok = v != STORE_ABSENT;
+					sum += ok ? v : 0;
+					bc += ok;
+				}
+				double sc = (double)sum;
+				if (bc != bl)
+					sc = bc ? sc * bl / bc : -1;
 				means[p * L2_BLOCKS + b] = sc;
+				present[p] += bc;
 			}
-			for (uint32_t p = 0; p < P; p++)
-				present[p] += bc[p];
 		}
 		for (uint32_t p = 0; p < P; p++) {
 			const double *mb = means + p * L2_BLOCKS;
