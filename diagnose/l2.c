@@ -26,15 +26,7 @@ void l2_config_default(struct l2_config *c)
 
 void l2_free(struct l2 *l)
 {
-	free(l->val);
-	free(l->base);
-	free(l->z);
-	free(l->ratio);
-	free(l->flag);
-	free(l->group_cv);
-	free(l->group_med);
-	free(l->presence);
-	free(l->role);
+	free(l->mem);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -383,23 +375,48 @@ static void change_ref(double *xs, size_t n, double *scratch, double *ref, doubl
 	}
 }
 
-/* median and MAD of phase p over each collective group along dim, into cst[group] */
-static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t p,
-			     enum topo_dim dim, double *xs, double *scratch, uint32_t *order,
-			     uint32_t *start, struct stats_group *cst)
+/* The ranks of each collective group along a dimension, counting-sorted once per pass and
+ * dimension (a topology lookup per rank and communication phase was a fifth of L2) */
+struct coll {
+	uint32_t *group; /* [rank] its group */
+	uint32_t *order; /* ranks by group; group g's are order[start[g] .. start[g + 1]) */
+	uint32_t *start; /* [C + 2] */
+	uint32_t count;
+	int built;
+};
+
+static void coll_build(struct coll *c, const struct topo *t, enum topo_dim dim)
 {
-	uint32_t W = l->world, C = topo_collective_group_count(t, dim);
+	uint32_t W = t->world, C = topo_collective_group_count(t, dim);
 	if (C > W)
 		C = W;
-	memset(start, 0, (C + 2) * sizeof(*start));
-	for (uint32_t r = 0; r < W; r++)
-		start[topo_collective_group(t, r, dim) + 2]++;
+	c->count = C;
+	memset(c->start, 0, (C + 2) * sizeof(*c->start));
+	for (uint32_t r = 0; r < W; r++) {
+		c->group[r] = topo_collective_group(t, r, dim);
+		c->start[c->group[r] + 2]++;
+	}
 	for (uint32_t g = 0; g < C; g++)
-		start[g + 2] += start[g + 1];
+		c->start[g + 2] += c->start[g + 1];
 	for (uint32_t r = 0; r < W; r++)
-		order[start[topo_collective_group(t, r, dim) + 1]++] = r;
-	for (uint32_t g = 0; g < C; g++)
-		members_stats(l, p, order + start[g], start[g + 1] - start[g], xs, scratch, &cst[g]);
+		c->order[c->start[c->group[r] + 1]++] = r;
+	c->built = 1;
+}
+
+/* median and MAD of phase p over each collective group, into cst[group] */
+static void collective_stats(const struct l2 *l, uint32_t p, const struct coll *c, double *xs,
+			     double *scratch, struct stats_group *cst)
+{
+	for (uint32_t g = 0; g < c->count; g++)
+		members_stats(l, p, c->order + c->start[g], c->start[g + 1] - c->start[g], xs, scratch, &cst[g]);
+}
+
+/* Carves n bytes (64-byte aligned) for *p out of the arena at *off; with base NULL only
+ * counts. */
+static void carve(void *p, char *base, size_t *off, size_t n)
+{
+	*(void **)p = base ? base + *off : NULL;
+	*off += (n + 63) & ~(size_t)63;
 }
 
 int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
@@ -411,7 +428,6 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	else
 		l2_config_default(&cfg);
 	const struct topo *t = store_topo(s);
-	memset(l, 0, sizeof(*l));
 	uint32_t W = t->world, P = store_phase_count(s), G = topo_role_group_count(t);
 	l->world = W;
 	l->nphase = P;
@@ -425,33 +441,65 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	uint32_t span = last - first + 1;
 	if (l->has_base && blast - bfirst + 1 > span)
 		span = blast - bfirst + 1;
-	l->val = malloc(cells * sizeof(double));
-	l->base = malloc(cells * sizeof(double));
-	l->z = calloc(cells, sizeof(float));
-	l->ratio = calloc(cells, sizeof(float));
-	l->flag = calloc(cells, 1);
-	l->group_cv = malloc((size_t)G * (P ? P : 1) * sizeof(double));
-	l->group_med = malloc((size_t)G * (P ? P : 1) * sizeof(double));
-	l->presence = malloc((P ? P : 1) * sizeof(double));
-	l->role = malloc(W * sizeof(uint32_t));
-	uint32_t *order = malloc(W * sizeof(uint32_t));
-	uint32_t *gstart = calloc(G + 1, sizeof(uint32_t));
-	uint32_t *buf = malloc(((size_t)(P ? P : 1) * span + 1) * sizeof(uint32_t));
-	double *xs = malloc((W + 1) * sizeof(double));
-	double *scratch = malloc((W + 1) * sizeof(double));
-	uint64_t *cnt = malloc((P ? P : 1) * sizeof(uint64_t));
-	uint32_t *idx = malloc((W + 1) * sizeof(uint32_t));
-	uint32_t *sorder = malloc((W + 1) * sizeof(uint32_t));
-	uint32_t *sstart = calloc((t->pp ? t->pp : 1) + 1, sizeof(uint32_t));
-	struct stats_group *stage_st = calloc(t->pp ? t->pp : 1, sizeof(*stage_st));
-	uint32_t *corder = malloc((W + 1) * sizeof(uint32_t));
-	uint32_t *cstart = malloc((W + 2) * sizeof(uint32_t));
-	struct stats_group *cst = calloc(W + 1, sizeof(*cst));
+	/* every array in one arena, kept in *l between passes (at 100,000 ranks fresh arrays
+	 * cost 13,000 page faults a pass) */
+	size_t PP = P ? P : 1;
+	uint32_t S = t->pp ? t->pp : 1;
 	int rc = -1;
-	if (!l->val || !l->base || !l->presence || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
-	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx || !sorder ||
-	    !sstart || !stage_st || !corder || !cstart || !cst)
-		goto out;
+	uint32_t *order, *gstart, *buf, *idx, *sorder, *sstart, *stage;
+	double *xs, *scratch;
+	uint64_t *cnt;
+	struct stats_group *stage_st, *cst;
+	struct coll coll[TOPO_DIM_COUNT];
+	char *base = NULL;
+	size_t need = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t off = 0;
+		carve(&l->val, base, &off, cells * sizeof(double));
+		carve(&l->base, base, &off, cells * sizeof(double));
+		carve(&l->z, base, &off, cells * sizeof(float));
+		carve(&l->ratio, base, &off, cells * sizeof(float));
+		carve(&l->flag, base, &off, cells);
+		carve(&l->group_cv, base, &off, (size_t)G * PP * sizeof(double));
+		carve(&l->group_med, base, &off, (size_t)G * PP * sizeof(double));
+		carve(&l->presence, base, &off, PP * sizeof(double));
+		carve(&l->role, base, &off, W * sizeof(uint32_t));
+		carve(&order, base, &off, W * sizeof(uint32_t));
+		carve(&gstart, base, &off, (G + 1) * sizeof(uint32_t));
+		carve(&buf, base, &off, (PP * span + 1) * sizeof(uint32_t));
+		carve(&xs, base, &off, (W + 1) * sizeof(double));
+		carve(&scratch, base, &off, (W + 1) * sizeof(double));
+		carve(&cnt, base, &off, PP * sizeof(uint64_t));
+		carve(&idx, base, &off, (W + 1) * sizeof(uint32_t));
+		carve(&sorder, base, &off, (W + 1) * sizeof(uint32_t));
+		carve(&stage, base, &off, W * sizeof(uint32_t));
+		carve(&sstart, base, &off, (S + 1) * sizeof(uint32_t));
+		carve(&stage_st, base, &off, S * sizeof(*stage_st));
+		carve(&cst, base, &off, (W + 1) * sizeof(*cst));
+		for (int d = 0; d < TOPO_DIM_COUNT; d++) {
+			carve(&coll[d].group, base, &off, W * sizeof(uint32_t));
+			carve(&coll[d].order, base, &off, W * sizeof(uint32_t));
+			carve(&coll[d].start, base, &off, (W + 2) * sizeof(uint32_t));
+			coll[d].built = 0;
+		}
+		if (pass == 0) {
+			need = off;
+			if (need > l->mem_size) {
+				free(l->mem);
+				l->mem = aligned_alloc(64, need);
+				l->mem_size = l->mem ? need : 0;
+			}
+			if (!l->mem)
+				goto out;
+			base = l->mem;
+		}
+	}
+	memset(l->z, 0, cells * sizeof(float));
+	memset(l->ratio, 0, cells * sizeof(float));
+	memset(l->flag, 0, cells);
+	memset(gstart, 0, (G + 1) * sizeof(uint32_t));
+	memset(sstart, 0, (S + 1) * sizeof(uint32_t));
+	memset(stage_st, 0, S * sizeof(*stage_st));
 
 	medians(s, first, last, P, cfg.window_mean, l->val, buf, cnt);
 	for (uint32_t p = 0; p < P; p++)
@@ -480,24 +528,27 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	}
 
 	/* ranks by pipeline stage, for the comparison with the stage */
-	uint32_t S = t->pp ? t->pp : 1;
-	for (uint32_t r = 0; r < W; r++)
-		sstart[topo_coords(t, r).pp + 1]++;
+	for (uint32_t r = 0; r < W; r++) {
+		stage[r] = topo_coords(t, r).pp;
+		sstart[stage[r] + 1]++;
+	}
 	for (uint32_t q = 0; q < S; q++)
 		sstart[q + 1] += sstart[q];
 	{
 		uint32_t *cur = idx;
 		memcpy(cur, sstart, S * sizeof(uint32_t));
 		for (uint32_t r = 0; r < W; r++)
-			sorder[cur[topo_coords(t, r).pp]++] = r;
+			sorder[cur[stage[r]]++] = r;
 	}
 	for (uint32_t p = 0; p < P; p++) {
 		/* a communication phase: its collective's own group, where the member that
 		 * arrived last waits least and a slow link's member transfers longest */
 		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
 		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
+		if (comm && !coll[dim].built)
+			coll_build(&coll[dim], t, dim);
 		if (comm)
-			collective_stats(l, t, p, dim, xs, scratch, corder, cstart, cst);
+			collective_stats(l, p, &coll[dim], xs, scratch, cst);
 		struct stats_group own = {0};
 		own.median = NAN;
 		double own_ref = NAN, own_spread = NAN;
@@ -531,12 +582,12 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				double v = l->val[c], b = l->base[c];
 				if (!isfinite(v))
 					continue;
-				const struct stats_group *sg = &stage_st[topo_coords(t, r).pp];
+				const struct stats_group *sg = &stage_st[stage[r]];
 				struct cmp k[3];
 				if (comm) {
 					/* waiting is only seen against the collective's members: no
 					 * stage, no own history (a victim waits longer than before) */
-					const struct stats_group *cg = &cst[topo_collective_group(t, r, dim)];
+					const struct stats_group *cg = &cst[coll[dim].group[r]];
 					double floor = cfg.mad_floor_rel * cg->median;
 					if (cfg.step_ms > 0 && cfg.comm_share * cfg.step_ms / 10 < floor)
 						floor = cfg.comm_share * cfg.step_ms / 10;
@@ -558,19 +609,6 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	}
 	rc = 0;
 out:
-	free(order);
-	free(gstart);
-	free(buf);
-	free(xs);
-	free(scratch);
-	free(cnt);
-	free(idx);
-	free(sorder);
-	free(sstart);
-	free(stage_st);
-	free(corder);
-	free(cstart);
-	free(cst);
 	if (rc)
 		l2_free(l);
 	return rc;

@@ -274,6 +274,7 @@ void jobs_diagnose_due(struct server *s, struct job *job)
 	}
 	diagnose_input_from_l1(&in, engine_l1(job->engine), job->hang_now_us);
 	in.server = s->cfg.public_url[0] ? s->cfg.public_url : s->cfg.http_listen; /* for the actions' commands */
+	in.l2_keep = &job->l2;
 	if (diagnosis_submit(s->diagnosis, job->name, snap, &in, 0) < 0) {
 		s->m.diagnoses_refused++;
 		job->snapshot = snap; /* queue full: stays due, tried again at the next batch or tick */
@@ -431,6 +432,7 @@ static void free_job(const char *key, void *value, void *arg)
 	free(job->latest_report);
 	free(job->heard_us);
 	store_destroy(job->snapshot);
+	l2_free(&job->l2);
 	engine_destroy(job->engine);
 	free(job);
 }
