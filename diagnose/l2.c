@@ -102,6 +102,35 @@ static double median8(const double *m)
 	return (v3 + v4) / 2;
 }
 
+/* The block sums of the default 16 phase slots over a block's rows, four phases to a
+ * vector register (GCC's vector extension: the compiler did not vectorize the scalar loop
+ * and kept the sums in memory). Each duration is summed as two 32-bit halves (lo: its low 16
+ * bits, hi: the rest), which a block of up to L2_MAX_SPAN / L2_BLOCKS = 512 rows cannot
+ * overflow: the sum is hi * 65536 + lo, exact. */
+typedef uint32_t l2_u32x4 __attribute__((vector_size(16)));
+
+static void block_sums16(const uint32_t *const *rows, uint32_t nr, uint64_t *sum, uint32_t *cnt)
+{
+	const l2_u32x4 absent = {STORE_ABSENT, STORE_ABSENT, STORE_ABSENT, STORE_ABSENT};
+	const l2_u32x4 low = {0xffff, 0xffff, 0xffff, 0xffff};
+	l2_u32x4 lo[4] = {{0}}, hi[4] = {{0}}, n[4] = {{0}};
+	for (uint32_t i = 0; i < nr; i++)
+		for (int q = 0; q < 4; q++) {
+			l2_u32x4 v, m;
+			memcpy(&v, rows[i] + 4 * q, sizeof(v));
+			m = (l2_u32x4)(v != absent); /* all ones where present */
+			v &= m;
+			lo[q] += v & low;
+			hi[q] += v >> 16;
+			n[q] -= m;
+		}
+	for (int q = 0; q < 4; q++)
+		for (int j = 0; j < 4; j++) {
+			sum[4 * q + j] = (uint64_t)hi[q][j] * 65536 + lo[q][j];
+			cnt[4 * q + j] = n[q][j];
+		}
+}
+
 /* A rank's robust value of each phase over [first, last] into out[rank * P + p] (ms): the
  * median of L2_BLOCKS block means (blocks of consecutive iterations; empty blocks are
  * skipped), or the plain median under L2_BLOCKS iterations. Up to 3 of 8 blocks may hold
@@ -130,6 +159,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 	for (uint32_t b = 0; b <= L2_BLOCKS; b++)
 		bstart[b] = (uint32_t)((uint64_t)n * b / L2_BLOCKS);
 	const uint32_t *rows[L2_MAX_SPAN / L2_BLOCKS + 1];
+	uint64_t sum16[16];
+	uint32_t cnt16[16];
 	int equal = n % L2_BLOCKS == 0; /* all blocks the same length */
 	double means[256 * L2_BLOCKS], tmp[L2_MAX_SPAN < 64 ? 64 : L2_BLOCKS];
 	for (uint32_t r = 0; r < world; r++) {
@@ -158,6 +189,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 				size_t cell = base + slot[k];
 				/* the scan is memory bound: fetch the next rank's slot meanwhile */
 				__builtin_prefetch(rv.pdur + (cell + rv.ring) * rv.phases);
+				__builtin_prefetch(rv.tag + cell + rv.ring);
 				if (rv.tag[cell] == first + k + 1)
 					rows[nr++] = rv.pdur + cell * rv.phases;
 			}
@@ -166,14 +198,20 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			 * Equal blocks with every value present (the usual case): compare sums and
 			 * divide once at the end; otherwise means */
 			uint32_t bl = bstart[b + 1] - bstart[b];
+			if (rv.phases == 16)
+				block_sums16(rows, nr, sum16, cnt16);
 			for (uint32_t p = 0; p < P; p++) {
 				uint64_t sum = 0;
 				uint32_t bc = 0;
-				for (uint32_t i = 0; i < nr; i++) {
-					uint32_t v = rows[i][p], ok = v != STORE_ABSENT;
-					sum += ok ? v : 0;
-					bc += ok;
-				}
+				if (rv.phases == 16) {
+					sum = sum16[p];
+					bc = cnt16[p];
+				} else
+					for (uint32_t i = 0; i < nr; i++) {
+						uint32_t v = rows[i][p], ok = v != STORE_ABSENT;
+						sum += ok ? v : 0;
+						bc += ok;
+					}
 				double sc = (double)sum;
 				if (bc != bl)
 					sc = bc ? sc * bl / bc : -1;
@@ -540,6 +578,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		for (uint32_t r = 0; r < W; r++)
 			sorder[cur[stage[r]]++] = r;
 	}
+	int stage_is_group = G == S;
 	for (uint32_t p = 0; p < P; p++) {
 		/* a communication phase: its collective's own group, where the member that
 		 * arrived last waits least and a slow link's member transfers longest */
@@ -549,8 +588,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			coll_build(&coll[dim], t, dim);
 		if (comm)
 			collective_stats(l, p, &coll[dim], xs, scratch, cst);
-		struct stats_group own = {0};
-		own.median = NAN;
+		size_t own_n = 0; /* ranks with a change (v / b) */
 		double own_ref = NAN, own_spread = NAN;
 		if (l->has_base && !comm) {
 			size_t n = 0;
@@ -559,13 +597,14 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				if (isfinite(v) && isfinite(b) && b > 0)
 					xs[n++] = v / b;
 			}
-			stats_group(xs, n, scratch, &own);
+			own_n = n;
 			change_ref(xs, n, scratch, &own_ref, &own_spread);
 		}
 
 		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
-		 * role groups do the same work) */
-		for (uint32_t q = 0; q < S && !comm; q++)
+		 * role groups do the same work); without TP or CP ranks it is the role group, which
+		 * the stage comparison needs more than (stage_st stays empty: n 0) */
+		for (uint32_t q = 0; q < S && !comm && !stage_is_group; q++)
 			members_stats(l, p, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
@@ -601,7 +640,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					cfg.mad_floor_rel * sg->median);
 				/* own change against the job's: v / b over the pooled v / b */
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
-					own.n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
+					own_n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
 					b, cfg.mad_floor_rel * own_ref);
 				judge(l, c, v, b, k, l->presence[p], &cfg);
 			}
