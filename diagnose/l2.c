@@ -380,13 +380,14 @@ enum topo_dim l2_collective_dim(uint8_t group)
 	}
 }
 
-/* statistics of phase p over the ranks members[0..n) that hold it (xs, scratch: n doubles) */
-static void members_stats(const struct l2 *l, uint32_t p, const uint32_t *members, size_t n,
+/* statistics of a phase over the ranks members[0..n) that hold it, from its column (col[rank]:
+ * the phase's values, contiguous; xs, scratch: n doubles) */
+static void members_stats(const double *col, const uint32_t *members, size_t n,
 			  double *xs, double *scratch, struct stats_group *out)
 {
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		double v = l->val[(size_t)members[i] * l->nphase + p];
+		double v = col[members[i]];
 		if (isfinite(v))
 			xs[m++] = v;
 	}
@@ -442,11 +443,11 @@ static void coll_build(struct coll *c, const struct topo *t, enum topo_dim dim)
 }
 
 /* median and MAD of phase p over each collective group, into cst[group] */
-static void collective_stats(const struct l2 *l, uint32_t p, const struct coll *c, double *xs,
-			     double *scratch, struct stats_group *cst)
+static void collective_stats(const double *col, const struct coll *c, double *xs, double *scratch,
+			     struct stats_group *cst)
 {
 	for (uint32_t g = 0; g < c->count; g++)
-		members_stats(l, p, c->order + c->start[g], c->start[g + 1] - c->start[g], xs, scratch, &cst[g]);
+		members_stats(col, c->order + c->start[g], c->start[g + 1] - c->start[g], xs, scratch, &cst[g]);
 }
 
 /* Carves n bytes (64-byte aligned) for *p out of the arena at *off; with base NULL only
@@ -485,7 +486,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	uint32_t S = t->pp ? t->pp : 1;
 	int rc = -1;
 	uint32_t *order, *gstart, *buf, *idx, *sorder, *sstart, *stage;
-	double *xs, *scratch;
+	double *xs, *scratch, *colv, *colb;
 	uint64_t *cnt;
 	struct stats_group *stage_st, *cst;
 	struct coll coll[TOPO_DIM_COUNT];
@@ -507,6 +508,8 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		carve(&buf, base, &off, (PP * span + 1) * sizeof(uint32_t));
 		carve(&xs, base, &off, (W + 1) * sizeof(double));
 		carve(&scratch, base, &off, (W + 1) * sizeof(double));
+		carve(&colv, base, &off, W * sizeof(double));
+		carve(&colb, base, &off, W * sizeof(double));
 		carve(&cnt, base, &off, PP * sizeof(uint64_t));
 		carve(&idx, base, &off, (W + 1) * sizeof(uint32_t));
 		carve(&sorder, base, &off, (W + 1) * sizeof(uint32_t));
@@ -583,17 +586,23 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		/* a communication phase: its collective's own group, where the member that
 		 * arrived last waits least and a slow link's member transfers longest */
 		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
+		/* the phase's values as columns: the statistics gather them by group, and a
+		 * gather from [rank * P + p] was a cache miss per rank at 100,000 ranks */
+		for (uint32_t r = 0; r < W; r++) {
+			colv[r] = l->val[(size_t)r * P + p];
+			colb[r] = l->base[(size_t)r * P + p];
+		}
 		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
 		if (comm && !coll[dim].built)
 			coll_build(&coll[dim], t, dim);
 		if (comm)
-			collective_stats(l, p, &coll[dim], xs, scratch, cst);
+			collective_stats(colv, &coll[dim], xs, scratch, cst);
 		size_t own_n = 0; /* ranks with a change (v / b) */
 		double own_ref = NAN, own_spread = NAN;
 		if (l->has_base && !comm) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
-				double v = l->val[(size_t)r * P + p], b = l->base[(size_t)r * P + p];
+				double v = colv[r], b = colb[r];
 				if (isfinite(v) && isfinite(b) && b > 0)
 					xs[n++] = v / b;
 			}
@@ -605,11 +614,11 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		 * role groups do the same work); without TP or CP ranks it is the role group, which
 		 * the stage comparison needs more than (stage_st stays empty: n 0) */
 		for (uint32_t q = 0; q < S && !comm && !stage_is_group; q++)
-			members_stats(l, p, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
+			members_stats(colv, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
 			struct stats_group st;
-			members_stats(l, p, order + n0, n1 - n0, xs, scratch, &st);
+			members_stats(colv, order + n0, n1 - n0, xs, scratch, &st);
 			size_t n = st.n;
 			size_t gp = (size_t)g * P + p;
 			int small = n1 - n0 < cfg.small_group;
@@ -618,7 +627,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			for (uint32_t i = n0; i < n1; i++) {
 				uint32_t r = order[i];
 				size_t c = (size_t)r * P + p;
-				double v = l->val[c], b = l->base[c];
+				double v = colv[r], b = colb[r];
 				if (!isfinite(v))
 					continue;
 				const struct stats_group *sg = &stage_st[stage[r]];
