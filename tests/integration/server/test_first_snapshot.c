@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -22,21 +21,14 @@ int main(void)
 	const char *extra[] = {"--db", dsn, "--window-iters", "16", NULL};
 	const char *category = NULL;
 	json_t *latest = NULL;
-	pid_t sim;
-	int status;
+	const char *sim[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--quiet", "--server", cmd, NULL};
 
 	h_db_create("test_first_snapshot", dsn, sizeof(dsn));
 	h_tmpdir("first_snapshot", dir, sizeof(dir));
 	H_CHECK(h_culpritd_start(&p, dir, extra) == 0, &p);
 
 	snprintf(cmd, sizeof(cmd), "127.0.0.1:%d", p.agent_port);
-	sim = fork();
-	if (sim == 0) {
-		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--quiet", "--server", cmd,
-		      (char *)NULL);
-		_exit(127);
-	}
-	H_CHECK(waitpid(sim, &status, 0) == sim && WIFEXITED(status) && WEXITSTATUS(status) == 0, &p);
+	H_CHECK(h_run(sim, NULL, 120000) == 0, &p);
 	/* every batch is acknowledged when the sim ends; the diagnosis may still run */
 	for (int64_t deadline = h_now_ms() + 60000; h_now_ms() < deadline && !category; usleep(100000)) {
 		char *body = NULL;
