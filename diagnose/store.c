@@ -430,8 +430,12 @@ struct store *store_snapshot_blank(const struct store *src)
 		  !s->jtag || !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name ||
 		  !s->phase_kind || !s->phase_group || !s->kernel_name || !s->kernel_kind;
 	if (!bad && src->ks) {
-		size_t nsk, nbins;
+		size_t nsk, nbins, full = (size_t)src->topo.world * src->nkernel * src->nb;
 		count_kernels(src, &nsk, &nbins);
+		if (nsk && full > nsk) { /* made early: room for a full ring of the kernels known now */
+			nbins = (nbins * full + nsk - 1) / nsk;
+			nsk = full;
+		}
 		s->ks = calloc(kcells(src), sizeof(*s->ks));
 		s->ktag = malloc(kcells(src) * sizeof(*s->ktag));
 		s->sk_arena = malloc((nsk ? nsk : 1) * sizeof(*s->sk_arena));

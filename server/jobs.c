@@ -217,16 +217,17 @@ void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_n
 			job->heard_us[ranks[i]] = wall_now_us;
 }
 
-/* Once the job's ring is full (its kernel sketches there to size for) and before its first
+/* After the job's first complete iteration (its kernels known) and before its first
  * diagnosis, a blank snapshot goes to the worker to have its pages written: a fresh snapshot
- * on the loop at the first window cost 0.3-0.5 s at 12,960 ranks, a refresh in place a tenth. */
+ * on the loop at the first window cost 0.3-0.5 s at 12,960 ranks, a refresh in place a tenth.
+ * The job holds a snapshot's memory from then on, as it did from its first diagnosis. */
 static void prepare_snapshot(struct server *s, struct job *job)
 {
 	const struct store *st = engine_store(job->engine);
 	struct store *blank;
 
-	if (job->prepared || job->snapshot || job->diagnosing || job->diagnoses || !s->diagnosis || !store_any(st) ||
-	    store_max_iter(st) + 1 < store_config(st)->ring_iters)
+	if (job->prepared || job->snapshot || job->diagnosing || job->diagnoses || !s->diagnosis ||
+	    engine_l1(job->engine)->nall == 0)
 		return;
 	blank = store_snapshot_blank(st);
 	if (!blank) {

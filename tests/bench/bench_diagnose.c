@@ -187,6 +187,10 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		printf("  store_snapshot_reuse (the same, into the last snapshot's memory): %.0f ms\n",
 		       (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6);
+		printf("  RSS: %.0f MiB with the store and the kept L2 memory (%.1f MiB); %.0f MiB with a "
+		       "snapshot too (as culpritd holds it)\n",
+		       rss / 1024.0, keep.mem_size / 1048576.0, status_kib(getpid(), "VmRSS") / 1024.0);
+		store_destroy(snap);
 		/* culpritd's first diagnosis: a blank allocated on the loop, its pages written on
 		 * the diagnosis thread, the window copied into it on the loop */
 		struct timespec c, d;
@@ -205,10 +209,6 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 		       (d.tv_sec - c.tv_sec) * 1e3 + (d.tv_nsec - c.tv_nsec) / 1e6,
 		       (c.tv_sec - b.tv_sec) * 1e3 + (c.tv_nsec - b.tv_nsec) / 1e6);
 		store_destroy(blank);
-		printf("  RSS: %.0f MiB with the store and the kept L2 memory; %.0f MiB with a snapshot "
-		       "too (as culpritd holds it)\n",
-		       rss / 1024.0, status_kib(getpid(), "VmRSS") / 1024.0);
-		store_destroy(snap);
 	}
 
 	l2_free(&keep);

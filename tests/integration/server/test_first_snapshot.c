@@ -1,9 +1,9 @@
 /* test_first_snapshot.c: a job's first diagnosis copies its window into memory prepared off
- * the event loop (culpritd writes a blank snapshot's pages on its diagnosis thread once the
- * job's ring is full), not into fresh memory on the loop: culprit sim --scenario
- * compute_straggler against the real culpritd with a 16-iteration window (full at iteration
- * 15, the fault from iteration 20), then culprit_diagnosis_snapshots_total says no snapshot
- * was fresh and the report names the straggler. */
+ * the event loop (culpritd writes a blank snapshot's pages on its diagnosis thread after the
+ * job's first complete iteration), not into fresh memory on the loop: culprit sim --scenario
+ * compute_straggler (fault from iteration 20) against the real culpritd, then
+ * culprit_diagnosis_snapshots_total says no snapshot was fresh once the report names the
+ * straggler's fault. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ int main(void)
 {
 	struct h_proc p;
 	char dsn[1024], dir[600], cmd[2048];
-	const char *extra[] = {"--db", dsn, "--window-iters", "16", NULL};
+	const char *extra[] = {"--db", dsn, NULL};
 	const char *category = NULL;
 	json_t *latest = NULL;
 	const char *sim[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--quiet", "--server", cmd, NULL};
