@@ -229,16 +229,16 @@ static void prepare_snapshot(struct server *s, struct job *job)
 	if (job->prepared || job->snapshot || job->diagnosing || job->diagnoses || !s->diagnosis ||
 	    engine_l1(job->engine)->nall == 0)
 		return;
+	job->prepared = 1; /* once: failing that, the first diagnosis takes a fresh snapshot */
 	blank = store_snapshot_blank(st);
 	if (!blank) {
-		log_warning("job \"%s\": out of memory for a diagnosis snapshot; will retry", job->name);
+		log_warning("job \"%s\": out of memory for a diagnosis snapshot", job->name);
 		return;
 	}
 	if (diagnosis_prepare(s->diagnosis, job->name, blank) < 0) {
-		store_destroy(blank); /* queue full: tried again at the next batch */
+		store_destroy(blank); /* queue full */
 		return;
 	}
-	job->prepared = 1;
 	job->preparing = 1;
 }
 
