@@ -1638,6 +1638,10 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in,
 	w.cfg = &cfg;
 	w.W = w.t->world;
 	w.rep = rep;
+	if (in->l2_keep) { /* only its memory: no results of an earlier run */
+		w.l2.mem = in->l2_keep->mem;
+		w.l2.mem_size = in->l2_keep->mem_size;
+	}
 	w.role = calloc(w.W, 1);
 	uint32_t *list = malloc((w.W + 1) * sizeof(uint32_t));
 	struct faults f;
@@ -1701,7 +1705,10 @@ out:
 		rc = actions_build(rep, s, in->server);
 	if (rc)
 		report_free(rep);
-	l2_free(&w.l2);
+	if (in->l2_keep)
+		*in->l2_keep = w.l2;
+	else
+		l2_free(&w.l2);
 	free(w.role);
 	free(list);
 	free(f.kind);

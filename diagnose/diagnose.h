@@ -38,6 +38,8 @@ struct diagnose_input {
 	uint32_t detected_iter;         /* the iteration at which L1 opened it; 0: unknown */
 	const char *server;             /* culpritd's REST address for the actions' command lines
 					 * (NULL: actions.h's default) */
+	struct l2 *l2_keep;             /* a job's L2 memory, kept between its diagnoses (zeroed
+					 * at first; l2_free() it with the job); NULL: fresh each run */
 };
 
 void diagnose_config_default(struct diagnose_config *c);

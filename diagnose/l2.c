@@ -26,15 +26,7 @@ void l2_config_default(struct l2_config *c)
 
 void l2_free(struct l2 *l)
 {
-	free(l->val);
-	free(l->base);
-	free(l->z);
-	free(l->ratio);
-	free(l->flag);
-	free(l->group_cv);
-	free(l->group_med);
-	free(l->presence);
-	free(l->role);
+	free(l->mem);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -110,24 +102,33 @@ static double median8(const double *m)
 	return (v3 + v4) / 2;
 }
 
-/* block sums of one iteration's phase durations (absent ones skipped) */
-static void acc_row(const uint32_t *row, uint64_t *sum, uint32_t *bc, uint32_t P)
-{
-	for (uint32_t p = 0; p < P; p++) {
-		uint32_t v = row[p], ok = v != STORE_ABSENT;
-		sum[p] += ok ? v : 0;
-		bc[p] += ok;
-	}
-}
+/* The block sums of the default 16 phase slots over a block's rows, four phases to a
+ * vector register (GCC's vector extension: the compiler did not vectorize the scalar loop
+ * and kept the sums in memory). Each duration is summed as two 32-bit halves (lo: its low 16
+ * bits, hi: the rest), which a block of up to L2_MAX_SPAN / L2_BLOCKS = 512 rows cannot
+ * overflow: the sum is hi * 65536 + lo, exact. */
+typedef uint32_t l2_u32x4 __attribute__((vector_size(16)));
 
-/* the same for the default 16 phase slots: a fixed trip count the compiler unrolls */
-static void acc_row16(const uint32_t *row, uint64_t *sum, uint32_t *bc)
+static void block_sums16(const uint32_t *const *rows, uint32_t nr, uint64_t *sum, uint32_t *cnt)
 {
-	for (uint32_t p = 0; p < 16; p++) {
-		uint32_t v = row[p], ok = v != STORE_ABSENT;
-		sum[p] += ok ? v : 0;
-		bc[p] += ok;
-	}
+	const l2_u32x4 absent = {STORE_ABSENT, STORE_ABSENT, STORE_ABSENT, STORE_ABSENT};
+	const l2_u32x4 low = {0xffff, 0xffff, 0xffff, 0xffff};
+	l2_u32x4 lo[4] = {{0}}, hi[4] = {{0}}, n[4] = {{0}};
+	for (uint32_t i = 0; i < nr; i++)
+		for (int q = 0; q < 4; q++) {
+			l2_u32x4 v, m;
+			memcpy(&v, rows[i] + 4 * q, sizeof(v));
+			m = (l2_u32x4)(v != absent); /* all ones where present */
+			v &= m;
+			lo[q] += v & low;
+			hi[q] += v >> 16;
+			n[q] -= m;
+		}
+	for (int q = 0; q < 4; q++)
+		for (int j = 0; j < 4; j++) {
+			sum[4 * q + j] = (uint64_t)hi[q][j] * 65536 + lo[q][j];
+			cnt[4 * q + j] = n[q][j];
+		}
 }
 
 /* A rank's robust value of each phase over [first, last] into out[rank * P + p] (ms): the
@@ -157,11 +158,10 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 	uint32_t bstart[L2_BLOCKS + 1];
 	for (uint32_t b = 0; b <= L2_BLOCKS; b++)
 		bstart[b] = (uint32_t)((uint64_t)n * b / L2_BLOCKS);
-	uint64_t sum[256];
-	uint32_t bc[256];
+	const uint32_t *rows[L2_MAX_SPAN / L2_BLOCKS + 1];
+	uint64_t sum16[16];
+	uint32_t cnt16[16];
 	int equal = n % L2_BLOCKS == 0; /* all blocks the same length */
-	/* with the default 16 slots per row, sum them all (unused ones stay absent) */
-	uint32_t PW = rv.phases == 16 ? 16 : P;
 	double means[256 * L2_BLOCKS], tmp[L2_MAX_SPAN < 64 ? 64 : L2_BLOCKS];
 	for (uint32_t r = 0; r < world; r++) {
 		size_t base = (size_t)r * rv.ring;
@@ -184,31 +184,40 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			continue;
 		}
 		for (uint32_t b = 0; b < L2_BLOCKS; b++) {
-			memset(sum, 0, PW * sizeof(*sum));
-			memset(bc, 0, PW * sizeof(*bc));
+			uint32_t nr = 0;
 			for (uint32_t k = bstart[b]; k < bstart[b + 1]; k++) {
 				size_t cell = base + slot[k];
 				/* the scan is memory bound: fetch the next rank's slot meanwhile */
 				__builtin_prefetch(rv.pdur + (cell + rv.ring) * rv.phases);
-				if (rv.tag[cell] != first + k + 1)
-					continue;
-				const uint32_t *row = rv.pdur + cell * rv.phases;
-				if (PW == 16)
-					acc_row16(row, sum, bc);
-				else
-					acc_row(row, sum, bc, P);
+				__builtin_prefetch(rv.tag + cell + rv.ring);
+				if (rv.tag[cell] == first + k + 1)
+					rows[nr++] = rv.pdur + cell * rv.phases;
 			}
-			/* equal blocks with every value present (the usual case): compare sums and
+			/* phase by phase over the block's rows: the sums stay in registers (summing
+			 * whole rows into arrays of sums was a read-modify-write in memory per value).
+			 * Equal blocks with every value present (the usual case): compare sums and
 			 * divide once at the end; otherwise means */
 			uint32_t bl = bstart[b + 1] - bstart[b];
+			if (rv.phases == 16)
+				block_sums16(rows, nr, sum16, cnt16);
 			for (uint32_t p = 0; p < P; p++) {
-				double sc = (double)sum[p];
-				if (bc[p] != bl)
-					sc = bc[p] ? sc * bl / bc[p] : -1;
+				uint64_t sum = 0;
+				uint32_t bc = 0;
+				if (rv.phases == 16) {
+					sum = sum16[p];
+					bc = cnt16[p];
+				} else
+					for (uint32_t i = 0; i < nr; i++) {
+						uint32_t v = rows[i][p], ok = v != STORE_ABSENT;
+						sum += ok ? v : 0;
+						bc += ok;
+					}
+				double sc = (double)sum;
+				if (bc != bl)
+					sc = bc ? sc * bl / bc : -1;
 				means[p * L2_BLOCKS + b] = sc;
+				present[p] += bc;
 			}
-			for (uint32_t p = 0; p < P; p++)
-				present[p] += bc[p];
 		}
 		for (uint32_t p = 0; p < P; p++) {
 			const double *mb = means + p * L2_BLOCKS;
@@ -371,13 +380,14 @@ enum topo_dim l2_collective_dim(uint8_t group)
 	}
 }
 
-/* statistics of phase p over the ranks members[0..n) that hold it (xs, scratch: n doubles) */
-static void members_stats(const struct l2 *l, uint32_t p, const uint32_t *members, size_t n,
+/* statistics of a phase over the ranks members[0..n) that hold it, from its column (col[rank]:
+ * the phase's values, contiguous; xs, scratch: n doubles) */
+static void members_stats(const double *col, const uint32_t *members, size_t n,
 			  double *xs, double *scratch, struct stats_group *out)
 {
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
-		double v = l->val[(size_t)members[i] * l->nphase + p];
+		double v = col[members[i]];
 		if (isfinite(v))
 			xs[m++] = v;
 	}
@@ -404,23 +414,48 @@ static void change_ref(double *xs, size_t n, double *scratch, double *ref, doubl
 	}
 }
 
-/* median and MAD of phase p over each collective group along dim, into cst[group] */
-static void collective_stats(const struct l2 *l, const struct topo *t, uint32_t p,
-			     enum topo_dim dim, double *xs, double *scratch, uint32_t *order,
-			     uint32_t *start, struct stats_group *cst)
+/* The ranks of each collective group along a dimension, counting-sorted once per pass and
+ * dimension (a topology lookup per rank and communication phase was a fifth of L2) */
+struct coll {
+	uint32_t *group; /* [rank] its group */
+	uint32_t *order; /* ranks by group; group g's are order[start[g] .. start[g + 1]) */
+	uint32_t *start; /* [C + 2] */
+	uint32_t count;
+	int built;
+};
+
+static void coll_build(struct coll *c, const struct topo *t, enum topo_dim dim)
 {
-	uint32_t W = l->world, C = topo_collective_group_count(t, dim);
+	uint32_t W = t->world, C = topo_collective_group_count(t, dim);
 	if (C > W)
 		C = W;
-	memset(start, 0, (C + 2) * sizeof(*start));
-	for (uint32_t r = 0; r < W; r++)
-		start[topo_collective_group(t, r, dim) + 2]++;
+	c->count = C;
+	memset(c->start, 0, (C + 2) * sizeof(*c->start));
+	for (uint32_t r = 0; r < W; r++) {
+		c->group[r] = topo_collective_group(t, r, dim);
+		c->start[c->group[r] + 2]++;
+	}
 	for (uint32_t g = 0; g < C; g++)
-		start[g + 2] += start[g + 1];
+		c->start[g + 2] += c->start[g + 1];
 	for (uint32_t r = 0; r < W; r++)
-		order[start[topo_collective_group(t, r, dim) + 1]++] = r;
-	for (uint32_t g = 0; g < C; g++)
-		members_stats(l, p, order + start[g], start[g + 1] - start[g], xs, scratch, &cst[g]);
+		c->order[c->start[c->group[r] + 1]++] = r;
+	c->built = 1;
+}
+
+/* median and MAD of phase p over each collective group, into cst[group] */
+static void collective_stats(const double *col, const struct coll *c, double *xs, double *scratch,
+			     struct stats_group *cst)
+{
+	for (uint32_t g = 0; g < c->count; g++)
+		members_stats(col, c->order + c->start[g], c->start[g + 1] - c->start[g], xs, scratch, &cst[g]);
+}
+
+/* Carves n bytes (64-byte aligned) for *p out of the arena at *off; with base NULL only
+ * counts. */
+static void carve(void *p, char *base, size_t *off, size_t n)
+{
+	*(void **)p = base ? base + *off : NULL;
+	*off += (n + 63) & ~(size_t)63;
 }
 
 int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
@@ -432,7 +467,6 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	else
 		l2_config_default(&cfg);
 	const struct topo *t = store_topo(s);
-	memset(l, 0, sizeof(*l));
 	uint32_t W = t->world, P = store_phase_count(s), G = topo_role_group_count(t);
 	l->world = W;
 	l->nphase = P;
@@ -446,33 +480,67 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	uint32_t span = last - first + 1;
 	if (l->has_base && blast - bfirst + 1 > span)
 		span = blast - bfirst + 1;
-	l->val = malloc(cells * sizeof(double));
-	l->base = malloc(cells * sizeof(double));
-	l->z = calloc(cells, sizeof(float));
-	l->ratio = calloc(cells, sizeof(float));
-	l->flag = calloc(cells, 1);
-	l->group_cv = malloc((size_t)G * (P ? P : 1) * sizeof(double));
-	l->group_med = malloc((size_t)G * (P ? P : 1) * sizeof(double));
-	l->presence = malloc((P ? P : 1) * sizeof(double));
-	l->role = malloc(W * sizeof(uint32_t));
-	uint32_t *order = malloc(W * sizeof(uint32_t));
-	uint32_t *gstart = calloc(G + 1, sizeof(uint32_t));
-	uint32_t *buf = malloc(((size_t)(P ? P : 1) * span + 1) * sizeof(uint32_t));
-	double *xs = malloc((W + 1) * sizeof(double));
-	double *scratch = malloc((W + 1) * sizeof(double));
-	uint64_t *cnt = malloc((P ? P : 1) * sizeof(uint64_t));
-	uint32_t *idx = malloc((W + 1) * sizeof(uint32_t));
-	uint32_t *sorder = malloc((W + 1) * sizeof(uint32_t));
-	uint32_t *sstart = calloc((t->pp ? t->pp : 1) + 1, sizeof(uint32_t));
-	struct stats_group *stage_st = calloc(t->pp ? t->pp : 1, sizeof(*stage_st));
-	uint32_t *corder = malloc((W + 1) * sizeof(uint32_t));
-	uint32_t *cstart = malloc((W + 2) * sizeof(uint32_t));
-	struct stats_group *cst = calloc(W + 1, sizeof(*cst));
+	/* every array in one arena, kept in *l between passes (at 100,000 ranks fresh arrays
+	 * cost 13,000 page faults a pass) */
+	size_t PP = P ? P : 1;
+	uint32_t S = t->pp ? t->pp : 1;
 	int rc = -1;
-	if (!l->val || !l->base || !l->presence || !l->z || !l->ratio || !l->flag || !l->group_cv || !l->group_med ||
-	    !l->role || !order || !gstart || !buf || !xs || !scratch || !cnt || !idx || !sorder ||
-	    !sstart || !stage_st || !corder || !cstart || !cst)
-		goto out;
+	uint32_t *order, *gstart, *buf, *idx, *sorder, *sstart, *stage;
+	double *xs, *scratch, *colv, *colb;
+	uint64_t *cnt;
+	struct stats_group *stage_st, *cst;
+	struct coll coll[TOPO_DIM_COUNT];
+	char *base = NULL;
+	size_t need = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t off = 0;
+		carve(&l->val, base, &off, cells * sizeof(double));
+		carve(&l->base, base, &off, cells * sizeof(double));
+		carve(&l->z, base, &off, cells * sizeof(float));
+		carve(&l->ratio, base, &off, cells * sizeof(float));
+		carve(&l->flag, base, &off, cells);
+		carve(&l->group_cv, base, &off, (size_t)G * PP * sizeof(double));
+		carve(&l->group_med, base, &off, (size_t)G * PP * sizeof(double));
+		carve(&l->presence, base, &off, PP * sizeof(double));
+		carve(&l->role, base, &off, W * sizeof(uint32_t));
+		carve(&order, base, &off, W * sizeof(uint32_t));
+		carve(&gstart, base, &off, (G + 1) * sizeof(uint32_t));
+		carve(&buf, base, &off, (PP * span + 1) * sizeof(uint32_t));
+		carve(&xs, base, &off, (W + 1) * sizeof(double));
+		carve(&scratch, base, &off, (W + 1) * sizeof(double));
+		carve(&colv, base, &off, W * sizeof(double));
+		carve(&colb, base, &off, W * sizeof(double));
+		carve(&cnt, base, &off, PP * sizeof(uint64_t));
+		carve(&idx, base, &off, (W + 1) * sizeof(uint32_t));
+		carve(&sorder, base, &off, (W + 1) * sizeof(uint32_t));
+		carve(&stage, base, &off, W * sizeof(uint32_t));
+		carve(&sstart, base, &off, (S + 1) * sizeof(uint32_t));
+		carve(&stage_st, base, &off, S * sizeof(*stage_st));
+		carve(&cst, base, &off, (W + 1) * sizeof(*cst));
+		for (int d = 0; d < TOPO_DIM_COUNT; d++) {
+			carve(&coll[d].group, base, &off, W * sizeof(uint32_t));
+			carve(&coll[d].order, base, &off, W * sizeof(uint32_t));
+			carve(&coll[d].start, base, &off, (W + 2) * sizeof(uint32_t));
+			coll[d].built = 0;
+		}
+		if (pass == 0) {
+			need = off;
+			if (need > l->mem_size) {
+				free(l->mem);
+				l->mem = aligned_alloc(64, need);
+				l->mem_size = l->mem ? need : 0;
+			}
+			if (!l->mem)
+				goto out;
+			base = l->mem;
+		}
+	}
+	memset(l->z, 0, cells * sizeof(float));
+	memset(l->ratio, 0, cells * sizeof(float));
+	memset(l->flag, 0, cells);
+	memset(gstart, 0, (G + 1) * sizeof(uint32_t));
+	memset(sstart, 0, (S + 1) * sizeof(uint32_t));
+	memset(stage_st, 0, S * sizeof(*stage_st));
 
 	medians(s, first, last, P, cfg.window_mean, l->val, buf, cnt);
 	for (uint32_t p = 0; p < P; p++)
@@ -501,46 +569,56 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	}
 
 	/* ranks by pipeline stage, for the comparison with the stage */
-	uint32_t S = t->pp ? t->pp : 1;
-	for (uint32_t r = 0; r < W; r++)
-		sstart[topo_coords(t, r).pp + 1]++;
+	for (uint32_t r = 0; r < W; r++) {
+		stage[r] = topo_coords(t, r).pp;
+		sstart[stage[r] + 1]++;
+	}
 	for (uint32_t q = 0; q < S; q++)
 		sstart[q + 1] += sstart[q];
 	{
 		uint32_t *cur = idx;
 		memcpy(cur, sstart, S * sizeof(uint32_t));
 		for (uint32_t r = 0; r < W; r++)
-			sorder[cur[topo_coords(t, r).pp]++] = r;
+			sorder[cur[stage[r]]++] = r;
 	}
+	int stage_is_group = G == S;
 	for (uint32_t p = 0; p < P; p++) {
 		/* a communication phase: its collective's own group, where the member that
 		 * arrived last waits least and a slow link's member transfers longest */
 		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
+		/* the phase's values as columns: the statistics gather them by group, and a
+		 * gather from [rank * P + p] was a cache miss per rank at 100,000 ranks */
+		for (uint32_t r = 0; r < W; r++) {
+			colv[r] = l->val[(size_t)r * P + p];
+			colb[r] = l->base[(size_t)r * P + p];
+		}
 		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
+		if (comm && !coll[dim].built)
+			coll_build(&coll[dim], t, dim);
 		if (comm)
-			collective_stats(l, t, p, dim, xs, scratch, corder, cstart, cst);
-		struct stats_group own = {0};
-		own.median = NAN;
+			collective_stats(colv, &coll[dim], xs, scratch, cst);
+		size_t own_n = 0; /* ranks with a change (v / b) */
 		double own_ref = NAN, own_spread = NAN;
 		if (l->has_base && !comm) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
-				double v = l->val[(size_t)r * P + p], b = l->base[(size_t)r * P + p];
+				double v = colv[r], b = colb[r];
 				if (isfinite(v) && isfinite(b) && b > 0)
 					xs[n++] = v / b;
 			}
-			stats_group(xs, n, scratch, &own);
+			own_n = n;
 			change_ref(xs, n, scratch, &own_ref, &own_spread);
 		}
 
 		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
-		 * role groups do the same work) */
-		for (uint32_t q = 0; q < S && !comm; q++)
-			members_stats(l, p, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
+		 * role groups do the same work); without TP or CP ranks it is the role group, which
+		 * the stage comparison needs more than (stage_st stays empty: n 0) */
+		for (uint32_t q = 0; q < S && !comm && !stage_is_group; q++)
+			members_stats(colv, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
 			struct stats_group st;
-			members_stats(l, p, order + n0, n1 - n0, xs, scratch, &st);
+			members_stats(colv, order + n0, n1 - n0, xs, scratch, &st);
 			size_t n = st.n;
 			size_t gp = (size_t)g * P + p;
 			int small = n1 - n0 < cfg.small_group;
@@ -549,15 +627,15 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			for (uint32_t i = n0; i < n1; i++) {
 				uint32_t r = order[i];
 				size_t c = (size_t)r * P + p;
-				double v = l->val[c], b = l->base[c];
+				double v = colv[r], b = colb[r];
 				if (!isfinite(v))
 					continue;
-				const struct stats_group *sg = &stage_st[topo_coords(t, r).pp];
+				const struct stats_group *sg = &stage_st[stage[r]];
 				struct cmp k[3];
 				if (comm) {
 					/* waiting is only seen against the collective's members: no
 					 * stage, no own history (a victim waits longer than before) */
-					const struct stats_group *cg = &cst[topo_collective_group(t, r, dim)];
+					const struct stats_group *cg = &cst[coll[dim].group[r]];
 					double floor = cfg.mad_floor_rel * cg->median;
 					if (cfg.step_ms > 0 && cfg.comm_share * cfg.step_ms / 10 < floor)
 						floor = cfg.comm_share * cfg.step_ms / 10;
@@ -571,7 +649,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					cfg.mad_floor_rel * sg->median);
 				/* own change against the job's: v / b over the pooled v / b */
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
-					own.n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
+					own_n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
 					b, cfg.mad_floor_rel * own_ref);
 				judge(l, c, v, b, k, l->presence[p], &cfg);
 			}
@@ -579,19 +657,6 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	}
 	rc = 0;
 out:
-	free(order);
-	free(gstart);
-	free(buf);
-	free(xs);
-	free(scratch);
-	free(cnt);
-	free(idx);
-	free(sorder);
-	free(sstart);
-	free(stage_st);
-	free(corder);
-	free(cstart);
-	free(cst);
 	if (rc)
 		l2_free(l);
 	return rc;

@@ -53,10 +53,15 @@ struct l2 {
 	double *presence;  /* [p] share of the window's (rank, iteration) cells holding phase p */
 	uint32_t *role;    /* [rank] role group */
 	int has_base;
+	void *mem;         /* every array above and l2_run's scratch: kept between runs */
+	size_t mem_size;
 };
 
 void l2_config_default(struct l2_config *c);
-/* blast < bfirst means no baseline. Returns 0, -1 when out of memory. */
+/* blast < bfirst means no baseline. *out is zeroed before the first run or holds an earlier
+ * run's results, whose memory this run reuses (a job's diagnoses keep one struct l2: fresh
+ * arrays cost a page fault per 4 KiB each pass). Returns 0, -1 when out of memory (*out is
+ * then freed). l2_free() frees it. */
 int l2_run(struct l2 *out, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
 	   uint32_t blast, const struct l2_config *cfg);
 void l2_free(struct l2 *l);

@@ -14,6 +14,7 @@ struct request {
 	struct diagnose_input in;
 	char server[512]; /* in.server points here: the caller's string may change meanwhile */
 	uint64_t token;
+	int prepare; /* only write the snapshot's pages (diagnosis_prepare) */
 	struct request *next;
 };
 
@@ -59,8 +60,12 @@ static void *worker(void *arg)
 			memcpy(res->r.job, q->job, sizeof(res->r.job));
 			res->r.token = q->token;
 			t0 = clock_mono_s() * 1e3;
-			res->r.failed = diagnose_run(q->snapshot, &q->in, NULL, &res->r.report) < 0;
+			if (q->prepare)
+				store_snapshot_touch(q->snapshot);
+			else
+				res->r.failed = diagnose_run(q->snapshot, &q->in, NULL, &res->r.report) < 0;
 			res->r.run_ms = clock_mono_s() * 1e3 - t0;
+			res->r.prepared = q->prepare;
 			res->r.snapshot = q->snapshot;
 		} else {
 			store_destroy(q->snapshot);
@@ -131,8 +136,8 @@ void diagnosis_stop(struct diagnosis *d)
 	free(d);
 }
 
-int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot,
-		     const struct diagnose_input *in, uint64_t token)
+static int submit(struct diagnosis *d, const char *job, struct store *snapshot, const struct diagnose_input *in,
+		  uint64_t token, int prepare)
 {
 	struct request *q;
 
@@ -148,6 +153,7 @@ int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapsho
 	}
 	strncpy(q->job, job, sizeof(q->job) - 1);
 	q->snapshot = snapshot;
+	q->prepare = prepare;
 	q->in = *in;
 	if (in->server) {
 		snprintf(q->server, sizeof(q->server), "%s", in->server);
@@ -163,6 +169,20 @@ int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapsho
 	pthread_cond_signal(&d->cond);
 	pthread_mutex_unlock(&d->mu);
 	return 0;
+}
+
+int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot,
+		     const struct diagnose_input *in, uint64_t token)
+{
+	return submit(d, job, snapshot, in, token, 0);
+}
+
+int diagnosis_prepare(struct diagnosis *d, const char *job, struct store *blank)
+{
+	struct diagnose_input none;
+
+	memset(&none, 0, sizeof(none));
+	return submit(d, job, blank, &none, 0, 1);
 }
 
 size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t max)

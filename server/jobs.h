@@ -25,7 +25,10 @@ struct job {
 	/* online diagnosis */
 	int due;                 /* a diagnosis should run (window opened or grew) */
 	int diagnosing;          /* one is running off the loop */
+	int preparing;           /* the first snapshot's memory is being written off the loop */
+	int prepared;            /* ... was asked for (once per job) */
 	struct store *snapshot;  /* the window's copy diagnoses read (NULL while one runs) */
+	struct l2 l2;            /* L2's memory, kept between diagnoses (the worker's while one runs) */
 	uint32_t last_diag_iter; /* store_max_iter when the last one was submitted */
 	uint64_t diagnoses;
 	char *latest_report;     /* JSON text of the latest report (NULL: none yet) */

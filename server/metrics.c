@@ -142,6 +142,19 @@ void metrics_render(const struct metrics *m, FILE *out)
 		m->diagnoses, m->diagnosis_ms_sum / 1000.0, m->diagnoses);
 	one(out, "culprit_diagnoses_deferred_total", "counter",
 	    "Diagnoses not started at once because the diagnosis queue was full.", m->diagnoses_refused);
+	fprintf(out,
+		"# HELP culprit_diagnosis_snapshots_total Copies of a job's window for a diagnosis, taken on the event "
+		"loop: into fresh memory, or into the job's last snapshot or prepared memory.\n"
+		"# TYPE culprit_diagnosis_snapshots_total counter\n"
+		"culprit_diagnosis_snapshots_total{memory=\"fresh\"} %" PRIu64 "\n"
+		"culprit_diagnosis_snapshots_total{memory=\"reused\"} %" PRIu64 "\n",
+		m->snapshots_fresh, m->snapshots_reused);
+	fprintf(out,
+		"# HELP culprit_diagnosis_snapshot_seconds_total Time the event loop spent copying windows for "
+		"diagnoses.\n"
+		"# TYPE culprit_diagnosis_snapshot_seconds_total counter\n"
+		"culprit_diagnosis_snapshot_seconds_total %.6f\n",
+		m->snapshot_ms_sum / 1000.0);
 	fprintf(out, "# HELP culprit_incident_changes_total Incident state changes, by state.\n"
 		     "# TYPE culprit_incident_changes_total counter\n"
 		     "culprit_incident_changes_total{state=\"firing\"} %" PRIu64 "\n"

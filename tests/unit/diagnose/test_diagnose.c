@@ -174,11 +174,48 @@ static void short_input_without_baseline(void **state)
 	engine_destroy(e);
 }
 
+/* A job's L2 memory kept between its diagnoses (diagnose_input.l2_keep, as culpritd keeps it)
+ * gives the reports a fresh run gives, after a diagnosis of another fault in it. */
+static void kept_l2_memory(void **state)
+{
+	(void)state;
+	struct report rep;
+	struct engine *a, *b;
+	struct l2 keep = {0};
+	struct diagnose_input in;
+	run_small(4, 5, &rep, &a);
+	report_free(&rep);
+	run_small(4, 10, &rep, &b);
+	json_t *fresh = report_to_json(&rep);
+	report_free(&rep);
+	diagnose_input_from_l1(&in, engine_l1(a), 0);
+	in.l2_keep = &keep;
+	assert_int_equal(diagnose_run(engine_store(a), &in, NULL, &rep), 0);
+	assert_int_equal(rep.suspects[0].rank, 5);
+	report_free(&rep);
+	void *mem = keep.mem;
+	assert_non_null(mem);
+	diagnose_input_from_l1(&in, engine_l1(b), 0);
+	in.l2_keep = &keep;
+	assert_int_equal(diagnose_run(engine_store(b), &in, NULL, &rep), 0);
+	assert_ptr_equal(keep.mem, mem);
+	json_t *kept = report_to_json(&rep);
+	assert_true(json_equal(fresh, kept));
+	assert_int_equal(rep.suspects[0].rank, 10);
+	json_decref(fresh);
+	json_decref(kept);
+	report_free(&rep);
+	l2_free(&keep);
+	engine_destroy(a);
+	engine_destroy(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(small_groups_fall_back),
 		cmocka_unit_test(json_contract),
+		cmocka_unit_test(kept_l2_memory),
 		cmocka_unit_test(short_input_without_baseline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

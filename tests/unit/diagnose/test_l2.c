@@ -11,7 +11,9 @@
 
 #include "l2.h"
 
-static struct store *make(void)
+/* 16 ranks, 48 iterations of "mlp" and "dp_reduce_scatter"; with slow, rank 5's mlp runs
+ * 3x from iteration 16 and rank 6 arrives late at the reduce-scatter */
+static struct store *make_with(int slow)
 {
 	struct topo t;
 	char err[64];
@@ -27,11 +29,11 @@ static struct store *make(void)
 				v = 10000000; /* one 10 s spike in the window */
 			if (r == 4 && it >= 16 && it % 3 == 0)
 				continue; /* missing iterations */
-			if (r == 5 && it >= 16)
+			if (slow && r == 5 && it >= 16)
 				v *= 3;
 			struct record_phase p = {r, it, a, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, v};
 			struct record_phase q = {r, it, b, RECORD_KIND_COMM, RECORD_GROUP_DP, 0,
-						 r == 6 && it >= 16 ? 20000 : 50000};
+						 slow && r == 6 && it >= 16 ? 20000 : 50000};
 			struct record_iter ri = {r, it, 0, 1000000};
 			assert_int_equal(store_add_iter(s, &ri), 0);
 			assert_int_equal(store_add_phase(s, &p), 0);
@@ -40,11 +42,16 @@ static struct store *make(void)
 	return s;
 }
 
+static struct store *make(void)
+{
+	return make_with(1);
+}
+
 static void robust_values_and_flags(void **state)
 {
 	(void)state;
 	struct store *s = make();
-	struct l2 l;
+	struct l2 l = {0};
 	assert_int_equal(l2_run(&l, s, 16, 47, 0, 15, NULL), 0);
 	assert_int_equal(l.nphase, 2);
 	for (uint32_t r = 0; r < 16; r++) {
@@ -82,10 +89,47 @@ static void robust_values_and_flags(void **state)
 	store_destroy(s);
 }
 
+/* A struct l2 kept between runs (as culpritd keeps one per job) reuses its memory, and a
+ * run leaves nothing of the run before it: the same results as a fresh struct. */
+static void kept_memory(void **state)
+{
+	(void)state;
+	struct store *slow = make_with(1), *healthy = make_with(0);
+	struct l2 kept = {0}, fresh = {0};
+	assert_int_equal(l2_run(&kept, slow, 16, 47, 0, 15, NULL), 0);
+	assert_true(kept.flag[5 * 2] & L2_HIGH);
+	assert_true(kept.flag[6 * 2 + 1] & L2_LOW);
+	void *mem = kept.mem;
+	assert_non_null(mem);
+	assert_int_equal(l2_run(&kept, healthy, 16, 47, 0, 15, NULL), 0);
+	assert_ptr_equal(kept.mem, mem); /* no new allocation */
+	assert_int_equal(l2_run(&fresh, healthy, 16, 47, 0, 15, NULL), 0);
+	size_t cells = (size_t)kept.world * kept.nphase;
+	assert_int_equal(kept.nphase, fresh.nphase);
+	for (size_t c = 0; c < cells; c++) {
+		assert_int_equal(kept.flag[c], fresh.flag[c]);
+		assert_int_equal(kept.flag[c] & (L2_HIGH | L2_LOW | L2_SELF_HIGH), 0);
+	}
+	assert_memory_equal(kept.val, fresh.val, cells * sizeof(double));
+	assert_memory_equal(kept.base, fresh.base, cells * sizeof(double));
+	assert_memory_equal(kept.z, fresh.z, cells * sizeof(float));
+	assert_memory_equal(kept.ratio, fresh.ratio, cells * sizeof(float));
+	assert_memory_equal(kept.group_med, fresh.group_med, kept.ngroups * kept.nphase * sizeof(double));
+	/* the short-window path (plain medians) on kept memory */
+	assert_int_equal(l2_run(&kept, slow, 43, 47, 1, 0, NULL), 0);
+	assert_true(kept.flag[5 * 2] & L2_HIGH);
+	l2_free(&kept);
+	l2_free(&fresh);
+	assert_null(kept.mem);
+	store_destroy(slow);
+	store_destroy(healthy);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(robust_values_and_flags),
+		cmocka_unit_test(kept_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
