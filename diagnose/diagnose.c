@@ -903,9 +903,11 @@ struct cover {
 	uint32_t *hid;          /* [rank] dense node index */
 	uint32_t nh;            /* nodes */
 	uint32_t *ord, *start;  /* ranks bucketed by group: start[g] .. start[g + 1] */
-	uint8_t *slow;          /* [p * W + g] */
-	float *gratio;          /* [p * W + g] */
-	uint32_t *pair_i, *pair_h; /* slow instance (p * W + g) and a node in it */
+	uint8_t ci[256];        /* phase slot -> its number among the communication phases */
+	uint32_t ncomm;
+	uint8_t *slow;          /* [instance: ci[p] * W + g] */
+	float *gratio;          /* [instance] */
+	uint32_t *pair_i, *pair_h; /* a slow instance and a node in it */
 	size_t npair, cap;
 	uint32_t *all, *in_slow, *late, *seen; /* [node]; seen: the last instance counted */
 	uint32_t *cursor;
@@ -932,22 +934,32 @@ static int cover_pair(struct cover *c, uint32_t inst, uint32_t h)
 }
 
 /* the slow instances of phase p into c (slow, gratio, pairs, per-node counts) */
-static int cover_phase(struct work *w, struct cover *c, uint32_t p, double floor_ms)
+/* the ranks bucketed by their group along dim into c (ord, start); returns the groups */
+static uint32_t cover_buckets(struct work *w, struct cover *c, enum topo_dim dim)
 {
-	uint32_t W = w->W, P = w->P;
-	enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
-	uint32_t G = topo_collective_group_count(w->t, dim);
-	if (G < 3 || G > W)
+	uint32_t W = w->W, G = topo_collective_group_count(w->t, dim);
+	if (G > W)
 		return 0;
 	memset(c->start, 0, (G + 1) * sizeof(uint32_t));
-	for (uint32_t r = 0; r < W; r++)
-		c->start[topo_collective_group(w->t, r, dim) + 1]++;
+	for (uint32_t r = 0; r < W; r++) {
+		c->cursor[r] = topo_collective_group(w->t, r, dim); /* the rank's group, for now */
+		c->start[c->cursor[r] + 1]++;
+	}
 	for (uint32_t g = 0; g < G; g++)
 		c->start[g + 1] += c->start[g];
-	for (uint32_t g = 0; g < G; g++)
-		c->cursor[g] = c->start[g];
 	for (uint32_t r = 0; r < W; r++)
-		c->ord[c->cursor[topo_collective_group(w->t, r, dim)]++] = r;
+		c->ord[c->start[c->cursor[r]]++] = r;
+	for (uint32_t g = G; g > 0; g--) /* each start moved to the next group's: shift back */
+		c->start[g] = c->start[g - 1];
+	c->start[0] = 0;
+	return G;
+}
+
+static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, double floor_ms)
+{
+	uint32_t W = w->W, P = w->P;
+	if (G < 3)
+		return 0;
 	/* each inter-node instance's shortest stay, window over baseline */
 	double *gmed = malloc(G * sizeof(double));
 	if (!gmed)
@@ -993,17 +1005,19 @@ static int cover_phase(struct work *w, struct cover *c, uint32_t p, double floor
 		if (!isfinite(gmed[g]) || !(m > 0))
 			continue;
 		double z = stats_robust_z(gmed[g], m, mad, cf->mad_floor_rel * m);
-		double excess = c->gval[g] - c->gbase[g] * m;
-		/* the members' median own change, against which a late member stays shorter */
-		size_t n = 0;
-		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
-			size_t i = (size_t)c->ord[k] * P + p;
-			if (w->l2.base[i] > 0 && isfinite(w->l2.val[i]))
-				c->x[n++] = w->l2.val[i] / w->l2.base[i];
-		}
-		double med = stats_median_inplace(c->x, n);
+		double excess = c->gval[g] - c->gbase[g] * m, med = NAN;
 		int slow = z > cf->subtle_z && gmed[g] > m * cf->ratio_high && excess > floor_ms;
-		uint32_t inst = p * W + g;
+		if (slow) {
+			/* the members' median own change, against which a late member stays shorter */
+			size_t n = 0;
+			for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
+				size_t i = (size_t)c->ord[k] * P + p;
+				if (w->l2.base[i] > 0 && isfinite(w->l2.val[i]))
+					c->x[n++] = w->l2.val[i] / w->l2.base[i];
+			}
+			med = stats_median_inplace(c->x, n);
+		}
+		uint32_t inst = c->ci[p] * W + g;
 		c->slow[inst] = (uint8_t)slow;
 		c->gratio[inst] = (float)(gmed[g] / m);
 		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
@@ -1042,21 +1056,36 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 	c.x = malloc(W * sizeof(double));
 	c.gval = malloc(W * sizeof(double));
 	c.gbase = malloc(W * sizeof(double));
-	c.slow = calloc((size_t)P * W, 1);
-	c.gratio = calloc((size_t)P * W, sizeof(float));
-	uint32_t *sorted = malloc(W * sizeof(uint32_t));
-	if (!c.hid || !c.ord || !c.start || !c.cursor || !c.x || !c.gval || !c.gbase || !c.slow || !c.gratio || !sorted)
+	for (uint32_t p = 0; p < P; p++)
+		if (w->kind[p] == RECORD_KIND_COMM)
+			c.ci[p] = (uint8_t)c.ncomm++;
+	c.slow = calloc((size_t)c.ncomm * W + 1, 1);
+	c.gratio = calloc((size_t)c.ncomm * W + 1, sizeof(float));
+	/* dense node numbers: an open-addressing table of host id -> number */
+	size_t cap = 16;
+	while (cap < 2 * (size_t)W)
+		cap *= 2;
+	uint32_t *key = malloc(cap * sizeof(uint32_t)), *num = malloc(cap * sizeof(uint32_t));
+	if (!c.hid || !c.ord || !c.start || !c.cursor || !c.x || !c.gval || !c.gbase || !c.slow ||
+	    !c.gratio || !key || !num) {
+		free(key);
+		free(num);
 		goto out;
-	for (uint32_t r = 0; r < W; r++)
-		sorted[r] = store_host_id(w->s, r);
-	qsort(sorted, W, sizeof(uint32_t), cmp_u32);
-	for (uint32_t r = 0; r < W; r++)
-		if (!r || sorted[r] != sorted[c.nh - 1])
-			sorted[c.nh++] = sorted[r];
+	}
+	memset(num, 0xff, cap * sizeof(uint32_t));
 	for (uint32_t r = 0; r < W; r++) {
 		uint32_t h = store_host_id(w->s, r);
-		c.hid[r] = (uint32_t)((uint32_t *)bsearch(&h, sorted, c.nh, sizeof(uint32_t), cmp_u32) - sorted);
+		size_t j = (h * 2654435761u) & (cap - 1);
+		while (num[j] != UINT32_MAX && key[j] != h)
+			j = (j + 1) & (cap - 1);
+		if (num[j] == UINT32_MAX) {
+			key[j] = h;
+			num[j] = c.nh++;
+		}
+		c.hid[r] = num[j];
 	}
+	free(key);
+	free(num);
 	c.all = calloc(c.nh, sizeof(uint32_t));
 	c.in_slow = calloc(c.nh, sizeof(uint32_t));
 	c.late = calloc(c.nh, sizeof(uint32_t));
@@ -1066,10 +1095,20 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 	const struct l2_config *cf = &w->cfg->l2;
 	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
 	size_t ninst = 0;
+	uint32_t dims = 0; /* the dimensions of the communication phases, as bits */
 	for (uint32_t p = 0; p < P; p++)
-		if (w->kind[p] == RECORD_KIND_COMM && cover_phase(w, &c, p, floor_ms) < 0)
-			goto out;
-	for (size_t k = 0; k < (size_t)P * W; k++)
+		if (w->kind[p] == RECORD_KIND_COMM)
+			dims |= 1u << l2_collective_dim(store_phase_group(w->s, p));
+	for (uint32_t d = 0; d < 32; d++) {
+		if (!(dims >> d & 1))
+			continue;
+		uint32_t G = cover_buckets(w, &c, (enum topo_dim)d);
+		for (uint32_t p = 0; p < P; p++)
+			if (w->kind[p] == RECORD_KIND_COMM && l2_collective_dim(store_phase_group(w->s, p)) == d &&
+			    cover_phase(w, &c, p, G, floor_ms) < 0)
+				goto out;
+	}
+	for (size_t k = 0; k < (size_t)c.ncomm * W; k++)
 		ninst += c.slow[k];
 	rc = 0;
 	if (!ninst)
@@ -1086,7 +1125,7 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 		rc = -1;
 		goto out;
 	}
-	for (size_t k = 0; k < (size_t)P * W; k++)
+	for (size_t k = 0; k < (size_t)c.ncomm * W; k++)
 		if (c.slow[k])
 			total += c.gratio[k] - 1;
 	while (nchosen < few_nodes && nchosen < NODE_MAX) {
@@ -1129,7 +1168,7 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 			if (w->kind[p] != RECORD_KIND_COMM)
 				continue;
 			enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
-			uint32_t inst = p * W + topo_collective_group(w->t, r, dim);
+			uint32_t inst = c.ci[p] * W + topo_collective_group(w->t, r, dim);
 			if (!c.slow[inst])
 				continue;
 			size_t i = (size_t)r * P + p;
@@ -1143,7 +1182,6 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 		}
 	}
 out:
-	free(sorted);
 	free(c.hid);
 	free(c.ord);
 	free(c.start);
