@@ -7,15 +7,15 @@
  *   - rank 2's data loader sleeping from step 40: host_delay on rank 2, same bounds;
  *   - a healthy run: no incident.
  * Skipped (exit 77, with the reason) when no python3 imports torch (python3-torch). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
-#include "harness.h"
+#include "apitest.h"
+#include "torchjob.h"
 
 static struct h_proc proc;
 
@@ -23,47 +23,23 @@ static struct h_proc proc;
  * rank exited 0, which train.py does when all its records were acknowledged. */
 static int run_job(const char *job, const char *const *extra)
 {
-	char server[64], logdir[700], dir[600];
-	const char *argv[32] = {TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "6",
-				/* torch 1.13's default "0" for these does not parse under Python 3.11 */
-				"--redirects", "2", "--tee", "2", "--log_dir", logdir, TRAIN_PY, "--server", server,
-				"--job", job,
-				/* a device step long beside the CPU noise of 6 processes on 2 cores */
-				"--device-ms", "40"};
-	size_t n = 19;
-	int st;
-	pid_t pid;
+	const char *argv[16] = {"--device-ms", "40"}; /* a device step long beside the CPU noise of 6 processes */
+	size_t n = 2;
 
-	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
-	h_tmpdir("torch_job", dir, sizeof(dir));
-	snprintf(logdir, sizeof(logdir), "%s/%s", dir, job);
 	for (; *extra; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
-	if ((pid = fork()) == 0) {
-		setenv("CULPRIT_AGENT_LIB", AGENT_LIB, 1);
-		setenv("PYTHONPATH", PYTHON_DIR, 1);
-		setenv("OMP_NUM_THREADS", "1", 1);
-		if (SANITIZER_PRELOAD[0]) {
-			setenv("LD_PRELOAD", SANITIZER_PRELOAD, 1);
-			setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* the interpreter's, not ours */
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+	return torchjob_wait(torchjob_start(&proc, job, 6, argv));
 }
 
 static json_t *get(const char *path)
 {
-	char *body = NULL;
 	json_t *j = NULL;
 
-	if (h_http(proc.http_port, "GET", path, NULL, &body) == 200)
-		j = json_loads(body, 0, NULL);
-	free(body);
+	if (api_call(&proc, "GET", path, NULL, &j) != 200) {
+		json_decref(j);
+		return NULL;
+	}
 	return j;
 }
 
