@@ -18,6 +18,14 @@ struct kev {
 struct step {
 	int64_t num;
 	double ts, dur;
+	int64_t tid;
+};
+
+/* A CPU operator of a trace without kernels (a CPU job's): its phases come from them. */
+struct cev {
+	double ts, dur;
+	int64_t tid;
+	uint8_t data; /* the data loader's next() */
 };
 
 struct names {
@@ -33,6 +41,8 @@ struct kin {
 	size_t nk, capk;
 	struct step *st;
 	size_t ns, caps;
+	struct cev *c; /* kept until the first kernel: a trace with kernels does not need them */
+	size_t nc, capc;
 	struct names nm;
 	int64_t rank, world; /* from a complete distributedInfo, else -1 */
 	int dist;            /* a distributedInfo was seen */
@@ -180,6 +190,9 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 		if (id < 0)
 			goto oom;
 		k->k[k->nk++] = (struct kev){e->ts, e->dur, (uint32_t)id, k->nm.comm[id]};
+		free(k->c);
+		k->c = NULL;
+		k->nc = k->capc = 0;
 		return 0;
 	}
 	if (strncmp(e->name, "ProfilerStep#", 13) == 0 && strcmp(e->cat, "gpu_user_annotation") != 0) {
@@ -201,7 +214,23 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 			k->st = n;
 			k->caps = c;
 		}
-		k->st[k->ns++] = (struct step){num, e->ts, e->dur};
+		k->st[k->ns++] = (struct step){num, e->ts, e->dur, e->tid};
+		return 0;
+	}
+	/* the CPU operators and annotations (not Python frames) of a trace without kernels so far:
+	 * the legacy profiler's export has no categories */
+	if (!k->nk && e->has_ts && e->has_dur && e->dur >= 0 &&
+	    (!e->cat[0] || strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "Operator") == 0 ||
+	     strcmp(e->cat, "user_annotation") == 0)) {
+		if (k->nc == k->capc) {
+			size_t c = k->capc ? k->capc * 2 : 4096;
+			struct cev *n = realloc(k->c, c * sizeof(*n));
+			if (!n)
+				goto oom;
+			k->c = n;
+			k->capc = c;
+		}
+		k->c[k->nc++] = (struct cev){e->ts, e->dur, e->tid, strncmp(e->name, "enumerate(DataLoader)", 21) == 0};
 	}
 	return 0;
 oom:
@@ -232,6 +261,15 @@ static int cmp_step(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+/* by start, the enclosing (longer) one first */
+static int cmp_cev(const void *a, const void *b)
+{
+	const struct cev *x = a, *y = b;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->dur > y->dur ? -1 : x->dur < y->dur;
+}
+
 static int cmp_kev(const void *a, const void *b)
 {
 	const struct kev *x = a, *y = b;
@@ -253,6 +291,29 @@ static int64_t us(double v)
 	return (int64_t)llround(v);
 }
 
+/* A step of a trace without kernels: "cpu_compute", the time in the CPU operators outside
+ * one another on the step's thread, and "data_wait" (host), in the data loader's next().
+ * *ci: the first operator not before the step (the steps come in order). */
+static int cpu_phases(const struct kin *k, const struct step *st, size_t *ci, uint32_t rank, uint32_t iter,
+		      const struct jsonl_handler *h, const char **why)
+{
+	double end = st->ts + st->dur, cover = st->ts, compute = 0, data = 0;
+	while (*ci < k->nc && k->c[*ci].ts < st->ts)
+		(*ci)++;
+	for (size_t i = *ci; i < k->nc && k->c[i].ts < end; i++) {
+		const struct cev *c = &k->c[i];
+		if (c->tid != st->tid || c->ts < cover)
+			continue; /* another thread's, or inside one counted */
+		cover = c->ts + c->dur;
+		*(c->data ? &data : &compute) += c->dur;
+	}
+	struct record_phase pc = {rank, iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, RECORD_NO_START, us(compute)};
+	if (h->phase && h->phase(h->ctx, &pc, "cpu_compute", why) < 0)
+		return -1;
+	struct record_phase pd = {rank, iter, 0, RECORD_KIND_HOST, RECORD_GROUP_NONE, RECORD_NO_START, us(data)};
+	return h->phase ? h->phase(h->ctx, &pd, "data_wait", why) : 0;
+}
+
 static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h,
 		char *err, size_t errlen)
 {
@@ -267,7 +328,9 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
-	size_t ki = 0;
+	if (k->nc)
+		qsort(k->c, k->nc, sizeof(*k->c), cmp_cev);
+	size_t ki = 0, ci = 0;
 	while (ki < k->nk && k->k[ki].ts < k->st[0].ts)
 		ki++;
 	for (size_t s = 0; s < k->ns; s++) {
@@ -318,6 +381,11 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 						  us(e->ts - st->ts), us(e->dur)};
 			if (h->phase && h->phase(h->ctx, &ph, name, &why) < 0)
 				goto bad;
+		}
+		if (!k->nk && k->nc) {
+			if (cpu_phases(k, st, &ci, rank, it.iter, h, &why) < 0)
+				goto bad;
+			continue;
 		}
 		struct record_phase pc = {rank, it.iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE,
 					  RECORD_NO_START, us(compute)};
@@ -387,7 +455,8 @@ static int whole_trace_step(struct kin *k, const char *path, const struct import
 	k->st = malloc(sizeof(*k->st));
 	if (!k->st)
 		return -1;
-	k->st[0] = (struct step){0, k->first, k->last - k->first};
+	/* without kernels, the CPU operators of the thread of the first one */
+	k->st[0] = (struct step){0, k->first, k->last - k->first, k->nc ? k->c[0].tid : -1};
 	k->ns = k->caps = 1;
 	import_warn(opt, "%s: no ProfilerStep#N annotation: the whole trace (%.1f ms) is read as one step", path,
 		    (k->last - k->first) / 1000);
@@ -445,6 +514,7 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 		}
 		free(k.k);
 		free(k.st);
+		free(k.c);
 		names_free(&k.nm);
 		if (rc)
 			return -1;

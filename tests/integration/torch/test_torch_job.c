@@ -5,6 +5,8 @@
  *   - rank 5 computing three times as long from step 40: a compute_degradation report whose
  *     window starts within 5 steps of 40, naming rank 5 alone as culprit, the others victims;
  *   - rank 2's data loader sleeping from step 40: host_delay on rank 2, same bounds;
+ *   - the same slow job's own torch.profiler traces (train.py --kineto: one per rank, the 20
+ *     steps around step 40): `culprit diagnose DIR` offline names rank 5 alone, compute;
  *   - a healthy run: no incident.
  * Skipped (exit 77, with the reason) when no python3 imports torch (python3-torch). */
 #include <signal.h>
@@ -106,9 +108,37 @@ static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 	return victims;
 }
 
+/* `culprit diagnose DIR` on the ranks' profiler traces names `rank` alone as a compute culprit. */
+static void check_offline(const char *dir, json_int_t rank)
+{
+	char cmd[1024];
+	FILE *f;
+	json_t *rep, *s;
+	json_int_t culprits = 0;
+	size_t i;
+
+	snprintf(cmd, sizeof(cmd), "%s diagnose %s", CULPRIT_BIN, dir);
+	H_CHECK((f = popen(cmd, "r")) != NULL, &proc);
+	rep = json_loadf(f, 0, NULL);
+	H_CHECK(pclose(f) == 0 && rep != NULL, &proc);
+	fprintf(stderr, "offline: %s\n",
+		json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
+	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")),
+		       "compute_degradation") == 0,
+		&proc);
+	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
+		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
+			continue;
+		culprits++;
+		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
+	}
+	H_CHECK(culprits == 1, &proc);
+	json_decref(rep);
+}
+
 int main(void)
 {
-	char dsn[1024], dir[600];
+	char dsn[1024], dir[600], kineto[700];
 	const char *extra[] = {"--db", dsn, NULL};
 
 	if (!TORCH_PYTHON[0]) {
@@ -120,8 +150,10 @@ int main(void)
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 
 	int64_t t0 = h_now_ms();
-	H_CHECK(run_job("torch-slow", (const char *[]){"--slow-rank", "5", NULL}) == 0, &proc);
+	h_tmpdir("torch_kineto", kineto, sizeof(kineto));
+	H_CHECK(run_job("torch-slow", (const char *[]){"--slow-rank", "5", "--kineto", kineto, NULL}) == 0, &proc);
 	H_CHECK(check_named("torch-slow", "compute_degradation", 5) >= 4, &proc);
+	check_offline(kineto, 5);
 
 	H_CHECK(run_job("torch-loader", (const char *[]){"--loader-sleep-rank", "2", NULL}) == 0, &proc);
 	check_named("torch-loader", "host_delay", 2);
@@ -135,7 +167,8 @@ int main(void)
 	json_decref(inc);
 
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
-	printf("torch job: rank 5's compute and rank 2's loader named within 5 steps, the healthy run quiet (%lld ms)\n",
+	printf("torch job: rank 5's compute (online and from its profiler traces) and rank 2's loader named within 5 "
+	       "steps, the healthy run quiet (%lld ms)\n",
 	       (long long)(h_now_ms() - t0));
 	return 0;
 }

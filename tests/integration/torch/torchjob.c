@@ -22,8 +22,8 @@ pid_t torchjob_start(const struct h_proc *p, const char *job, int nproc, const c
 	snprintf(np, sizeof(np), "%d", nproc);
 	snprintf(rdzv, sizeof(rdzv), "127.0.0.1:%d", h_free_port());
 	snprintf(server, sizeof(server), "127.0.0.1:%d", p->agent_port);
-	h_tmpdir("torch_job", dir, sizeof(dir));
-	snprintf(logdir, sizeof(logdir), "%s/%s", dir, job);
+	h_tmpdir(job, dir, sizeof(dir)); /* the ranks' logs */
+	snprintf(logdir, sizeof(logdir), "%s/logs", dir);
 	for (; *extra && n < sizeof(argv) / sizeof(argv[0]) - 1; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
