@@ -160,6 +160,21 @@ static const char *short_name(const char *name, char *buf)
 	return buf;
 }
 
+/* Room for one more element in the array *a of n elements (capacity *cap, doubled from
+ * first); -1 when out of memory. */
+static int room(void **a, size_t *cap, size_t n, size_t size, size_t first)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : first;
+	void *p = realloc(*a, c * size);
+	if (!p)
+		return -1;
+	*a = p;
+	*cap = c;
+	return 0;
+}
+
 static int on_event(void *ctx, const struct import_event *e, const char **why)
 {
 	struct kin *k = ctx;
@@ -177,14 +192,8 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 			*why = "kernel event without ts or dur";
 			return -1;
 		}
-		if (k->nk == k->capk) {
-			size_t c = k->capk ? k->capk * 2 : 4096;
-			struct kev *n = realloc(k->k, c * sizeof(*n));
-			if (!n)
-				goto oom;
-			k->k = n;
-			k->capk = c;
-		}
+		if (room((void **)&k->k, &k->capk, k->nk, sizeof(*k->k), 4096) < 0)
+			goto oom;
 		char shortname[KERNEL_NAME_MAX + 1];
 		int64_t id = names_intern(&k->nm, short_name(e->name, shortname));
 		if (id < 0)
@@ -206,14 +215,8 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 			*why = "ProfilerStep without a step number";
 			return -1;
 		}
-		if (k->ns == k->caps) {
-			size_t c = k->caps ? k->caps * 2 : 16;
-			struct step *n = realloc(k->st, c * sizeof(*n));
-			if (!n)
-				goto oom;
-			k->st = n;
-			k->caps = c;
-		}
+		if (room((void **)&k->st, &k->caps, k->ns, sizeof(*k->st), 16) < 0)
+			goto oom;
 		k->st[k->ns++] = (struct step){num, e->ts, e->dur, e->tid};
 		return 0;
 	}
@@ -222,14 +225,8 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 	if (!k->nk && e->has_ts && e->has_dur && e->dur >= 0 &&
 	    (!e->cat[0] || strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "Operator") == 0 ||
 	     strcmp(e->cat, "user_annotation") == 0)) {
-		if (k->nc == k->capc) {
-			size_t c = k->capc ? k->capc * 2 : 4096;
-			struct cev *n = realloc(k->c, c * sizeof(*n));
-			if (!n)
-				goto oom;
-			k->c = n;
-			k->capc = c;
-		}
+		if (room((void **)&k->c, &k->capc, k->nc, sizeof(*k->c), 4096) < 0)
+			goto oom;
 		k->c[k->nc++] = (struct cev){e->ts, e->dur, e->tid, strncmp(e->name, "enumerate(DataLoader)", 21) == 0};
 	}
 	return 0;

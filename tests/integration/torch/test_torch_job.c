@@ -81,13 +81,28 @@ static json_t *first_report(const char *job, const char *cat)
 	return found;
 }
 
+/* The report names `rank`, and no other rank, as a culprit. */
+static void check_culprit(json_t *rep, json_int_t rank)
+{
+	json_t *s;
+	json_int_t culprits = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
+		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
+			continue;
+		culprits++;
+		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
+	}
+	H_CHECK(culprits == 1, &proc);
+}
+
 /* The job's first report of category cat that opens within 5 steps of step 40 names `rank`
  * as its only culprit. Returns its victims. */
 static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 {
-	json_t *rep = first_report(job, cat), *s;
-	json_int_t first, culprits = 0, victims;
-	size_t i;
+	json_t *rep = first_report(job, cat);
+	json_int_t first, victims;
 
 	if (!rep)
 		fprintf(stderr, "%s: no %s report\n", job, cat);
@@ -96,13 +111,7 @@ static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 	fprintf(stderr, "%s: %s\n", job,
 		json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
 	H_CHECK(first >= 35 && first <= 45, &proc); /* within 5 steps either side */
-	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
-		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
-			continue;
-		culprits++;
-		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
-	}
-	H_CHECK(culprits == 1, &proc);
+	check_culprit(rep, rank);
 	victims = json_integer_value(json_object_get(json_object_get(rep, "victims"), "ranks"));
 	json_decref(rep);
 	return victims;
@@ -113,9 +122,7 @@ static void check_offline(const char *dir, json_int_t rank)
 {
 	char cmd[1024];
 	FILE *f;
-	json_t *rep, *s;
-	json_int_t culprits = 0;
-	size_t i;
+	json_t *rep;
 
 	snprintf(cmd, sizeof(cmd), "%s diagnose %s", CULPRIT_BIN, dir);
 	H_CHECK((f = popen(cmd, "r")) != NULL, &proc);
@@ -126,13 +133,7 @@ static void check_offline(const char *dir, json_int_t rank)
 	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")),
 		       "compute_degradation") == 0,
 		&proc);
-	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
-		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
-			continue;
-		culprits++;
-		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
-	}
-	H_CHECK(culprits == 1, &proc);
+	check_culprit(rep, rank);
 	json_decref(rep);
 }
 
