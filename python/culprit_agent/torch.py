@@ -6,12 +6,11 @@
 Per iteration (one optimizer step) it records:
   data_wait  host     time blocked in the data loader's next()
   forward    compute  the model's forward (all micro-batches of the step summed)
-  backward   compute  from the end of forward to the gradient of the model's first parameter
-                      (DDP: the last one computed, nearly always), or to the first collective
-                      or the optimizer step
-  allreduce  comm dp  DDP: from that gradient to the optimizer step, the time backward waits
-                      for DDP's all-reduce to finish; without DDP, the time in
-                      torch.distributed collectives called by the loop
+  backward   compute  from the end of forward to the last gradient bucket ready (DDP), or to
+                      the optimizer step
+  allreduce  comm dp  DDP's gradient all-reduce (a communication hook around DDP's own),
+                      from the first bucket launched to the last one done; without DDP, the
+                      time in torch.distributed collectives called by the loop
   optimizer  compute  optimizer.step()
 An iteration runs from the end of the previous one to the end of its optimizer step.
 
@@ -88,7 +87,6 @@ class Monitor:
         self._hooks = []
         self._wrapped = []
         self._cuda = False
-        self._ddp = False
         self._fwd_end = self._bwd_end = self._opt0 = None
         try:
             self._attach(model, optimizer, dataloader, server, job, agent_args)
@@ -117,29 +115,26 @@ class Monitor:
         optimizer.step = timed_step
         self._wrapped.append((optimizer, "step", None))
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
-            self._ddp = True
-            self._grad_hook(model)
+            try:
+                self._ddp_hook(model)
+            except Exception as e:  # a hook of the user's own: keep it
+                self.agent._error("DDP communication hook", e)
         elif dist.is_available():
             self._wrap_collectives()
         if dataloader is not None:
             self._wrap_loader(dataloader)
 
-    def _grad_hook(self, model):
-        """DDP: backward computes the gradient of the model's first parameter last (nearly
-        always); from then to the step it waits for DDP's all-reduce. A hook on that tensor,
-        not a communication hook: with one of those DDP divides each gradient bucket in a pass
-        of its own and calls Python once per bucket (0.6 ms of a 100 ms CPU step with 2 M
-        parameters, docs/agent.md)."""
-        p = next((p for p in model.parameters() if p.requires_grad), None)
-        if p is not None:
-            self._hooks.append(p.register_hook(self._grad_ready))
+    def _ddp_hook(self, model):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    def _grad_ready(self, grad):
-        try:
-            if self._fwd_end is not None:
-                self._bwd_end = self._mark()  # the latest, when the parameter is used twice
-        except Exception as e:
-            self.agent._error("backward", e)
+        def hook(state, bucket):
+            self._comm_mark(launch=True)
+            return default_hooks.allreduce_hook(state, bucket).then(self._comm_done)
+        model.register_comm_hook(None, hook)
+
+    def _comm_done(self, fut):
+        self._comm_mark(launch=False)
+        return fut.value()
 
     def _wrap_collectives(self):
         for name in _COLLECTIVES:
@@ -250,11 +245,9 @@ class Monitor:
     def _step_begin(self):
         try:
             t = self._mark()
-            fwd_end, bwd_end = self._fwd_end, self._bwd_end
+            fwd_end = self._fwd_end
             if fwd_end is not None:
-                self._span("backward", "compute", None, fwd_end, bwd_end if bwd_end is not None else t)
-                if self._ddp and bwd_end is not None:
-                    self._span("allreduce", "comm", "dp", bwd_end, t)
+                self._span("backward", "compute", None, fwd_end, self._bwd_end if self._bwd_end is not None else t)
             self._fwd_end = self._bwd_end = None
             self._opt0 = t
         except Exception as e:
