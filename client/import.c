@@ -98,8 +98,9 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 				 path);
 			return IMPORT_AUTO;
 		}
-		if (buf[i] == '[')
-			return IMPORT_CHROME;
+		if (buf[i] == '[') /* torch.profiler without Kineto (a CPU build) writes a bare array */
+			return strstr(buf, "\"ProfilerStep#") || strstr(buf, "\"CPU functions\"") ? IMPORT_KINETO
+												    : IMPORT_CHROME;
 		if (strncmp(buf + j, "\"type\"", 6) == 0)
 			return IMPORT_JSONL;
 		int events = strstr(buf, "\"traceEvents\"") != NULL;

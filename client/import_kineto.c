@@ -19,6 +19,14 @@ struct kev {
 struct step {
 	int64_t num;
 	double ts, dur;
+	int64_t tid;
+};
+
+/* A CPU operator of a trace without kernels (a CPU job's): its phases come from them. */
+struct cev {
+	double ts, dur;
+	int64_t tid;
+	uint8_t data; /* the data loader's next() */
 };
 
 struct names {
@@ -34,6 +42,8 @@ struct kin {
 	size_t nk, capk;
 	struct step *st;
 	size_t ns, caps;
+	struct cev *c; /* kept until the first kernel: a trace with kernels does not need them */
+	size_t nc, capc;
 	struct names nm;
 	int64_t rank, world; /* from a complete distributedInfo, else -1 */
 	int dist;            /* a distributedInfo was seen */
@@ -143,6 +153,21 @@ static const char *short_name(const char *name, char *buf)
 	return buf;
 }
 
+/* Room for one more element in the array *a of n elements (capacity *cap, doubled from
+ * first); -1 when out of memory. */
+static int room(void **a, size_t *cap, size_t n, size_t size, size_t first)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : first;
+	void *p = realloc(*a, c * size);
+	if (!p)
+		return -1;
+	*a = p;
+	*cap = c;
+	return 0;
+}
+
 static int on_event(void *ctx, const struct import_event *e, const char **why)
 {
 	struct kin *k = ctx;
@@ -160,19 +185,16 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 			*why = "kernel event without ts or dur";
 			return -1;
 		}
-		if (k->nk == k->capk) {
-			size_t c = k->capk ? k->capk * 2 : 4096;
-			struct kev *n = realloc(k->k, c * sizeof(*n));
-			if (!n)
-				goto oom;
-			k->k = n;
-			k->capk = c;
-		}
+		if (room((void **)&k->k, &k->capk, k->nk, sizeof(*k->k), 4096) < 0)
+			goto oom;
 		char shortname[KERNEL_NAME_MAX + 1];
 		int64_t id = names_intern(&k->nm, short_name(e->name, shortname));
 		if (id < 0)
 			goto oom;
 		k->k[k->nk++] = (struct kev){e->ts, e->dur, (uint32_t)id, k->nm.comm[id]};
+		free(k->c);
+		k->c = NULL;
+		k->nc = k->capc = 0;
 		return 0;
 	}
 	if (strncmp(e->name, "ProfilerStep#", 13) == 0 && strcmp(e->cat, "gpu_user_annotation") != 0) {
@@ -186,15 +208,19 @@ static int on_event(void *ctx, const struct import_event *e, const char **why)
 			*why = "ProfilerStep without a step number";
 			return -1;
 		}
-		if (k->ns == k->caps) {
-			size_t c = k->caps ? k->caps * 2 : 16;
-			struct step *n = realloc(k->st, c * sizeof(*n));
-			if (!n)
-				goto oom;
-			k->st = n;
-			k->caps = c;
-		}
-		k->st[k->ns++] = (struct step){num, e->ts, e->dur};
+		if (room((void **)&k->st, &k->caps, k->ns, sizeof(*k->st), 16) < 0)
+			goto oom;
+		k->st[k->ns++] = (struct step){num, e->ts, e->dur, e->tid};
+		return 0;
+	}
+	/* the CPU operators and annotations (not Python frames) of a trace without kernels so far:
+	 * the legacy profiler's export has no categories */
+	if (!k->nk && e->has_ts && e->has_dur && e->dur >= 0 &&
+	    (!e->cat[0] || strcmp(e->cat, "cpu_op") == 0 || strcmp(e->cat, "Operator") == 0 ||
+	     strcmp(e->cat, "user_annotation") == 0)) {
+		if (room((void **)&k->c, &k->capc, k->nc, sizeof(*k->c), 4096) < 0)
+			goto oom;
+		k->c[k->nc++] = (struct cev){e->ts, e->dur, e->tid, strncmp(e->name, "enumerate(DataLoader)", 21) == 0};
 	}
 	return 0;
 oom:
@@ -225,6 +251,15 @@ static int cmp_step(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+/* by start, the enclosing (longer) one first */
+static int cmp_cev(const void *a, const void *b)
+{
+	const struct cev *x = a, *y = b;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->dur > y->dur ? -1 : x->dur < y->dur;
+}
+
 static int cmp_kev(const void *a, const void *b)
 {
 	const struct kev *x = a, *y = b;
@@ -246,6 +281,29 @@ static int64_t us(double v)
 	return (int64_t)llround(v);
 }
 
+/* A step of a trace without kernels: "cpu_compute", the time in the CPU operators outside
+ * one another on the step's thread, and "data_wait" (host), in the data loader's next().
+ * *ci: the first operator not before the step (the steps come in order). */
+static int cpu_phases(const struct kin *k, const struct step *st, size_t *ci, uint32_t rank, uint32_t iter,
+		      const struct jsonl_handler *h, const char **why)
+{
+	double end = st->ts + st->dur, cover = st->ts, compute = 0, data = 0;
+	while (*ci < k->nc && k->c[*ci].ts < st->ts)
+		(*ci)++;
+	for (size_t i = *ci; i < k->nc && k->c[i].ts < end; i++) {
+		const struct cev *c = &k->c[i];
+		if (c->tid != st->tid || c->ts < cover)
+			continue; /* another thread's, or inside one counted */
+		cover = c->ts + c->dur;
+		*(c->data ? &data : &compute) += c->dur;
+	}
+	struct record_phase pc = {rank, iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, RECORD_NO_START, us(compute)};
+	if (h->phase && h->phase(h->ctx, &pc, "cpu_compute", why) < 0)
+		return -1;
+	struct record_phase pd = {rank, iter, 0, RECORD_KIND_HOST, RECORD_GROUP_NONE, RECORD_NO_START, us(data)};
+	return h->phase ? h->phase(h->ctx, &pd, "data_wait", why) : 0;
+}
+
 static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h,
 		char *err, size_t errlen)
 {
@@ -260,7 +318,9 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
-	size_t ki = 0;
+	if (k->nc)
+		qsort(k->c, k->nc, sizeof(*k->c), cmp_cev);
+	size_t ki = 0, ci = 0;
 	while (ki < k->nk && k->k[ki].ts < k->st[0].ts)
 		ki++;
 	for (size_t s = 0; s < k->ns; s++) {
@@ -311,6 +371,11 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 						  us(e->ts - st->ts), us(e->dur)};
 			if (h->phase && h->phase(h->ctx, &ph, name, &why) < 0)
 				goto bad;
+		}
+		if (!k->nk && k->nc) {
+			if (cpu_phases(k, st, &ci, rank, it.iter, h, &why) < 0)
+				goto bad;
+			continue;
 		}
 		struct record_phase pc = {rank, it.iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE,
 					  RECORD_NO_START, us(compute)};
@@ -380,7 +445,8 @@ static int whole_trace_step(struct kin *k, const char *path, const struct import
 	k->st = malloc(sizeof(*k->st));
 	if (!k->st)
 		return -1;
-	k->st[0] = (struct step){0, k->first, k->last - k->first};
+	/* without kernels, the CPU operators of the thread of the first one */
+	k->st[0] = (struct step){0, k->first, k->last - k->first, k->nc ? k->c[0].tid : -1};
 	k->ns = k->caps = 1;
 	import_warn(opt, "%s: no ProfilerStep#N annotation: the whole trace (%.1f ms) is read as one step", path,
 		    (k->last - k->first) / 1000);
@@ -438,6 +504,7 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 		}
 		free(k.k);
 		free(k.st);
+		free(k.c);
 		names_free(&k.nm);
 		if (rc)
 			return -1;

@@ -4,8 +4,10 @@
  * containing "nccl"); per step: one phase "gpu_compute" (sum of compute kernels), one
  * phase per collective "nccl_<Type>#<i>" (comm, DP group), kernels with their raw
  * durations. Timestamps are the trace's own (Kineto writes Unix microseconds, a shared
- * clock when the hosts are synchronised). Events are streamed; only kernels and steps are
- * kept until the end of each file (about 32 bytes per kernel). */
+ * clock when the hosts are synchronised). A trace without kernels (a CPU job) gets its
+ * phases from its CPU operators: "cpu_compute", "data_wait". Events are streamed; only
+ * kernels and steps (and, until the first kernel, CPU operators) are kept until the end of
+ * each file (about 32 bytes each). */
 #ifndef CULPRIT_IMPORT_KINETO_H
 #define CULPRIT_IMPORT_KINETO_H
 

@@ -49,6 +49,19 @@ class Kernel(ctypes.Structure):
                 ("sketch", ctypes.POINTER(u8)), ("sketch_len", u32)]
 
 
+class RawKernel(ctypes.Structure):
+    _fields_ = [("rank", u32), ("iter", u32), ("name", u32), ("kind", u8), ("stream", u32), ("start_us", i64),
+                ("dur_us", i64)]
+
+
+class Command(ctypes.Structure):
+    _fields_ = [("id", u64), ("kind", u32), ("iterations", u32), ("max_events", u32), ("n_ranks", size_t),
+                ("ranks", ctypes.POINTER(u32))]
+
+
+CAPTURE = 1  # Command.kind
+
+
 class Stats(ctypes.Structure):
     _fields_ = [(n, u64) for n in ("records_appended", "records_dropped", "records_rejected",
                                    "batches_sealed", "batches_acked", "batches_rejected", "batches_sent",
@@ -91,6 +104,8 @@ def load():
         "agent_flush": (ctypes.c_int, [c_void_p, ctypes.c_int]),
         "agent_close": (ctypes.c_int, [c_void_p, ctypes.c_int]),
         "agent_get_stats": (None, [c_void_p, P(Stats)]),
+        "agent_add_raw_kernels": (ctypes.c_int, [c_void_p, P(RawKernel), size_t]),
+        "agent_command": (c_bool, [c_void_p, P(Command)]),
         "agent_strerror": (c_char_p, [ctypes.c_int]),
         "kernel_summary_create": (c_void_p, []),
         "kernel_summary_destroy": (None, [c_void_p]),
@@ -106,4 +121,6 @@ def load():
         if f() != ctypes.sizeof(struct):
             raise OSError("%s: %s is %d bytes in the library, %d here (a library of another version)"
                           % (path, struct.__name__, f(), ctypes.sizeof(struct)))
+    lib.free = ctypes.CDLL(None).free  # agent_command's ranks are the caller's to free()
+    lib.free.restype, lib.free.argtypes = None, [c_void_p]
     return lib

@@ -231,6 +231,37 @@ class Agent:
             raise ValueError(f"iteration {i} refused: {self._lib.agent_strerror(rc).decode()}")
 
     @_guarded
+    def command(self):
+        """The latest Command culpritd sent (docs/protocol.md, "Command"), or None: a dict with
+        id, kind ("capture"), ranks, iterations and max_events. It stays the latest until the
+        next one: act on an id once."""
+        if self._a is None:
+            return None
+        c = _lib.Command()
+        if not self._lib.agent_command(self._a, ctypes.byref(c)):
+            return None
+        try:
+            ranks = [c.ranks[i] for i in range(c.n_ranks)]
+        finally:
+            self._lib.free(c.ranks)
+        return {"id": c.id, "kind": "capture" if c.kind == _lib.CAPTURE else c.kind, "ranks": ranks,
+                "iterations": c.iterations, "max_events": c.max_events}
+
+    @_guarded
+    def add_raw_kernels(self, kernels):
+        """Raw kernel executions of a capture: (iteration, name, kind, stream, start_us, dur_us)
+        tuples of this rank, start_us in microseconds since the epoch. Sent with the next batch."""
+        if self._a is None or not kernels:
+            return
+        rk = (_lib.RawKernel * len(kernels))()
+        for j, (i, name, kind, stream, start, dur) in enumerate(kernels):
+            rk[j] = _lib.RawKernel(self.rank, int(i), self._name(name), _kind(kind), int(stream), int(start),
+                                   max(0, int(dur)))
+        rc = self._lib.agent_add_raw_kernels(self._a, rk, len(kernels))
+        if rc not in (_lib.OK, _lib.EFULL):
+            raise ValueError(f"raw kernels refused: {self._lib.agent_strerror(rc).decode()}")
+
+    @_guarded
     def flush(self, timeout_s=10.0):
         """Waits until everything handed over so far is acknowledged; True when it was."""
         if self._a is None:

@@ -21,6 +21,11 @@ on the hot path); an iteration goes to culpritd when the next one ends.
 Every `profile_every` iterations (0: never) torch.profiler runs for one iteration and its
 operators (ATen operators on CPU, kernels on GPU) are summarised per name into the
 library's sketches and sent with that iteration.
+
+On a capture (POST /api/v1/jobs/{job}/capture, a Command CAPTURE for this rank, read at every
+iteration's end) torch.profiler runs for the next `iterations` iterations, and their raw
+executions go to culpritd as well (Batch.raw_kernels): on GPU every kernel with its stream, on
+CPU every top-level ATen operator (stream 0), at most the capture's max_events in all.
 """
 import os
 import threading
@@ -53,6 +58,7 @@ class _Step:
         self.spans = {}   # name -> [kind, group, first start mark, total µs or [(start, end) marks]]
         self.comm = None  # [first launch, last done] (host µs)
         self.kernels = None
+        self.raw = None
         self.end = None
 
 
@@ -75,6 +81,9 @@ class Monitor:
         self._last_end = None
         self._fwd0 = None
         self._prof = None
+        self._capture = None    # [command id, first iteration, end iteration, events left]
+        self._capture_id = None
+        self.raw_kernels_sent = 0
         self._hooks = []
         self._wrapped = []
         self._cuda = False
@@ -175,7 +184,7 @@ class Monitor:
             self._cur = _Step(self.i, t0)
             if self._cuda:
                 self._cur.ref = self._event()
-            if self.profile_every and self.i % self.profile_every == 0 and self.i > 0:
+            if self.profile_every and self.i % self.profile_every == 0 and self.i > 0 or self._capturing(self.i):
                 self._profile_start()
         return self._cur
 
@@ -252,9 +261,10 @@ class Monitor:
                 s, self._cur = self._open(), None
             s.end = _now_us()
             if self._prof is not None:
-                s.kernels = self._profile_stop()
+                s.kernels, s.raw = self._profile_stop(s.i, self._capturing(s.i))
             self._last_end = s.end
             self.i += 1
+            self._poll_command()
             if self._cuda:
                 prev, self._pending = self._pending, s
                 if prev is not None:
@@ -287,6 +297,9 @@ class Monitor:
         for name, (kind, durs) in (s.kernels or {}).items():
             a.add_kernel_summary(name, durs, kind=kind)
         a.end_iteration(end_us=s.end)
+        if s.raw:
+            a.add_raw_kernels(s.raw)
+            self.raw_kernels_sent += len(s.raw)
 
     # --- kernel summaries ------------------------------------------------------------------
     def _profile_start(self):
@@ -295,19 +308,57 @@ class Monitor:
         self._prof = profile(activities=acts)
         self._prof.__enter__()
 
-    def _profile_stop(self):
+    def _profile_stop(self, i, capture):
+        """The profiled iteration's summaries {name: (kind, [µs])} and, when captured, its raw
+        executions (for Agent.add_raw_kernels, within the capture's budget)."""
         prof, self._prof = self._prof, None
         prof.__exit__(None, None, None)
-        out = {}
+        out, raw = {}, []
+        for name, kind, stream, start, dur in self._executions(prof):
+            out.setdefault(name, (kind, []))[1].append(dur)
+            raw.append((i, name, kind, stream, start, dur))
+        if not capture:
+            return out, None
+        raw = raw[:self._capture[3]]
+        self._capture[3] -= len(raw)
+        return out, raw
+
+    def _executions(self, prof):
+        """(name, kind, stream, start µs since the epoch, µs) of what ran: GPU kernels, or the
+        top-level ATen operators on CPU."""
+        if self._cuda:
+            from torch.autograd import DeviceType
+            for e in prof.profiler.kineto_results.events():
+                if e.device_type() == DeviceType.CUDA:
+                    name = e.name()[:255]
+                    yield (name, "comm" if "nccl" in name.lower() else "compute", e.device_resource_id(),
+                           e.start_us(), e.duration_us())
+            return
+        t0 = prof.profiler.kineto_results.trace_start_us()  # events are relative to it
         for ev in prof.events():
-            if self._cuda:
-                for k in ev.kernels:
-                    name = k.name[:255]
-                    out.setdefault(name, ("comm" if "nccl" in name.lower() else "compute", []))[1].append(
-                        int(k.duration))
-            elif ev.cpu_parent is None and ev.name.startswith("aten::"):
-                out.setdefault(ev.name[:255], ("compute", []))[1].append(int(ev.cpu_time_total))
-        return out
+            if ev.cpu_parent is None and ev.name.startswith("aten::"):
+                yield ev.name[:255], "compute", 0, t0 + int(ev.time_range.start), int(ev.cpu_time_total)
+
+    # --- on-demand capture -----------------------------------------------------------------
+    def _poll_command(self):
+        """At an iteration's end: a capture Command for this rank not acted on yet profiles
+        the next `iterations` iterations."""
+        c = self.agent.command()
+        if not c or c["id"] == self._capture_id or c["kind"] != "capture":
+            return
+        self._capture_id = c["id"]
+        if self.agent.rank in c["ranks"] and c["iterations"] > 0:
+            self._capture = [c["id"], self.i, self.i + c["iterations"], c["max_events"]]
+
+    def _capturing(self, i):
+        c = self._capture
+        return c is not None and c[1] <= i < c[2] and c[3] > 0
+
+    @property
+    def capturing(self):
+        """True from a capture's Command until its last iteration is profiled."""
+        c = self._capture
+        return c is not None and self.i < c[2] and c[3] > 0
 
     # --- the end ---------------------------------------------------------------------------
     @_guarded

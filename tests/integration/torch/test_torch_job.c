@@ -5,17 +5,19 @@
  *   - rank 5 computing three times as long from step 40: a compute_degradation report whose
  *     window starts within 5 steps of 40, naming rank 5 alone as culprit, the others victims;
  *   - rank 2's data loader sleeping from step 40: host_delay on rank 2, same bounds;
+ *   - the same slow job's own torch.profiler traces (train.py --kineto: one per rank, the 20
+ *     steps around step 40): `culprit diagnose DIR` offline names rank 5 alone, compute;
  *   - a healthy run: no incident.
  * Skipped (exit 77, with the reason) when no python3 imports torch (python3-torch). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
-#include "harness.h"
+#include "apitest.h"
+#include "torchjob.h"
 
 static struct h_proc proc;
 
@@ -23,47 +25,23 @@ static struct h_proc proc;
  * rank exited 0, which train.py does when all its records were acknowledged. */
 static int run_job(const char *job, const char *const *extra)
 {
-	char server[64], logdir[700], dir[600];
-	const char *argv[32] = {TORCH_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "6",
-				/* torch 1.13's default "0" for these does not parse under Python 3.11 */
-				"--redirects", "2", "--tee", "2", "--log_dir", logdir, TRAIN_PY, "--server", server,
-				"--job", job,
-				/* a device step long beside the CPU noise of 6 processes on 2 cores */
-				"--device-ms", "40"};
-	size_t n = 19;
-	int st;
-	pid_t pid;
+	const char *argv[16] = {"--device-ms", "40"}; /* a device step long beside the CPU noise of 6 processes */
+	size_t n = 2;
 
-	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
-	h_tmpdir("torch_job", dir, sizeof(dir));
-	snprintf(logdir, sizeof(logdir), "%s/%s", dir, job);
 	for (; *extra; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
-	if ((pid = fork()) == 0) {
-		setenv("CULPRIT_AGENT_LIB", AGENT_LIB, 1);
-		setenv("PYTHONPATH", PYTHON_DIR, 1);
-		setenv("OMP_NUM_THREADS", "1", 1);
-		if (SANITIZER_PRELOAD[0]) {
-			setenv("LD_PRELOAD", SANITIZER_PRELOAD, 1);
-			setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* the interpreter's, not ours */
-		}
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+	return torchjob_wait(torchjob_start(&proc, job, 6, argv));
 }
 
 static json_t *get(const char *path)
 {
-	char *body = NULL;
 	json_t *j = NULL;
 
-	if (h_http(proc.http_port, "GET", path, NULL, &body) == 200)
-		j = json_loads(body, 0, NULL);
-	free(body);
+	if (api_call(&proc, "GET", path, NULL, &j) != 200) {
+		json_decref(j);
+		return NULL;
+	}
 	return j;
 }
 
@@ -103,13 +81,28 @@ static json_t *first_report(const char *job, const char *cat)
 	return found;
 }
 
+/* The report names `rank`, and no other rank, as a culprit. */
+static void check_culprit(json_t *rep, json_int_t rank)
+{
+	json_t *s;
+	json_int_t culprits = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
+		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
+			continue;
+		culprits++;
+		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
+	}
+	H_CHECK(culprits == 1, &proc);
+}
+
 /* The job's first report of category cat that opens within 5 steps of step 40 names `rank`
  * as its only culprit. Returns its victims. */
 static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 {
-	json_t *rep = first_report(job, cat), *s;
-	json_int_t first, culprits = 0, victims;
-	size_t i;
+	json_t *rep = first_report(job, cat);
+	json_int_t first, victims;
 
 	if (!rep)
 		fprintf(stderr, "%s: no %s report\n", job, cat);
@@ -118,21 +111,35 @@ static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 	fprintf(stderr, "%s: %s\n", job,
 		json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
 	H_CHECK(first >= 35 && first <= 45, &proc); /* within 5 steps either side */
-	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
-		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
-			continue;
-		culprits++;
-		H_CHECK(json_integer_value(json_object_get(s, "rank")) == rank, &proc);
-	}
-	H_CHECK(culprits == 1, &proc);
+	check_culprit(rep, rank);
 	victims = json_integer_value(json_object_get(json_object_get(rep, "victims"), "ranks"));
 	json_decref(rep);
 	return victims;
 }
 
+/* `culprit diagnose DIR` on the ranks' profiler traces names `rank` alone as a compute culprit. */
+static void check_offline(const char *dir, json_int_t rank)
+{
+	char cmd[1024];
+	FILE *f;
+	json_t *rep;
+
+	snprintf(cmd, sizeof(cmd), "%s diagnose %s", CULPRIT_BIN, dir);
+	H_CHECK((f = popen(cmd, "r")) != NULL, &proc);
+	rep = json_loadf(f, 0, NULL);
+	H_CHECK(pclose(f) == 0 && rep != NULL, &proc);
+	fprintf(stderr, "offline: %s\n",
+		json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
+	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")),
+		       "compute_degradation") == 0,
+		&proc);
+	check_culprit(rep, rank);
+	json_decref(rep);
+}
+
 int main(void)
 {
-	char dsn[1024], dir[600];
+	char dsn[1024], dir[600], kineto[700];
 	const char *extra[] = {"--db", dsn, NULL};
 
 	if (!TORCH_PYTHON[0]) {
@@ -144,8 +151,10 @@ int main(void)
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 
 	int64_t t0 = h_now_ms();
-	H_CHECK(run_job("torch-slow", (const char *[]){"--slow-rank", "5", NULL}) == 0, &proc);
+	h_tmpdir("torch_kineto", kineto, sizeof(kineto));
+	H_CHECK(run_job("torch-slow", (const char *[]){"--slow-rank", "5", "--kineto", kineto, NULL}) == 0, &proc);
 	H_CHECK(check_named("torch-slow", "compute_degradation", 5) >= 4, &proc);
+	check_offline(kineto, 5);
 
 	H_CHECK(run_job("torch-loader", (const char *[]){"--loader-sleep-rank", "2", NULL}) == 0, &proc);
 	check_named("torch-loader", "host_delay", 2);
@@ -159,7 +168,8 @@ int main(void)
 	json_decref(inc);
 
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
-	printf("torch job: rank 5's compute and rank 2's loader named within 5 steps, the healthy run quiet (%lld ms)\n",
+	printf("torch job: rank 5's compute (online and from its profiler traces) and rank 2's loader named within 5 "
+	       "steps, the healthy run quiet (%lld ms)\n",
 	       (long long)(h_now_ms() - t0));
 	return 0;
 }

@@ -121,6 +121,9 @@ static void detect(void **state)
 		/* Kineto without schemaVersion (old PyTorch): known by its event categories */
 		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"Kernel\", \"name\": \"k\"}]}", IMPORT_KINETO},
 		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\"}]}", IMPORT_KINETO},
+		/* torch.profiler without Kineto (Debian's CPU torch): a bare array */
+		{"[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 62, \"dur\": 8, \"tid\": 1, \"pid\": \"CPU functions\", "
+		 "\"args\": {}}]", IMPORT_KINETO},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_int_equal(import_detect(put("d", cases[i].text), err, sizeof(err)), cases[i].want);
@@ -198,6 +201,40 @@ static void kineto_steps(void **state)
 	assert_int_equal(g.k[gemm3].count, 2);
 	assert_int_equal(g.kdur[gemm3][0], 40);
 	assert_int_equal(g.kdur[gemm3][1], 42);
+}
+
+/* A trace without kernels (a CPU job's, torch.profiler without Kineto: no categories, a bare
+ * array): per step, cpu_compute is the time in the step thread's operators outside one
+ * another, data_wait the data loader's next(); other threads' operators do not count */
+static void kineto_cpu(void **state)
+{
+	(void)state;
+	char err[1024];
+	struct got g;
+	const char *p = put("cpu.json",
+		"[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 10, \"dur\": 5, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"ProfilerStep#3\", \"ph\": \"X\", \"ts\": 100, \"dur\": 1000, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__\", \"ph\": \"X\", \"ts\": 110, "
+		"\"dur\": 50, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"aten::linear\", \"ph\": \"X\", \"ts\": 200, \"dur\": 300, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"aten::addmm\", \"ph\": \"X\", \"ts\": 210, \"dur\": 250, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"aten::add_\", \"ph\": \"X\", \"ts\": 250, \"dur\": 600, \"tid\": 2, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"DeviceBackward\", \"ph\": \"X\", \"ts\": 600, \"dur\": 200, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"ProfilerStep#4\", \"ph\": \"X\", \"ts\": 1100, \"dur\": 500, \"tid\": 1, \"pid\": \"CPU functions\"},"
+		"{\"name\": \"aten::mm\", \"ph\": \"X\", \"ts\": 1150, \"dur\": 70, \"tid\": 1, \"pid\": \"CPU functions\"}]");
+	assert_int_equal(run(IMPORT_AUTO, p, &g, err), 0);
+	assert_int_equal(g.nit, 2);
+	assert_int_equal(g.it[0].iter, 3);
+	const struct record_phase *c = phase(&g, 0, 3, "cpu_compute"), *d = phase(&g, 0, 3, "data_wait");
+	assert_non_null(c);
+	assert_non_null(d);
+	assert_int_equal(c->dur_us, 500); /* linear (addmm inside it) and DeviceBackward; not tid 2's add_ */
+	assert_int_equal(c->kind, RECORD_KIND_COMPUTE);
+	assert_int_equal(d->dur_us, 50);
+	assert_int_equal(d->kind, RECORD_KIND_HOST);
+	assert_int_equal(phase(&g, 0, 4, "cpu_compute")->dur_us, 70);
+	assert_null(phase(&g, 0, 3, "gpu_compute"));
+	assert_int_equal(g.nk, 0);
 }
 
 static void warn_count(void *ctx, const char *msg)
@@ -394,7 +431,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(detect),      cmocka_unit_test(nccl_names), cmocka_unit_test(kineto_steps),
-		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(expand_dirs),
+		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(kineto_cpu), cmocka_unit_test(expand_dirs),
 		cmocka_unit_test(kineto_long_name), cmocka_unit_test(chrome_layout), cmocka_unit_test(csv_rows),
 		cmocka_unit_test(summary),
 	};
