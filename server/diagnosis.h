@@ -34,6 +34,5 @@ void diagnosis_stop(struct diagnosis *d);
 int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot,
 		     const struct diagnose_input *in, uint64_t token);
 size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t max);
-size_t diagnosis_pending(struct diagnosis *d);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queue.h"
 #include "record.h"
 
 struct storage_writer;
@@ -89,7 +90,7 @@ struct storage_op {
 	void (*durable)(void *arg);
 	void *durable_arg;
 	/* private to the writer */
-	struct storage_op *next;
+	struct queue_item link;
 };
 
 struct storage_writer_config {
