@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connect.h"
 #include "log.h"
 #include "queue.h"
 
@@ -52,22 +53,17 @@ static void request_free(struct request *q)
 /* A live connection, reconnecting when needed; NULL with r->error set when unreachable. */
 static PGconn *connection(struct storage_query *q, PGconn **conn, struct storage_query_result *r)
 {
-	char sql[96];
+	char sql[96], msg[256];
 	PGresult *res;
 
 	if (*conn && PQstatus(*conn) == CONNECTION_OK)
 		return *conn;
 	if (*conn)
 		PQfinish(*conn);
-	/* a dead server must not hold a worker for long: 5 s unless the DSN says otherwise (its
-	 * own values, expanded from dbname, override the ones before it) */
-	*conn = PQconnectdbParams((const char *const[]){"connect_timeout", "dbname", NULL},
-				  (const char *const[]){"5", q->dsn, NULL}, 1);
-	if (PQstatus(*conn) != CONNECTION_OK) {
-		snprintf(r->error, sizeof(r->error), "could not connect to the database: %s", PQerrorMessage(*conn));
-		r->error[strcspn(r->error, "\n")] = '\0';
-		PQfinish(*conn);
-		*conn = NULL;
+	/* a dead server must not hold a worker for long: 5 s unless the DSN says otherwise */
+	*conn = storage_connect(q->dsn, "culprit-query", 5, msg, sizeof msg);
+	if (!*conn) {
+		snprintf(r->error, sizeof(r->error), "could not connect to the database: %.*s", (int)sizeof(r->error) - 40, msg);
 		pthread_mutex_lock(&q->mu);
 		log_complain(&q->down, LOG_WARNING, "query: %s", r->error);
 		pthread_mutex_unlock(&q->mu);

@@ -30,6 +30,7 @@
 #include <libpq-fe.h>
 
 #include "clock.h"
+#include "connect.h"
 #include "log.h"
 #include "pgbuf.h"
 #include "queue.h"
@@ -239,18 +240,10 @@ static void notice(void *arg, const char *message)
 
 static int connect_db(struct storage_writer *w)
 {
-	/* TCP only: notice a dead server within about a minute instead of hanging in a call;
-	 * the DSN (dbname, expanded last) overrides any of these */
-	const char *kw[] = {"connect_timeout", "application_name", "keepalives_idle", "keepalives_interval",
-	                    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
-	const char *val[] = {"10", "culprit-writer", "30", "10", "3", "60000", w->dsn, NULL};
-	PGconn *c = PQconnectdbParams(kw, val, 1);
-	if (PQstatus(c) != CONNECTION_OK) {
-		char msg[512];
-		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
-		msg[strcspn(msg, "\n")] = '\0';
+	char msg[512];
+	PGconn *c = storage_connect(w->dsn, "culprit-writer", 10, msg, sizeof msg);
+	if (!c) {
 		log_complain(&w->down, LOG_ERROR, "writer: could not connect to the database: %s (retrying)", msg);
-		PQfinish(c);
 		return -1;
 	}
 	PQsetNoticeProcessor(c, notice, NULL);
