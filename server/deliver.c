@@ -351,7 +351,7 @@ static int curl_timer(CURLM *m, long timeout_ms, void *userp)
 
 /* ---- polling the outbox ---- */
 
-static void claimed(const struct storage_outbox_row *row, void *arg)
+static void claimed(const struct storage_outbox_due *row, void *arg)
 {
 	struct deliver *d = arg;
 	int t = -1;

@@ -115,7 +115,7 @@ static int run(struct storage_outbox *o, const char *what, const char *sql, int 
 }
 
 int storage_outbox_claim(struct storage_outbox *o, int limit,
-			 void (*cb)(const struct storage_outbox_row *row, void *arg), void *arg)
+			 void (*cb)(const struct storage_outbox_due *row, void *arg), void *arg)
 {
 	char lim[16];
 	const char *p[1] = {lim};
@@ -138,7 +138,7 @@ int storage_outbox_claim(struct storage_outbox *o, int limit,
 		return -1;
 	n = PQntuples(r);
 	for (int i = 0; i < n; i++) {
-		struct storage_outbox_row row = {
+		struct storage_outbox_due row = {
 			.id = strtoll(PQgetvalue(r, i, 0), NULL, 10),
 			.target = PQgetvalue(r, i, 1),
 			.dedup_key = PQgetvalue(r, i, 2),

@@ -17,7 +17,7 @@
 struct storage_outbox;
 
 /* A claimed row (strings valid during the callback only). */
-struct storage_outbox_row {
+struct storage_outbox_due {
 	int64_t id;
 	const char *target; /* as stored: the caller checks it */
 	const char *dedup_key;
@@ -33,7 +33,7 @@ void storage_outbox_close(struct storage_outbox *o);
 int storage_outbox_connected(struct storage_outbox *o);
 /* Claims up to limit due rows, calling cb for each. How many, or -1. */
 int storage_outbox_claim(struct storage_outbox *o, int limit,
-			 void (*cb)(const struct storage_outbox_row *row, void *arg), void *arg);
+			 void (*cb)(const struct storage_outbox_due *row, void *arg), void *arg);
 /* Rows in state 'pending', or -1. */
 int64_t storage_outbox_pending(struct storage_outbox *o);
 int storage_outbox_sent(struct storage_outbox *o, int64_t id);
