@@ -551,14 +551,14 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 		op->category = dup_in(op, r->category);
 	}
 	if (has_incident) {
-		op->incident_key = dup_in(op, inc->key);
-		op->incident_category = dup_in(op, inc->category);
-		op->incident_summary = dup_in(op, inc->summary);
-		op->incident_state = dup_in(op, inc->open ? "open" : "resolved");
-		op->incident_updates = inc->updates;
-		op->opened_us = inc->opened_us;
-		op->changed_us = inc->changed_us;
-		op->incident_alert = dup_in(op, am_keep);
+		op->incident.key = dup_in(op, inc->key);
+		op->incident.category = dup_in(op, inc->category);
+		op->incident.summary = dup_in(op, inc->summary);
+		op->incident.state = dup_in(op, inc->open ? "open" : "resolved");
+		op->incident.updates = inc->updates;
+		op->incident.opened_us = inc->opened_us;
+		op->incident.changed_us = inc->changed_us;
+		op->incident.alert = dup_in(op, am_keep);
 	}
 	op->outbox = storage_op_alloc(op, DELIVER_TARGETS * sizeof(struct storage_outbox_row));
 	for (int t = 0; t < DELIVER_TARGETS && op->outbox; t++) {

@@ -178,12 +178,14 @@ int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, i
 	return 1;
 }
 
-static int submit(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+static int submit(struct api_req *r, int ok_status, const char *not_found, enum storage_rest stmt,
 		  const char *const *params, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx),
 		  storage_query_fn fn)
 {
 	struct api *a = r->s->api;
 	struct pending *p;
+	int nparams = 0;
+	const char *sql = fn ? NULL : storage_rest_sql(stmt, &nparams);
 
 	if (!a || !a->q) {
 		api_reply_error(r->req, 503, "unavailable", "culpritd runs without a database (storage = false)");
@@ -214,21 +216,21 @@ static int submit(struct api_req *r, int ok_status, const char *not_found, const
 	return 0;
 }
 
-void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+void api_query(struct api_req *r, int ok_status, const char *not_found, enum storage_rest stmt,
 	       const char *const *params)
 {
-	submit(r, ok_status, not_found, sql, nparams, params, NULL, NULL, NULL, NULL);
+	submit(r, ok_status, not_found, stmt, params, NULL, NULL, NULL, NULL);
 }
 
-int api_query_then(struct api_req *r, const char *sql, int nparams, const char *const *params, api_done_fn done,
+int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done,
 		   void *ctx, void (*ctx_free)(void *ctx))
 {
-	return submit(r, 200, NULL, sql, nparams, params, done, ctx, ctx_free, NULL);
+	return submit(r, 200, NULL, stmt, params, done, ctx, ctx_free, NULL);
 }
 
 int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx))
 {
-	return submit(r, 200, NULL, NULL, 0, NULL, done, ctx, ctx_free, fn);
+	return submit(r, 200, NULL, STORAGE_REST_STATEMENTS, NULL, done, ctx, ctx_free, fn);
 }
 
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res)

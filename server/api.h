@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "rest.h"
+
 struct server;
 
 #define API_MAX_SEGMENTS 8
@@ -49,10 +51,10 @@ void api_reply_error(struct evhttp_request *req, int status, const char *error, 
 /* Query parameter name as an integer in [lo, hi]: 1 found, 0 absent (out = def), -1 invalid
  * (400 answered). */
 int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out);
-/* Runs sql on a query worker and answers req with its text (ok_status), 404 with not_found
- * when it returns no row, 400 for a value PostgreSQL refuses (SQLSTATE class 22), 503 when
- * the database is unreachable or the queue is full. */
-void api_query(struct api_req *r, int ok_status, const char *not_found, const char *sql, int nparams,
+/* Runs a statement of storage/rest.h on a query worker and answers req with its text
+ * (ok_status), 404 with not_found when it returns no row, 400 for a value PostgreSQL refuses
+ * (SQLSTATE class 22), 503 when the database is unreachable or the queue is full. */
+void api_query(struct api_req *r, int ok_status, const char *not_found, enum storage_rest stmt,
 	       const char *const *params);
 
 struct storage_query_result;
@@ -62,7 +64,7 @@ struct pg_conn;
  * NOT taken. */
 typedef void (*api_done_fn)(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
 			    void *ctx);
-int api_query_then(struct api_req *r, const char *sql, int nparams, const char *const *params, api_done_fn done,
+int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done,
 		   void *ctx, void (*ctx_free)(void *ctx));
 /* Like api_query_then, but fn runs on a query worker with its connection (storage/query.h):
  * for answers built from several statements or in another format than one JSON text. ctx

@@ -71,14 +71,6 @@ static void apply_job(const char *name, void *value, void *arg)
 	}
 }
 
-static const char insert_sql[] =
-	"WITH ins AS (INSERT INTO events (job_id, host, kind, ts, source, detail)"
-	" SELECT (SELECT id FROM jobs WHERE name = e.job), e.host, e.kind,"
-	"  'epoch'::timestamptz + e.ts_us * interval '1 microsecond', e.source, e.detail"
-	" FROM json_to_recordset($1::json) AS e(job text, host text, kind text, ts_us bigint, source text, detail text)"
-	" RETURNING id) "
-	"SELECT coalesce(json_agg(id ORDER BY id), '[]'::json)::text FROM ins";
-
 /* Adds the events to the jobs in memory (marking them due); returns the answer's "events":
  * each event with the jobs it went to. NULL when out of memory. */
 static json_t *apply_events(struct server *s, const struct event_body *b)
@@ -191,19 +183,10 @@ void api_events_post(struct api_req *r)
 		body_free(b);
 		return;
 	}
-	if (api_query_then(r, insert_sql, 1, (const char *const[]){rows_text}, stored, b, body_free) < 0)
+	if (api_query_then(r, STORAGE_REST_EVENTS_INSERT, (const char *const[]){rows_text}, stored, b, body_free) < 0)
 		body_free(b);
 	free(rows_text);
 }
-
-static const char list_sql[] =
-	"SELECT json_build_object('events', coalesce(json_agg(json_build_object('id', e.id, 'host', e.host, 'kind', e.kind,"
-	" 'ts_us', (extract(epoch FROM e.ts) * 1000000)::bigint, 'source', e.source, 'detail', e.detail,"
-	" 'job', j.name, 'received', e.received) ORDER BY e.ts DESC, e.id DESC), '[]'::json))::text "
-	"FROM (SELECT * FROM events WHERE ($1::text IS NULL OR host = $1) AND ($2::text IS NULL OR kind = $2)"
-	" AND ($3::text IS NULL OR ts >= CASE WHEN $3 ~ '^[0-9]{1,17}$'"
-	"  THEN 'epoch'::timestamptz + $3::bigint * interval '1 microsecond' ELSE $3::timestamptz END)"
-	" ORDER BY ts DESC, id DESC LIMIT $4::int) e LEFT JOIN jobs j ON j.id = e.job_id";
 
 void api_events_list(struct api_req *r)
 {
@@ -219,5 +202,5 @@ void api_events_list(struct api_req *r)
 		return;
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
-	api_query(r, 200, "no answer", list_sql, 4, (const char *const[]){host, kind, since, lim});
+	api_query(r, 200, "no answer", STORAGE_REST_EVENTS_LIST, (const char *const[]){host, kind, since, lim});
 }

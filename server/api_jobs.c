@@ -88,10 +88,6 @@ void api_jobs_get(struct api_req *r)
 		api_reply_json(r->req, 200, job_json(job, 1));
 }
 
-static const char latest_sql[] =
-	"SELECT (r.json || jsonb_build_object('id', r.id, 'created', r.created))::text "
-	"FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = $1 ORDER BY r.id DESC LIMIT 1";
-
 /* From memory; for a job culpritd does not hold now (forgotten, or from before a restart)
  * or has not diagnosed since it started, the newest stored report. */
 void api_jobs_latest(struct api_req *r)
@@ -111,7 +107,7 @@ void api_jobs_latest(struct api_req *r)
 		return;
 	}
 	snprintf(nf, sizeof(nf), "job \"%.200s\" has no stored report", r->seg[1]);
-	api_query(r, 200, nf, latest_sql, 1, (const char *const[]){r->seg[1]});
+	api_query(r, 200, nf, STORAGE_REST_REPORT_LATEST, (const char *const[]){r->seg[1]});
 }
 
 void api_jobs_diagnose(struct api_req *r)
@@ -130,17 +126,6 @@ void api_jobs_diagnose(struct api_req *r)
 				 "latest", url));
 }
 
-static const char reports_sql[] =
-	"SELECT json_build_object('job', j.name, 'reports', coalesce(x.list, '[]'::json), 'next_before', x.next)::text "
-	"FROM jobs j LEFT JOIN LATERAL ("
-	" SELECT json_agg(json_build_object('id', r.id, 'created', r.created, 'first_iter', r.first_iter,"
-	"  'last_iter', r.last_iter, 'category', r.category, 'url', '/api/v1/reports/' || r.id, 'report', r.json)"
-	"  ORDER BY r.id DESC) AS list,"
-	"  CASE WHEN count(*) = $3::int THEN min(r.id) END AS next"
-	" FROM (SELECT * FROM reports WHERE job_id = j.id AND ($2::bigint IS NULL OR id < $2::bigint)"
-	"  ORDER BY id DESC LIMIT $3::int) r) x ON true "
-	"WHERE j.name = $1";
-
 void api_jobs_reports(struct api_req *r)
 {
 	int64_t limit, before;
@@ -153,16 +138,8 @@ void api_jobs_reports(struct api_req *r)
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
 	snprintf(bef, sizeof(bef), "%" PRId64, before);
 	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
-	api_query(r, 200, nf, reports_sql, 3, (const char *const[]){r->seg[1], has_before ? bef : NULL, lim});
+	api_query(r, 200, nf, STORAGE_REST_REPORTS, (const char *const[]){r->seg[1], has_before ? bef : NULL, lim});
 }
-
-static const char incidents_sql[] =
-	"SELECT json_build_object('job', j.name, 'current', $2::json, 'incidents', coalesce((SELECT"
-	" json_agg(json_build_object('id', i.id, 'category', i.category, 'state', i.state, 'summary', i.summary,"
-	"  'report_id', i.report_id, 'opened', i.opened, 'updated', i.updated, 'resolved', i.resolved)"
-	"  ORDER BY i.id DESC)"
-	" FROM (SELECT * FROM incidents WHERE job_id = j.id ORDER BY id DESC LIMIT $3::int) i), '[]'::json))::text "
-	"FROM jobs j WHERE j.name = $1";
 
 void api_jobs_incidents(struct api_req *r)
 {
@@ -184,7 +161,7 @@ void api_jobs_incidents(struct api_req *r)
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
 	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
-	api_query(r, 200, nf, incidents_sql, 3, (const char *const[]){r->seg[1], cur, lim});
+	api_query(r, 200, nf, STORAGE_REST_INCIDENTS, (const char *const[]){r->seg[1], cur, lim});
 	free(cur);
 }
 
@@ -210,14 +187,6 @@ static int iter_range(struct api_req *r, int64_t span, int64_t *from, int64_t *t
 	return 0;
 }
 
-static const char iterations_sql[] =
-	"SELECT json_build_object('job', j.name, 'rank', $2::int, 'from_iter', $3::int, 'to_iter', $4::int,"
-	" 'iterations', coalesce((SELECT json_agg(json_build_object('iter', i.iter,"
-	"  'start_us', (extract(epoch FROM i.ts) * 1000000)::bigint, 'dur_us', i.dur_us) ORDER BY i.iter)"
-	"  FROM iterations i WHERE i.job_id = j.id AND i.rank = $2::int AND i.iter BETWEEN $3::int AND $4::int),"
-	" '[]'::json))::text "
-	"FROM jobs j WHERE j.name = $1";
-
 void api_jobs_iterations(struct api_req *r)
 {
 	struct job *job;
@@ -242,18 +211,8 @@ void api_jobs_iterations(struct api_req *r)
 	snprintf(f, sizeof(f), "%" PRId64, from);
 	snprintf(t, sizeof(t), "%" PRId64, to);
 	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
-	api_query(r, 200, nf, iterations_sql, 4, (const char *const[]){r->seg[1], rk, f, t});
+	api_query(r, 200, nf, STORAGE_REST_ITERATIONS, (const char *const[]){r->seg[1], rk, f, t});
 }
-
-static const char phases_sql[] =
-	"SELECT json_build_object('job', j.name, 'name', $2::text, 'from_iter', $3::int, 'to_iter', $4::int,"
-	" 'from_rank', $5::int, 'to_rank', $6::int, 'limit', $7::int, 'cells', coalesce((SELECT"
-	"  json_agg(json_build_array(c.rank, c.iter, c.dur_us) ORDER BY c.rank, c.iter)"
-	"  FROM (SELECT p.rank, p.iter, p.dur_us FROM phases p WHERE p.job_id = j.id"
-	"   AND p.name_id = (SELECT n.name_id FROM names n WHERE n.job_id = j.id AND n.name = $2)"
-	"   AND p.rank BETWEEN $5::int AND $6::int AND p.iter BETWEEN $3::int AND $4::int"
-	"   ORDER BY p.rank, p.iter LIMIT $7::int) c), '[]'::json))::text "
-	"FROM jobs j WHERE j.name = $1";
 
 void api_jobs_phases(struct api_req *r)
 {
@@ -283,7 +242,7 @@ void api_jobs_phases(struct api_req *r)
 	snprintf(rt, sizeof(rt), "%" PRId64, rto);
 	snprintf(lim, sizeof(lim), "%d", PHASES_CELLS_MAX);
 	snprintf(nf, sizeof(nf), "no job \"%.200s\" is stored", r->seg[1]);
-	api_query(r, 200, nf, phases_sql, 7, (const char *const[]){r->seg[1], name, f, t, rf, rt, lim});
+	api_query(r, 200, nf, STORAGE_REST_PHASES, (const char *const[]){r->seg[1], name, f, t, rf, rt, lim});
 }
 
 void api_reports_get(struct api_req *r)
@@ -298,7 +257,5 @@ void api_reports_get(struct api_req *r)
 		return;
 	}
 	snprintf(buf, sizeof(buf), "%lld", id);
-	api_query(r, 200, "no report with this id",
-		  "SELECT (json || jsonb_build_object('id', id, 'created', created))::text FROM reports WHERE id = $1::bigint",
-		  1, (const char *const[]){buf});
+	api_query(r, 200, "no report with this id", STORAGE_REST_REPORT, (const char *const[]){buf});
 }

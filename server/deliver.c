@@ -3,12 +3,9 @@
  * One thread: its event_base runs libcurl's multi interface through
  * curl_multi_socket_action (sockets and libcurl's timer become libevent events), a wake event
  * (new rows committed), a poll timer (every second: claim due rows) and a re-send timer.
- * Database calls are plain libpq calls on this thread: they only hold up deliveries.
- *
- * Claiming a row moves its next_attempt 15 s into the future (SELECT ... FOR UPDATE SKIP
- * LOCKED inside the UPDATE), so that a culpritd that dies mid-request leaves the row to be
- * retried once the claim expires. Delivery is at least once: a row sent whose "sent" update
- * is lost is sent again; receivers deduplicate by X-Culprit-Dedup-Key. */
+ * Database calls (storage/outbox.h) block this thread only: they only hold up deliveries.
+ * Delivery is at least once: a row sent whose "sent" update is lost is sent again (its
+ * claim expires); receivers deduplicate by X-Culprit-Dedup-Key. */
 #include "deliver.h"
 
 #include <inttypes.h>
@@ -21,15 +18,14 @@
 
 #include <curl/curl.h>
 #include <event2/event.h>
-#include <libpq-fe.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include "log.h"
+#include "outbox.h"
 
 #define MAX_INFLIGHT 32
 #define REQUEST_TIMEOUT_S 10 /* whole request, connection included */
-#define DB_RETRY_MAX_S 30
 
 static const char *const target_names[DELIVER_TARGETS] = {"alertmanager", "webhook", "slack", "pagerduty"};
 
@@ -57,7 +53,6 @@ struct sock {
 };
 
 struct deliver {
-	char *dsn;
 	char *url[DELIVER_TARGETS];
 	char *secret;
 	int resend_s, backoff_max_s, give_up_s, backoff_min_ms;
@@ -66,10 +61,8 @@ struct deliver {
 	struct event_base *base;
 	struct event *wake_ev, *stop_ev, *poll_ev, *resend_ev, *curl_timer;
 	CURLM *multi;
-	PGconn *conn;
-	int db_delay_s;
-	time_t db_retry_at;
-	struct log_complaint db_down, target_down[DELIVER_TARGETS];
+	struct storage_outbox *outbox;
+	struct log_complaint target_down[DELIVER_TARGETS];
 	struct request *inflight;
 	int n_inflight;
 	int resend_inflight;
@@ -80,76 +73,7 @@ struct deliver {
 	_Atomic uint64_t sent[DELIVER_TARGETS], failures[DELIVER_TARGETS], given_up[DELIVER_TARGETS];
 	_Atomic uint64_t resends, resend_failures;
 	_Atomic int64_t pending;
-	_Atomic int connected;
 };
-
-/* ---- the database ---- */
-
-static void db_drop(struct deliver *d)
-{
-	if (d->conn)
-		PQfinish(d->conn);
-	d->conn = NULL;
-	atomic_store(&d->connected, 0);
-}
-
-static int db_ready(struct deliver *d)
-{
-	const char *kw[] = {"connect_timeout", "application_name", "keepalives_idle", "keepalives_interval",
-			    "keepalives_count", "dbname", NULL};
-	const char *val[] = {"5", "culprit-alerts", "30", "10", "3", d->dsn, NULL};
-	PGconn *c;
-
-	if (d->conn && PQstatus(d->conn) == CONNECTION_OK)
-		return 0;
-	db_drop(d);
-	if (time(NULL) < d->db_retry_at)
-		return -1;
-	c = PQconnectdbParams(kw, val, 1);
-	if (PQstatus(c) != CONNECTION_OK) {
-		char msg[512];
-
-		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
-		msg[strcspn(msg, "\n")] = '\0';
-		log_complain(&d->db_down, LOG_ERROR, "alerts: could not connect to the database: %s (retrying)", msg);
-		PQfinish(c);
-		d->db_delay_s = d->db_delay_s ? d->db_delay_s * 2 : 1;
-		if (d->db_delay_s > DB_RETRY_MAX_S)
-			d->db_delay_s = DB_RETRY_MAX_S;
-		d->db_retry_at = time(NULL) + d->db_delay_s;
-		return -1;
-	}
-	d->conn = c;
-	d->db_delay_s = 0;
-	atomic_store(&d->connected, 1);
-	log_release(&d->db_down, LOG_INFO, "alerts: connected to the database again");
-	return 0;
-}
-
-/* A statement; NULL (logged, connection dropped when broken) on failure. */
-static PGresult *db_exec(struct deliver *d, const char *what, const char *sql, int n, const char *const *p)
-{
-	PGresult *r;
-	ExecStatusType st;
-
-	if (db_ready(d) < 0)
-		return NULL;
-	r = PQexecParams(d->conn, sql, n, NULL, p, NULL, NULL, 0);
-	st = PQresultStatus(r);
-	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
-		return r;
-	{
-		char msg[512];
-
-		snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(r));
-		msg[strcspn(msg, "\n")] = '\0';
-		log_complain(&d->db_down, LOG_ERROR, "alerts: %s failed: %s", what, msg);
-	}
-	PQclear(r);
-	if (PQstatus(d->conn) != CONNECTION_OK)
-		db_drop(d);
-	return NULL;
-}
 
 /* ---- requests ---- */
 
@@ -271,28 +195,20 @@ static int64_t backoff_ms(struct deliver *d, int attempts)
  * in flight keep their claim). */
 static void target_back(struct deliver *d, enum deliver_target t)
 {
-	char ids[32 * MAX_INFLIGHT + 8];
-	size_t used = (size_t)snprintf(ids, sizeof ids, "{");
-	const char *p[2] = {target_names[t], ids};
-	PGresult *r;
+	int64_t ids[MAX_INFLIGHT];
+	size_t n = 0;
 
 	for (struct request *q = d->inflight; q; q = q->next)
-		if (q->id > 0 && used + 24 < sizeof ids)
-			used += (size_t)snprintf(ids + used, sizeof ids - used, "%s%" PRId64, used > 1 ? "," : "", q->id);
-	snprintf(ids + used, sizeof ids - used, "}");
-	r = db_exec(d, "rescheduling alerts of a target that is back",
-		    "UPDATE alert_outbox SET next_attempt = now() WHERE state = 'pending' AND target = $1"
-		    " AND next_attempt > now() AND id <> ALL($2::bigint[])",
-		    2, p);
-	if (r)
-		PQclear(r);
+		if (q->id > 0 && n < MAX_INFLIGHT)
+			ids[n++] = q->id;
+	storage_outbox_target_back(d->outbox, target_names[t], ids, n);
 	d->repoll = 1;
 }
 
 static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 {
 	long code = 0;
-	char why[CURL_ERROR_SIZE + 64], idb[24], delay[24];
+	char why[CURL_ERROR_SIZE + 64];
 
 	curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &code);
 	if (cc == CURLE_OK && code >= 200 && code < 300) {
@@ -306,16 +222,7 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 		}
 		atomic_fetch_add(&d->sent[q->target], 1);
 		d->repoll = 1;
-		snprintf(idb, sizeof idb, "%" PRId64, q->id);
-		{
-			const char *p[1] = {idb};
-			PGresult *r = db_exec(d, "marking an alert sent",
-					      "UPDATE alert_outbox SET state = 'sent', sent = now(), last_error = NULL"
-					      " WHERE id = $1",
-					      1, p);
-			if (r)
-				PQclear(r);
-		}
+		storage_outbox_sent(d->outbox, q->id);
 		return;
 	}
 	if (cc != CURLE_OK)
@@ -330,26 +237,16 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 		return;
 	}
 	atomic_fetch_add(&d->failures[q->target], 1);
-	snprintf(idb, sizeof idb, "%" PRId64, q->id);
 	{
 		int64_t ms = backoff_ms(d, q->attempts);
 		int give_up = q->age_s + (double)ms / 1000.0 > d->give_up_s;
-		const char *p[3] = {idb, why, delay};
-		PGresult *r;
 
-		snprintf(delay, sizeof delay, "%" PRId64, ms);
 		if (give_up) {
 			atomic_fetch_add(&d->given_up[q->target], 1);
 			log_error("alerts: gave up delivering alert %" PRId64 " to %s after %d attempts: %s", q->id,
 				  target_names[q->target], q->attempts, why);
 		}
-		r = db_exec(d, "rescheduling an alert",
-			    give_up ? "UPDATE alert_outbox SET state = 'failed', last_error = $2 WHERE id = $1 AND $3::int >= 0"
-				    : "UPDATE alert_outbox SET next_attempt = now() + $3::int * interval '1 millisecond',"
-				      " last_error = $2 WHERE id = $1",
-			    3, p);
-		if (r)
-			PQclear(r);
+		storage_outbox_retry(d->outbox, q->id, why, ms, give_up);
 	}
 }
 
@@ -454,65 +351,40 @@ static int curl_timer(CURLM *m, long timeout_ms, void *userp)
 
 /* ---- polling the outbox ---- */
 
+static void claimed(const struct storage_outbox_due *row, void *arg)
+{
+	struct deliver *d = arg;
+	int t = -1;
+	char *body;
+
+	for (int k = 0; k < DELIVER_TARGETS; k++)
+		if (strcmp(row->target, target_names[k]) == 0)
+			t = k;
+	if (t < 0 || !d->url[t][0]) {
+		/* queued for a target no longer configured: stays pending for a culpritd that has
+		 * it (its claim expires) */
+		log_complain(&d->target_down[t < 0 ? 0 : t], LOG_WARNING,
+			     "alerts: outbox row %" PRId64 " is for target \"%s\", not configured here", row->id,
+			     row->target);
+		return;
+	}
+	body = strdup(row->payload);
+	if (body)
+		request_start(d, (enum deliver_target)t, row->id, row->dedup_key, body, row->attempts, row->age_s);
+}
+
 static void poll_outbox(struct deliver *d)
 {
-	char limit[16];
-	const char *p[1] = {limit};
-	PGresult *r;
-	int slots = MAX_INFLIGHT - d->n_inflight;
+	int slots = MAX_INFLIGHT - d->n_inflight, running;
+	int64_t pending;
 
-	if (slots > 0) {
-		snprintf(limit, sizeof limit, "%d", slots);
-		r = db_exec(d, "claiming due alerts",
-			    /* the claim: retried after 15 s (REQUEST_TIMEOUT_S + 5) if nothing is heard */
-			    "UPDATE alert_outbox o SET next_attempt = now() + interval '15 seconds', attempts = o.attempts + 1"
-			    /* in order per target and incident: a row waits while an older one of
-			     * the same incident ("<incident key>/<state>/<n>") is pending */
-			    " FROM (SELECT a.id FROM alert_outbox a WHERE a.state = 'pending' AND a.next_attempt <= now()"
-			    " AND NOT EXISTS (SELECT 1 FROM alert_outbox e WHERE e.state = 'pending' AND e.target = a.target"
-			    " AND e.id < a.id AND regexp_replace(e.dedup_key, '/[^/]*/[0-9]+$', '') ="
-			    " regexp_replace(a.dedup_key, '/[^/]*/[0-9]+$', ''))"
-			    " ORDER BY a.id LIMIT $1 FOR UPDATE OF a SKIP LOCKED) due WHERE o.id = due.id"
-			    " RETURNING o.id, o.target, o.dedup_key, o.payload::text, o.attempts,"
-			    " extract(epoch FROM now() - o.created)::float8",
-			    1, p);
-		if (r) {
-			for (int i = 0; i < PQntuples(r); i++) {
-				int64_t id = strtoll(PQgetvalue(r, i, 0), NULL, 10);
-				const char *target = PQgetvalue(r, i, 1);
-				int t = -1;
-
-				for (int k = 0; k < DELIVER_TARGETS; k++)
-					if (strcmp(target, target_names[k]) == 0)
-						t = k;
-				if (t < 0 || !d->url[t][0]) {
-					/* queued for a target no longer configured: stays pending for a
-					 * culpritd that has it (its claim expires) */
-					log_complain(&d->target_down[t < 0 ? 0 : t], LOG_WARNING,
-						     "alerts: outbox row %" PRId64 " is for target \"%s\", not configured here",
-						     id, target);
-					continue;
-				}
-				char *body = strdup(PQgetvalue(r, i, 3));
-
-				if (body)
-					request_start(d, (enum deliver_target)t, id, PQgetvalue(r, i, 2), body,
-						      atoi(PQgetvalue(r, i, 4)), strtod(PQgetvalue(r, i, 5), NULL));
-			}
-			PQclear(r);
-		}
-	}
-	r = db_exec(d, "counting pending alerts", "SELECT count(*) FROM alert_outbox WHERE state = 'pending'", 0, NULL);
-	if (r) {
-		atomic_store(&d->pending, strtoll(PQgetvalue(r, 0, 0), NULL, 10));
-		PQclear(r);
-	}
-	{
-		int running;
-
-		curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-		check_multi(d);
-	}
+	if (slots > 0)
+		storage_outbox_claim(d->outbox, slots, claimed, d);
+	pending = storage_outbox_pending(d->outbox);
+	if (pending >= 0)
+		atomic_store(&d->pending, pending);
+	curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_multi(d);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -525,7 +397,8 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 static void resend_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct deliver *d = arg;
-	PGresult *r;
+	char *body;
+	int running;
 
 	(void)fd;
 	(void)what;
@@ -533,25 +406,12 @@ static void resend_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	/* every open incident: those a previous culpritd left open are restored and followed by
 	 * this one (jobs_load_incidents) */
-	r = db_exec(d, "reading open incidents",
-		    "SELECT count(*), coalesce(jsonb_agg(alert), '[]')::text FROM incidents"
-		    " WHERE state = 'open' AND alert IS NOT NULL",
-		    0, NULL);
-	if (!r)
+	if (storage_outbox_open_alerts(d->outbox, &body) < 0)
 		return;
-	if (strcmp(PQgetvalue(r, 0, 0), "0") != 0) {
-		char *body = strdup(PQgetvalue(r, 0, 1));
-
-		if (body && request_start(d, DELIVER_ALERTMANAGER, 0, NULL, body, 0, 0) == 0)
-			d->resend_inflight = 1;
-	}
-	PQclear(r);
-	{
-		int running;
-
-		curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-		check_multi(d);
-	}
+	if (body && request_start(d, DELIVER_ALERTMANAGER, 0, NULL, body, 0, 0) == 0)
+		d->resend_inflight = 1;
+	curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_multi(d);
 }
 
 static void stop_cb(evutil_socket_t fd, short what, void *arg)
@@ -589,9 +449,9 @@ struct deliver *deliver_start(const struct deliver_config *cfg)
 		free(d);
 		return NULL;
 	}
-	d->dsn = dup_or_empty(cfg->dsn);
+	d->outbox = storage_outbox_open(cfg->dsn);
 	d->secret = dup_or_empty(cfg->webhook_secret);
-	failed |= !d->dsn || !d->secret;
+	failed |= !d->outbox || !d->secret;
 	for (int t = 0; t < DELIVER_TARGETS; t++) {
 		d->url[t] = dup_or_empty(cfg->url[t]);
 		failed |= !d->url[t];
@@ -644,7 +504,7 @@ fail:
 		event_base_free(d->base);
 	for (int t = 0; t < DELIVER_TARGETS; t++)
 		free(d->url[t]);
-	free(d->dsn);
+	storage_outbox_close(d->outbox);
 	free(d->secret);
 	free(d);
 	curl_global_cleanup();
@@ -671,7 +531,7 @@ void deliver_get_stats(struct deliver *d, struct deliver_stats *out)
 	out->resends = atomic_load(&d->resends);
 	out->resend_failures = atomic_load(&d->resend_failures);
 	out->pending = atomic_load(&d->pending);
-	out->connected = atomic_load(&d->connected);
+	out->connected = storage_outbox_connected(d->outbox);
 }
 
 void deliver_stop(struct deliver *d)
@@ -694,10 +554,9 @@ void deliver_stop(struct deliver *d)
 	event_free(d->curl_timer);
 	curl_multi_cleanup(d->multi); /* removes the socket events through curl_sock */
 	event_base_free(d->base);
-	db_drop(d);
+	storage_outbox_close(d->outbox);
 	for (int t = 0; t < DELIVER_TARGETS; t++)
 		free(d->url[t]);
-	free(d->dsn);
 	free(d->secret);
 	free(d);
 	curl_global_cleanup();

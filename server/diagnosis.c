@@ -7,55 +7,45 @@
 #include <string.h>
 #include <time.h>
 #include "clock.h"
+#include "queue.h"
 
 struct request {
+	struct queue_item link;
 	char job[128];
 	struct store *snapshot;
 	struct diagnose_input in;
 	char server[512]; /* in.server points here: the caller's string may change meanwhile */
 	uint64_t token;
 	int prepare; /* only write the snapshot's pages (diagnosis_prepare) */
-	struct request *next;
 };
 
 struct result {
+	struct queue_item link;
 	struct diagnosis_result r;
-	struct result *next;
 };
 
 struct diagnosis {
 	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct request *head, *tail;
-	size_t pending, queue_max;
-	struct result *done_head, *done_tail;
-	int stop;
-	void (*wake)(void *arg);
-	void *wake_arg;
+	struct queue requests; /* bounded by queue_max, the one running included */
+	struct queue results;  /* wakes the loop */
 };
+
+static void request_free(struct request *q)
+{
+	store_destroy(q->snapshot);
+	free(q);
+}
 
 static void *worker(void *arg)
 {
 	struct diagnosis *d = arg;
+	struct queue_item *it;
 
-	pthread_mutex_lock(&d->mu);
-	for (;;) {
-		struct request *q;
-		struct result *res;
+	while ((it = queue_take(&d->requests, 0, true))) {
+		struct request *q = queue_entry(it, struct request, link);
+		struct result *res = calloc(1, sizeof(*res));
 		double t0;
 
-		while (!d->stop && !d->head)
-			pthread_cond_wait(&d->cond, &d->mu);
-		if (d->stop)
-			break;
-		q = d->head;
-		d->head = q->next;
-		if (!d->head)
-			d->tail = NULL;
-		pthread_mutex_unlock(&d->mu);
-
-		res = calloc(1, sizeof(*res));
 		if (res) {
 			memcpy(res->r.job, q->job, sizeof(res->r.job));
 			res->r.token = q->token;
@@ -67,25 +57,14 @@ static void *worker(void *arg)
 			res->r.run_ms = clock_mono_s() * 1e3 - t0;
 			res->r.prepared = q->prepare;
 			res->r.snapshot = q->snapshot;
+			free(q);
 		} else {
-			store_destroy(q->snapshot);
+			request_free(q);
 		}
-		free(q);
-
-		pthread_mutex_lock(&d->mu);
-		d->pending--;
-		if (res) {
-			if (d->done_tail)
-				d->done_tail->next = res;
-			else
-				d->done_head = res;
-			d->done_tail = res;
-		}
-		pthread_mutex_unlock(&d->mu);
-		d->wake(d->wake_arg);
-		pthread_mutex_lock(&d->mu);
+		queue_release(&d->requests, 1, 1);
+		if (res)
+			queue_push(&d->results, &res->link, 1); /* unbounded: never refused */
 	}
-	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
 
@@ -95,12 +74,18 @@ struct diagnosis *diagnosis_start(size_t queue_max, void (*wake)(void *arg), voi
 
 	if (!d)
 		return NULL;
-	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cond, NULL);
-	d->queue_max = queue_max;
-	d->wake = wake;
-	d->wake_arg = arg;
+	if (queue_init(&d->requests, queue_max, NULL, NULL) != 0) {
+		free(d);
+		return NULL;
+	}
+	if (queue_init(&d->results, SIZE_MAX, wake, arg) != 0) {
+		queue_destroy(&d->requests);
+		free(d);
+		return NULL;
+	}
 	if (pthread_create(&d->thread, NULL, worker, d) != 0) {
+		queue_destroy(&d->requests);
+		queue_destroy(&d->results);
 		free(d);
 		return NULL;
 	}
@@ -109,48 +94,38 @@ struct diagnosis *diagnosis_start(size_t queue_max, void (*wake)(void *arg), voi
 
 void diagnosis_stop(struct diagnosis *d)
 {
+	struct queue_item *it;
+
 	if (!d)
 		return;
-	pthread_mutex_lock(&d->mu);
-	d->stop = 1;
-	pthread_cond_signal(&d->cond);
-	pthread_mutex_unlock(&d->mu);
+	queue_close(&d->requests, false);
 	pthread_join(d->thread, NULL);
-	while (d->head) {
-		struct request *q = d->head;
+	for (it = queue_drain(&d->requests); it;) {
+		struct queue_item *next = it->next;
 
-		d->head = q->next;
-		store_destroy(q->snapshot);
-		free(q);
+		request_free(queue_entry(it, struct request, link));
+		it = next;
 	}
-	while (d->done_head) {
-		struct result *r = d->done_head;
+	for (it = queue_drain(&d->results); it;) {
+		struct result *r = queue_entry(it, struct result, link);
 
-		d->done_head = r->next;
+		it = it->next;
 		report_free(&r->r.report);
 		store_destroy(r->r.snapshot);
 		free(r);
 	}
-	pthread_mutex_destroy(&d->mu);
-	pthread_cond_destroy(&d->cond);
+	queue_destroy(&d->requests);
+	queue_destroy(&d->results);
 	free(d);
 }
 
 static int submit(struct diagnosis *d, const char *job, struct store *snapshot, const struct diagnose_input *in,
 		  uint64_t token, int prepare)
 {
-	struct request *q;
+	struct request *q = calloc(1, sizeof(*q));
 
-	pthread_mutex_lock(&d->mu);
-	if (d->pending >= d->queue_max) {
-		pthread_mutex_unlock(&d->mu);
+	if (!q)
 		return -1;
-	}
-	q = calloc(1, sizeof(*q));
-	if (!q) {
-		pthread_mutex_unlock(&d->mu);
-		return -1;
-	}
 	strncpy(q->job, job, sizeof(q->job) - 1);
 	q->snapshot = snapshot;
 	q->prepare = prepare;
@@ -160,14 +135,10 @@ static int submit(struct diagnosis *d, const char *job, struct store *snapshot, 
 		q->in.server = q->server;
 	}
 	q->token = token;
-	if (d->tail)
-		d->tail->next = q;
-	else
-		d->head = q;
-	d->tail = q;
-	d->pending++;
-	pthread_cond_signal(&d->cond);
-	pthread_mutex_unlock(&d->mu);
+	if (queue_push(&d->requests, &q->link, 1) < 0) {
+		free(q); /* the snapshot stays the caller's */
+		return -1;
+	}
 	return 0;
 }
 
@@ -187,28 +158,16 @@ int diagnosis_prepare(struct diagnosis *d, const char *job, struct store *blank)
 
 size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t max)
 {
+	struct queue_item *it = max ? queue_take(&d->results, max, false) : NULL;
 	size_t n = 0;
 
-	pthread_mutex_lock(&d->mu);
-	while (n < max && d->done_head) {
-		struct result *r = d->done_head;
+	while (it) {
+		struct result *r = queue_entry(it, struct result, link);
 
-		d->done_head = r->next;
-		if (!d->done_head)
-			d->done_tail = NULL;
+		it = it->next;
 		out[n++] = r->r;
 		free(r);
 	}
-	pthread_mutex_unlock(&d->mu);
-	return n;
-}
-
-size_t diagnosis_pending(struct diagnosis *d)
-{
-	size_t n;
-
-	pthread_mutex_lock(&d->mu);
-	n = d->pending;
-	pthread_mutex_unlock(&d->mu);
+	queue_release(&d->results, n, n);
 	return n;
 }

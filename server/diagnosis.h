@@ -40,6 +40,5 @@ int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapsho
  * loop; it comes back as a result with prepared set. Ownership and queue as diagnosis_submit. */
 int diagnosis_prepare(struct diagnosis *d, const char *job, struct store *blank);
 size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t max);
-size_t diagnosis_pending(struct diagnosis *d);
 
 #endif

@@ -575,7 +575,7 @@ static int name_ok(const char *s, size_t max)
 static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 {
 	struct server *s = c->srv;
-	struct storage_topology topo = {0};
+	struct job_topology topo = {0};
 	char err[256], key[300];
 	struct job *job;
 	struct agent_progress *p;
@@ -701,7 +701,11 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 		if (op) {
 			op->job = storage_op_strdup(op, job->name);
-			op->topo = job->wire_topo;
+			const struct job_topology *t = &job->wire_topo;
+
+			op->topo = (struct storage_topology){.world = t->world, .tp = t->tp, .cp = t->cp, .pp = t->pp,
+							     .dp = t->dp, .ep = t->ep, .gpus_per_node = t->gpus_per_node};
+			snprintf(op->topo.order, sizeof op->topo.order, "%s", t->order);
 			op->ranks = storage_op_alloc(op, c->n_ranks * sizeof(struct storage_rank));
 			char *host = storage_op_strdup(op, c->host);
 			if (op->job && op->ranks && host) {

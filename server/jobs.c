@@ -131,13 +131,13 @@ static void restore_incident(struct server *s, struct job *job)
 	restored_free(r);
 }
 
-static int same_topology(const struct storage_topology *a, const struct storage_topology *b)
+static int same_topology(const struct job_topology *a, const struct job_topology *b)
 {
 	return a->world == b->world && a->tp == b->tp && a->cp == b->cp && a->pp == b->pp && a->dp == b->dp &&
 	       a->ep == b->ep && a->gpus_per_node == b->gpus_per_node && strcmp(a->order, b->order) == 0;
 }
 
-struct job *jobs_get_or_create(struct server *s, const char *name, const struct storage_topology *wire,
+struct job *jobs_get_or_create(struct server *s, const char *name, const struct job_topology *wire,
 			       char *err, size_t err_size)
 {
 	struct job *job = strmap_get(&s->jobs, name);

@@ -10,13 +10,18 @@
 #include "incident.h"
 #include "record.h"
 #include "topo.h"
-#include "writer.h"
 
 struct server;
 
+/* A job's topology as its agents state it in Hello. */
+struct job_topology {
+	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
+	char order[32];
+};
+
 struct job {
 	char name[128];
-	struct storage_topology wire_topo; /* as agents state it (compared on every Hello) */
+	struct job_topology wire_topo; /* as agents state it (compared on every Hello) */
 	struct topo topo;
 	struct engine *engine;
 	uint64_t records;
@@ -46,7 +51,7 @@ struct job {
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
  * differs from the job's, or out of memory. */
-struct job *jobs_get_or_create(struct server *s, const char *name, const struct storage_topology *topo,
+struct job *jobs_get_or_create(struct server *s, const char *name, const struct job_topology *topo,
 			       char *err, size_t err_size);
 /* Job-wide id of a name (interned on first use); JOBS_NAMES_FULL when it is new and the job
  * already has max_names names, UINT32_MAX out of memory. */

@@ -8,23 +8,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connect.h"
 #include "log.h"
+#include "queue.h"
 
 #define MAX_THREADS 8
 
 struct request {
+	struct queue_item link;
 	uint64_t token;
 	storage_query_fn fn; /* instead of sql */
 	void *fn_ctx;
 	char *sql;
 	int nparams;
 	char *params[STORAGE_QUERY_MAX_PARAMS];
-	struct request *next;
 };
 
 struct result {
+	struct queue_item link;
 	struct storage_query_result r;
-	struct result *next;
 };
 
 struct storage_query {
@@ -32,14 +34,9 @@ struct storage_query {
 	int statement_timeout_ms;
 	pthread_t threads[MAX_THREADS];
 	int n_threads;
+	struct queue requests; /* bounded by queue_max, the ones running included */
+	struct queue results;  /* wakes the loop */
 	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct request *head, *tail;
-	size_t queued, queue_max;
-	struct result *done_head, *done_tail;
-	int stop;
-	void (*wake)(void *arg);
-	void *wake_arg;
 	struct log_complaint down; /* shared by the workers, under mu */
 };
 
@@ -56,22 +53,17 @@ static void request_free(struct request *q)
 /* A live connection, reconnecting when needed; NULL with r->error set when unreachable. */
 static PGconn *connection(struct storage_query *q, PGconn **conn, struct storage_query_result *r)
 {
-	char sql[96];
+	char sql[96], msg[256];
 	PGresult *res;
 
 	if (*conn && PQstatus(*conn) == CONNECTION_OK)
 		return *conn;
 	if (*conn)
 		PQfinish(*conn);
-	/* a dead server must not hold a worker for long: 5 s unless the DSN says otherwise (its
-	 * own values, expanded from dbname, override the ones before it) */
-	*conn = PQconnectdbParams((const char *const[]){"connect_timeout", "dbname", NULL},
-				  (const char *const[]){"5", q->dsn, NULL}, 1);
-	if (PQstatus(*conn) != CONNECTION_OK) {
-		snprintf(r->error, sizeof(r->error), "could not connect to the database: %s", PQerrorMessage(*conn));
-		r->error[strcspn(r->error, "\n")] = '\0';
-		PQfinish(*conn);
-		*conn = NULL;
+	/* a dead server must not hold a worker for long: 5 s unless the DSN says otherwise */
+	*conn = storage_connect(q->dsn, "culprit-query", 5, msg, sizeof msg);
+	if (!*conn) {
+		snprintf(r->error, sizeof(r->error), "could not connect to the database: %.*s", (int)sizeof(r->error) - 40, msg);
 		pthread_mutex_lock(&q->mu);
 		log_complain(&q->down, LOG_WARNING, "query: %s", r->error);
 		pthread_mutex_unlock(&q->mu);
@@ -151,46 +143,34 @@ static void *worker(void *arg)
 {
 	struct storage_query *q = arg;
 	PGconn *conn = NULL;
+	struct queue_item *it;
 
-	pthread_mutex_lock(&q->mu);
-	for (;;) {
-		struct request *rq;
-		struct result *res;
+	while ((it = queue_take(&q->requests, 0, true))) {
+		struct request *rq = queue_entry(it, struct request, link);
+		struct result *res = calloc(1, sizeof(*res));
 
-		while (!q->stop && !q->head)
-			pthread_cond_wait(&q->cond, &q->mu);
-		if (q->stop)
-			break;
-		rq = q->head;
-		q->head = rq->next;
-		if (!q->head)
-			q->tail = NULL;
-		pthread_mutex_unlock(&q->mu);
-
-		res = calloc(1, sizeof(*res));
 		if (res) {
 			res->r.token = rq->token;
 			run(q, &conn, rq, &res->r);
 		}
 		request_free(rq);
-
-		pthread_mutex_lock(&q->mu);
-		q->queued--;
-		if (res) {
-			if (q->done_tail)
-				q->done_tail->next = res;
-			else
-				q->done_head = res;
-			q->done_tail = res;
-		}
-		pthread_mutex_unlock(&q->mu);
-		q->wake(q->wake_arg);
-		pthread_mutex_lock(&q->mu);
+		queue_release(&q->requests, 1, 1);
+		if (res)
+			queue_push(&q->results, &res->link, 1); /* unbounded: never refused */
 	}
-	pthread_mutex_unlock(&q->mu);
 	if (conn)
 		PQfinish(conn);
 	return NULL;
+}
+
+static void drain_requests(struct storage_query *q)
+{
+	for (struct queue_item *it = queue_drain(&q->requests); it;) {
+		struct queue_item *next = it->next;
+
+		request_free(queue_entry(it, struct request, link));
+		it = next;
+	}
 }
 
 struct storage_query *storage_query_start(const struct storage_query_config *cfg)
@@ -203,81 +183,71 @@ struct storage_query *storage_query_start(const struct storage_query_config *cfg
 	if (n > MAX_THREADS)
 		n = MAX_THREADS;
 	q->dsn = strdup(cfg->dsn ? cfg->dsn : "");
-	if (!q->dsn) {
-		free(q);
-		return NULL;
-	}
-	q->queue_max = cfg->queue_max ? cfg->queue_max : 256;
+	if (!q->dsn)
+		goto fail_dsn;
 	q->statement_timeout_ms = cfg->statement_timeout_ms > 0 ? cfg->statement_timeout_ms : 10000;
-	q->wake = cfg->wake;
-	q->wake_arg = cfg->wake_arg;
-	pthread_mutex_init(&q->mu, NULL);
-	pthread_cond_init(&q->cond, NULL);
+	if (queue_init(&q->requests, cfg->queue_max ? cfg->queue_max : 256, NULL, NULL) != 0)
+		goto fail_dsn;
+	if (queue_init(&q->results, SIZE_MAX, cfg->wake, cfg->wake_arg) != 0)
+		goto fail_requests;
+	if (pthread_mutex_init(&q->mu, NULL) != 0)
+		goto fail_results;
 	for (int i = 0; i < n; i++) {
 		if (pthread_create(&q->threads[i], NULL, worker, q) != 0)
 			break;
 		q->n_threads++;
 	}
-	if (q->n_threads == 0) {
-		pthread_mutex_destroy(&q->mu);
-		pthread_cond_destroy(&q->cond);
-		free(q->dsn);
-		free(q);
-		return NULL;
-	}
-	return q;
+	if (q->n_threads > 0)
+		return q;
+	pthread_mutex_destroy(&q->mu);
+fail_results:
+	queue_destroy(&q->results);
+fail_requests:
+	queue_destroy(&q->requests);
+fail_dsn:
+	free(q->dsn);
+	free(q);
+	return NULL;
 }
 
 void storage_query_stop(struct storage_query *q)
 {
 	if (!q)
 		return;
-	pthread_mutex_lock(&q->mu);
-	q->stop = 1;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->mu);
+	queue_close(&q->requests, false);
 	for (int i = 0; i < q->n_threads; i++)
 		pthread_join(q->threads[i], NULL);
-	while (q->head) {
-		struct request *rq = q->head;
+	drain_requests(q);
+	for (struct queue_item *it = queue_drain(&q->results); it;) {
+		struct result *r = queue_entry(it, struct result, link);
 
-		q->head = rq->next;
-		request_free(rq);
-	}
-	while (q->done_head) {
-		struct result *r = q->done_head;
-
-		q->done_head = r->next;
+		it = it->next;
 		free(r->r.text);
 		free(r);
 	}
+	queue_destroy(&q->requests);
+	queue_destroy(&q->results);
 	pthread_mutex_destroy(&q->mu);
-	pthread_cond_destroy(&q->cond);
 	free(q->dsn);
 	free(q);
 }
 
 /* Full: a submit is refused before anything is allocated (the bound is soft by the few
- * submits racing past this check together). */
+ * submits racing past this check together; the push itself is not). */
 static bool queue_full(struct storage_query *q)
 {
-	pthread_mutex_lock(&q->mu);
-	bool full = q->queued >= q->queue_max;
-	pthread_mutex_unlock(&q->mu);
-	return full;
+	size_t used;
+
+	queue_count(&q->requests, &used, NULL);
+	return used >= q->requests.max;
 }
 
-static void enqueue(struct storage_query *q, struct request *rq)
+static int enqueue(struct storage_query *q, struct request *rq)
 {
-	pthread_mutex_lock(&q->mu);
-	if (q->tail)
-		q->tail->next = rq;
-	else
-		q->head = rq;
-	q->tail = rq;
-	q->queued++;
-	pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->mu);
+	if (queue_push(&q->requests, &rq->link, 1) == 0)
+		return 0;
+	request_free(rq);
+	return -1;
 }
 
 int storage_query_submit(struct storage_query *q, uint64_t token, const char *sql, int nparams,
@@ -304,8 +274,7 @@ int storage_query_submit(struct storage_query *q, uint64_t token, const char *sq
 		request_free(rq);
 		return -1;
 	}
-	enqueue(q, rq);
-	return 0;
+	return enqueue(q, rq);
 }
 
 int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_query_fn fn, void *ctx)
@@ -320,24 +289,21 @@ int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_que
 	rq->token = token;
 	rq->fn = fn;
 	rq->fn_ctx = ctx;
-	enqueue(q, rq);
-	return 0;
+	return enqueue(q, rq);
 }
 
 size_t storage_query_take(struct storage_query *q, struct storage_query_result *out, size_t max)
 {
+	struct queue_item *it = max ? queue_take(&q->results, max, false) : NULL;
 	size_t n = 0;
 
-	pthread_mutex_lock(&q->mu);
-	while (n < max && q->done_head) {
-		struct result *r = q->done_head;
+	while (it) {
+		struct result *r = queue_entry(it, struct result, link);
 
-		q->done_head = r->next;
-		if (!q->done_head)
-			q->done_tail = NULL;
+		it = it->next;
 		out[n++] = r->r;
 		free(r);
 	}
-	pthread_mutex_unlock(&q->mu);
+	queue_release(&q->results, n, n);
 	return n;
 }

@@ -19,6 +19,7 @@ static PGresult *exec(PGconn *c, const char *sql, int n, const char *const *p, P
 PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_op *op, const char **what)
 {
 	char job[16], first[16], last[16], updates[16], opened[24], changed[24], report_id[24] = "";
+	const struct storage_incident *inc = &op->incident;
 	PGresult *r, *failed = NULL;
 
 	snprintf(job, sizeof job, "%" PRId32, job_id);
@@ -36,21 +37,21 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 		snprintf(report_id, sizeof report_id, "%s", PQgetvalue(r, 0, 0));
 		PQclear(r);
 	}
-	if (op->incident_key) {
+	if (inc->key) {
 		const char *p[10] = {job,
-				     op->incident_key,
-				     op->incident_category ? op->incident_category : "none",
-				     op->incident_state ? op->incident_state : "open",
-				     op->incident_summary ? op->incident_summary : "",
+				     inc->key,
+				     inc->category ? inc->category : "none",
+				     inc->state ? inc->state : "open",
+				     inc->summary ? inc->summary : "",
 				     report_id[0] ? report_id : NULL,
 				     opened,
 				     changed,
 				     updates,
-				     op->incident_alert};
+				     inc->alert};
 
-		snprintf(updates, sizeof updates, "%" PRIu32, op->incident_updates);
-		snprintf(opened, sizeof opened, "%" PRId64, op->opened_us);
-		snprintf(changed, sizeof changed, "%" PRId64, op->changed_us);
+		snprintf(updates, sizeof updates, "%" PRIu32, inc->updates);
+		snprintf(opened, sizeof opened, "%" PRId64, inc->opened_us);
+		snprintf(changed, sizeof changed, "%" PRId64, inc->changed_us);
 		*what = "incident upsert";
 		r = exec(c,
 			 "INSERT INTO incidents (job_id, key, category, state, summary, report_id, opened, updated,"

@@ -29,8 +29,11 @@
 
 #include <libpq-fe.h>
 
+#include "clock.h"
+#include "connect.h"
 #include "log.h"
 #include "pgbuf.h"
+#include "queue.h"
 #include "reports.h"
 #include "sketch.h"
 #include "hash.h"
@@ -134,11 +137,9 @@ struct storage_writer {
 	int reconnect_min_ms, reconnect_max_ms;
 
 	pthread_t thread;
+	struct queue q; /* ops weighing their records; capacity released after the commit */
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	/* under mu */
-	struct storage_op *head, *tail; /* waiting, not yet taken by the thread */
-	size_t q_records, q_ops;        /* waiting + in flight */
 	struct storage_done *done;
 	size_t done_head, done_len, done_cap;
 	bool stopping;
@@ -214,28 +215,6 @@ char *storage_op_strdup(struct storage_op *op, const char *s)
 
 void storage_op_free(struct storage_op *op) { free(op); }
 
-/* ---- time ---- */
-
-static struct timespec mono_after(int ms)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	t.tv_sec += ms / 1000;
-	t.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
-
-static bool mono_passed(const struct timespec *t)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
-}
-
 /* ---- connection ---- */
 
 static void disconnect(struct storage_writer *w)
@@ -261,18 +240,10 @@ static void notice(void *arg, const char *message)
 
 static int connect_db(struct storage_writer *w)
 {
-	/* TCP only: notice a dead server within about a minute instead of hanging in a call;
-	 * the DSN (dbname, expanded last) overrides any of these */
-	const char *kw[] = {"connect_timeout", "application_name", "keepalives_idle", "keepalives_interval",
-	                    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
-	const char *val[] = {"10", "culprit-writer", "30", "10", "3", "60000", w->dsn, NULL};
-	PGconn *c = PQconnectdbParams(kw, val, 1);
-	if (PQstatus(c) != CONNECTION_OK) {
-		char msg[512];
-		snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
-		msg[strcspn(msg, "\n")] = '\0';
+	char msg[512];
+	PGconn *c = storage_connect(w->dsn, "culprit-writer", 10, msg, sizeof msg);
+	if (!c) {
 		log_complain(&w->down, LOG_ERROR, "writer: could not connect to the database: %s (retrying)", msg);
-		PQfinish(c);
 		return -1;
 	}
 	PQsetNoticeProcessor(c, notice, NULL);
@@ -874,11 +845,7 @@ static enum txn_result write_txn(struct storage_writer *w, struct storage_op **o
 
 static void backoff_wait(struct storage_writer *w, int *delay_ms)
 {
-	struct timespec until = mono_after(*delay_ms);
-	pthread_mutex_lock(&w->mu);
-	while (!w->stopping && !mono_passed(&until))
-		pthread_cond_timedwait(&w->cv, &w->mu, &until);
-	pthread_mutex_unlock(&w->mu);
+	queue_wait_closed(&w->q, *delay_ms);
 	*delay_ms *= 2;
 	if (*delay_ms > w->reconnect_max_ms)
 		*delay_ms = w->reconnect_max_ms;
@@ -887,7 +854,7 @@ static void backoff_wait(struct storage_writer *w, int *delay_ms)
 static bool give_up(struct storage_writer *w)
 {
 	pthread_mutex_lock(&w->mu);
-	bool g = w->stopping && mono_passed(&w->stop_deadline);
+	bool g = w->stopping && clock_mono_passed(&w->stop_deadline);
 	pthread_mutex_unlock(&w->mu);
 	return g;
 }
@@ -948,14 +915,13 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 				written += ops[i]->n_iters + ops[i]->n_phases + ops[i]->n_kernels + ops[i]->n_raw_kernels;
 		}
 	}
-	w->q_records -= records;
-	w->q_ops -= n;
 	w->st.committed_records += written;
 	if (committed)
 		w->st.committed_txns++;
 	if (staged)
 		w->st.conflicts++;
 	pthread_mutex_unlock(&w->mu);
+	queue_release(&w->q, records, n);
 	for (size_t i = 0; i < n; i++) {
 		if (committed && ops[i]->type == STORAGE_OP_REPORT && !sts[i].invalid && ops[i]->durable)
 			ops[i]->durable(ops[i]->durable_arg);
@@ -1039,22 +1005,14 @@ static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 		return 0;
 	}
 fail:
-	/* given up (stopping, database unreachable): the ops are dropped; q_records keeps
-	 * counting them so that stop can say how many records were not written */
+	/* given up (stopping, database unreachable): the ops are dropped; the queue keeps
+	 * counting their records so that stop can say how many records were not written */
 	for (size_t i = 0; i < n; i++) {
 		free(sts[i].name_ids);
 		storage_op_free(ops[i]);
 	}
 	free(sts);
 	return -1;
-}
-
-static bool idle(struct storage_writer *w)
-{
-	pthread_mutex_lock(&w->mu);
-	bool i = !w->head && !w->stopping;
-	pthread_mutex_unlock(&w->mu);
-	return i;
 }
 
 static void *writer_main(void *arg)
@@ -1066,56 +1024,45 @@ static void *writer_main(void *arg)
 	for (;;) {
 		/* connected before the first records (at start, or after a failure while idle), so
 		 * that /readyz and the metrics tell the truth on an idle culpritd */
-		while (!w->conn && idle(w) && connect_db(w) < 0)
+		while (!w->conn && queue_idle(&w->q) && connect_db(w) < 0)
 			backoff_wait(w, &idle_delay);
 		idle_delay = w->reconnect_min_ms;
-		pthread_mutex_lock(&w->mu);
-		while (!w->head && !w->stopping)
-			pthread_cond_wait(&w->cv, &w->mu);
-		/* stopping: drain until the deadline, then leave the rest unwritten */
-		if (!w->head || (w->stopping && mono_passed(&w->stop_deadline))) {
-			pthread_mutex_unlock(&w->mu);
+		/* stopping: drain until the deadline (or the queue is empty), then leave the rest
+		 * unwritten */
+		if (give_up(w))
 			break;
-		}
-		size_t n = 0, records = 0;
-		while (w->head && (n == 0 || records + op_records(w->head) <= w->txn_max)) {
+		struct queue_item *it = queue_take(&w->q, w->txn_max, true);
+		if (!it)
+			break;
+		size_t n = 0;
+		while (it) {
 			if (n == group_cap) {
 				size_t nc = group_cap ? group_cap * 2 : 64;
-				struct storage_op **ng = realloc(group, nc * sizeof *ng);
-				if (!ng)
-					break;
+				struct storage_op **ng;
+				while ((ng = realloc(group, nc * sizeof *ng)) == NULL) {
+					log_error("writer: out of memory");
+					struct timespec ts = {0, 100000000L};
+					nanosleep(&ts, NULL);
+				}
 				group = ng;
 				group_cap = nc;
 			}
-			struct storage_op *op = w->head;
-			w->head = op->next;
-			if (!w->head)
-				w->tail = NULL;
-			op->next = NULL;
-			group[n++] = op;
-			records += op_records(op);
-		}
-		pthread_mutex_unlock(&w->mu);
-		if (n == 0) {
-			log_error("writer: out of memory");
-			struct timespec ts = {0, 100000000L};
-			nanosleep(&ts, NULL);
-			continue;
+			group[n++] = queue_entry(it, struct storage_op, link);
+			it = it->next;
 		}
 		if (process(w, group, n) < 0)
 			break; /* stopping with the database unreachable */
 	}
 	free(group);
-	/* Whatever is still queued or in flight was not written (q_records counts both). */
-	pthread_mutex_lock(&w->mu);
-	w->unwritten = w->q_records;
-	struct storage_op *op = w->head;
-	w->head = w->tail = NULL;
-	pthread_mutex_unlock(&w->mu);
-	while (op) {
-		struct storage_op *next = op->next;
-		storage_op_free(op);
-		op = next;
+	/* Whatever is still queued or in flight was not written (the queue counts both). */
+	struct queue_item *it = queue_drain(&w->q);
+	size_t unwritten;
+	queue_count(&w->q, &unwritten, NULL);
+	w->unwritten = unwritten;
+	while (it) {
+		struct queue_item *next = it->next;
+		storage_op_free(queue_entry(it, struct storage_op, link));
+		it = next;
 	}
 	return NULL;
 }
@@ -1135,19 +1082,20 @@ struct storage_writer *storage_writer_start(const struct storage_writer_config *
 	w->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : DEFAULT_RECONNECT_MAX_MS;
 	if (w->reconnect_max_ms < w->reconnect_min_ms)
 		w->reconnect_max_ms = w->reconnect_min_ms;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	if (!w->dsn || pthread_mutex_init(&w->mu, NULL) != 0 || pthread_cond_init(&w->cv, &ca) != 0) {
-		pthread_condattr_destroy(&ca);
+	if (!w->dsn || queue_init(&w->q, w->queue_max, NULL, NULL) != 0) {
 		free(w->dsn);
 		free(w);
 		return NULL;
 	}
-	pthread_condattr_destroy(&ca);
+	if (pthread_mutex_init(&w->mu, NULL) != 0) {
+		queue_destroy(&w->q);
+		free(w->dsn);
+		free(w);
+		return NULL;
+	}
 	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
 		log_error("writer: could not start the writer thread: %s", strerror(errno));
-		pthread_cond_destroy(&w->cv);
+		queue_destroy(&w->q);
 		pthread_mutex_destroy(&w->mu);
 		free(w->dsn);
 		free(w);
@@ -1162,9 +1110,9 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 		return 0;
 	pthread_mutex_lock(&w->mu);
 	w->stopping = true;
-	w->stop_deadline = mono_after(timeout_ms > 0 ? timeout_ms : 0);
-	pthread_cond_broadcast(&w->cv);
+	w->stop_deadline = clock_mono_after(timeout_ms > 0 ? timeout_ms : 0);
 	pthread_mutex_unlock(&w->mu);
+	queue_close(&w->q, true);
 	pthread_join(w->thread, NULL);
 	uint64_t unwritten = w->unwritten;
 	if (unwritten)
@@ -1184,7 +1132,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	pgbuf_free(&w->scratch);
 	sketch_free(&w->quantiles);
 	free(w->done);
-	pthread_cond_destroy(&w->cv);
+	queue_destroy(&w->q);
 	pthread_mutex_destroy(&w->mu);
 	free(w->dsn);
 	free(w);
@@ -1193,24 +1141,12 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 
 int storage_writer_submit(struct storage_writer *w, struct storage_op *op)
 {
-	size_t rec = op_records(op);
+	if (queue_push(&w->q, &op->link, op_records(op)) == 0)
+		return 0;
 	pthread_mutex_lock(&w->mu);
-	if (w->stopping || (w->q_records > 0 && w->q_records + rec > w->queue_max)) {
-		w->st.refused_full++;
-		pthread_mutex_unlock(&w->mu);
-		return -1;
-	}
-	op->next = NULL;
-	if (w->tail)
-		w->tail->next = op;
-	else
-		w->head = op;
-	w->tail = op;
-	w->q_records += rec;
-	w->q_ops++;
-	pthread_cond_signal(&w->cv);
+	w->st.refused_full++;
 	pthread_mutex_unlock(&w->mu);
-	return 0;
+	return -1;
 }
 
 size_t storage_writer_take_done(struct storage_writer *w, struct storage_done *out, size_t max)
@@ -1229,11 +1165,13 @@ size_t storage_writer_take_done(struct storage_writer *w, struct storage_done *o
 
 void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats *out)
 {
+	size_t records, ops;
+	queue_count(&w->q, &records, &ops);
 	pthread_mutex_lock(&w->mu);
 	*out = w->st;
-	out->queued_records = w->q_records;
-	out->queued_ops = w->q_ops;
 	pthread_mutex_unlock(&w->mu);
+	out->queued_records = records;
+	out->queued_ops = ops;
 }
 
 int storage_progress_load(const char *dsn, void (*cb)(const char *, const char *, uint64_t, void *), void *arg,

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queue.h"
 #include "record.h"
 
 struct storage_writer;
@@ -31,6 +32,17 @@ struct storage_outbox_row {
 	char *target;
 	char *dedup_key;
 	char *payload; /* JSON text */
+};
+
+/* A job's incident as stored (STORAGE_OP_REPORT): a row of incidents, upserted by (job, key). */
+struct storage_incident {
+	char *key;
+	char *category;
+	char *state; /* "open" or "resolved" */
+	char *summary;
+	uint32_t updates;
+	int64_t opened_us, changed_us; /* epoch us */
+	char *alert; /* JSON kept to re-send while open (NULL: keep the stored one) */
 };
 
 struct storage_topology {
@@ -77,19 +89,13 @@ struct storage_op {
 	char *report_json;
 	uint32_t first_iter, last_iter;
 	char *category;       /* of the report */
-	char *incident_key;
-	char *incident_category;
-	char *incident_state; /* "open" or "resolved" */
-	char *incident_summary;
-	uint32_t incident_updates;
-	int64_t opened_us, changed_us; /* epoch us */
-	char *incident_alert;  /* JSON kept to re-send while open (NULL: keep the stored one) */
+	struct storage_incident incident; /* key NULL: none */
 	struct storage_outbox_row *outbox;
 	size_t n_outbox;
 	void (*durable)(void *arg);
 	void *durable_arg;
 	/* private to the writer */
-	struct storage_op *next;
+	struct queue_item link;
 };
 
 struct storage_writer_config {

@@ -18,7 +18,7 @@ static void test_arena(void **state)
 	struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 100);
 	assert_non_null(op);
 	assert_int_equal(op->type, STORAGE_OP_BATCH);
-	assert_null(op->next);
+	assert_null(op->link.next);
 	void *a = storage_op_alloc(op, 40);
 	assert_non_null(a);
 	assert_int_equal((uintptr_t)a % 16, 0);
