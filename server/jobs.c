@@ -217,10 +217,10 @@ void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_n
 			job->heard_us[ranks[i]] = wall_now_us;
 }
 
-/* After the job's first complete iteration (its kernels known) and before its first
- * diagnosis, a blank snapshot goes to the worker to have its pages written: a fresh snapshot
- * on the loop at the first window cost 0.3-0.5 s at 12,960 ranks, a refresh in place a tenth.
- * The job holds a snapshot's memory from then on, as it did from its first diagnosis. */
+/* When the job's first window opens, a blank snapshot goes to the worker to have its pages
+ * written before the first diagnosis copies into it: a fresh snapshot on the loop cost
+ * 0.3-0.5 s at 12,960 ranks, a refresh in place a tenth. The job holds a snapshot's memory
+ * from its first window on (a job that never slows holds none). */
 static void prepare_snapshot(struct server *s, struct job *job)
 {
 	const struct store *st = engine_store(job->engine);
@@ -277,8 +277,8 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		log_info("job \"%s\": anomalous window opened at iteration %u (baseline %.0f ms)", job->name,
 			 l->first_iter, l->baseline_ms);
 		job->due = 1;
+		prepare_snapshot(s, job);
 	}
-	prepare_snapshot(s, job);
 	/* while the window is open, diagnose again as it grows */
 	if (engine_l1(job->engine)->open && store_max_iter(st) >= job->last_diag_iter + REDIAGNOSE_ITERS)
 		job->due = 1;
