@@ -70,32 +70,6 @@ int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint
 	return 0;
 }
 
-size_t capture_raw_arena(const Culprit__V1__Batch *b)
-{
-	return b->n_raw_kernels * sizeof(struct record_raw_kernel) + 16;
-}
-
-int capture_raw_to_op(struct storage_op *op, const Culprit__V1__Batch *b)
-{
-	op->n_raw_kernels = b->n_raw_kernels;
-	op->raw_kernels = storage_op_alloc(op, op->n_raw_kernels * sizeof(struct record_raw_kernel) + 1);
-	if (!op->raw_kernels)
-		return -1;
-	for (size_t i = 0; i < b->n_raw_kernels; i++) {
-		const Culprit__V1__RawKernel *k = b->raw_kernels[i];
-		struct record_raw_kernel *r = &op->raw_kernels[i];
-
-		r->rank = k->rank;
-		r->iter = k->iter;
-		r->name = k->name;
-		r->kind = (uint8_t)k->kind;
-		r->stream = k->stream;
-		r->start_us = k->start_us;
-		r->dur_us = k->dur_us;
-	}
-	return 0;
-}
-
 /* ---- POST /api/v1/jobs/{job}/capture ---- */
 
 struct sent {

@@ -27,9 +27,6 @@ struct storage_op;
  * after now_us): 0, or -1 with the reason in err (the batch is rejected). */
 int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint32_t *ranks, size_t n_ranks,
 			 int64_t now_us, char *err, size_t size);
-/* Arena bytes batch_to_op needs for them, and the copy into op (batch-local name indexes). */
-size_t capture_raw_arena(const Culprit__V1__Batch *b);
-int capture_raw_to_op(struct storage_op *op, const Culprit__V1__Batch *b);
 
 /* POST /api/v1/jobs/{job}/capture */
 void api_capture(struct api_req *r);

@@ -804,59 +804,100 @@ static int names_put(struct conn *c, uint32_t id, uint32_t job_id)
 	return 0;
 }
 
-/* Checks a batch against the protocol's and the job's rules. */
-/* The batch's dictionary as strings, which its phase_name and kernel_name index: its
- * names; or, when it has none, its records carry the agent's name ids (defined on this
- * connection): those are rewritten in place to indexes of a dictionary made here. -1 with
- * the reason in err. */
-static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict, size_t *n, char *err,
-		      size_t size)
+/* A batch's names, translated once to the job's ids: its records name them by index of the
+ * batch's own dictionary (ids[index]), or without one by the agent's name ids defined on the
+ * connection. ids and strs list the names for the writer: the dictionary's, or the distinct
+ * names of those name ids. */
+struct batch_names {
+	uint32_t *ids;
+	const char **strs;
+	size_t n;
+	bool own_dict;
+};
+
+static void batch_names_free(struct batch_names *bn)
 {
-	uint32_t *cols[2] = {b->phase_name, b->kernel_name};
+	free(bn->ids);
+	if (!bn->own_dict)
+		free(bn->strs);
+	memset(bn, 0, sizeof(*bn));
+}
+
+/* The job's id of a name reference of a validated batch (see batch_names). */
+static uint32_t batch_name(const struct conn *c, const struct batch_names *bn, uint32_t ref)
+{
+	return bn->own_dict ? bn->ids[ref] : names_find(c, ref)->job_id;
+}
+
+/* The batch's names: its dictionary's checked (they are interned once the batch is valid, by
+ * batch_names_intern); or, when it has none, the job's ids and names of the agent's name ids
+ * its records use, which must be defined on this connection. -1 with the reason in err. */
+static int batch_names_get(struct conn *c, const Culprit__V1__Batch *b, struct batch_names *bn, char *err,
+			   size_t size)
+{
+	const uint32_t *cols[2] = {b->phase_name, b->kernel_name};
 	size_t lens[3] = {b->n_phase_name, b->n_kernel_name, b->n_raw_kernels}, cap = 0;
 
-	*dict = (const char **)b->names;
-	*n = b->n_names;
+	memset(bn, 0, sizeof(*bn));
 	if (b->n_names > MAX_NAMES)
 		return bad(err, size, "too many names in the dictionary", b->n_names);
 	for (size_t i = 0; i < b->n_names; i++)
 		if (!name_ok(b->names[i], MAX_NAME_LEN))
 			return bad(err, size, "name empty, too long or not printable", i);
-	if (b->n_names || !(lens[0] + lens[1] + lens[2]))
+	if (b->n_names || !(lens[0] + lens[1] + lens[2])) {
+		bn->own_dict = true;
+		bn->strs = (const char **)b->names;
+		bn->n = b->n_names;
 		return 0;
+	}
 	if (++c->dict_epoch == 0) {
 		for (size_t i = 0; i < c->names_cap; i++)
 			c->names[i].epoch = 0;
 		c->dict_epoch = 1;
 	}
-	*dict = NULL;
 	for (int col = 0; col < 3; col++) /* phase names, kernel names, raw kernel names */
 		for (size_t i = 0; i < lens[col]; i++) {
-			uint32_t *idp = col < 2 ? &cols[col][i] : &b->raw_kernels[i]->name;
-			struct name_slot *slot = names_find(c, *idp);
+			struct name_slot *slot = names_find(c, col < 2 ? cols[col][i] : b->raw_kernels[i]->name);
 
 			if (!slot) {
-				free(*dict);
-				*dict = NULL;
+				batch_names_free(bn);
 				return bad(err, size, "name id not defined on this connection", i);
 			}
-			if (slot->epoch != c->dict_epoch) {
-				if (*n == cap) {
-					const char **d;
+			if (slot->epoch == c->dict_epoch)
+				continue;
+			if (bn->n == cap) {
+				uint32_t *ids = realloc(bn->ids, (cap ? cap * 2 : 64) * sizeof(*ids));
+				const char **strs = ids ? realloc(bn->strs, (cap ? cap * 2 : 64) * sizeof(*strs)) : NULL;
 
-					cap = cap ? cap * 2 : 64;
-					if (!(d = realloc(*dict, cap * sizeof(*d)))) {
-						free(*dict);
-						*dict = NULL;
-						return bad(err, size, "out of memory", i);
-					}
-					*dict = d;
+				if (ids)
+					bn->ids = ids;
+				if (!strs) {
+					batch_names_free(bn);
+					return bad(err, size, "out of memory", i);
 				}
-				slot->epoch = c->dict_epoch;
-				slot->index = (uint32_t)*n;
-				(*dict)[(*n)++] = jobs_name(c->job, slot->job_id);
+				bn->strs = strs;
+				cap = cap ? cap * 2 : 64;
 			}
-			*idp = slot->index;
+			slot->epoch = c->dict_epoch;
+			bn->ids[bn->n] = slot->job_id;
+			bn->strs[bn->n++] = jobs_name(c->job, slot->job_id);
+		}
+	return 0;
+}
+
+/* The job's ids of a valid batch's own dictionary. -1: out of memory, or *full when the job
+ * already has max_names_per_job other names. */
+static int batch_names_intern(struct conn *c, struct batch_names *bn, bool *full)
+{
+	if (!bn->own_dict)
+		return 0;
+	if (!(bn->ids = malloc((bn->n + 1) * sizeof(uint32_t))))
+		return -1;
+	for (size_t i = 0; i < bn->n; i++)
+		if ((bn->ids[i] = jobs_intern(c->job, bn->strs[i], (uint32_t)c->srv->cfg.max_names_per_job)) >=
+		    JOBS_NAMES_FULL) {
+			*full = bn->ids[i] == JOBS_NAMES_FULL;
+			return -1;
 		}
 	return 0;
 }
@@ -1027,9 +1068,9 @@ static int64_t start_index_get(const struct start_index *x, uint32_t rank, uint3
 	return fallback;
 }
 
-/* Builds the storage operation (and the window's view: names mapped to job ids). */
-static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, const char *const *dict,
-				      size_t n_dict)
+/* Builds the storage operation of a valid batch, its records naming the job's ids: the
+ * window's records and the writer's. */
+static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, const struct batch_names *bn)
 {
 	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
 	struct storage_op *op;
@@ -1038,16 +1079,16 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	size_t sketch_off = 0;
 	int64_t fallback = clock_wall_us();
 
-	arena += n_dict * sizeof(char *);
-	for (size_t i = 0; i < n_dict; i++)
-		arena += strlen(dict[i]) + 1;
+	arena += bn->n * (sizeof(char *) + sizeof(uint32_t));
+	for (size_t i = 0; i < bn->n; i++)
+		arena += strlen(bn->strs[i]) + 1;
 	arena += b->n_iter_rank * sizeof(struct record_iter);
 	arena += b->n_phase_rank * (sizeof(struct record_phase) + sizeof(int64_t));
 	arena += b->n_kernel_name * (sizeof(struct record_kernel) + sizeof(int64_t));
 	arena += b->kernel_sketches.len;
-	arena += capture_raw_arena(b);
+	arena += b->n_raw_kernels * sizeof(struct record_raw_kernel);
 	/* every allocation from the arena is aligned to 16 bytes */
-	arena += 16 * (16 + n_dict);
+	arena += 16 * (16 + bn->n);
 
 	op = storage_op_new(STORAGE_OP_BATCH, arena);
 	if (!op)
@@ -1058,8 +1099,9 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	op->agent = storage_op_strdup(op, c->agent);
 	op->source = c->id;
 	op->seq = b->seq;
-	op->n_names = n_dict;
-	op->names = storage_op_alloc(op, n_dict * sizeof(char *) + 1);
+	op->n_names = bn->n;
+	op->names = storage_op_alloc(op, bn->n * sizeof(char *) + 1);
+	op->name_ids = storage_op_alloc(op, bn->n * sizeof(uint32_t) + 1);
 	op->n_iters = b->n_iter_rank;
 	op->iters = storage_op_alloc(op, op->n_iters * sizeof(struct record_iter) + 1);
 	op->n_phases = b->n_phase_rank;
@@ -1068,12 +1110,15 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 	op->n_kernels = b->n_kernel_name;
 	op->kernels = storage_op_alloc(op, op->n_kernels * sizeof(struct record_kernel) + 1);
 	op->kernel_iter_start_us = storage_op_alloc(op, op->n_kernels * sizeof(int64_t) + 1);
-	if (!op->job || !op->agent || !op->names || !op->iters || !op->phases || !op->phase_iter_start_us ||
-	    !op->kernels || !op->kernel_iter_start_us)
+	op->n_raw_kernels = b->n_raw_kernels;
+	op->raw_kernels = storage_op_alloc(op, op->n_raw_kernels * sizeof(struct record_raw_kernel) + 1);
+	if (!op->job || !op->agent || !op->names || !op->name_ids || !op->iters || !op->phases ||
+	    !op->phase_iter_start_us || !op->kernels || !op->kernel_iter_start_us || !op->raw_kernels)
 		goto fail;
-	for (size_t i = 0; i < n_dict; i++)
-		if (!(op->names[i] = storage_op_strdup(op, dict[i])))
+	for (size_t i = 0; i < bn->n; i++)
+		if (!(op->names[i] = storage_op_strdup(op, bn->strs[i])))
 			goto fail;
+	memcpy(op->name_ids, bn->ids, bn->n * sizeof(uint32_t));
 	for (size_t i = 0; i < op->n_iters; i++) {
 		struct record_iter *r = &op->iters[i];
 
@@ -1087,7 +1132,7 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 
 		r->rank = b->phase_rank[i];
 		r->iter = b->phase_iter[i];
-		r->name = b->phase_name[i];
+		r->name = batch_name(c, bn, b->phase_name[i]);
 		r->kind = (uint8_t)b->phase_kind[i];
 		r->group = (uint8_t)b->phase_group[i];
 		r->start_us = b->phase_start_us[i] < 0 ? RECORD_NO_START : b->phase_start_us[i];
@@ -1104,8 +1149,8 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 
 		r->rank = KCOL(b, rank, i);
 		r->iter = KCOL(b, iter, i);
-		r->name = b->kernel_name[i];
-		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(dict[r->name]));
+		r->name = batch_name(c, bn, b->kernel_name[i]);
+		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(jobs_name(c->job, r->name)));
 		r->count = b->kernel_count[i];
 		r->sum_us = b->kernel_sum_us[i];
 		r->min_us = b->kernel_min_us[i];
@@ -1129,8 +1174,14 @@ static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *
 		}
 		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
 	}
-	if (capture_raw_to_op(op, b) < 0)
-		goto fail;
+	for (size_t i = 0; i < op->n_raw_kernels; i++) {
+		const Culprit__V1__RawKernel *k = b->raw_kernels[i];
+
+		op->raw_kernels[i] = (struct record_raw_kernel){.rank = k->rank, .iter = k->iter,
+								.name = batch_name(c, bn, k->name), .kind = (uint8_t)k->kind,
+								.stream = k->stream, .start_us = k->start_us,
+								.dur_us = k->dur_us};
+	}
 	free(starts.keys);
 	free(starts.starts);
 	return op;
@@ -1139,18 +1190,6 @@ fail:
 	free(starts.starts);
 	storage_op_free(op);
 	return NULL;
-}
-
-/* Feeds the job's window from the op, with names mapped to the job's ids. */
-static void op_to_window(struct server *s, struct job *job, struct storage_op *op, const uint32_t *name_map)
-{
-	/* the op keeps batch-local name indexes for the writer; the window wants job ids, so map
-	 * in place, hand over, and map back */
-	for (size_t i = 0; i < op->n_phases; i++)
-		op->phases[i].name = name_map[op->phases[i].name];
-	for (size_t i = 0; i < op->n_kernels; i++)
-		op->kernels[i].name = name_map[op->kernels[i].name];
-	jobs_add_records(s, job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
 }
 
 static void block(struct conn *c)
@@ -1165,27 +1204,6 @@ static void block(struct conn *c)
 	else
 		s->blocked_head = c;
 	s->blocked_tail = c;
-}
-
-static void free_dict(const Culprit__V1__Batch *b, const char **dict)
-{
-	if (dict != (const char **)b->names)
-		free(dict);
-}
-
-/* The job's ids of a batch's dictionary (malloc'd), or NULL: out of memory, or *full when
- * the job already has max_names_per_job other names. */
-static uint32_t *dict_job_ids(struct conn *c, const char *const *dict, size_t n, bool *full)
-{
-	uint32_t *ids = malloc((n + 1) * sizeof(uint32_t));
-
-	for (size_t i = 0; ids && i < n; i++)
-		if ((ids[i] = jobs_intern(c->job, dict[i], (uint32_t)c->srv->cfg.max_names_per_job)) >= JOBS_NAMES_FULL) {
-			*full = ids[i] == JOBS_NAMES_FULL;
-			free(ids);
-			ids = NULL;
-		}
-	return ids;
 }
 
 /* The job holds max_names_per_job names and this batch brings more: the batch is refused with
@@ -1238,9 +1256,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	char err[256], key[300];
 	struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
 	size_t n_records = b->n_iter_rank + b->n_phase_rank + b->n_kernel_name;
-	uint32_t *name_map;
-	const char **dict = NULL;
-	size_t n_dict = 0;
+	struct batch_names bn = {0};
 	struct storage_op *op;
 	const struct store *st = engine_store(c->job->engine);
 	struct ingest_limits lim = {.now_us = clock_wall_us(),
@@ -1262,7 +1278,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		return;
 	}
 	if (take_name_defs(c, b, &full, err, sizeof(err)) < 0 ||
-	    (b->seq > p->durable_seq && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
+	    (b->seq > p->durable_seq && batch_names_get(c, b, &bn, err, sizeof(err)) < 0)) {
 		if (full)
 			names_over_limit(c, b->seq, n_records);
 		else
@@ -1275,16 +1291,14 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		send_ack(c, p->durable_seq, 1);
 		return;
 	}
-	if (ingest_validate_batch(c->ranks, c->n_ranks, b, n_dict, &lim, err, sizeof(err)) < 0) {
+	if (ingest_validate_batch(c->ranks, c->n_ranks, b, bn.own_dict ? bn.n : SIZE_MAX, &lim, err, sizeof(err)) < 0) {
 		refuse_batch(c, b->seq, n_records, err);
-		free_dict(b, dict);
+		batch_names_free(&bn);
 		return;
 	}
-	name_map = dict_job_ids(c, dict, n_dict, &full);
-	op = name_map ? batch_to_op(c, b, dict, n_dict) : NULL;
-	free_dict(b, dict);
+	op = batch_names_intern(c, &bn, &full) == 0 ? batch_to_op(c, b, &bn) : NULL;
+	batch_names_free(&bn);
 	if (!op) {
-		free(name_map);
 		if (full) {
 			names_over_limit(c, b->seq, n_records);
 			return;
@@ -1293,7 +1307,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		conn_close(c, CLOSE_NOMEM);
 		return;
 	}
-	op_to_window(s, c->job, op, name_map);
+	jobs_add_records(s, c->job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
 	jobs_heard(c->job, c->ranks, c->n_ranks, clock_wall_us());
 	if (b->seq > p->last_seq)
 		p->last_seq = b->seq;
@@ -1309,15 +1323,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 			p->durable_seq = b->seq;
 		send_ack(c, b->seq, 0);
 		storage_op_free(op);
-		free(name_map);
 		return;
 	}
-	/* the writer stores batch-local name indexes with the batch's dictionary */
-	for (size_t i = 0; i < op->n_phases; i++)
-		op->phases[i].name = b->phase_name[i];
-	for (size_t i = 0; i < op->n_kernels; i++)
-		op->kernels[i].name = b->kernel_name[i];
-	free(name_map);
 	if (storage_writer_submit(s->writer, op) < 0) {
 		c->pending = op;
 		block(c);

@@ -47,8 +47,9 @@ struct ingest_limits {
 #define INGEST_MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
 
 /* Checks a batch against the protocol's and the job's rules for an agent serving ranks
- * (sorted), its phase and kernel names indexing a dictionary of n_dict names: 0, or -1 with
- * the reason (sent back in a Reject) in err. Pure; fuzzed (tests/fuzz/fuzz_frame.c). */
+ * (sorted), its phase and kernel names indexing a dictionary of n_dict names (SIZE_MAX: they
+ * are the agent's name ids, checked where they are looked up): 0, or -1 with the reason (sent
+ * back in a Reject) in err. Pure; fuzzed (tests/fuzz/fuzz_frame.c). */
 int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
 			  const struct ingest_limits *lim, char *err, size_t size);
 /* Connections open (any state). */
