@@ -15,60 +15,7 @@
 #include "ingest.h"
 #include "jobs.h"
 #include "log.h"
-#include "record.h"
 #include "server.h"
-#include "writer.h"
-
-#define MAX_DUR_US (7LL * 86400 * 1000000)   /* a week, as for every duration */
-
-static int has_rank(const uint32_t *ranks, size_t n, uint32_t rank)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ranks[mid] < rank)
-			lo = mid + 1;
-		else if (ranks[mid] > rank)
-			hi = mid;
-		else
-			return 1;
-	}
-	return 0;
-}
-
-int capture_validate_raw(const Culprit__V1__Batch *b, size_t n_names, const uint32_t *ranks, size_t n_ranks,
-			 int64_t now_us, char *err, size_t size)
-{
-	if (b->n_raw_kernels > CAPTURE_MAX_RAW_PER_BATCH) {
-		snprintf(err, size, "more than %d raw kernels in one batch (%zu)", CAPTURE_MAX_RAW_PER_BATCH,
-			 b->n_raw_kernels);
-		return -1;
-	}
-	for (size_t i = 0; i < b->n_raw_kernels; i++) {
-		const Culprit__V1__RawKernel *k = b->raw_kernels[i];
-		const char *why = NULL;
-
-		if (!has_rank(ranks, n_ranks, k->rank))
-			why = "raw kernel of a rank this agent does not serve";
-		else if (k->name >= n_names)
-			why = "raw kernel name index outside the dictionary";
-		else if (k->kind >= RECORD_KIND_COUNT)
-			why = "raw kernel kind unknown";
-		else if (k->dur_us < 0 || k->dur_us > MAX_DUR_US)
-			why = "raw kernel duration negative or over a week";
-		else if (k->start_us < INGEST_MIN_START_US || k->start_us > now_us + INGEST_MAX_AHEAD_US)
-			why = "raw kernel start before 2000 or more than a day ahead of the server's clock";
-		else if (k->stream > CAPTURE_MAX_STREAM)
-			why = "raw kernel stream over 65535";
-		if (why) {
-			snprintf(err, size, "%s (record %zu)", why, i);
-			return -1;
-		}
-	}
-	return 0;
-}
 
 /* ---- POST /api/v1/jobs/{job}/capture ---- */
 
