@@ -4,7 +4,8 @@
  *
  * A sealed batch is kept as its Batch packed once, without the sequence and without the
  * strings of its names (it names them by agent name id). The frame header (length,
- * Envelope tag, Batch length, seq field) and the definitions of the names the connection has
+ * Envelope tag, Batch length, seq field; the field keys from the schema's descriptors,
+ * frame_field_tag) and the definitions of the names the connection has
  * not had yet are made when it is sent (agent_batch_frame), so that renumbering (only ever
  * before the first accepted Hello, see agent_rebase) and a resend on a new connection cost
  * no re-packing. */
@@ -80,8 +81,9 @@ static size_t varint_put(uint8_t *p, uint64_t v)
 	return n;
 }
 
-/* Writes the frame prefix for seq in front of the body: 4-byte length, Envelope field 3
- * (batch, length-delimited), the Batch's length, Batch field 1 (seq, varint). */
+/* The keys of the fields packed here (from the schema's descriptors; each fits a byte). */
+#define TAG(msg, field) ((uint8_t)frame_field_tag(&culprit__v1__##msg##__descriptor, field))
+
 /* The frame header in front of a batch's body: the length, the Envelope's batch field tag
  * and length, the seq field. batch_len is the Batch's bytes after the seq field. */
 static size_t frame_header(uint8_t *p, uint64_t seq, size_t batch_len)
@@ -93,9 +95,9 @@ static size_t frame_header(uint8_t *p, uint64_t seq, size_t batch_len)
 
 	memcpy(p, &be, sizeof(be));
 	o += 4;
-	p[o++] = (3u << 3) | 2u;
+	p[o++] = TAG(envelope, "batch");
 	o += varint_put(p + o, inner);
-	p[o++] = (1u << 3) | 0u;
+	p[o++] = TAG(batch, "seq");
 	o += varint_put(p + o, seq);
 	return o;
 }
@@ -112,6 +114,7 @@ static void batch_set_seq(struct batch *bt, uint64_t seq)
 int agent_batch_frame(struct agent *a, struct batch *bt)
 {
 	struct agent_conn *c = &a->c;
+	const uint8_t def_tag = TAG(batch, "name_defs"), id_tag = TAG(name_def, "id"), name_tag = TAG(name_def, "name");
 
 	if (c->epoch == 0)
 		c->epoch = 1;
@@ -150,11 +153,11 @@ int agent_batch_frame(struct agent *a, struct batch *bt)
 		uint8_t *p = c->defs + c->defs_len;
 		size_t o = 0;
 
-		p[o++] = (4u << 3) | 2u; /* Batch.name_defs */
+		p[o++] = def_tag;
 		o += varint_put(p + o, inner);
-		p[o++] = (1u << 3) | 0u; /* NameDef.id */
+		p[o++] = id_tag;
 		o += varint_put(p + o, id);
-		p[o++] = (2u << 3) | 2u; /* NameDef.name */
+		p[o++] = name_tag;
 		o += varint_put(p + o, nl);
 		memcpy(p + o, name, nl);
 		c->defs_len += o + nl;

@@ -187,3 +187,35 @@ void frame_hex_sample(const uint8_t *buf, size_t len, char *out, size_t out_size
 	if (len > n && used + 5 < out_size)
 		snprintf(out + used, out_size - used, " ...");
 }
+
+uint32_t frame_field_tag(const ProtobufCMessageDescriptor *d, const char *name)
+{
+	const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+	uint32_t wire = 0; /* varint */
+
+	if (!f)
+		return 0;
+	if (f->label == PROTOBUF_C_LABEL_REPEATED && (f->flags & PROTOBUF_C_FIELD_FLAG_PACKED))
+		wire = 2;
+	else
+		switch (f->type) {
+		case PROTOBUF_C_TYPE_STRING:
+		case PROTOBUF_C_TYPE_BYTES:
+		case PROTOBUF_C_TYPE_MESSAGE:
+			wire = 2; /* length-delimited */
+			break;
+		case PROTOBUF_C_TYPE_FIXED64:
+		case PROTOBUF_C_TYPE_SFIXED64:
+		case PROTOBUF_C_TYPE_DOUBLE:
+			wire = 1;
+			break;
+		case PROTOBUF_C_TYPE_FIXED32:
+		case PROTOBUF_C_TYPE_SFIXED32:
+		case PROTOBUF_C_TYPE_FLOAT:
+			wire = 5;
+			break;
+		default:
+			break;
+		}
+	return f->id << 3 | wire;
+}

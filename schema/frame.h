@@ -44,6 +44,11 @@ size_t frame_packed_size(const frame_envelope *env);
 /* Writes header and body into out (at least frame_packed_size bytes); returns bytes written. */
 size_t frame_pack(const frame_envelope *env, uint8_t *out);
 
+/* The key that starts field `name` of message d on the wire, (field number << 3) | wire type,
+ * for writers that pack part of a message by hand (the agent's batch frames); 0 when d has no
+ * such field. From the generated descriptors: the numbers stay with the schema. */
+uint32_t frame_field_tag(const ProtobufCMessageDescriptor *d, const char *name);
+
 /* Hex sample of the first bytes of buf for a log line: "de ad be ef ..." (at most 16 bytes). */
 void frame_hex_sample(const uint8_t *buf, size_t len, char *out, size_t out_size);
 

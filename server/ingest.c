@@ -29,7 +29,7 @@
 #include <time.h>
 
 #include "auth.h"
-#include "capture.h"
+#include "batch.h"
 #include "frame.h"
 #include "jobs.h"
 #include "log.h"
@@ -40,26 +40,12 @@
 #include "writer.h"
 #include "cmp.h"
 
-#define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
-#define MAX_NAMES 65536         /* names in one batch's dictionary; name ids on one connection */
-#define MAX_SKETCH 65536        /* bytes in one kernel sketch */
-#define MAX_DUR_US (7LL * 86400 * 1000000) /* a week: longer is not a duration we believe */
 #define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
-#define MAX_KERNEL_COUNT INT32_MAX /* calls of one kernel in one iteration; above: a wrapped negative */
 #define MAX_RESUME_GAP 65536    /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
 #define MAX_UNPACK_FACTOR 16    /* a frame may cost this many times its size to unpack ... */
 #define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
 
 enum conn_state { CONN_HELLO, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
-
-/* One name id of a connection: sized by the ids used, not by the largest (an id of 65,535
- * costs one slot, not a table of 65,536): 16 bytes an id, about 21 with the free slots. */
-struct name_slot {
-	uint32_t id;      /* UINT32_MAX: empty */
-	uint32_t job_id;  /* the job's id of the name */
-	uint32_t epoch;   /* the batch (dict_epoch) whose dictionary has it */
-	uint32_t index;   /* its index in that dictionary */
-};
 
 struct conn {
 	uint64_t id;
@@ -74,9 +60,7 @@ struct conn {
 	uint32_t *ranks; /* sorted */
 	size_t n_ranks;
 	uint64_t acked_seq;          /* highest Ack sent */
-	struct name_slot *names;     /* the agent's name ids defined on this connection (open addressing) */
-	size_t names_cap, n_names;   /* slots (a power of two, or 0), ids held */
-	uint32_t dict_epoch;
+	struct batch_name_ids names; /* the agent's name ids defined on this connection */
 	size_t in_held;              /* bytes in the input buffer (counted in s->input_held) */
 	bool paused;                 /* not read: over max_input_buffer_bytes (see "input budget") */
 	struct event *paused_watch;  /* while paused: the peer's close, and idle_timeout_s */
@@ -396,7 +380,7 @@ static void conn_free(struct conn *c)
 	s->free_slots[s->n_free++] = slot;
 	storage_op_free(c->pending);
 	free(c->ranks);
-	free(c->names);
+	batch_name_ids_free(&c->names);
 	free(c);
 }
 
@@ -557,21 +541,6 @@ static void refuse_hello(struct conn *c, const char *reason)
 
 /* ---- Hello ---- */
 
-/* 1 to max bytes, no control character (C0, DEL, or C1 written in UTF-8: terminal escapes
- * and forged log lines). */
-static int name_ok(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max)
-		return 0;
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f || ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 &&
-								 (unsigned char)s[1] <= 0x9f))
-			return 0;
-	return 1;
-}
-
 static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 {
 	struct server *s = c->srv;
@@ -587,7 +556,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, err);
 		return;
 	}
-	if (!name_ok(h->job, 127) || !name_ok(h->agent_id, 127) || (h->host[0] && !name_ok(h->host, 127))) {
+	if (!batch_name_ok(h->job, 127) || !batch_name_ok(h->agent_id, 127) || (h->host[0] && !batch_name_ok(h->host, 127))) {
 		refuse_hello(c, "job and agent_id must be 1 to 127 bytes, host at most 127, without control characters");
 		return;
 	}
@@ -735,426 +704,9 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 /* ---- Batch ---- */
 
-static int serves_in(const uint32_t *ranks, size_t n_ranks, uint32_t rank)
-{
-	return bsearch(&rank, ranks, n_ranks, sizeof(uint32_t), cmp_u32) != NULL;
-}
-
 static int serves(const struct conn *c, uint32_t rank)
 {
-	return serves_in(c->ranks, c->n_ranks, rank);
-}
-
-/* A kernel column holds one value per kernel; rank and iteration may hold one value for all
- * (may_be_one), kind, p50 and p99 may be empty (may_be_one false: then 0 is allowed). */
-static bool col_ok(size_t len, size_t n, bool may_be_one)
-{
-	return len == n || (may_be_one ? n > 0 && len == 1 : len == 0);
-}
-
-#define KCOL(b, f, i) ((b)->n_kernel_##f == 1 ? (b)->kernel_##f[0] : (b)->kernel_##f[i])
-
-static int bad(char *err, size_t size, const char *what, size_t i)
-{
-	snprintf(err, size, "%s (record %zu)", what, i);
-	return -1;
-}
-
-/* ---- the connection's name ids ---- */
-
-static struct name_slot *names_find(const struct conn *c, uint32_t id)
-{
-	if (!c->names_cap || id >= MAX_NAMES) /* UINT32_MAX marks a free slot */
-		return NULL;
-	for (size_t j = (id * 0x9E3779B1u) & (c->names_cap - 1);; j = (j + 1) & (c->names_cap - 1)) {
-		if (c->names[j].id == id)
-			return &c->names[j];
-		if (c->names[j].id == UINT32_MAX)
-			return NULL;
-	}
-}
-
-/* Defines id as the job's name job_id; 0, or -1 out of memory. */
-static int names_put(struct conn *c, uint32_t id, uint32_t job_id)
-{
-	struct name_slot *slot = names_find(c, id);
-
-	if (!slot && (c->n_names + 1) * 4 > c->names_cap * 3) { /* at most 3/4 full */
-		size_t old_cap = c->names_cap, cap = old_cap ? old_cap * 2 : 16;
-		struct name_slot *old = c->names, *tab = malloc(cap * sizeof(*tab));
-
-		if (!tab)
-			return -1;
-		memset(tab, 0xff, cap * sizeof(*tab));
-		c->names = tab;
-		c->names_cap = cap;
-		c->n_names = 0;
-		for (size_t i = 0; i < old_cap; i++)
-			if (old[i].id != UINT32_MAX)
-				names_put(c, old[i].id, old[i].job_id); /* fits: no growth */
-		free(old);
-	}
-	if (!slot) {
-		size_t j = (id * 0x9E3779B1u) & (c->names_cap - 1);
-
-		while (c->names[j].id != UINT32_MAX)
-			j = (j + 1) & (c->names_cap - 1);
-		slot = &c->names[j];
-		slot->id = id;
-		c->n_names++;
-	}
-	slot->job_id = job_id;
-	slot->epoch = 0;
-	return 0;
-}
-
-/* Checks a batch against the protocol's and the job's rules. */
-/* The batch's dictionary as strings, which its phase_name and kernel_name index: its
- * names; or, when it has none, its records carry the agent's name ids (defined on this
- * connection): those are rewritten in place to indexes of a dictionary made here. -1 with
- * the reason in err. */
-static int batch_dict(struct conn *c, Culprit__V1__Batch *b, const char ***dict, size_t *n, char *err,
-		      size_t size)
-{
-	uint32_t *cols[2] = {b->phase_name, b->kernel_name};
-	size_t lens[3] = {b->n_phase_name, b->n_kernel_name, b->n_raw_kernels}, cap = 0;
-
-	*dict = (const char **)b->names;
-	*n = b->n_names;
-	if (b->n_names > MAX_NAMES)
-		return bad(err, size, "too many names in the dictionary", b->n_names);
-	for (size_t i = 0; i < b->n_names; i++)
-		if (!name_ok(b->names[i], MAX_NAME_LEN))
-			return bad(err, size, "name empty, too long or not printable", i);
-	if (b->n_names || !(lens[0] + lens[1] + lens[2]))
-		return 0;
-	if (++c->dict_epoch == 0) {
-		for (size_t i = 0; i < c->names_cap; i++)
-			c->names[i].epoch = 0;
-		c->dict_epoch = 1;
-	}
-	*dict = NULL;
-	for (int col = 0; col < 3; col++) /* phase names, kernel names, raw kernel names */
-		for (size_t i = 0; i < lens[col]; i++) {
-			uint32_t *idp = col < 2 ? &cols[col][i] : &b->raw_kernels[i]->name;
-			struct name_slot *slot = names_find(c, *idp);
-
-			if (!slot) {
-				free(*dict);
-				*dict = NULL;
-				return bad(err, size, "name id not defined on this connection", i);
-			}
-			if (slot->epoch != c->dict_epoch) {
-				if (*n == cap) {
-					const char **d;
-
-					cap = cap ? cap * 2 : 64;
-					if (!(d = realloc(*dict, cap * sizeof(*d)))) {
-						free(*dict);
-						*dict = NULL;
-						return bad(err, size, "out of memory", i);
-					}
-					*dict = d;
-				}
-				slot->epoch = c->dict_epoch;
-				slot->index = (uint32_t)*n;
-				(*dict)[(*n)++] = jobs_name(c->job, slot->job_id);
-			}
-			*idp = slot->index;
-		}
-	return 0;
-}
-
-/* Takes the batch's name definitions (before anything else: they hold for the connection
- * even when the batch is a resend or is refused). -1 with the reason in err; *full when the
- * reason is that the job holds max_names_per_job names. */
-static int take_name_defs(struct conn *c, const Culprit__V1__Batch *b, bool *full, char *err, size_t size)
-{
-	for (size_t i = 0; i < b->n_name_defs; i++) {
-		const Culprit__V1__NameDef *d = b->name_defs[i];
-		uint32_t job_id;
-
-		if (d->id >= MAX_NAMES)
-			return bad(err, size, "name id too large", i);
-		if (!name_ok(d->name, MAX_NAME_LEN))
-			return bad(err, size, "name empty, too long or not printable", i);
-		job_id = jobs_intern(c->job, d->name, (uint32_t)c->srv->cfg.max_names_per_job);
-		if (job_id == JOBS_NAMES_FULL) {
-			*full = true;
-			return bad(err, size, "the job has max_names_per_job names", i);
-		}
-		if (job_id == UINT32_MAX || names_put(c, d->id, job_id) < 0)
-			return bad(err, size, "out of memory", i);
-	}
-	return 0;
-}
-
-/* The highest iteration a batch may carry: window + INGEST_MAX_ITER_JUMP above the job's
- * highest, or above the batch's lowest when the job has none yet (so that one batch cannot
- * carry the jump either). A far jump would leave the job's window nothing to diagnose. */
-static uint64_t iter_limit(const Culprit__V1__Batch *b, const struct ingest_limits *lim)
-{
-	uint64_t base = lim->job_iter >= 0 ? (uint64_t)lim->job_iter : UINT32_MAX;
-
-	if (lim->job_iter < 0) {
-		for (size_t i = 0; i < b->n_iter_iter; i++)
-			base = b->iter_iter[i] < base ? b->iter_iter[i] : base;
-		for (size_t i = 0; i < b->n_phase_iter; i++)
-			base = b->phase_iter[i] < base ? b->phase_iter[i] : base;
-		for (size_t i = 0; i < b->n_kernel_iter; i++)
-			base = b->kernel_iter[i] < base ? b->kernel_iter[i] : base;
-	}
-	return base + lim->window + INGEST_MAX_ITER_JUMP;
-}
-
-int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
-			  const struct ingest_limits *lim, char *err, size_t size)
-{
-	size_t n, sketch_bytes = 0, sketch_off = 0;
-	uint64_t max_iter = iter_limit(b, lim);
-	struct sketch scratch;
-
-	n = b->n_iter_rank;
-	if (b->n_iter_iter != n || b->n_iter_start_us != n || b->n_iter_dur_us != n)
-		return bad(err, size, "iteration columns differ in length", n);
-	for (size_t i = 0; i < n; i++) {
-		if (!serves_in(ranks, n_ranks, b->iter_rank[i]))
-			return bad(err, size, "iteration of a rank this agent does not serve", i);
-		if (b->iter_dur_us[i] < 0 || b->iter_dur_us[i] > MAX_DUR_US)
-			return bad(err, size, "iteration duration negative or over a week", i);
-		if (b->iter_iter[i] > max_iter)
-			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
-		if (b->iter_start_us[i] < INGEST_MIN_START_US || b->iter_start_us[i] > lim->now_us + INGEST_MAX_AHEAD_US)
-			return bad(err, size, "iteration start before 2000 or more than a day ahead of the server's clock", i);
-	}
-
-	n = b->n_phase_rank;
-	if (b->n_phase_iter != n || b->n_phase_name != n || b->n_phase_kind != n || b->n_phase_group != n ||
-	    b->n_phase_start_us != n || b->n_phase_dur_us != n)
-		return bad(err, size, "phase columns differ in length", n);
-	for (size_t i = 0; i < n; i++) {
-		if (!serves_in(ranks, n_ranks, b->phase_rank[i]))
-			return bad(err, size, "phase of a rank this agent does not serve", i);
-		if (b->phase_name[i] >= n_dict)
-			return bad(err, size, "phase name index outside the dictionary", i);
-		if (b->phase_kind[i] >= RECORD_KIND_COUNT || b->phase_group[i] >= RECORD_GROUP_COUNT)
-			return bad(err, size, "phase kind or group unknown", i);
-		if (b->phase_dur_us[i] < 0 || b->phase_dur_us[i] > MAX_DUR_US)
-			return bad(err, size, "phase duration negative or over a week", i);
-		if (b->phase_start_us[i] < -1 || b->phase_start_us[i] > MAX_DUR_US)
-			return bad(err, size, "phase start offset out of range", i);
-		if (b->phase_iter[i] > max_iter)
-			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
-	}
-
-	n = b->n_kernel_name;
-	if (!col_ok(b->n_kernel_rank, n, true) || !col_ok(b->n_kernel_iter, n, true) || !col_ok(b->n_kernel_kind, n, false) ||
-	    b->n_kernel_count != n || b->n_kernel_sum_us != n || b->n_kernel_min_us != n ||
-	    b->n_kernel_max_us != n || !col_ok(b->n_kernel_p50_us, n, false) ||
-	    b->n_kernel_p99_us != b->n_kernel_p50_us || !col_ok(b->n_kernel_sketch_len, n, false))
-		return bad(err, size, "kernel columns differ in length", n);
-	for (size_t i = 0; i < n; i++) {
-		if (!serves_in(ranks, n_ranks, KCOL(b, rank, i)))
-			return bad(err, size, "kernel summary of a rank this agent does not serve", i);
-		if (b->kernel_name[i] >= n_dict)
-			return bad(err, size, "kernel name index outside the dictionary", i);
-		if (b->n_kernel_kind && b->kernel_kind[i] >= RECORD_KIND_COUNT)
-			return bad(err, size, "kernel kind unknown", i);
-		if (b->kernel_sum_us[i] < 0 || b->kernel_min_us[i] < 0 || b->kernel_max_us[i] < b->kernel_min_us[i] ||
-		    b->kernel_max_us[i] > MAX_DUR_US ||
-		    (b->n_kernel_p50_us && (b->kernel_p50_us[i] < 0 || b->kernel_p99_us[i] < 0)))
-			return bad(err, size, "kernel durations inconsistent or out of range", i);
-		if (b->kernel_count[i] > MAX_KERNEL_COUNT)
-			return bad(err, size, "kernel call count negative or wrapped (over 2^31 - 1)", i);
-		if (KCOL(b, iter, i) > max_iter)
-			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
-		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i] > MAX_SKETCH)
-			return bad(err, size, "kernel sketch too large", i);
-		sketch_bytes += b->n_kernel_sketch_len ? b->kernel_sketch_len[i] : 0;
-	}
-	if (sketch_bytes != b->kernel_sketches.len)
-		return bad(err, size, "kernel sketch lengths do not add up to the sketch bytes", n);
-	/* a sketch that does not decode would be dropped by the window and by the writer */
-	sketch_init(&scratch);
-	for (size_t i = 0; i < b->n_kernel_sketch_len; i++) {
-		size_t len = b->kernel_sketch_len[i];
-
-		if (len && sketch_deserialize(&scratch, b->kernel_sketches.data + sketch_off, len) < 0) {
-			sketch_free(&scratch);
-			return bad(err, size, "kernel sketch does not decode", i);
-		}
-		sketch_off += len;
-	}
-	sketch_free(&scratch);
-	return capture_validate_raw(b, n_dict, ranks, n_ranks, lim->now_us, err, size);
-}
-
-/* Iteration start of (rank, iter) in this batch, for partitioning the phases and kernels. */
-struct start_index {
-	uint64_t *keys;
-	int64_t *starts;
-	size_t cap;
-};
-
-static int start_index_build(struct start_index *x, const Culprit__V1__Batch *b)
-{
-	size_t cap = 16;
-
-	while (cap < b->n_iter_rank * 2)
-		cap *= 2;
-	x->keys = malloc(cap * sizeof(uint64_t));
-	x->starts = malloc(cap * sizeof(int64_t));
-	if (!x->keys || !x->starts)
-		return -1;
-	x->cap = cap;
-	memset(x->keys, 0xff, cap * sizeof(uint64_t));
-	for (size_t i = 0; i < b->n_iter_rank; i++) {
-		uint64_t k = ((uint64_t)b->iter_rank[i] << 32) | b->iter_iter[i];
-		size_t j = (k * 0x9E3779B97F4A7C15ULL) >> 40 & (cap - 1);
-
-		while (x->keys[j] != UINT64_MAX && x->keys[j] != k)
-			j = (j + 1) & (cap - 1);
-		x->keys[j] = k;
-		x->starts[j] = b->iter_start_us[i];
-	}
-	return 0;
-}
-
-static int64_t start_index_get(const struct start_index *x, uint32_t rank, uint32_t iter, int64_t fallback)
-{
-	uint64_t k = ((uint64_t)rank << 32) | iter;
-	size_t j = (k * 0x9E3779B97F4A7C15ULL) >> 40 & (x->cap - 1);
-
-	for (; x->keys[j] != UINT64_MAX; j = (j + 1) & (x->cap - 1))
-		if (x->keys[j] == k)
-			return x->starts[j];
-	return fallback;
-}
-
-/* Builds the storage operation (and the window's view: names mapped to job ids). */
-static struct storage_op *batch_to_op(struct conn *c, const Culprit__V1__Batch *b, const char *const *dict,
-				      size_t n_dict)
-{
-	size_t arena = 512 + strlen(c->agent) + strlen(c->job->name);
-	struct storage_op *op;
-	struct start_index starts = {0};
-	uint8_t *sketches;
-	size_t sketch_off = 0;
-	int64_t fallback = clock_wall_us();
-
-	arena += n_dict * sizeof(char *);
-	for (size_t i = 0; i < n_dict; i++)
-		arena += strlen(dict[i]) + 1;
-	arena += b->n_iter_rank * sizeof(struct record_iter);
-	arena += b->n_phase_rank * (sizeof(struct record_phase) + sizeof(int64_t));
-	arena += b->n_kernel_name * (sizeof(struct record_kernel) + sizeof(int64_t));
-	arena += b->kernel_sketches.len;
-	arena += capture_raw_arena(b);
-	/* every allocation from the arena is aligned to 16 bytes */
-	arena += 16 * (16 + n_dict);
-
-	op = storage_op_new(STORAGE_OP_BATCH, arena);
-	if (!op)
-		return NULL;
-	if (start_index_build(&starts, b) < 0)
-		goto fail;
-	op->job = storage_op_strdup(op, c->job->name);
-	op->agent = storage_op_strdup(op, c->agent);
-	op->source = c->id;
-	op->seq = b->seq;
-	op->n_names = n_dict;
-	op->names = storage_op_alloc(op, n_dict * sizeof(char *) + 1);
-	op->n_iters = b->n_iter_rank;
-	op->iters = storage_op_alloc(op, op->n_iters * sizeof(struct record_iter) + 1);
-	op->n_phases = b->n_phase_rank;
-	op->phases = storage_op_alloc(op, op->n_phases * sizeof(struct record_phase) + 1);
-	op->phase_iter_start_us = storage_op_alloc(op, op->n_phases * sizeof(int64_t) + 1);
-	op->n_kernels = b->n_kernel_name;
-	op->kernels = storage_op_alloc(op, op->n_kernels * sizeof(struct record_kernel) + 1);
-	op->kernel_iter_start_us = storage_op_alloc(op, op->n_kernels * sizeof(int64_t) + 1);
-	if (!op->job || !op->agent || !op->names || !op->iters || !op->phases || !op->phase_iter_start_us ||
-	    !op->kernels || !op->kernel_iter_start_us)
-		goto fail;
-	for (size_t i = 0; i < n_dict; i++)
-		if (!(op->names[i] = storage_op_strdup(op, dict[i])))
-			goto fail;
-	for (size_t i = 0; i < op->n_iters; i++) {
-		struct record_iter *r = &op->iters[i];
-
-		r->rank = b->iter_rank[i];
-		r->iter = b->iter_iter[i];
-		r->start_us = b->iter_start_us[i];
-		r->dur_us = b->iter_dur_us[i];
-	}
-	for (size_t i = 0; i < op->n_phases; i++) {
-		struct record_phase *r = &op->phases[i];
-
-		r->rank = b->phase_rank[i];
-		r->iter = b->phase_iter[i];
-		r->name = b->phase_name[i];
-		r->kind = (uint8_t)b->phase_kind[i];
-		r->group = (uint8_t)b->phase_group[i];
-		r->start_us = b->phase_start_us[i] < 0 ? RECORD_NO_START : b->phase_start_us[i];
-		r->dur_us = b->phase_dur_us[i];
-		op->phase_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
-	}
-	sketches = storage_op_alloc(op, b->kernel_sketches.len + 1);
-	if (!sketches)
-		goto fail;
-	if (b->kernel_sketches.len)
-		memcpy(sketches, b->kernel_sketches.data, b->kernel_sketches.len);
-	for (size_t i = 0; i < op->n_kernels; i++) {
-		struct record_kernel *r = &op->kernels[i];
-
-		r->rank = KCOL(b, rank, i);
-		r->iter = KCOL(b, iter, i);
-		r->name = b->kernel_name[i];
-		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(dict[r->name]));
-		r->count = b->kernel_count[i];
-		r->sum_us = b->kernel_sum_us[i];
-		r->min_us = b->kernel_min_us[i];
-		r->max_us = b->kernel_max_us[i];
-		r->sketch = NULL;
-		r->sketch_len = 0;
-		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i]) {
-			r->sketch = sketches + sketch_off;
-			r->sketch_len = b->kernel_sketch_len[i];
-			sketch_off += r->sketch_len;
-		}
-		if (b->n_kernel_p50_us) {
-			r->p50_us = b->kernel_p50_us[i];
-			r->p99_us = b->kernel_p99_us[i];
-		} else if (r->sketch) {
-			/* read off the sketch by the storage writer, on its thread: the window
-			 * decodes the sketch itself and needs no quantiles */
-			r->p50_us = r->p99_us = RECORD_QUANTILES_FROM_SKETCH;
-		} else {
-			(void)record_kernel_quantiles(r, NULL); /* from the summary: no decoding */
-		}
-		op->kernel_iter_start_us[i] = start_index_get(&starts, r->rank, r->iter, fallback);
-	}
-	if (capture_raw_to_op(op, b) < 0)
-		goto fail;
-	free(starts.keys);
-	free(starts.starts);
-	return op;
-fail:
-	free(starts.keys);
-	free(starts.starts);
-	storage_op_free(op);
-	return NULL;
-}
-
-/* Feeds the job's window from the op, with names mapped to the job's ids. */
-static void op_to_window(struct server *s, struct job *job, struct storage_op *op, const uint32_t *name_map)
-{
-	/* the op keeps batch-local name indexes for the writer; the window wants job ids, so map
-	 * in place, hand over, and map back */
-	for (size_t i = 0; i < op->n_phases; i++)
-		op->phases[i].name = name_map[op->phases[i].name];
-	for (size_t i = 0; i < op->n_kernels; i++)
-		op->kernels[i].name = name_map[op->kernels[i].name];
-	jobs_add_records(s, job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
+	return bsearch(&rank, c->ranks, c->n_ranks, sizeof(uint32_t), cmp_u32) != NULL;
 }
 
 static void block(struct conn *c)
@@ -1169,27 +721,6 @@ static void block(struct conn *c)
 	else
 		s->blocked_head = c;
 	s->blocked_tail = c;
-}
-
-static void free_dict(const Culprit__V1__Batch *b, const char **dict)
-{
-	if (dict != (const char **)b->names)
-		free(dict);
-}
-
-/* The job's ids of a batch's dictionary (malloc'd), or NULL: out of memory, or *full when
- * the job already has max_names_per_job other names. */
-static uint32_t *dict_job_ids(struct conn *c, const char *const *dict, size_t n, bool *full)
-{
-	uint32_t *ids = malloc((n + 1) * sizeof(uint32_t));
-
-	for (size_t i = 0; ids && i < n; i++)
-		if ((ids[i] = jobs_intern(c->job, dict[i], (uint32_t)c->srv->cfg.max_names_per_job)) >= JOBS_NAMES_FULL) {
-			*full = ids[i] == JOBS_NAMES_FULL;
-			free(ids);
-			ids = NULL;
-		}
-	return ids;
 }
 
 /* The job holds max_names_per_job names and this batch brings more: the batch is refused with
@@ -1242,14 +773,13 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	char err[256], key[300];
 	struct agent_progress *p = strmap_get(&s->agents, agent_key(c->job->name, c->agent, key, sizeof(key)));
 	size_t n_records = b->n_iter_rank + b->n_phase_rank + b->n_kernel_name;
-	uint32_t *name_map;
-	const char **dict = NULL;
-	size_t n_dict = 0;
+	struct batch_names bn = {0};
 	struct storage_op *op;
 	const struct store *st = engine_store(c->job->engine);
-	struct ingest_limits lim = {.now_us = clock_wall_us(),
+	struct batch_limits lim = {.now_us = clock_wall_us(),
 				    .job_iter = store_any(st) ? (int64_t)store_max_iter(st) : -1,
 				    .window = (uint32_t)s->cfg.window_iters};
+	uint32_t max_names = (uint32_t)s->cfg.max_names_per_job;
 	bool full = false;
 
 	if (!p) {
@@ -1265,8 +795,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		protocol_error(c, err, NULL, 0);
 		return;
 	}
-	if (take_name_defs(c, b, &full, err, sizeof(err)) < 0 ||
-	    (b->seq > p->durable_seq && batch_dict(c, b, &dict, &n_dict, err, sizeof(err)) < 0)) {
+	if (batch_take_name_defs(&c->names, c->job, max_names, b, &full, err, sizeof(err)) < 0 ||
+	    (b->seq > p->durable_seq && batch_names_get(&c->names, c->job, b, &bn, err, sizeof(err)) < 0)) {
 		if (full)
 			names_over_limit(c, b->seq, n_records);
 		else
@@ -1279,16 +809,14 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		send_ack(c, p->durable_seq, 1);
 		return;
 	}
-	if (ingest_validate_batch(c->ranks, c->n_ranks, b, n_dict, &lim, err, sizeof(err)) < 0) {
+	if (batch_validate(c->ranks, c->n_ranks, b, bn.own_dict ? bn.n : SIZE_MAX, &lim, err, sizeof(err)) < 0) {
 		refuse_batch(c, b->seq, n_records, err);
-		free_dict(b, dict);
+		batch_names_free(&bn);
 		return;
 	}
-	name_map = dict_job_ids(c, dict, n_dict, &full);
-	op = name_map ? batch_to_op(c, b, dict, n_dict) : NULL;
-	free_dict(b, dict);
+	op = batch_names_intern(&bn, c->job, max_names, &full) == 0 ? batch_to_op(b, &bn, c->job, c->agent, c->id) : NULL;
+	batch_names_free(&bn);
 	if (!op) {
-		free(name_map);
 		if (full) {
 			names_over_limit(c, b->seq, n_records);
 			return;
@@ -1297,7 +825,7 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		conn_close(c, CLOSE_NOMEM);
 		return;
 	}
-	op_to_window(s, c->job, op, name_map);
+	jobs_add_records(s, c->job, op->iters, op->n_iters, op->phases, op->n_phases, op->kernels, op->n_kernels);
 	jobs_heard(c->job, c->ranks, c->n_ranks, clock_wall_us());
 	if (b->seq > p->last_seq)
 		p->last_seq = b->seq;
@@ -1313,15 +841,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 			p->durable_seq = b->seq;
 		send_ack(c, b->seq, 0);
 		storage_op_free(op);
-		free(name_map);
 		return;
 	}
-	/* the writer stores batch-local name indexes with the batch's dictionary */
-	for (size_t i = 0; i < op->n_phases; i++)
-		op->phases[i].name = b->phase_name[i];
-	for (size_t i = 0; i < op->n_kernels; i++)
-		op->kernels[i].name = b->kernel_name[i];
-	free(name_map);
 	if (storage_writer_submit(s->writer, op) < 0) {
 		c->pending = op;
 		block(c);

@@ -35,22 +35,6 @@ int ingest_load_progress(struct server *s);
 size_t ingest_send_command(struct server *s, const struct job *job, const Culprit__V1__Command *cmd,
 			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks, size_t n),
 			   void *arg);
-/* What a batch's values are checked against besides the protocol's fixed bounds. */
-struct ingest_limits {
-	int64_t now_us;   /* iteration starts lie in 2000-01-01 .. now_us + one day */
-	int64_t job_iter; /* the job's highest iteration so far, -1 with none (then the batch's lowest) */
-	uint32_t window;  /* iterations may lie up to window + INGEST_MAX_ITER_JUMP above job_iter */
-};
-
-#define INGEST_MAX_ITER_JUMP 1000000
-#define INGEST_MIN_START_US 946684800000000LL /* 2000-01-01: a start before is no clock we believe */
-#define INGEST_MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
-
-/* Checks a batch against the protocol's and the job's rules for an agent serving ranks
- * (sorted), its phase and kernel names indexing a dictionary of n_dict names: 0, or -1 with
- * the reason (sent back in a Reject) in err. Pure; fuzzed (tests/fuzz/fuzz_frame.c). */
-int ingest_validate_batch(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
-			  const struct ingest_limits *lim, char *err, size_t size);
 /* Connections open (any state). */
 uint64_t ingest_open_connections(const struct server *s);
 /* After SIGHUP: closes every streaming connection whose Hello token the new s->auth no

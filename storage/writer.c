@@ -124,7 +124,8 @@ struct op_state {
 	struct job_cache *job;
 	bool skip;       /* resend of something durable */
 	bool invalid;    /* rejected for its content */
-	int32_t *name_ids;
+	int32_t *name_ids; /* [the producer's name id]: database id, -1 for none */
+	size_t n_name_ids;
 };
 
 enum txn_result { TXN_OK, TXN_CONFLICT, TXN_RETRY, TXN_DATA };
@@ -360,7 +361,6 @@ static int64_t progress_get(struct storage_writer *w, struct job_cache *j, const
 	return v;
 }
 
-/* Fills st->name_ids for a batch, upserting the names the cache misses. */
 /* p50/p99 the agent left to the sketch (RECORD_QUANTILES_FROM_SKETCH), read off it once. */
 static void kernel_quantiles(struct storage_writer *w, struct storage_op *op)
 {
@@ -369,6 +369,7 @@ static void kernel_quantiles(struct storage_writer *w, struct storage_op *op)
 			(void)record_kernel_quantiles(&op->kernels[i], &w->quantiles);
 }
 
+/* Fills st->name_ids for a batch, upserting the names the cache misses. */
 static int names_resolve(struct storage_writer *w, struct storage_op *op, struct op_state *st, enum txn_result *res)
 {
 	struct job_cache *j = st->job;
@@ -377,11 +378,12 @@ static int names_resolve(struct storage_writer *w, struct storage_op *op, struct
 		b->len = 0;
 		pgbuf_put(b, "{", 1);
 		size_t missing = 0;
+		memset(st->name_ids, 0xff, st->n_name_ids * sizeof *st->name_ids);
 		for (size_t i = 0; i < op->n_names; i++) {
 			const char *nm = op->names[i] ? op->names[i] : "";
 			struct strmap_entry *e = strmap_find(&j->names, nm);
 			if (e) {
-				st->name_ids[i] = (int32_t)e->val;
+				st->name_ids[op->name_ids ? op->name_ids[i] : i] = (int32_t)e->val;
 				continue;
 			}
 			if (missing++)
@@ -494,21 +496,29 @@ static int job_apply(struct storage_writer *w, struct storage_op *op, enum txn_r
 /* Checks a batch's content against what the database would reject late. */
 static const char *batch_invalid(const struct storage_op *op)
 {
-	for (size_t i = 0; i < op->n_phases; i++)
-		if (op->phases[i].name >= op->n_names)
-			return "phase name index out of range";
-	for (size_t i = 0; i < op->n_kernels; i++)
-		if (op->kernels[i].name >= op->n_names)
-			return "kernel name index out of range";
-	for (size_t i = 0; i < op->n_raw_kernels; i++)
-		if (op->raw_kernels[i].name >= op->n_names)
-			return "raw kernel name index out of range";
 	if (op->n_phases && !op->phase_iter_start_us)
 		return "phases without phase_iter_start_us";
 	if (op->n_kernels && !op->kernel_iter_start_us)
 		return "kernels without kernel_iter_start_us";
 	if (!op->agent)
 		return "no agent";
+	return NULL;
+}
+
+/* A record whose name id is none of the batch's names (after names_resolve). */
+static const char *names_missing(const struct storage_op *op, const struct op_state *st)
+{
+#define UNNAMED(r) ((r).name >= st->n_name_ids || st->name_ids[(r).name] < 0)
+	for (size_t i = 0; i < op->n_phases; i++)
+		if (UNNAMED(op->phases[i]))
+			return "phase name id not among the batch's names";
+	for (size_t i = 0; i < op->n_kernels; i++)
+		if (UNNAMED(op->kernels[i]))
+			return "kernel name id not among the batch's names";
+	for (size_t i = 0; i < op->n_raw_kernels; i++)
+		if (UNNAMED(op->raw_kernels[i]))
+			return "raw kernel name id not among the batch's names";
+#undef UNNAMED
 	return NULL;
 }
 
@@ -773,7 +783,11 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 		kernel_quantiles(w, op);
 		if (op->n_names > 0) {
 			if (!st->name_ids) {
-				st->name_ids = malloc(op->n_names * sizeof *st->name_ids);
+				for (size_t k = 0; k < op->n_names; k++) {
+					size_t id = op->name_ids ? op->name_ids[k] : k;
+					st->n_name_ids = id >= st->n_name_ids ? id + 1 : st->n_name_ids;
+				}
+				st->name_ids = malloc(st->n_name_ids * sizeof *st->name_ids);
 				if (!st->name_ids)
 					return TXN_RETRY;
 			}
@@ -785,6 +799,12 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 				st->invalid = true;
 				continue;
 			}
+		}
+		if ((why = names_missing(op, st))) {
+			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job, op->agent,
+			          op->seq, why);
+			st->invalid = true;
+			continue;
 		}
 		if (strmap_put(&w->group_seq, key, (int64_t)op->seq) < 0)
 			return TXN_RETRY;

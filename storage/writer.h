@@ -71,7 +71,10 @@ struct storage_op {
 	/* STORAGE_OP_BATCH */
 	char *agent;      /* agent id: sequences are per (job, agent) */
 	uint64_t seq;
-	char **names;     /* the batch's name dictionary */
+	char **names;     /* the names the batch's records use ... */
+	uint32_t *name_ids; /* ... and the producer's ids of them (NULL: names[i] has id i), which
+	                     * the records' name fields hold; an id is the same name in every batch
+	                     * of the job (the writer keeps id -> database id per batch) */
 	size_t n_names;
 	struct record_iter *iters;
 	size_t n_iters;

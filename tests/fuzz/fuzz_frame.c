@@ -1,6 +1,6 @@
 /* fuzz_frame: libFuzzer driver for what an agent's bytes meet before any state: the frame
  * header check (schema/frame.c), the protobuf unpack of the envelope, a pack/unpack round
- * trip of what unpacked, and for a Batch the listener's validation (ingest_validate_batch,
+ * trip of what unpacked, and for a Batch the listener's validation (batch_validate,
  * for an agent serving ranks 0..7) and the decoding of every kernel sketch it accepted (what
  * the listener does next, record_kernel_quantiles). The input is one frame: 4-byte big-endian
  * length, then the body. */
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "frame.h"
-#include "ingest.h"
+#include "batch.h"
 #include "record.h"
 #include "sketch.h"
 
@@ -26,9 +26,9 @@ static void check_batch(const Culprit__V1__Batch *b)
 	/* a batch with a dictionary of its own (name ids defined earlier on the connection are
 	 * connection state: without one, any name index is outside the dictionary) */
 	/* a job at iteration 1,000 on 2026-12-01 */
-	const struct ingest_limits lim = {.now_us = 1796169600000000LL, .job_iter = 1000, .window = 64};
+	const struct batch_limits lim = {.now_us = 1796169600000000LL, .job_iter = 1000, .window = 64};
 
-	if (ingest_validate_batch(ranks, 8, b, b->n_names, &lim, err, sizeof(err)) < 0) {
+	if (batch_validate(ranks, 8, b, b->n_names, &lim, err, sizeof(err)) < 0) {
 		if (!err[0])
 			__builtin_trap(); /* a refusal always says why */
 		return;

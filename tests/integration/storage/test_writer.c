@@ -315,6 +315,37 @@ static void test_million(const char *base)
 	CHECK(s.failed == 3);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 4 * ITERS_PER_BATCH * NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1008);
+
+	/* records name the producer's ids (sparse, in no order: 900, 800, ..., 0): each lands with
+	 * its name; a record naming an id that none of its batch's names has is refused before
+	 * the database, and the batch beside it lands */
+	struct storage_op *sparse = make_batch("J", 1009, 10000), *unnamed = make_batch("J", 1010, 10000);
+	for (struct storage_op **op = (struct storage_op *[]){sparse, unnamed, NULL}; *op; op++) {
+		CHECK(((*op)->name_ids = storage_op_alloc(*op, NAMES * sizeof(uint32_t))) != NULL);
+		for (uint32_t k = 0; k < NAMES; k++)
+			(*op)->name_ids[k] = (NAMES - 1 - k) * 100;
+		for (size_t i = 0; i < (*op)->n_phases; i++)
+			(*op)->phases[i].name = (NAMES - 1 - (*op)->phases[i].name) * 100;
+		for (size_t i = 0; i < (*op)->n_kernels; i++)
+			(*op)->kernels[i].name = (NAMES - 1 - (*op)->kernels[i].name) * 100;
+	}
+	unnamed->phases[3].name = 150;
+	submit_wait(w, &s, unnamed);
+	submit_wait(w, &s, sparse);
+	wait_done(w, &s, 41, 60000);
+	CHECK(s.failed == 4);
+	/* seq 1009: rank 10008, iterations 1000..1099; phase k (dur_us 1000 + k) is phase_names[(k + 1009) % NAMES] */
+	for (int k = 0; k < NAMES; k++) {
+		char sql[400];
+		snprintf(sql, sizeof sql,
+		         "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 10008 AND p.iter >= 1000"
+		         " AND p.iter < 1100 AND p.dur_us = %d AND n.name = '%s'",
+		         1000 + k, phase_names[(k + 1009) % NAMES]);
+		CHECK_MSG(pgtest_scalar(dsn, sql) == ITERS_PER_BATCH, "phase %d of seq 1009 misnamed", k);
+	}
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM kernels k JOIN names n USING (name_id) WHERE k.rank = 10008"
+	                         " AND k.iter >= 1000 AND k.iter < 1100 AND n.name = 'bwd'") == ITERS_PER_BATCH);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 10009") == 0);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
 

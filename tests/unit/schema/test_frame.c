@@ -140,6 +140,37 @@ static void hex_sample(void **state)
 	(void)state;
 }
 
+/* The keys frame_field_tag derives are the ones protobuf-c writes: an Envelope with a Batch
+ * (seq 300, one NameDef 7 "x") packed, byte by byte. */
+static void field_tags(void **state)
+{
+	Culprit__V1__Envelope env = CULPRIT__V1__ENVELOPE__INIT;
+	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
+	Culprit__V1__NameDef d = CULPRIT__V1__NAME_DEF__INIT, *pd = &d;
+	uint8_t buf[64];
+	char x[] = "x";
+
+	d.id = 7;
+	d.name = x;
+	b.seq = 300;
+	b.name_defs = &pd;
+	b.n_name_defs = 1;
+	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
+	env.batch = &b;
+	assert_int_equal(frame_pack(&env, buf), FRAME_HEADER + 12);
+	const uint8_t want[12] = {
+		(uint8_t)frame_field_tag(&culprit__v1__envelope__descriptor, "batch"), 10,
+		(uint8_t)frame_field_tag(&culprit__v1__batch__descriptor, "seq"), 0xac, 0x02,
+		(uint8_t)frame_field_tag(&culprit__v1__batch__descriptor, "name_defs"), 5,
+		(uint8_t)frame_field_tag(&culprit__v1__name_def__descriptor, "id"), 7,
+		(uint8_t)frame_field_tag(&culprit__v1__name_def__descriptor, "name"), 1, 'x'};
+	assert_memory_equal(buf + FRAME_HEADER, want, 12);
+	/* a packed repeated scalar is length-delimited; no such field: 0 */
+	assert_int_equal(frame_field_tag(&culprit__v1__batch__descriptor, "phase_rank") & 7, 2);
+	assert_int_equal(frame_field_tag(&culprit__v1__batch__descriptor, "no_such_field"), 0);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +180,7 @@ int main(void)
 		cmocka_unit_test(garbage_body_is_refused),
 		cmocka_unit_test(hex_sample),
 		cmocka_unit_test(unpacked_size),
+		cmocka_unit_test(field_tags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
