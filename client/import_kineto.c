@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
+#include "import_stream.h"
 
 #define MAX_COLL_PHASES 24 /* per step and type; later collectives share "#rest" */
 
@@ -168,7 +169,7 @@ static int room(void **a, size_t *cap, size_t n, size_t size, size_t first)
 	return 0;
 }
 
-static int on_event(void *ctx, const struct import_event *e, const char **why)
+static int on_event(void *ctx, const struct import_stream_event *e, const char **why)
 {
 	struct kin *k = ctx;
 	if (e->ph[0] != 'X' || e->ph[1])
