@@ -449,7 +449,7 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 	rc = 0;
 	goto out;
 bad:
-	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+	import_rejected(path, why, err, errlen);
 out:
 	free(steps);
 	free(ph);

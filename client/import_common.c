@@ -20,3 +20,9 @@ void import_warn_stderr(void *prefix, const char *msg)
 {
 	fprintf(stderr, "%s: warning: %s\n", (const char *)prefix, msg);
 }
+
+int import_rejected(const char *path, const char *why, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+	return -1;
+}
