@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "import_stream.h"
 #include "topo.h"
 
 #define MAX_NAMES 40 /* distinct event names kept; later ones become "other" */
@@ -149,7 +150,7 @@ static int parse_thread_name(const char *s, int32_t *pp, int32_t *tp, uint8_t *k
 	return 0;
 }
 
-static int on_event(void *ctx, const struct import_event *e, const char **why)
+static int on_event(void *ctx, const struct import_stream_event *e, const char **why)
 {
 	struct chr *c = ctx;
 	if (e->ph[0] == 'M' && strcmp(e->name, "thread_name") == 0) {
@@ -448,7 +449,7 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 	rc = 0;
 	goto out;
 bad:
-	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+	import_rejected(path, why, err, errlen);
 out:
 	free(steps);
 	free(ph);

@@ -10,7 +10,8 @@
 
 #include <stddef.h>
 
-#include "import.h"
+#include "import_common.h"
+#include "jsonl.h"
 
 int import_chrome_read(const char *path, const struct import_options *opt,
 		       const struct jsonl_handler *h, char *err, size_t errlen);

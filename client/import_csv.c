@@ -226,7 +226,7 @@ int import_csv_read(const char *path, const struct import_options *opt,
 	rc = 0;
 	goto out;
 bad:
-	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+	import_rejected(path, why, err, errlen);
 out:
 	free(rows);
 	gzclose(f);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
+#include "import_stream.h"
 
 #define MAX_COLL_PHASES 24 /* per step and type; later collectives share "#rest" */
 
@@ -168,7 +169,7 @@ static int room(void **a, size_t *cap, size_t n, size_t size, size_t first)
 	return 0;
 }
 
-static int on_event(void *ctx, const struct import_event *e, const char **why)
+static int on_event(void *ctx, const struct import_stream_event *e, const char **why)
 {
 	struct kin *k = ctx;
 	if (e->ph[0] != 'X' || e->ph[1])
@@ -408,7 +409,7 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 	rc = 0;
 	goto out;
 bad:
-	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+	import_rejected(path, why, err, errlen);
 out:
 	free(idx);
 	free(durs);
@@ -485,10 +486,8 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 						      (uint32_t)world, 1, world < 8 ? (uint32_t)world : 8,
 						      "tp-cp-ep-dp-pp"};
 				const char *why = NULL;
-				if (h->job && h->job(h->ctx, &j, &why) < 0) {
-					snprintf(err, errlen, "%s: %s", paths[f], why ? why : "rejected");
-					rc = -1;
-				}
+				if (h->job && h->job(h->ctx, &j, &why) < 0)
+					rc = import_rejected(paths[f], why, err, errlen);
 			} else if (k.world != world) {
 				snprintf(err, errlen, "%s: world_size %lld differs from the first file's %lld",
 					 paths[f], (long long)k.world, (long long)world);

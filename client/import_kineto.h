@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "import.h"
+#include "import_common.h"
+#include "jsonl.h"
 
 /* Collective type of an NCCL kernel name into out ("AllReduce", "SendRecv", ...);
  * returns 0 when the name is not an NCCL kernel. */

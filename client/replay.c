@@ -153,13 +153,9 @@ static void usage(FILE *f)
 int replay_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"server", required_argument, NULL, 's'},
+		FANOUT_FLAGS,
 		{"per-rank", no_argument, NULL, 'p'},
-		{"token", required_argument, NULL, 't'},
-		{"tls", no_argument, NULL, 'L'},
-		{"ca", required_argument, NULL, 'C'},
 		{"quiet", no_argument, NULL, 'q'},
-		{"timeout", required_argument, NULL, 'T'},
 		{"format", required_argument, NULL, 'f'},
 		{"meta", required_argument, NULL, 'm'},
 		{"job", required_argument, NULL, 'j'},
@@ -171,28 +167,16 @@ int replay_main(int argc, char **argv)
 				  .kernel = on_kernel, .event = on_event};
 	struct import_options iopt = {.warn = import_warn_stderr, .warn_ctx = (void *)"culprit replay"};
 	char err[1024];
-	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO;
-	long timeout_s = -1;
+	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO, known;
+	double timeout_s;
 
 	memset(&r, 0, sizeof(r));
+	fanout_flags_init(&r.cfg, &timeout_s);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's':
-			r.cfg.server = optarg;
-			break;
 		case 'p':
 			r.cfg.per_rank = true;
-			break;
-		case 't':
-			r.cfg.token = optarg;
-			break;
-		case 'L':
-			r.cfg.tls = true;
-			break;
-		case 'C':
-			r.cfg.tls = true;
-			r.cfg.tls_ca = optarg;
 			break;
 		case 'q':
 			r.quiet = true;
@@ -209,26 +193,17 @@ int replay_main(int argc, char **argv)
 		case 'j':
 			iopt.job = optarg;
 			break;
-		case 'T': {
-			char *end;
-
-			timeout_s = strtol(optarg, &end, 10);
-			if (*end || timeout_s < 0 || timeout_s > 86400 * 7) {
-				fprintf(stderr, "culprit replay: invalid --timeout \"%s\" (seconds)\n", optarg);
-				return 2;
-			}
-			break;
-		}
 		case 'h':
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			if ((known = fanout_flag(&r.cfg, &timeout_s, c, optarg, "replay")) <= 0) {
+				if (!known)
+					usage(stderr);
+				return 2;
+			}
 		}
 	}
-	if (!r.cfg.token)
-		r.cfg.token = getenv("CULPRIT_TOKEN"); /* kept out of ps: the environment is private */
 	if (!r.cfg.server || optind >= argc) {
 		usage(stderr);
 		return 2;

@@ -208,14 +208,10 @@ int sim_stream_main(int argc, char **argv)
 		{"iters", required_argument, NULL, 'i'},
 		{"recover-at", required_argument, NULL, 'R'},
 		{"kernels", required_argument, NULL, 'k'},
-		{"server", required_argument, NULL, 'r'},
+		FANOUT_FLAGS,
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
 		{"step-seconds", required_argument, NULL, 'P'},
-		{"token", required_argument, NULL, 't'},
-		{"tls", no_argument, NULL, 'Y'},
-		{"ca", required_argument, NULL, 'C'},
-		{"timeout", required_argument, NULL, 'T'},
 		{"linger", required_argument, NULL, 'L'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
@@ -225,12 +221,13 @@ int sim_stream_main(int argc, char **argv)
 	struct sim_options opt;
 	struct sim_sink sink = {.ctx = &s, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
 	struct fanout_stats st;
-	double v, timeout_s = -1, linger_s = 0, secs;
-	int c, rc;
+	double v, timeout_s, linger_s = 0, secs;
+	int c, rc, known;
 	char err[256];
 
 	memset(&s, 0, sizeof(s));
 	memset(&opt, 0, sizeof(opt));
+	fanout_flags_init(&s.cfg, &timeout_s);
 	/* a live job happens now (the server keeps recent days; an old date would be retention's) */
 	opt.start_us = (int64_t)time(NULL) * 1000000;
 	s.speed = 100;
@@ -273,9 +270,6 @@ int sim_stream_main(int argc, char **argv)
 			}
 			opt.recover_at = (uint32_t)v;
 			break;
-		case 'r':
-			s.cfg.server = optarg;
-			break;
 		case 'p':
 			s.cfg.per_rank = true;
 			break;
@@ -288,22 +282,6 @@ int sim_stream_main(int argc, char **argv)
 		case 'P':
 			if (parse_num(optarg, 0.001, 3600, &s.step_s) < 0) {
 				fprintf(stderr, "culprit sim: invalid --step-seconds \"%s\"\n", optarg);
-				return 2;
-			}
-			break;
-		case 't':
-			s.cfg.token = optarg;
-			break;
-		case 'Y':
-			s.cfg.tls = true;
-			break;
-		case 'C':
-			s.cfg.tls = true;
-			s.cfg.tls_ca = optarg;
-			break;
-		case 'T':
-			if (parse_num(optarg, 0, 86400 * 7, &timeout_s) < 0) {
-				fprintf(stderr, "culprit sim: invalid --timeout \"%s\" (seconds)\n", optarg);
 				return 2;
 			}
 			break;
@@ -320,12 +298,13 @@ int sim_stream_main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			if ((known = fanout_flag(&s.cfg, &timeout_s, c, optarg, "sim")) <= 0) {
+				if (!known)
+					usage(stderr);
+				return 2;
+			}
 		}
 	}
-	if (!s.cfg.token)
-		s.cfg.token = getenv("CULPRIT_TOKEN"); /* kept out of ps: the environment is private */
 	if (!opt.scenario || !s.cfg.server || optind != argc) {
 		usage(stderr);
 		return 2;

@@ -1,6 +1,6 @@
 /* test_import: the importers on small inputs written here (format detection, NCCL names,
  * Kineto step assignment and phases, Chrome layout and kinds, CSV rows and ragged end,
- * kernel summaries). The real traces are in tests/realdata. */
+ * kernel summaries, a record the sink refuses). The real traces are in tests/realdata. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -389,6 +389,45 @@ static void csv_rows(void **state)
 	assert_int_equal(phase(&g, 1, 0, "sync_wait")->dur_us, 0);
 }
 
+static int refuse_job(void *c, const struct jsonl_job *j, const char **w)
+{
+	(void)c, (void)j;
+	*w = "no room for the job";
+	return -1;
+}
+static int refuse_phase(void *c, const struct record_phase *r, const char *n, const char **w)
+{
+	(void)c, (void)r, (void)n, (void)w; /* no reason given */
+	return -1;
+}
+
+/* Every importer reports a record its sink refuses as "path: why", "path: rejected"
+ * without a why, and stops there. */
+static void sink_refuses(void **state)
+{
+	(void)state;
+	char err[1024], want[1100];
+	const char *paths[] = {
+		put("r.json", "{\"distributedInfo\":{\"rank\":0,\"world_size\":1},\"traceEvents\":["
+			      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":10,\"dur\":90},"
+			      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":20,\"dur\":40}]}"),
+		put("r-timeline.json",
+		    "[{\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 0, TP rank 0, compute\"}},"
+		    "{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":10,\"dur\":100,\"args\":{\"step\":1}}]"),
+		put("r.csv", "worker,time,batch_time_norm\n0,1,400\n"),
+	};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		struct jsonl_handler no_job = {NULL, refuse_job, NULL, NULL, NULL, NULL, NULL};
+		assert_int_equal(import_read(IMPORT_AUTO, &paths[i], 1, NULL, &no_job, err, sizeof(err)), -1);
+		snprintf(want, sizeof(want), "%s: no room for the job", paths[i]);
+		assert_string_equal(err, want);
+		struct jsonl_handler no_phase = {NULL, NULL, NULL, NULL, refuse_phase, NULL, NULL};
+		assert_int_equal(import_read(IMPORT_AUTO, &paths[i], 1, NULL, &no_phase, err, sizeof(err)), -1);
+		snprintf(want, sizeof(want), "%s: rejected", paths[i]);
+		assert_string_equal(err, want);
+	}
+}
+
 static void summary(void **state)
 {
 	(void)state;
@@ -433,7 +472,7 @@ int main(void)
 		cmocka_unit_test(detect),      cmocka_unit_test(nccl_names), cmocka_unit_test(kineto_steps),
 		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(kineto_cpu), cmocka_unit_test(expand_dirs),
 		cmocka_unit_test(kineto_long_name), cmocka_unit_test(chrome_layout), cmocka_unit_test(csv_rows),
-		cmocka_unit_test(summary),
+		cmocka_unit_test(sink_refuses), cmocka_unit_test(summary),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[300];
