@@ -61,6 +61,30 @@ struct creds {
 	const char *ca;
 };
 
+/* The flags both commands take: where, which job, which ranks, and the credentials. */
+struct rest_args {
+	const char *server, *job, *ranks;
+	struct creds cr;
+};
+
+#define REST_OPTIONS                                                                                                   \
+	{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},                               \
+		{"ranks", required_argument, NULL, 'r'}, {"token", required_argument, NULL, 'T'},                      \
+		{"ca", required_argument, NULL, 'C'}
+
+/* 1 when c is one of REST_OPTIONS (stored in a), else 0. */
+static int rest_arg(int c, const char *arg, struct rest_args *a)
+{
+	switch (c) {
+	case 's': a->server = arg; return 1;
+	case 'j': a->job = arg; return 1;
+	case 'r': a->ranks = arg; return 1;
+	case 'T': a->cr.token = arg; return 1;
+	case 'C': a->cr.ca = arg; return 1;
+	default: return 0;
+	}
+}
+
 /* One request. The status, or -1 (message printed). The body goes to f, or to *text. */
 static long request(const char *cmd, const struct creds *cr, const char *url, const char *post, FILE *f, char **text)
 {
@@ -136,16 +160,16 @@ static void trace_usage(FILE *f)
 int trace_cmd_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},
-		{"ranks", required_argument, NULL, 'r'},  {"from-iter", required_argument, NULL, 'f'},
-		{"to-iter", required_argument, NULL, 't'}, {"format", required_argument, NULL, 'F'},
-		{"out", required_argument, NULL, 'o'},    {"token", required_argument, NULL, 'T'},
-		{"ca", required_argument, NULL, 'C'},     {"help", no_argument, NULL, 'h'},
+		REST_OPTIONS,
+		{"from-iter", required_argument, NULL, 'f'},
+		{"to-iter", required_argument, NULL, 't'},
+		{"format", required_argument, NULL, 'F'},
+		{"out", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct creds cr = {getenv("CULPRIT_API_TOKEN"), NULL};
-	const char *server = NULL, *job = NULL, *ranks = NULL, *from = NULL, *to = NULL, *format = "perfetto",
-		   *out = NULL;
+	struct rest_args a = {.cr = {getenv("CULPRIT_API_TOKEN"), NULL}};
+	const char *from = NULL, *to = NULL, *format = "perfetto", *out = NULL;
 	char base[512], url[2048], tmp[1100];
 	char *ej = NULL, *er = NULL, *text = NULL;
 	FILE *f;
@@ -154,30 +178,27 @@ int trace_cmd_main(int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+		if (rest_arg(c, optarg, &a))
+			continue;
 		switch (c) {
-		case 's': server = optarg; break;
-		case 'j': job = optarg; break;
-		case 'r': ranks = optarg; break;
 		case 'f': from = optarg; break;
 		case 't': to = optarg; break;
 		case 'F': format = optarg; break;
 		case 'o': out = optarg; break;
-		case 'T': cr.token = optarg; break;
-		case 'C': cr.ca = optarg; break;
 		case 'h': trace_usage(stdout); return 0;
 		default: trace_usage(stderr); return 2;
 		}
 	}
-	if (!server || !job || !ranks || !out || optind != argc ||
+	if (!a.server || !a.job || !a.ranks || !out || optind != argc ||
 	    (strcmp(format, "perfetto") != 0 && strcmp(format, "chrome") != 0) ||
 	    (from && strspn(from, "0123456789") != strlen(from)) || (to && strspn(to, "0123456789") != strlen(to))) {
 		trace_usage(stderr);
 		return 2;
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	base_url(server, base, sizeof(base));
-	ej = escape(job);
-	er = escape(ranks);
+	base_url(a.server, base, sizeof(base));
+	ej = escape(a.job);
+	er = escape(a.ranks);
 	if (!ej || !er) {
 		fprintf(stderr, "culprit trace: out of memory\n");
 		free(ej);
@@ -196,7 +217,7 @@ int trace_cmd_main(int argc, char **argv)
 		curl_global_cleanup();
 		return 1;
 	}
-	status = request("trace", &cr, url, NULL, f, NULL);
+	status = request("trace", &a.cr, url, NULL, f, NULL);
 	if (fclose(f) != 0 && status == 200) {
 		fprintf(stderr, "culprit trace: could not write \"%s\": %s\n", tmp, strerror(errno));
 		status = -1;
@@ -245,50 +266,47 @@ static void capture_usage(FILE *f)
 int capture_cmd_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"server", required_argument, NULL, 's'},     {"job", required_argument, NULL, 'j'},
-		{"ranks", required_argument, NULL, 'r'},      {"iterations", required_argument, NULL, 'i'},
-		{"max-events", required_argument, NULL, 'm'}, {"token", required_argument, NULL, 'T'},
-		{"ca", required_argument, NULL, 'C'},         {"help", no_argument, NULL, 'h'},
+		REST_OPTIONS,
+		{"iterations", required_argument, NULL, 'i'},
+		{"max-events", required_argument, NULL, 'm'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct creds cr = {getenv("CULPRIT_API_TOKEN"), NULL};
-	const char *server = NULL, *job = NULL, *ranks = NULL, *iters = NULL, *max = NULL;
+	struct rest_args a = {.cr = {getenv("CULPRIT_API_TOKEN"), NULL}};
+	const char *iters = NULL, *max = NULL;
 	char base[512], url[1024], body[512], *ej, *text = NULL;
 	long status;
 	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (rest_arg(c, optarg, &a))
+			continue;
 		switch (c) {
-		case 's': server = optarg; break;
-		case 'j': job = optarg; break;
-		case 'r': ranks = optarg; break;
 		case 'i': iters = optarg; break;
 		case 'm': max = optarg; break;
-		case 'T': cr.token = optarg; break;
-		case 'C': cr.ca = optarg; break;
 		case 'h': capture_usage(stdout); return 0;
 		default: capture_usage(stderr); return 2;
 		}
 	}
-	if (!server || !job || !ranks || !iters || optind != argc || !iters[0] ||
+	if (!a.server || !a.job || !a.ranks || !iters || optind != argc || !iters[0] ||
 	    strspn(iters, "0123456789") != strlen(iters) || strlen(iters) > 9 ||
 	    (max && (!max[0] || strspn(max, "0123456789") != strlen(max) || strlen(max) > 9)) ||
-	    strspn(ranks, "0123456789,-") != strlen(ranks) || strlen(ranks) > 300) {
+	    strspn(a.ranks, "0123456789,-") != strlen(a.ranks) || strlen(a.ranks) > 300) {
 		capture_usage(stderr);
 		return 2;
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	base_url(server, base, sizeof(base));
-	if (!(ej = escape(job))) {
+	base_url(a.server, base, sizeof(base));
+	if (!(ej = escape(a.job))) {
 		fprintf(stderr, "culprit capture: out of memory\n");
 		return 1;
 	}
 	snprintf(url, sizeof(url), "%s/api/v1/jobs/%s/capture", base, ej);
 	free(ej);
-	snprintf(body, sizeof(body), "{\"ranks\":\"%s\",\"iterations\":%s%s%s}", ranks, iters,
+	snprintf(body, sizeof(body), "{\"ranks\":\"%s\",\"iterations\":%s%s%s}", a.ranks, iters,
 		 max ? ",\"max_events\":" : "", max ? max : "");
-	status = request("capture", &cr, url, body, NULL, &text);
+	status = request("capture", &a.cr, url, body, NULL, &text);
 	if (status > 0)
 		printf("%s", text ? text : "");
 	free(text);
