@@ -285,7 +285,7 @@ static void test_million(const char *base)
 	/* a timestamp out of PostgreSQL's range fails the COPY of the whole group: the ops are
 	 * retried one by one to find it */
 	struct storage_op *bad3 = make_batch("J", 1006, 10000);
-	bad3->phase_iter_start_us[7] = INT64_C(-300000000000000000); /* about 7500 BC */
+	bad3->iters[7].start_us = INT64_C(-300000000000000000); /* about 7500 BC: the ts of its row of steps */
 	struct storage_op *good3 = make_batch("J", 1007, 10000);
 	submit_wait(w, &s, bad1);
 	submit_wait(w, &s, good1);
@@ -302,7 +302,7 @@ static void test_million(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1007);
 
 	/* a missing table is the operator's to fix, not the batch's fault: retried, not dropped */
-	pgtest_scalar(dsn, "ALTER TABLE phases RENAME TO phases_away");
+	pgtest_scalar(dsn, "ALTER TABLE steps RENAME TO steps_away");
 	submit_wait(w, &s, make_batch("J", 1008, 10000));
 	int64_t until = pgtest_now_ms() + 1500;
 	while (pgtest_now_ms() < until)
@@ -310,7 +310,7 @@ static void test_million(const char *base)
 	CHECK(s.done == 38);
 	storage_writer_stats(w, &st);
 	CHECK(st.queued_ops == 1 && st.failed_batches == 3);
-	pgtest_scalar(dsn, "ALTER TABLE phases_away RENAME TO phases");
+	pgtest_scalar(dsn, "ALTER TABLE steps_away RENAME TO steps");
 	wait_done(w, &s, 39, 60000);
 	CHECK(s.failed == 3);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 4 * ITERS_PER_BATCH * NAMES);
@@ -465,8 +465,8 @@ static void test_partitions_live(const char *base)
 	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) >= 0);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 300 * ITERS_PER_BATCH * NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 300 * ITERS_PER_BATCH);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases_default") == 0);
-	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT tableoid) FROM phases") >= 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT tableoid) FROM steps") >= 1);
 	base_us = saved;
 }
 
