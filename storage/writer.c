@@ -117,6 +117,7 @@ struct job_cache {
 	int32_t id;
 	struct strmap names;    /* name -> name_id */
 	struct strmap progress; /* agent -> durable seq (-1: none stored) */
+	struct strmap sets;     /* phase set ("name:kind:grp,...") -> phase_sets.set_id */
 };
 
 /* Per-op state during one group. */
@@ -159,6 +160,7 @@ struct storage_writer {
 	struct strmap group_seq; /* "job_id:agent" -> highest seq written by the current group */
 	struct pgbuf copy, scratch;
 	struct steps steps;
+	struct pgbuf set_key;
 	struct sketch quantiles; /* decodes the sketches whose p50/p99 the agent left out */
 };
 
@@ -524,6 +526,75 @@ static const char *names_missing(const struct storage_op *op, const struct op_st
 	return NULL;
 }
 
+/* ---- phase sets (the phases of a row of steps, stored once in phase_sets) ---- */
+
+struct set_ctx {
+	struct storage_writer *w;
+	struct job_cache *j;
+	enum txn_result res;
+};
+
+/* The cache key of a set in w->set_key, NUL-terminated; NULL when out of memory. */
+static const char *set_key(struct storage_writer *w, const struct steps_set *set)
+{
+	struct pgbuf *b = &w->set_key;
+	pgbuf_reset(b);
+	for (size_t i = 0; i < set->n; i++)
+		pgbuf_printf(b, "%" PRId32 ":%d:%d,", set->names[i], set->kinds[i], set->grps[i]);
+	pgbuf_put(b, "", 1);
+	return b->failed ? NULL : b->p;
+}
+
+static int64_t set_find(void *arg, const struct steps_set *set)
+{
+	struct set_ctx *c = arg;
+	const char *key = set_key(c->w, set);
+	const struct strmap_entry *e = key ? strmap_find(&c->j->sets, key) : NULL;
+	return e ? e->val : -1;
+}
+
+/* Finds or stores (autocommit, idempotent) a set's id. */
+static int64_t set_resolve(void *arg, const struct steps_set *set)
+{
+	struct set_ctx *c = arg;
+	struct storage_writer *w = c->w;
+	int64_t id = set_find(arg, set);
+	if (id >= 0)
+		return id;
+	struct pgbuf *b = &w->scratch;
+	size_t off[3];
+	pgbuf_reset(b);
+	for (int col = 0; col < 3; col++) {
+		off[col] = b->len;
+		pgbuf_put(b, "{", 1);
+		for (size_t i = 0; i < set->n; i++)
+			pgbuf_printf(b, "%s%d", i ? "," : "",
+			             col == 0 ? (int)set->names[i] : col == 1 ? set->kinds[i] : set->grps[i]);
+		pgbuf_put(b, "}", 2);
+	}
+	const char *key = set_key(w, set);
+	if (b->failed || !key) {
+		c->res = TXN_RETRY;
+		return -1;
+	}
+	char jid[16];
+	snprintf(jid, sizeof jid, "%" PRId32, c->j->id);
+	const char *p[4] = {jid, b->p + off[0], b->p + off[1], b->p + off[2]};
+	PGresult *r = run(w, &c->res, "phase set lookup",
+	                  "INSERT INTO phase_sets (job_id, names, kinds, grps) VALUES ($1, $2, $3, $4)"
+	                  " ON CONFLICT (job_id, names, kinds, grps) DO UPDATE SET job_id = EXCLUDED.job_id RETURNING set_id",
+	                  4, p);
+	if (!r)
+		return -1;
+	id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	if (strmap_put(&c->j->sets, key, id) < 0) {
+		c->res = TXN_RETRY;
+		return -1;
+	}
+	return id;
+}
+
 /* ---- COPY ---- */
 
 static int copy_flush(struct storage_writer *w, bool all)
@@ -618,8 +689,9 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 		if (sts[i].skip || sts[i].invalid || op->type != STORAGE_OP_BATCH)
 			continue;
 		if (t == T_STEP) {
-			if (steps_copy(&w->steps, b, op, sts[i].job_id, sts[i].name_ids, sts[i].n_name_ids) < 0)
-				b->failed = true;
+			struct set_ctx c = {w, sts[i].job, TXN_OK};
+			if (steps_copy(&w->steps, b, op, sts[i].job_id, sts[i].name_ids, sts[i].n_name_ids, set_find, &c) < 0)
+				b->failed = true; /* out of memory (every set was resolved) */
 			ok = copy_flush(w, false);
 			continue;
 		}
@@ -787,6 +859,13 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job, op->agent,
 			          op->seq, why);
 			st->invalid = true;
+			continue;
+		}
+		struct set_ctx c = {w, st->job, TXN_RETRY};
+		if (steps_copy(&w->steps, NULL, op, st->job_id, st->name_ids, st->n_name_ids, set_resolve, &c) < 0) {
+			if (c.res != TXN_DATA)
+				return c.res;
+			st->invalid = true; /* logged by classify */
 			continue;
 		}
 		if (strmap_put(&w->group_seq, key, (int64_t)op->seq) < 0)
@@ -1125,6 +1204,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	for (size_t i = 0; i < w->n_jobs; i++) {
 		strmap_clear(&w->jobs[i]->names);
 		strmap_clear(&w->jobs[i]->progress);
+		strmap_clear(&w->jobs[i]->sets);
 		free(w->jobs[i]->name);
 		free(w->jobs[i]);
 	}
@@ -1134,6 +1214,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	pgbuf_free(&w->copy);
 	pgbuf_free(&w->scratch);
 	steps_free(&w->steps);
+	pgbuf_free(&w->set_key);
 	sketch_free(&w->quantiles);
 	free(w->done);
 	queue_destroy(&w->q);

@@ -4,10 +4,10 @@
 # iteration) through `culprit sim` into a real culpritd writing to a private PostgreSQL, then
 # divides the size of the phase and iteration tables (heap, indexes, every partition, after
 # VACUUM) by the rank-steps stored.
-#   tests/bench/bench_storage_bytes.sh [BUILD_DIR] [ITERS]     (default build/rel, 6)
+#   tests/bench/bench_storage_bytes.sh [BUILD_DIR] [ITERS]     (default build/rel, 12: case5's)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build/rel} iters=${2:-6}
+build=${1:-build/rel} iters=${2:-12}
 tmp=$(mktemp -d /tmp/culprit-bytes.XXXXXX)
 chmod 755 "$tmp"
 pid=
@@ -41,10 +41,12 @@ FROM pg_class c
 CROSS JOIN LATERAL (SELECT p.relid, (SELECT reltuples FROM pg_class WHERE oid = p.relid)::bigint AS n
                     FROM pg_partition_tree(c.oid) p WHERE p.isleaf) t
 WHERE c.relkind = 'p' AND c.relname IN ('iterations', 'phases', 'steps')
-GROUP BY c.relname;
+GROUP BY c.relname
+UNION ALL SELECT 'table phase_sets', pg_total_relation_size(c.oid), greatest(c.reltuples, 0)::bigint
+FROM pg_class c WHERE c.relname = 'phase_sets';
 WITH s AS (SELECT sum(pg_total_relation_size(p.relid)) AS bytes,
                   sum((SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = p.relid)) AS n
            FROM pg_class c CROSS JOIN LATERAL pg_partition_tree(c.oid) p
            WHERE c.relkind = 'p' AND c.relname IN ('iterations', 'phases', 'steps') AND p.isleaf)
-SELECT 'bytes per rank-step', round(s.bytes::numeric / $want, 1), 'rows per rank-step', round(s.n::numeric / $want, 3) FROM s;
+SELECT 'bytes per rank-step', round((s.bytes + coalesce(pg_total_relation_size(to_regclass('phase_sets')), 0))::numeric / $want, 1), 'rows per rank-step', round(s.n::numeric / $want, 3) FROM s;
 SQL

@@ -22,8 +22,8 @@ int main(void)
 
 	/* rows before any partition exists land in DEFAULT */
 	pgtest_scalar(dsn, "INSERT INTO jobs (name) VALUES ('J');"
-	                   "INSERT INTO steps (ts, job_id, iter, rank0, ranks, names, kinds, grps, starts, durs)"
-	                   " SELECT t, 1, i, 0, '{0}', '{1}', '{0}', '{0}', '{{0,NULL}}', '{{NULL,10}}' FROM (VALUES"
+	                   "INSERT INTO steps (ts, job_id, iter, rank0, cells)"
+	                   " SELECT t, 1, i, 0, '{{{0,10}}}' FROM (VALUES"
 	                   " (now(), 1), (now() - interval '3 days', 2), (now() - interval '30 days', 3)) v(t, i)");
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 3);
 
@@ -31,7 +31,7 @@ int main(void)
 	int changed = storage_retention_run(dsn, 7, 2, err, sizeof err);
 	CHECK_MSG(changed == 8, "changed %d: %s", changed, changed < 0 ? err : "");
 	CHECK(pgtest_scalar(dsn, count_parts) == 8);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 2); /* the 30-day-old row is past retention */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 2); /* the 30-day-old row is past retention */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 1);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE iter = 1 AND "
 	                         "tableoid::regclass::text = 'steps_p' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')") == 1);
@@ -42,9 +42,9 @@ int main(void)
 	pgtest_scalar(dsn, "SELECT culprit_partition_create('steps', ((now() AT TIME ZONE 'UTC')::date - 3))");
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 0); /* moved */
 	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) == 0);         /* 3 days < 7: kept */
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 2);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 2);
 	CHECK(storage_retention_run(dsn, 2, 2, err, sizeof err) == 1); /* retention 2 days: dropped */
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 1);
 	CHECK(pgtest_scalar(dsn, count_parts) == 8);
 
 	/* captured raw kernels (not partitioned) are deleted by age */

@@ -533,10 +533,10 @@ static void test_steps_layout(const char *base)
 	struct sink s;
 	struct storage_writer *w = start_writer(dsn, &s, 200000, 50000);
 
-	/* ranks 0..7 and 100 (another block of 64), iterations 5 and 6, phases "a" and "b"; rank 3
+	/* ranks 0..6, 9 and 100 (another block of 64), iterations 5 and 6, phases "a" and "b"; rank 3
 	 * lacks "b" in iteration 6, "a" has no known start, and rank 2's "b" of iteration 6 lasts
 	 * 3,000 s (beyond 32 bits of microseconds) */
-	static const uint32_t ranks[] = {100, 0, 1, 2, 3, 4, 5, 6, 7}; /* out of order on purpose */
+	static const uint32_t ranks[] = {100, 0, 1, 2, 3, 4, 5, 6, 9}; /* out of order on purpose */
 	for (uint64_t seq = 1; seq <= 2; seq++) {
 		size_t ni = 2 * 9, np = 2 * ni;
 		struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 4096 + ni * sizeof(struct record_iter) +
@@ -577,12 +577,15 @@ static void test_steps_layout(const char *base)
 		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 18);
 		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 35);
 	}
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 0 AND ranks = '{0,1,2,3,4,5,6,7}'") == 2);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 100 AND ranks = '{100}'") == 2);
-	/* only iteration 6's block of ranks 0..7 needed the wide matrices */
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE wide_durs IS NOT NULL AND durs IS NULL"
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 0 AND ranks = '{0,1,2,3,4,5,6,9}'") == 2);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 100 AND ranks IS NULL") == 2); /* contiguous */
+	/* only iteration 6's block of ranks 0..9 needed the wide cells */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE wide_cells IS NOT NULL AND cells IS NULL"
 	                         " AND iter = 6 AND rank0 = 0") == 1);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE durs IS NOT NULL") == 3);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE cells IS NOT NULL") == 3);
+	/* one phase set ("a", "b"), stored once for the four rows */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phase_sets") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT set_id) FROM steps") == 1);
 	/* every record as sent: starts, durations, kinds, groups, unknown starts */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations WHERE ts = to_timestamp(1764633600 + iter * 30)"
 	                         " + rank * 10 * interval '1 microsecond' AND dur_us = 29000000 + rank") == 18);
@@ -594,7 +597,7 @@ static void test_steps_layout(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 3 AND iter = 6") == 1);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
-	printf("test_writer: steps layout: 4 rows for 18 rank-steps, a 3,000 s phase kept exactly\n");
+	printf("test_writer: steps layout: 4 rows for 18 rank-steps, one phase set, a 3,000 s phase kept exactly\n");
 }
 
 int main(void)
