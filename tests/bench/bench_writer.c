@@ -1,12 +1,13 @@
-/* bench_writer.c: rows per second persisted by the storage writer for phase records, beside
- * a raw COPY of the same rows into a table with the same columns and keys, in the same run.
+/* bench_writer.c: phase records per second persisted by the storage writer (rows of steps,
+ * docs/storage.md), beside a raw COPY of the same records into a table of a row per record
+ * (the layout before migration 008), in the same run.
  *
  *   bench_writer [--rows N] [--runs R] [--batch B] [--txn T] [--queue Q] DSN
  *
  * DSN names a database the benchmark may drop and create databases next to (a superuser on
  * a scratch server, e.g. the one of tests/pg.sh). Each run uses a fresh database "bench_writer":
  *   raw binary: one COPY (FORMAT binary) of all rows in one transaction into raw_phases, a
- *               plain table with the columns and primary key of phases;
+ *               plain table with the columns and primary key of the old phases table;
  *   raw text:   the same in text format;
  *   writer:     storage_writer_submit of N/B batches of B phase rows (one agent, increasing
  *               seq, a 10-name dictionary each), timed from the first submit to the last
@@ -127,16 +128,15 @@ static void flush(PGconn *c, struct buf *b, bool all)
 	b->len = 0;
 }
 
-/* One COPY of all rows into raw_phases (a plain table with the columns and primary key of
- * phases), or with into_phases into the partitioned phases table itself (emptied after). */
-static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary, bool into_phases)
+/* One COPY of all rows into raw_phases, a plain table of a row per phase record (the
+ * columns and primary key of the phases table before migration 008). */
+static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary)
 {
-	const char *table = into_phases ? "phases" : "raw_phases";
-	if (!into_phases) {
-		exec(c, "DROP TABLE IF EXISTS raw_phases");
-		exec(c, "CREATE TABLE raw_phases (LIKE phases INCLUDING DEFAULTS INCLUDING CONSTRAINTS,"
-		        " PRIMARY KEY (job_id, rank, iter, name_id, ts))");
-	}
+	const char *table = "raw_phases";
+	exec(c, "DROP TABLE IF EXISTS raw_phases");
+	exec(c, "CREATE TABLE raw_phases (job_id integer NOT NULL, rank integer NOT NULL, iter integer NOT NULL,"
+	        " name_id integer NOT NULL, ts timestamptz NOT NULL, kind smallint NOT NULL, grp smallint NOT NULL,"
+	        " start_us bigint, dur_us bigint NOT NULL, PRIMARY KEY (job_id, rank, iter, name_id, ts))");
 	exec(c, "CHECKPOINT");
 	char sql[256];
 	snprintf(sql, sizeof sql, "COPY %s (job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us) FROM STDIN%s",
@@ -193,7 +193,7 @@ static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary, b
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
 	if ((size_t)scalar(c, sql) != rows)
 		die("raw COPY stored a wrong number of rows", NULL);
-	exec(c, into_phases ? "TRUNCATE phases" : "DROP TABLE raw_phases");
+	exec(c, "DROP TABLE raw_phases");
 	return (double)rows / dt;
 }
 
@@ -350,8 +350,8 @@ int main(int argc, char **argv)
 		if (PQstatus(c) != CONNECTION_OK)
 			die("connect", c);
 		exec(c, "SET client_min_messages = warning");
-		raw_b[run] = raw_copy(c, rows, batch, true, false);
-		raw_t[run] = raw_copy(c, rows, batch, false, false);
+		raw_b[run] = raw_copy(c, rows, batch, true);
+		raw_t[run] = raw_copy(c, rows, batch, false);
 		wr[run] = writer_run(bdsn, c, rows, batch, txn, queue);
 		double best = raw_b[run] > raw_t[run] ? raw_b[run] : raw_t[run];
 		ratio[run] = wr[run] / best;
