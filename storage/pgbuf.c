@@ -121,6 +121,23 @@ void pgbuf_copy_null(struct pgbuf *b) { pgbuf_be32(b, UINT32_MAX); }
 
 void pgbuf_copy_trailer(struct pgbuf *b) { pgbuf_be16(b, 0xFFFF); }
 
+void pgbuf_copy_array(struct pgbuf *b, uint32_t elem_oid, uint32_t elem_bytes, int ndim, const uint32_t *dims,
+                      size_t n_null)
+{
+	size_t n = 1;
+	for (int i = 0; i < ndim; i++)
+		n *= dims[i];
+	/* ndim, has-null flag, element type, then (size, lower bound) per dimension */
+	pgbuf_be32(b, (uint32_t)(12 + 8 * (size_t)ndim + 4 * n + (n - n_null) * elem_bytes));
+	pgbuf_be32(b, (uint32_t)ndim);
+	pgbuf_be32(b, n_null > 0);
+	pgbuf_be32(b, elem_oid);
+	for (int i = 0; i < ndim; i++) {
+		pgbuf_be32(b, dims[i]);
+		pgbuf_be32(b, 1);
+	}
+}
+
 void pgbuf_array_str(struct pgbuf *b, const char *s)
 {
 	pgbuf_put(b, "\"", 1);

@@ -40,6 +40,14 @@ void pgbuf_copy_timestamptz(struct pgbuf *b, int64_t unix_us);
 void pgbuf_copy_bytea(struct pgbuf *b, const void *data, uint32_t len);
 void pgbuf_copy_null(struct pgbuf *b);
 void pgbuf_copy_trailer(struct pgbuf *b);
+/* An array field: its length, ndim, has-null flag, element type and dims[] (lower bounds 1);
+ * then the caller appends the product of dims[] elements in row-major order with the
+ * pgbuf_copy_int2/int4/int8 of elem_bytes, and n_null of them with pgbuf_copy_null. */
+#define PGBUF_INT2OID 21
+#define PGBUF_INT4OID 23
+#define PGBUF_INT8OID 20
+void pgbuf_copy_array(struct pgbuf *b, uint32_t elem_oid, uint32_t elem_bytes, int ndim, const uint32_t *dims,
+                      size_t n_null);
 
 /* One element of an array literal ("{...}"), always quoted: "a\"b" for a"b. NULL is "". */
 void pgbuf_array_str(struct pgbuf *b, const char *s);

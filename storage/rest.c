@@ -33,7 +33,8 @@ static const struct {
 		"SELECT json_build_object('job', j.name, 'rank', $2::int, 'from_iter', $3::int, 'to_iter', $4::int,"
 		" 'iterations', coalesce((SELECT json_agg(json_build_object('iter', i.iter,"
 		"  'start_us', (extract(epoch FROM i.ts) * 1000000)::bigint, 'dur_us', i.dur_us) ORDER BY i.iter)"
-		"  FROM iterations i WHERE i.job_id = j.id AND i.rank = $2::int AND i.iter BETWEEN $3::int AND $4::int),"
+		"  FROM iterations i WHERE i.job_id = j.id AND i.rank = $2::int"
+		"  AND i.rank0 BETWEEN $2::int - 63 AND $2::int AND i.iter BETWEEN $3::int AND $4::int),"
 		" '[]'::json))::text "
 		"FROM jobs j WHERE j.name = $1"},
 	[STORAGE_REST_PHASES] = {7,
@@ -42,7 +43,7 @@ static const struct {
 		"  json_agg(json_build_array(c.rank, c.iter, c.dur_us) ORDER BY c.rank, c.iter)"
 		"  FROM (SELECT p.rank, p.iter, p.dur_us FROM phases p WHERE p.job_id = j.id"
 		"   AND p.name_id = (SELECT n.name_id FROM names n WHERE n.job_id = j.id AND n.name = $2)"
-		"   AND p.rank BETWEEN $5::int AND $6::int AND p.iter BETWEEN $3::int AND $4::int"
+		"   AND p.rank BETWEEN $5::int AND $6::int AND p.rank0 BETWEEN $5::int - 63 AND $6::int AND p.iter BETWEEN $3::int AND $4::int"
 		"   ORDER BY p.rank, p.iter LIMIT $7::int) c), '[]'::json))::text "
 		"FROM jobs j WHERE j.name = $1"},
 	[STORAGE_REST_EVENTS_INSERT] = {1,

@@ -193,14 +193,18 @@ static void place_phases(struct trace_data *d, size_t first, size_t end, const i
 	}
 }
 
+/* the rows of steps that can hold the ranks of array p (their first rank is at most
+ * STEPS_RANK_SPAN - 1 below): the primary key's range, which a filter on rank cannot use */
+#define RANK0_IN(p) "rank0 BETWEEN (SELECT min(x) FROM unnest(" p "::int[]) x) - 63 AND (SELECT max(x) FROM unnest(" p "::int[]) x)"
+
 static const char iters_sql[] =
 	"SELECT rank, iter, " EPOCH_US("ts") ", dur_us FROM iterations"
-	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND iter BETWEEN $3::int AND $4::int"
+	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2") " AND iter BETWEEN $3::int AND $4::int"
 	" ORDER BY rank, iter LIMIT $5::int";
 
 static const char phases_sql[] =
 	"SELECT rank, iter, name_id, kind, grp, start_us, dur_us, " EPOCH_US("ts") " FROM phases"
-	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND iter BETWEEN $3::int AND $4::int"
+	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2") " AND iter BETWEEN $3::int AND $4::int"
 	" ORDER BY rank, iter, start_us NULLS LAST, name_id LIMIT $5::int";
 
 static const char kernels_sql[] =
@@ -290,7 +294,7 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 
 	/* the iteration range: the last `span` stored for these ranks when not given */
 	if (d->from_iter < 0 || d->to_iter < 0) {
-		res = query(conn, r, "SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[])", 2,
+		res = query(conn, r, "SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2"), 2,
 			    (const char *const[]){l.job_id, arr.p});
 		if (!res)
 			goto out;

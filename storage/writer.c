@@ -6,7 +6,7 @@
  *      job names -> job ids, batch name dictionaries -> name ids, topology of JOB ops, and the
  *      durable seq of each (job, agent) (cached; reloaded after every reconnect);
  *   2. skips batches whose seq is already durable (resends) -- reported done, not written;
- *   3. BEGIN; binary COPY iterations, phases, kernels, raw_kernels; upsert agent_progress to the highest
+ *   3. BEGIN; binary COPY steps (iterations and phases, storage/steps.c), kernels, raw_kernels; upsert agent_progress to the highest
  *      seq per (job, agent); COMMIT. A unique violation (a resend we could not tell from the
  *      cache) rolls back and redoes the group through temporary staging tables with
  *      INSERT ... ON CONFLICT DO NOTHING;
@@ -36,6 +36,7 @@
 #include "queue.h"
 #include "reports.h"
 #include "sketch.h"
+#include "steps.h"
 #include "hash.h"
 
 #define DEFAULT_RECONNECT_MIN_MS 100
@@ -116,6 +117,7 @@ struct job_cache {
 	int32_t id;
 	struct strmap names;    /* name -> name_id */
 	struct strmap progress; /* agent -> durable seq (-1: none stored) */
+	struct strmap sets;     /* phase set ("name:kind:grp,...") -> phase_sets.set_id */
 };
 
 /* Per-op state during one group. */
@@ -157,6 +159,8 @@ struct storage_writer {
 	struct strmap job_index; /* name -> index in jobs */
 	struct strmap group_seq; /* "job_id:agent" -> highest seq written by the current group */
 	struct pgbuf copy, scratch;
+	struct steps steps;
+	struct pgbuf set_key;
 	struct sketch quantiles; /* decodes the sketches whose p50/p99 the agent left out */
 };
 
@@ -522,6 +526,75 @@ static const char *names_missing(const struct storage_op *op, const struct op_st
 	return NULL;
 }
 
+/* ---- phase sets (the phases of a row of steps, stored once in phase_sets) ---- */
+
+struct set_ctx {
+	struct storage_writer *w;
+	struct job_cache *j;
+	enum txn_result res;
+};
+
+/* The cache key of a set in w->set_key, NUL-terminated; NULL when out of memory. */
+static const char *set_key(struct storage_writer *w, const struct steps_set *set)
+{
+	struct pgbuf *b = &w->set_key;
+	pgbuf_reset(b);
+	for (size_t i = 0; i < set->n; i++)
+		pgbuf_printf(b, "%" PRId32 ":%d:%d,", set->names[i], set->kinds[i], set->grps[i]);
+	pgbuf_put(b, "", 1);
+	return b->failed ? NULL : b->p;
+}
+
+static int64_t set_find(void *arg, const struct steps_set *set)
+{
+	struct set_ctx *c = arg;
+	const char *key = set_key(c->w, set);
+	const struct strmap_entry *e = key ? strmap_find(&c->j->sets, key) : NULL;
+	return e ? e->val : -1;
+}
+
+/* Finds or stores (autocommit, idempotent) a set's id. */
+static int64_t set_resolve(void *arg, const struct steps_set *set)
+{
+	struct set_ctx *c = arg;
+	struct storage_writer *w = c->w;
+	int64_t id = set_find(arg, set);
+	if (id >= 0)
+		return id;
+	struct pgbuf *b = &w->scratch;
+	size_t off[3];
+	pgbuf_reset(b);
+	for (int col = 0; col < 3; col++) {
+		off[col] = b->len;
+		pgbuf_put(b, "{", 1);
+		for (size_t i = 0; i < set->n; i++)
+			pgbuf_printf(b, "%s%d", i ? "," : "",
+			             col == 0 ? (int)set->names[i] : col == 1 ? set->kinds[i] : set->grps[i]);
+		pgbuf_put(b, "}", 2);
+	}
+	const char *key = set_key(w, set);
+	if (b->failed || !key) {
+		c->res = TXN_RETRY;
+		return -1;
+	}
+	char jid[16];
+	snprintf(jid, sizeof jid, "%" PRId32, c->j->id);
+	const char *p[4] = {jid, b->p + off[0], b->p + off[1], b->p + off[2]};
+	PGresult *r = run(w, &c->res, "phase set lookup",
+	                  "INSERT INTO phase_sets (job_id, names, kinds, grps) VALUES ($1, $2, $3, $4)"
+	                  " ON CONFLICT (job_id, names, kinds, grps) DO UPDATE SET job_id = EXCLUDED.job_id RETURNING set_id",
+	                  4, p);
+	if (!r)
+		return -1;
+	id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	if (strmap_put(&c->j->sets, key, id) < 0) {
+		c->res = TXN_RETRY;
+		return -1;
+	}
+	return id;
+}
+
 /* ---- COPY ---- */
 
 static int copy_flush(struct storage_writer *w, bool all)
@@ -537,46 +610,22 @@ static int copy_flush(struct storage_writer *w, bool all)
 	return 0;
 }
 
-enum table { T_ITER, T_PHASE, T_KERNEL, T_RAW, T_COUNT };
-static const char *const table_names[] = {"iterations", "phases", "kernels", "raw_kernels"};
+enum table { T_STEP, T_KERNEL, T_RAW, T_COUNT };
+static const char *const table_names[] = {"steps", "kernels", "raw_kernels"};
 static const char *const table_cols[] = {
-	"job_id, rank, iter, ts, dur_us",
-	"job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us",
+	STEPS_COLUMNS,
 	"job_id, rank, iter, name_id, ts, kind, count, sum_us, min_us, max_us, p50_us, p99_us, sketch",
 	"job_id, rank, iter, name_id, ts, kind, dur_us, stream",
 };
 
 static size_t table_rows(enum table t, const struct storage_op *op)
 {
-	return t == T_ITER ? op->n_iters : t == T_PHASE ? op->n_phases : t == T_KERNEL ? op->n_kernels : op->n_raw_kernels;
+	return t == T_STEP ? op->n_iters + op->n_phases : t == T_KERNEL ? op->n_kernels : op->n_raw_kernels;
 }
 
 static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i)
 {
-	if (t == T_ITER) {
-		const struct record_iter *it = &op->iters[i];
-		pgbuf_copy_tuple(b, 5);
-		pgbuf_copy_int4(b, (int32_t)st->job_id);
-		pgbuf_copy_int4(b, (int32_t)it->rank);
-		pgbuf_copy_int4(b, (int32_t)it->iter);
-		pgbuf_copy_timestamptz(b, it->start_us);
-		pgbuf_copy_int8(b, it->dur_us);
-	} else if (t == T_PHASE) {
-		const struct record_phase *ph = &op->phases[i];
-		pgbuf_copy_tuple(b, 9);
-		pgbuf_copy_int4(b, (int32_t)st->job_id);
-		pgbuf_copy_int4(b, (int32_t)ph->rank);
-		pgbuf_copy_int4(b, (int32_t)ph->iter);
-		pgbuf_copy_int4(b, (int32_t)st->name_ids[ph->name]);
-		pgbuf_copy_timestamptz(b, op->phase_iter_start_us[i]);
-		pgbuf_copy_int2(b, (int16_t)ph->kind);
-		pgbuf_copy_int2(b, (int16_t)ph->group);
-		if (ph->start_us == RECORD_NO_START)
-			pgbuf_copy_null(b);
-		else
-			pgbuf_copy_int8(b, ph->start_us);
-		pgbuf_copy_int8(b, ph->dur_us);
-	} else if (t == T_RAW) {
+	if (t == T_RAW) {
 		const struct record_raw_kernel *k = &op->raw_kernels[i];
 		pgbuf_copy_tuple(b, 8);
 		pgbuf_copy_int4(b, (int32_t)st->job_id);
@@ -639,6 +688,13 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 		const struct storage_op *op = ops[i];
 		if (sts[i].skip || sts[i].invalid || op->type != STORAGE_OP_BATCH)
 			continue;
+		if (t == T_STEP) {
+			struct set_ctx c = {w, sts[i].job, TXN_OK};
+			if (steps_copy(&w->steps, b, op, sts[i].job_id, sts[i].name_ids, sts[i].n_name_ids, set_find, &c) < 0)
+				b->failed = true; /* out of memory (every set was resolved) */
+			ok = copy_flush(w, false);
+			continue;
+		}
 		size_t m = table_rows(t, op);
 		for (size_t k = 0; k < m && ok == 0; k++) {
 			copy_row(b, t, op, &sts[i], k);
@@ -716,8 +772,7 @@ static enum txn_result ensure_staging(struct storage_writer *w)
 	enum txn_result res = TXN_OK;
 	PGresult *r = run(w, &res, "staging tables",
 	                  "SET client_min_messages = warning;"
-	                  "CREATE TEMP TABLE IF NOT EXISTS stage_iterations (LIKE iterations) ON COMMIT DELETE ROWS;"
-	                  "CREATE TEMP TABLE IF NOT EXISTS stage_phases (LIKE phases) ON COMMIT DELETE ROWS;"
+	                  "CREATE TEMP TABLE IF NOT EXISTS stage_steps (LIKE steps) ON COMMIT DELETE ROWS;"
 	                  "CREATE TEMP TABLE IF NOT EXISTS stage_kernels (LIKE kernels) ON COMMIT DELETE ROWS;"
 	                  "CREATE TEMP TABLE IF NOT EXISTS stage_raw_kernels (LIKE raw_kernels) ON COMMIT DELETE ROWS;"
 	                  "RESET client_min_messages",
@@ -804,6 +859,13 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job, op->agent,
 			          op->seq, why);
 			st->invalid = true;
+			continue;
+		}
+		struct set_ctx c = {w, st->job, TXN_RETRY};
+		if (steps_copy(&w->steps, NULL, op, st->job_id, st->name_ids, st->n_name_ids, set_resolve, &c) < 0) {
+			if (c.res != TXN_DATA)
+				return c.res;
+			st->invalid = true; /* logged by classify */
 			continue;
 		}
 		if (strmap_put(&w->group_seq, key, (int64_t)op->seq) < 0)
@@ -1142,6 +1204,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	for (size_t i = 0; i < w->n_jobs; i++) {
 		strmap_clear(&w->jobs[i]->names);
 		strmap_clear(&w->jobs[i]->progress);
+		strmap_clear(&w->jobs[i]->sets);
 		free(w->jobs[i]->name);
 		free(w->jobs[i]);
 	}
@@ -1150,6 +1213,8 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	strmap_clear(&w->group_seq);
 	pgbuf_free(&w->copy);
 	pgbuf_free(&w->scratch);
+	steps_free(&w->steps);
+	pgbuf_free(&w->set_key);
 	sketch_free(&w->quantiles);
 	free(w->done);
 	queue_destroy(&w->q);

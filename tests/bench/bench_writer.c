@@ -1,15 +1,14 @@
-/* bench_writer.c: rows per second persisted by the storage writer for phase records, beside
- * a raw COPY of the same rows into a table with the same columns and keys, in the same run.
+/* bench_writer.c: phase records per second persisted by the storage writer (rows of steps,
+ * docs/storage.md), beside a raw COPY of the same records into a table of a row per record
+ * (the layout before migration 008), in the same run.
  *
  *   bench_writer [--rows N] [--runs R] [--batch B] [--txn T] [--queue Q] DSN
  *
  * DSN names a database the benchmark may drop and create databases next to (a superuser on
  * a scratch server, e.g. the one of tests/pg.sh). Each run uses a fresh database "bench_writer":
  *   raw binary: one COPY (FORMAT binary) of all rows in one transaction into raw_phases, a
- *               plain table with the columns and primary key of phases;
+ *               plain table with the columns and primary key of the old phases table;
  *   raw text:   the same in text format;
- *   raw binary into phases: the same into the partitioned phases table (for information:
- *               the cost of partition routing);
  *   writer:     storage_writer_submit of N/B batches of B phase rows (one agent, increasing
  *               seq, a 10-name dictionary each), timed from the first submit to the last
  *               done item, so it includes name resolution, progress upserts and commits.
@@ -60,8 +59,9 @@ static long long scalar(PGconn *c, const char *sql)
 	return v;
 }
 
-/* Row i of the data set: batch b = i / batch_rows holds 1/10 of its rows' iterations of rank
- * b % 1000, NAMES phases per iteration. */
+/* Row i of the data set: batch b = i / batch_rows holds the phases of batch_rows / NAMES
+ * rank-steps of the 8 ranks of node b % 125 (an agent's, as culprit sim sends them), NAMES
+ * phases per rank-step. */
 struct row {
 	uint32_t rank, iter, name;
 	int64_t iter_start;
@@ -71,10 +71,10 @@ struct row {
 static struct row row_at(size_t i, size_t batch_rows)
 {
 	size_t b = i / batch_rows, k = i % batch_rows;
-	size_t iters_per_batch = batch_rows / NAMES;
+	size_t steps_per_batch = batch_rows / NAMES, step = k / NAMES;
 	struct row r;
-	r.rank = (uint32_t)(b % 1000);
-	r.iter = (uint32_t)((b / 1000) * iters_per_batch + k / NAMES);
+	r.rank = (uint32_t)((b % 125) * 8 + step % 8);
+	r.iter = (uint32_t)((b / 125) * ((steps_per_batch + 7) / 8) + step / 8);
 	r.name = (uint32_t)(k % NAMES);
 	r.iter_start = base_us + (int64_t)r.iter * 30000000;
 	r.dur = 1000 + (int64_t)(k % 97);
@@ -128,16 +128,15 @@ static void flush(PGconn *c, struct buf *b, bool all)
 	b->len = 0;
 }
 
-/* One COPY of all rows into raw_phases (a plain table with the columns and primary key of
- * phases), or with into_phases into the partitioned phases table itself (emptied after). */
-static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary, bool into_phases)
+/* One COPY of all rows into raw_phases, a plain table of a row per phase record (the
+ * columns and primary key of the phases table before migration 008). */
+static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary)
 {
-	const char *table = into_phases ? "phases" : "raw_phases";
-	if (!into_phases) {
-		exec(c, "DROP TABLE IF EXISTS raw_phases");
-		exec(c, "CREATE TABLE raw_phases (LIKE phases INCLUDING DEFAULTS INCLUDING CONSTRAINTS,"
-		        " PRIMARY KEY (job_id, rank, iter, name_id, ts))");
-	}
+	const char *table = "raw_phases";
+	exec(c, "DROP TABLE IF EXISTS raw_phases");
+	exec(c, "CREATE TABLE raw_phases (job_id integer NOT NULL, rank integer NOT NULL, iter integer NOT NULL,"
+	        " name_id integer NOT NULL, ts timestamptz NOT NULL, kind smallint NOT NULL, grp smallint NOT NULL,"
+	        " start_us bigint, dur_us bigint NOT NULL, PRIMARY KEY (job_id, rank, iter, name_id, ts))");
 	exec(c, "CHECKPOINT");
 	char sql[256];
 	snprintf(sql, sizeof sql, "COPY %s (job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us) FROM STDIN%s",
@@ -194,7 +193,7 @@ static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary, b
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
 	if ((size_t)scalar(c, sql) != rows)
 		die("raw COPY stored a wrong number of rows", NULL);
-	exec(c, into_phases ? "TRUNCATE phases" : "DROP TABLE raw_phases");
+	exec(c, "DROP TABLE raw_phases");
 	return (double)rows / dt;
 }
 
@@ -338,7 +337,7 @@ int main(int argc, char **argv)
 	snprintf(bdsn, sizeof bdsn, "%s dbname=bench_writer", dsn);
 	printf("bench_writer: %zu phase rows a run, batches of %zu, transactions of <= %zu, queue %zu, %d runs\n",
 	       rows, batch, txn, queue, runs);
-	double raw_b[MAX_RUNS], raw_t[MAX_RUNS], raw_p[MAX_RUNS], wr[MAX_RUNS], ratio[MAX_RUNS];
+	double raw_b[MAX_RUNS], raw_t[MAX_RUNS], wr[MAX_RUNS], ratio[MAX_RUNS];
 	for (int run = 0; run < runs; run++) {
 		exec(admin, "DROP DATABASE IF EXISTS bench_writer");
 		exec(admin, "CREATE DATABASE bench_writer");
@@ -351,24 +350,21 @@ int main(int argc, char **argv)
 		if (PQstatus(c) != CONNECTION_OK)
 			die("connect", c);
 		exec(c, "SET client_min_messages = warning");
-		raw_b[run] = raw_copy(c, rows, batch, true, false);
-		raw_t[run] = raw_copy(c, rows, batch, false, false);
-		raw_p[run] = raw_copy(c, rows, batch, true, true);
+		raw_b[run] = raw_copy(c, rows, batch, true);
+		raw_t[run] = raw_copy(c, rows, batch, false);
 		wr[run] = writer_run(bdsn, c, rows, batch, txn, queue);
 		double best = raw_b[run] > raw_t[run] ? raw_b[run] : raw_t[run];
 		ratio[run] = wr[run] / best;
-		printf("run %d: raw COPY binary %.0f, text %.0f, binary into partitioned phases %.0f; writer %.0f rows/s"
-		       " (%.0f%% of the best raw)\n",
-		       run + 1, raw_b[run], raw_t[run], raw_p[run], wr[run], 100.0 * ratio[run]);
+		printf("run %d: raw COPY binary %.0f, text %.0f; writer %.0f rows/s (%.0f%% of the best raw)\n", run + 1,
+		       raw_b[run], raw_t[run], wr[run], 100.0 * ratio[run]);
 		fflush(stdout);
 		PQfinish(c);
 	}
 	exec(admin, "DROP DATABASE IF EXISTS bench_writer");
 	PQfinish(admin);
-	double mb = median(raw_b, runs), mt = median(raw_t, runs), mp = median(raw_p, runs), mw = median(wr, runs);
+	double mb = median(raw_b, runs), mt = median(raw_t, runs), mw = median(wr, runs);
 	double best = mb > mt ? mb : mt;
-	printf("median: raw COPY binary %.0f, text %.0f, binary into partitioned phases %.0f; writer %.0f rows/s\n", mb,
-	       mt, mp, mw);
+	printf("median: raw COPY binary %.0f, text %.0f; writer %.0f rows/s\n", mb, mt, mw);
 	printf("writer / best raw COPY: ratio of medians %.2f, median of per-run ratios %.2f (target >= 0.70)\n",
 	       mw / best, median(ratio, runs));
 	return 0;

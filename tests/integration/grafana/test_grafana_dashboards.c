@@ -563,12 +563,13 @@ static void run_all(void)
 				checks[k].check(r);
 				checks_seen[k] = 1;
 			}
-		/* the time filter prunes: the heat maps scan the range's day(s), iteration time
+		/* the time filter prunes the daily partitions of steps (the table under the views
+		 * phases and iterations): the heat maps scan the range's day(s), iteration time
 		 * walks them and looks up each iteration within a day of it */
 		if (strcmp(q->key, "culprit-phases/panel:1") == 0 || strcmp(q->key, "culprit-phases/panel:2") == 0)
-			check_pruned(q->sql, "phases", 0, 2);
+			check_pruned(q->sql, "steps", 0, 2);
 		if (strcmp(q->key, "culprit-job/panel:1") == 0)
-			check_pruned(q->sql, "iterations", 1, 5);
+			check_pruned(q->sql, "steps", 1, 5);
 		PQclear(r);
 	}
 	for (size_t k = 0; k < sizeof(checks) / sizeof(checks[0]); k++)

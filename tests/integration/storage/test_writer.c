@@ -285,7 +285,7 @@ static void test_million(const char *base)
 	/* a timestamp out of PostgreSQL's range fails the COPY of the whole group: the ops are
 	 * retried one by one to find it */
 	struct storage_op *bad3 = make_batch("J", 1006, 10000);
-	bad3->phase_iter_start_us[7] = INT64_C(-300000000000000000); /* about 7500 BC */
+	bad3->iters[7].start_us = INT64_C(-300000000000000000); /* about 7500 BC: the ts of its row of steps */
 	struct storage_op *good3 = make_batch("J", 1007, 10000);
 	submit_wait(w, &s, bad1);
 	submit_wait(w, &s, good1);
@@ -302,7 +302,7 @@ static void test_million(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1007);
 
 	/* a missing table is the operator's to fix, not the batch's fault: retried, not dropped */
-	pgtest_scalar(dsn, "ALTER TABLE phases RENAME TO phases_away");
+	pgtest_scalar(dsn, "ALTER TABLE steps RENAME TO steps_away");
 	submit_wait(w, &s, make_batch("J", 1008, 10000));
 	int64_t until = pgtest_now_ms() + 1500;
 	while (pgtest_now_ms() < until)
@@ -310,7 +310,7 @@ static void test_million(const char *base)
 	CHECK(s.done == 38);
 	storage_writer_stats(w, &st);
 	CHECK(st.queued_ops == 1 && st.failed_batches == 3);
-	pgtest_scalar(dsn, "ALTER TABLE phases_away RENAME TO phases");
+	pgtest_scalar(dsn, "ALTER TABLE steps_away RENAME TO steps");
 	wait_done(w, &s, 39, 60000);
 	CHECK(s.failed == 3);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 4 * ITERS_PER_BATCH * NAMES);
@@ -465,8 +465,8 @@ static void test_partitions_live(const char *base)
 	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) >= 0);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 300 * ITERS_PER_BATCH * NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 300 * ITERS_PER_BATCH);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases_default") == 0);
-	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT tableoid) FROM phases") >= 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT tableoid) FROM steps") >= 1);
 	base_us = saved;
 }
 
@@ -522,9 +522,88 @@ static void test_raw_kernels(const char *base)
 	printf("test_writer: raw kernels stored once (cache and staging paths)\n");
 }
 
+/* The layout of steps (migration 008): one row per iteration and block of 64 ranks of a batch;
+ * the views give back every record as sent, a value beyond 32 bits included (the row's wide
+ * matrices); the same records again under another seq are a no-op, as with the old keys. */
+static void test_steps_layout(const char *base)
+{
+	char dsn[1024], err[512];
+	pgtest_db_create(base, "test_writer_steps", dsn, sizeof dsn);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+	struct sink s;
+	struct storage_writer *w = start_writer(dsn, &s, 200000, 50000);
+
+	/* ranks 0..6, 9 and 100 (another block of 64), iterations 5 and 6, phases "a" and "b"; rank 3
+	 * lacks "b" in iteration 6, "a" has no known start, and rank 2's "b" of iteration 6 lasts
+	 * 3,000 s (beyond 32 bits of microseconds) */
+	static const uint32_t ranks[] = {100, 0, 1, 2, 3, 4, 5, 6, 9}; /* out of order on purpose */
+	for (uint64_t seq = 1; seq <= 2; seq++) {
+		size_t ni = 2 * 9, np = 2 * ni;
+		struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 4096 + ni * sizeof(struct record_iter) +
+		                                                              np * (sizeof(struct record_phase) + 8));
+		CHECK(op != NULL);
+		op->job = storage_op_strdup(op, "S");
+		op->agent = storage_op_strdup(op, "node-0");
+		op->seq = seq;
+		op->names = storage_op_alloc(op, 2 * sizeof(char *));
+		op->n_names = 2;
+		op->names[0] = storage_op_strdup(op, "a");
+		op->names[1] = storage_op_strdup(op, "b");
+		op->iters = storage_op_alloc(op, ni * sizeof *op->iters);
+		op->phases = storage_op_alloc(op, np * sizeof *op->phases);
+		op->phase_iter_start_us = storage_op_alloc(op, np * sizeof(int64_t));
+		CHECK(op->iters && op->phases && op->phase_iter_start_us);
+		for (uint32_t it = 5; it <= 6; it++) {
+			for (size_t k = 0; k < 9; k++) {
+				uint32_t r = ranks[k];
+				int64_t start = base_us + it * 30000000 + r * 10; /* each rank its own start */
+				op->iters[op->n_iters++] = (struct record_iter){r, it, start, 29000000 + r};
+				for (uint32_t nm = 0; nm < 2; nm++) {
+					if (r == 3 && it == 6 && nm == 1)
+						continue;
+					int64_t dur = r == 2 && it == 6 && nm == 1 ? INT64_C(3000000000) : 1000 * (nm + 1) + r;
+					op->phase_iter_start_us[op->n_phases] = start;
+					op->phases[op->n_phases++] = (struct record_phase){
+						.rank = r, .iter = it, .name = nm, .kind = (uint8_t)nm, .group = 4,
+						.start_us = nm == 0 ? RECORD_NO_START : 5000, .dur_us = dur};
+				}
+			}
+		}
+		submit_wait(w, &s, op);
+		wait_done(w, &s, seq, 30000);
+		CHECK(s.failed == 0);
+		/* 2 iterations x 2 blocks of ranks; seq 2 (the same records) added nothing */
+		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 4);
+		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 18);
+		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 35);
+	}
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 0 AND ranks = '{0,1,2,3,4,5,6,9}'") == 2);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 100 AND ranks IS NULL") == 2); /* contiguous */
+	/* only iteration 6's block of ranks 0..9 needed the wide cells */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE wide_cells IS NOT NULL AND cells IS NULL"
+	                         " AND iter = 6 AND rank0 = 0") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE cells IS NOT NULL") == 3);
+	/* one phase set ("a", "b"), stored once for the four rows */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phase_sets") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT set_id) FROM steps") == 1);
+	/* every record as sent: starts, durations, kinds, groups, unknown starts */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations WHERE ts = to_timestamp(1764633600 + iter * 30)"
+	                         " + rank * 10 * interval '1 microsecond' AND dur_us = 29000000 + rank") == 18);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases p JOIN names n ON n.name_id = p.name_id JOIN iterations i ON i.job_id = p.job_id"
+	                         " AND i.rank = p.rank AND i.iter = p.iter AND i.ts = p.ts WHERE p.grp = 4 AND ((n.name = 'a' AND p.kind = 0"
+	                         " AND p.start_us IS NULL AND p.dur_us = 1000 + p.rank) OR (n.name = 'b' AND p.kind = 1"
+	                         " AND p.start_us = 5000 AND p.dur_us = CASE WHEN p.rank = 2 AND p.iter = 6"
+	                         " THEN 3000000000 ELSE 2000 + p.rank END))") == 35);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 3 AND iter = 6") == 1);
+	CHECK(storage_writer_stop(w, 5000) == 0);
+	free_sink(&s);
+	printf("test_writer: steps layout: 4 rows for 18 rank-steps, one phase set, a 3,000 s phase kept exactly\n");
+}
+
 int main(void)
 {
 	const char *base = pgtest_base_dsn();
+	test_steps_layout(base);
 	test_million(base);
 	test_raw_kernels(base);
 	test_partitions_live(base);
