@@ -1,0 +1,44 @@
+/* lease.h: which culpritd owns a job when several share one PostgreSQL (table job_leases,
+ * migration 009; docs/operations.md, "Many instances").
+ *
+ * A lease row per job: owner, the owner's addresses, an expiry on the database's clock and a
+ * fencing epoch raised by every acquisition. The statements are storage_query_fns: they run
+ * on a query worker's connection, never on the event loop. The storage writer checks the
+ * epoch in the transaction that writes a job's records (writer.c, "fencing"). */
+#ifndef CULPRIT_STORAGE_LEASE_H
+#define CULPRIT_STORAGE_LEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "query.h"
+
+/* What a lease statement needs; the submitter's until its result was taken. */
+struct storage_lease_req {
+	char job[128];          /* acquire: the job */
+	const char *owner;      /* this instance's id */
+	const char *agent_addr; /* acquire: host:port agents are sent to */
+	const char *api_url;    /* acquire: where REST clients are sent to */
+	int lease_s;            /* acquire, renew: the lease lasts this long from now */
+};
+
+/* The answer to storage_lease_acquire (r->text points to one, r->len its size; one block,
+ * free() frees it). */
+struct storage_lease {
+	int owned;           /* 1: the lease is this instance's now, with epoch */
+	uint64_t epoch;
+	char owner[128];     /* owned == 0: who holds it, and where it is reached */
+	char agent_addr[256];
+	char api_url[256];
+	/* owned == 1: the job's agents' durable sequences, "agent\tseq\n" lines */
+	char progress[];
+};
+
+/* Takes the lease of req->job when nobody holds it or it has expired (epoch + 1), else
+ * answers who holds it. ctx: struct storage_lease_req. */
+void storage_lease_acquire(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
+/* Extends every lease req->owner holds; r->text: "job\tepoch\n" lines of those it still holds
+ * (NULL: none). ctx: struct storage_lease_req. */
+void storage_lease_renew(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
+
+#endif
