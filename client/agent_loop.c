@@ -88,6 +88,8 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 		agent_log(a, AGENT_LOG_INFO, "%s; reconnecting", why);
 	}
 	c->state = refused ? CONN_REFUSED : CONN_IDLE;
+	if (failure) /* the configured server again (which knows where the job went) */
+		c->redirected = false;
 	/* the next connection has no names yet */
 	if (++c->epoch == 0) {
 		if (c->known)
@@ -109,6 +111,29 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 	if (c->attempts < 30)
 		c->attempts++;
 	c->retry_at_ms = clock_mono_ms() + delay;
+}
+
+/* HelloAck sent the agent to the job's owner: connects there at once (a few times in a row;
+ * then the backoff of a refusal applies, see conn_close). */
+static void conn_redirect(struct agent *a, const char *to)
+{
+	struct agent_conn *c = &a->c;
+	char host[AGENT_HOST_MAX], port[16], why[AGENT_HOST_MAX + 64];
+
+	if (agent_parse_addr(to, host, sizeof(host), port, sizeof(port)) < 0) {
+		snprintf(why, sizeof(why), "server redirected to an invalid address \"%.64s\"", to);
+		conn_close(a, why, true);
+		return;
+	}
+	snprintf(why, sizeof(why), "job owned by the culpritd at \"%s:%s\": redirected", host, port);
+	c->redirects++;
+	conn_close(a, why, false);
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	snprintf(c->port, sizeof(c->port), "%s", port);
+	c->redirected = true;
+	c->retry_at_ms = clock_mono_ms();
+	if (c->attempts)
+		c->attempts--; /* not a failure */
 }
 
 static int conn_queue_ctrl(struct agent *a, const frame_envelope *env)
@@ -165,11 +190,15 @@ static void conn_start(struct agent *a)
 	struct addrinfo *res = NULL, *ai;
 	size_t n = 0, pick;
 	int rc, fd, one = 1;
-	char why[256];
+	char why[512];
 
-	rc = getaddrinfo(a->server_host, a->server_port, &hints, &res);
+	if (!c->redirected) {
+		snprintf(c->host, sizeof(c->host), "%s", a->server_host);
+		snprintf(c->port, sizeof(c->port), "%s", a->server_port);
+	}
+	rc = getaddrinfo(c->host, c->port, &hints, &res);
 	if (rc != 0) {
-		snprintf(why, sizeof(why), "could not resolve \"%s\": %s", a->server_host, gai_strerror(rc));
+		snprintf(why, sizeof(why), "could not resolve \"%s\": %s", c->host, gai_strerror(rc));
 		conn_close(a, why, true);
 		return;
 	}
@@ -198,7 +227,7 @@ static void conn_start(struct agent *a)
 	rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(res);
 	if (rc < 0 && errno != EINPROGRESS) {
-		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", a->server_host, a->server_port,
+		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port,
 			 strerror(errno));
 		conn_close(a, why, true);
 		return;
@@ -236,12 +265,12 @@ static void conn_connected(struct agent *a)
 	struct agent_conn *c = &a->c;
 	int err = 0;
 	socklen_t len = sizeof(err);
-	char why[256];
+	char why[512];
 
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		err = errno;
 	if (err) {
-		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", a->server_host, a->server_port,
+		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port,
 			 strerror(err));
 		conn_close(a, why, true);
 		return;
@@ -281,6 +310,12 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 			ok = false;
 			break;
 		}
+		if (!env->hello_ack->accepted && env->hello_ack->redirect && *env->hello_ack->redirect &&
+		    c->redirects < AGENT_MAX_REDIRECTS) {
+			conn_redirect(a, env->hello_ack->redirect);
+			ok = false;
+			break;
+		}
 		if (!env->hello_ack->accepted) {
 			snprintf(why, sizeof(why), "server refused hello: %s",
 				 env->hello_ack->reason && *env->hello_ack->reason ? env->hello_ack->reason : "no reason");
@@ -292,6 +327,7 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 			ok = false;
 			break;
 		}
+		c->redirects = 0;
 		pthread_mutex_lock(&a->mu);
 		if (!a->ever_accepted) {
 			a->ever_accepted = true;
@@ -319,11 +355,11 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		c->last_sent = NULL;
 		if (c->complaining) {
 			agent_log(a, AGENT_LOG_INFO, "connected to \"%s:%s\" again; resending after sequence %llu",
-			     a->server_host, a->server_port, (unsigned long long)env->hello_ack->durable_seq);
+			     c->host, c->port, (unsigned long long)env->hello_ack->durable_seq);
 			c->complaining = false;
 		} else {
-			agent_log(a, AGENT_LOG_DEBUG, "connected to \"%s:%s\", durable sequence %llu", a->server_host,
-			     a->server_port, (unsigned long long)env->hello_ack->durable_seq);
+			agent_log(a, AGENT_LOG_DEBUG, "connected to \"%s:%s\", durable sequence %llu", c->host,
+			     c->port, (unsigned long long)env->hello_ack->durable_seq);
 		}
 		break;
 	case CULPRIT__V1__ENVELOPE__MSG_ACK:
