@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "ingest.h"
+#include "jobs.h"
 #include "lease.h"
 #include "log.h"
 #include "query.h"
@@ -29,7 +30,7 @@
 #define MAX_WAITING 4096   /* Hellos waiting for one job's lease lookup; more are told to retry */
 #define RENEW_TOKEN 0      /* result token of a renewal; an acquisition's is its lease */
 
-enum lease_state { LEASE_NONE, LEASE_ASKING, LEASE_OWNED, LEASE_OTHER, LEASE_FAILED };
+enum lease_state { LEASE_NONE, LEASE_ASKING, LEASE_OWNED, LEASE_OTHER, LEASE_FAILED, LEASE_RELEASING };
 
 struct lease {
 	enum lease_state state;
@@ -85,6 +86,7 @@ static void lost(struct server *s, const char *job, struct lease *l)
 	l->epoch = 0;
 	s->m.leases_lost++;
 	ingest_close_job(s, job);
+	jobs_lost(s, job);
 }
 
 void cluster_lost(struct server *s, const char *job)
@@ -116,6 +118,7 @@ enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t co
 		*to = l->agent_addr;
 		return CLUSTER_REDIRECT;
 	case LEASE_FAILED:
+	case LEASE_RELEASING:
 		return CLUSTER_BUSY;
 	case LEASE_NONE:
 		l->req = (struct storage_lease_req){.owner = c->owner, .agent_addr = s->cfg.advertise_agent_addr,
@@ -170,7 +173,8 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 		l->acquired_tick = ++s->cluster->tick;
 		s->m.leases_acquired++;
 		log_info("job \"%s\": lease acquired (epoch %" PRIu64 ")", job, got->epoch);
-		apply_progress(s, job, got->progress);
+		apply_progress(s, job, got->data);
+		jobs_taken_over(s, job, got);
 	} else {
 		l->state = LEASE_OTHER;
 		l->until_ms = clock_mono_ms() + OTHER_TTL_MS;
@@ -237,6 +241,65 @@ static void renewed(struct server *s, struct storage_query_result *r)
 	free(r->text);
 }
 
+#define RELEASE_BIT 1 /* in a result token: a release of the lease the rest points to */
+
+void cluster_release(struct server *s, const char *job)
+{
+	struct lease *l = lease_of(s, job);
+
+	if (!l || l->state != LEASE_OWNED)
+		return;
+	l->req.epoch = l->epoch; /* job and owner as acquired */
+	if (storage_query_submit_fn(s->cluster->q, (uint64_t)(uintptr_t)l | RELEASE_BIT, storage_lease_release, &l->req) < 0) {
+		log_warning("job \"%s\": its lease is not given back (queue full); it expires", job);
+		l->state = LEASE_NONE; /* no longer renewed */
+		return;
+	}
+	l->state = LEASE_RELEASING;
+}
+
+static void released(struct server *s, struct lease *l, struct storage_query_result *r)
+{
+	if (r->failed)
+		log_warning("job \"%s\": could not give its lease back: %s; it expires", l->req.job, r->error);
+	free(r->text);
+	if (l->state != LEASE_RELEASING)
+		return;
+	strmap_del(&s->cluster->leases, l->req.job);
+	free(l->waiting);
+	free(l);
+}
+
+/* Entries that say nothing now (not owned, nothing asked, nobody waiting): dropped a few at a
+ * time, so that the map holds the jobs this instance owns and those it heard of lately. */
+struct prune_scan {
+	char names[64][128];
+	size_t n;
+};
+
+static void note_stale(const char *job, void *value, void *arg)
+{
+	struct prune_scan *ps = arg;
+	struct lease *l = value;
+
+	if (ps->n < 64 && (l->state == LEASE_NONE || ((l->state == LEASE_OTHER || l->state == LEASE_FAILED) &&
+						      clock_mono_ms() >= l->until_ms)))
+		snprintf(ps->names[ps->n++], sizeof(ps->names[0]), "%s", job);
+}
+
+static void prune(struct cluster *c)
+{
+	struct prune_scan ps = {.n = 0};
+
+	strmap_each(&c->leases, note_stale, &ps);
+	for (size_t i = 0; i < ps.n; i++) {
+		struct lease *l = strmap_del(&c->leases, ps.names[i]);
+
+		free(l->waiting);
+		free(l);
+	}
+}
+
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
@@ -249,6 +312,8 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 		for (size_t i = 0; i < n; i++) {
 			if (res[i].token == RENEW_TOKEN)
 				renewed(s, &res[i]);
+			else if (res[i].token & RELEASE_BIT)
+				released(s, (struct lease *)(uintptr_t)(res[i].token & ~(uint64_t)RELEASE_BIT), &res[i]);
 			else
 				acquired(s, (struct lease *)(uintptr_t)res[i].token, &res[i]);
 		}
@@ -267,6 +332,7 @@ static void renew_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	prune(c);
 	if (c->renewing)
 		return;
 	c->renew = (struct storage_lease_req){.owner = c->owner, .lease_s = (int)s->cfg.lease_s};
@@ -298,7 +364,7 @@ int cluster_start(struct server *s)
 	c->wake = event_new(s->base, -1, 0, wake_cb, s);
 	c->renew_timer = event_new(s->base, -1, EV_PERSIST, renew_cb, s);
 	c->q = storage_query_start(&(struct storage_query_config){.dsn = s->db_dsn, .threads = 1, .queue_max = 1024,
-								  .statement_timeout_ms = 2000, .wake = wake, .wake_arg = s});
+								  .statement_timeout_ms = 5000, .wake = wake, .wake_arg = s});
 	if (!c->wake || !c->renew_timer || !c->q || event_add(c->renew_timer, &every) < 0) {
 		log_error("could not start the job leases");
 		return -1;

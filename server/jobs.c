@@ -10,8 +10,10 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "cluster.h"
 #include "diagnosis.h"
 #include "incidents.h"
+#include "lease.h"
 #include "log.h"
 #include "server.h"
 
@@ -481,6 +483,14 @@ static void free_job(const char *key, void *value, void *arg)
 	free(job);
 }
 
+static void forget(struct server *s, struct job *job)
+{
+	alerts_forget(s, job->name);
+	strmap_del(&s->jobs, job->name);
+	s->m.jobs--;
+	free_job(job->name, job, NULL);
+}
+
 /* Resolves job's open incident because its agents left (or, restored, never came back). */
 static void resolve_left(struct server *s, struct job *job, int64_t now_us, const char *why)
 {
@@ -513,7 +523,7 @@ static void note_retirable(const char *key, void *value, void *arg)
 		return;
 	if (!job->alone_since_us)
 		job->alone_since_us = rs->now_us;
-	if (rs->now_us - job->alone_since_us < rs->after_us || job->diagnosing || rs->n == rs->cap)
+	if ((rs->now_us - job->alone_since_us < rs->after_us && !job->deposed) || job->diagnosing || rs->n == rs->cap)
 		return;
 	snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", job->name);
 }
@@ -525,14 +535,39 @@ static void retire(struct server *s, const char *name, int64_t now_us, int64_t a
 	struct job *job = strmap_get(&s->jobs, name);
 	char why[160];
 
+	if (job->deposed) { /* its incident is the new owner's */
+		forget(s, job);
+		log_info("job \"%s\": forgotten (another instance owns it)", name);
+		return;
+	}
 	snprintf(why, sizeof(why), "its agents left: none connected for %lld s", (long long)after_s);
 	resolve_left(s, job, now_us, why);
-	alerts_forget(s, name);
-	strmap_del(&s->jobs, name);
-	s->m.jobs--;
+	forget(s, job);
+	if (s->cluster)
+		cluster_release(s, name);
 	log_info("job \"%s\": forgotten after %lld s without agents (its records and reports stay in the database)",
 		 name, (long long)after_s);
-	free_job(name, job, NULL);
+}
+
+void jobs_lost(struct server *s, const char *name)
+{
+	struct job *job = strmap_get(&s->jobs, name);
+
+	if (job)
+		job->deposed = 1; /* forgotten by the next jobs_retire, once its diagnosis is back */
+}
+
+void jobs_taken_over(struct server *s, const char *name, const struct storage_lease *l)
+{
+	struct job *job = strmap_get(&s->jobs, name);
+
+	/* what this instance had of the job before another took it over is stale */
+	if (job && !job->diagnosing)
+		forget(s, job);
+	else if (job)
+		log_warning("job \"%s\": taken back while a diagnosis of its old window runs; its incident goes on from memory",
+			    name);
+	storage_lease_incidents(l, restored_row, s);
 }
 
 static void note_restored(const char *key, void *value, void *arg)

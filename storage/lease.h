@@ -20,6 +20,7 @@ struct storage_lease_req {
 	const char *agent_addr; /* acquire: host:port agents are sent to */
 	const char *api_url;    /* acquire: where REST clients are sent to */
 	int lease_s;            /* acquire, renew: the lease lasts this long from now */
+	uint64_t epoch;         /* release: the epoch given back */
 };
 
 /* The answer to storage_lease_acquire (r->text points to one, r->len its size; one block,
@@ -30,15 +31,29 @@ struct storage_lease {
 	char owner[128];     /* owned == 0: who holds it, and where it is reached */
 	char agent_addr[256];
 	char api_url[256];
-	/* owned == 1: the job's agents' durable sequences, "agent\tseq\n" lines */
-	char progress[];
+	size_t n_incidents;  /* owned == 1: the job's open incidents (storage_lease_incidents) */
+	size_t incidents_at; /* their fields in data */
+	/* owned == 1: the job's agents' durable sequences, "agent\tseq\n" lines, NUL; then the
+	 * incidents' fields (storage/incidents.c's columns), each a byte 1 (0: NULL) and a string */
+	char data[];
 };
+/* Calls cb for each open incident l carries, oldest first (what storage_open_incidents_load
+ * gives at start-up, for the job taken over). */
+struct storage_open_incident;
+void storage_lease_incidents(const struct storage_lease *l, void (*cb)(const struct storage_open_incident *inc, void *arg),
+			     void *arg);
 
-/* Takes the lease of req->job when nobody holds it or it has expired (epoch + 1), else
+/* Takes the lease of req->job when nobody holds it or it has expired (epoch + 1), and reads
+ * what the new owner goes on from: the agents' durable sequences, the open incidents; else
  * answers who holds it. ctx: struct storage_lease_req. */
 void storage_lease_acquire(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
 /* Extends every lease req->owner holds; r->text: "job\tepoch\n" lines of those it still holds
  * (NULL: none). ctx: struct storage_lease_req. */
 void storage_lease_renew(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
+/* Gives back req->job's lease of epoch req->epoch: it expires now (its job was forgotten:
+ * the next Hello anywhere takes it at once); the row stays, with its epoch, which is never
+ * handed out twice. The owner's writes still pass fencing until another takes it. ctx:
+ * struct storage_lease_req. */
+void storage_lease_release(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
 
 #endif

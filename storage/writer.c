@@ -12,10 +12,12 @@
  *      INSERT ... ON CONFLICT DO NOTHING;
  *   4. pushes done items, frees the ops, releases their queue space, calls wake.
  * Fencing (several culpritd on one database, lease_owner set): right after BEGIN, the lease
- * row of every job the group writes for with a lease_epoch is locked FOR SHARE and compared;
- * a job whose row is gone or has another owner or epoch has its ops taken out of the group
- * (reported done as STORAGE_FENCED) and the rest is redone. The lock holds until COMMIT, so
- * an instance taking the lease over waits for this transaction and is the only writer after it.
+ * row of every job the group writes for with a lease_epoch is locked FOR KEY SHARE and
+ * compared; a job whose row is gone or has another owner or epoch has its ops taken out of the
+ * group (reported done as STORAGE_FENCED) and the rest is redone. The lock holds until COMMIT:
+ * an instance taking the lease over locks the row FOR UPDATE first (storage/lease.c), so it
+ * waits for this transaction and is the only writer after it; the owner's renewals (an UPDATE
+ * of expires_at only) do not wait for it.
  * Queue space is released only after the commit: the bound covers what is in flight, and
  * nothing leaves memory before it is durable. When the database goes away the group is kept
  * and retried after a reconnect with exponential backoff; the queue fills meanwhile and
@@ -838,7 +840,7 @@ static enum txn_result fence(struct storage_writer *w, struct storage_op **ops, 
 		if (checked)
 			continue;
 		const char *params[2] = {ops[i]->job, w->lease_owner};
-		PGresult *r = run(w, &res, "lease check", "SELECT epoch FROM job_leases WHERE job = $1 AND owner = $2 FOR SHARE",
+		PGresult *r = run(w, &res, "lease check", "SELECT epoch FROM job_leases WHERE job = $1 AND owner = $2 FOR KEY SHARE",
 				  2, params);
 		if (!r)
 			return res;

@@ -8,7 +8,9 @@
  * 10 s (the time is printed), tells the agent the durable sequence the first owner committed,
  * and stores what follows; the deposed owner, woken up, stores nothing more of the job (its
  * writer is fenced by the lease epoch, or its renewal finds the lease lost first) and closes
- * the agent's old connection. */
+ * the agent's old connection; a job forgotten by its owner (no agent for job_retire_s) has its
+ * lease given back: the other instance takes it on the next Hello, without waiting for it to
+ * expire. */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,7 +33,7 @@ static void start(struct h_proc *p, const char *name, const char *dsn)
 	h_tmpdir(tmp, dir, sizeof(dir));
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	const char *extra[] = {"--db", dsn, "--agent-listen", listen, "--advertise-agent-addr", listen,
-			       "--instance-id", name, "--lease-s", "2", NULL};
+			       "--instance-id", name, "--lease-s", "2", "--job-retire-s", "2", NULL};
 	H_CHECK(h_culpritd_start(p, dir, extra) == 0, p);
 	p->agent_port = port;
 }
@@ -135,9 +137,22 @@ int main(void)
 	H_CHECK(at_sql_long(dsn, "SELECT durable_seq FROM agent_progress p JOIN jobs j ON j.id = p.job_id"
 				 " WHERE j.name = 'j1' AND p.agent = 'a1'") == 3, &a);
 
+	/* j2's agent leaves: A forgets j2 and gives its lease back; B takes it at once */
+	close(fd_a2);
+	H_CHECK(h_log_wait(&a, "job \"j2\": forgotten", 1, 10000), &a);
+	for (int64_t deadline = h_now_ms() + 5000;; poll(NULL, 0, 20)) { /* the release is asynchronous */
+		if (at_sql_long(dsn, "SELECT (expires_at < now())::int FROM job_leases WHERE job = 'j2'") == 1)
+			break;
+		H_CHECK(h_now_ms() < deadline, &a);
+	}
+	e = hello(b.agent_port, "j2", "a1", 2, &fd);
+	H_CHECK(e && e->hello_ack->accepted && e->hello_ack->durable_seq == 1, &b);
+	frame_free(e);
+	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'B' AND epoch = 2)::int FROM job_leases WHERE job = 'j2'") == 1, &b);
+	close(fd);
+
 	close(fd_b);
 	close(fd_a);
-	close(fd_a2);
 	int st = h_proc_stop(&a, SIGTERM, 30000);
 	H_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, &a);
 	st = h_proc_stop(&b, SIGTERM, 30000);
