@@ -10,7 +10,8 @@
  * writer is fenced by the lease epoch, or its renewal finds the lease lost first) and closes
  * the agent's old connection; a job forgotten by its owner (no agent for job_retire_s) has its
  * lease given back: the other instance takes it on the next Hello, without waiting for it to
- * expire. */
+ * expire. REST: a live endpoint of a job another instance owns answers 307 to it, history
+ * (reports) is answered by any instance, an unknown job is 404. */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -94,6 +95,26 @@ int main(void)
 	frame_free(e);
 	batch(fd_a2, 1, 0);
 	H_CHECK(h_wait_ack(fd_a2, 1), &a);
+
+	/* REST on A for B's job: live answers come from B (307), history from PostgreSQL */
+	{
+		char *head = NULL, *body = NULL, loc[128];
+
+		snprintf(loc, sizeof(loc), "Location: http://127.0.0.1:%d/api/v1/jobs/j1?x=1\r\n", b.http_port);
+		H_CHECK(h_http_ex(a.http_port, "GET", "/api/v1/jobs/j1?x=1", NULL, NULL, &head, &body) == 307, &a);
+		H_CHECK(head && strstr(head, loc), &a);
+		free(head);
+		free(body);
+		H_CHECK(h_http_ex(a.http_port, "POST", "/api/v1/jobs/j1/diagnose", NULL, "", &head, &body) == 307, &a);
+		free(head);
+		free(body);
+		H_CHECK(h_http(b.http_port, "GET", "/api/v1/jobs/j1", NULL, &body) == 200, &b);
+		free(body);
+		H_CHECK(h_http(a.http_port, "GET", "/api/v1/jobs/j1/reports", NULL, &body) == 200, &a);
+		free(body);
+		H_CHECK(h_http(a.http_port, "GET", "/api/v1/jobs/nosuchjob", NULL, &body) == 404, &a);
+		free(body);
+	}
 
 	/* B stops answering: A takes j1 once its lease has expired, on the next Hello */
 	H_CHECK(kill(b.pid, SIGSTOP) == 0, &b);
