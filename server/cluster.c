@@ -122,7 +122,8 @@ enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t co
 		return CLUSTER_BUSY;
 	case LEASE_NONE:
 		l->req = (struct storage_lease_req){.owner = c->owner, .agent_addr = s->cfg.advertise_agent_addr,
-						    .api_url = c->api_url, .lease_s = (int)s->cfg.lease_s};
+						    .api_url = c->api_url, .lease_s = (int)s->cfg.lease_s,
+						    .window_iters = (uint32_t)s->cfg.window_iters};
 		snprintf(l->req.job, sizeof(l->req.job), "%s", job);
 		if (storage_query_submit_fn(c->q, (uint64_t)(uintptr_t)l, storage_lease_acquire, &l->req) < 0)
 			return CLUSTER_BUSY;
@@ -181,6 +182,8 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 		snprintf(l->agent_addr, sizeof(l->agent_addr), "%s", got->agent_addr);
 		snprintf(l->api_url, sizeof(l->api_url), "%s", got->api_url);
 	}
+	if (got)
+		free(got->window); /* NULL when jobs_taken_over took it */
 	free(r->text);
 	/* the waiting Hellos go on (each looks at the lease again) */
 	uint64_t *waiting = l->waiting;

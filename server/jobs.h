@@ -89,9 +89,10 @@ int jobs_load_incidents(struct server *s);
 void jobs_free_all(struct server *s);
 /* Many instances (cluster.c): the job's lease is another's (forgotten by the next
  * jobs_retire, its incident not resolved); the job's lease was taken by this instance: what
- * was in memory of it goes, the open incidents l carries continue when the job is made. */
+ * was in memory of it goes, the open incidents l carries continue when the job is made, with
+ * the records of their window read back (l->window is taken). */
 struct storage_lease;
 void jobs_lost(struct server *s, const char *name);
-void jobs_taken_over(struct server *s, const char *name, const struct storage_lease *l);
+void jobs_taken_over(struct server *s, const char *name, struct storage_lease *l);
 
 #endif

@@ -1,6 +1,7 @@
 /* lease.c: see lease.h. */
 #include "lease.h"
 #include "incidents.h"
+#include "window.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +79,16 @@ static void oom(struct storage_query_result *r)
 {
 	snprintf(r->error, sizeof(r->error), "out of memory");
 	r->failed = 1;
+}
+
+/* The first iteration in an incident's key, "<job>/<first iteration>/<category>"; -1 if none. */
+static long key_first_iter(const char *key)
+{
+	const char *last = strrchr(key, '/'), *p = last;
+
+	while (p && p > key && p[-1] != '/')
+		p--;
+	return p && p > key ? strtol(p, NULL, 10) : -1;
 }
 
 /* Ends the acquisition's transaction; false when COMMIT failed. */
@@ -160,17 +171,31 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 		}
 		head.n_incidents = (size_t)PQntuples(inc);
 		head.incidents_at = lines_size(prog);
+		/* the newest open incident's window (a hang has none): what its reports go on from */
+		long from = head.n_incidents ? key_first_iter(PQgetvalue(inc, (int)head.n_incidents - 1, 1)) : -1;
+
+		if (from >= 0 && strcmp(PQgetvalue(inc, (int)head.n_incidents - 1, 2), "hang") != 0 &&
+		    !(head.window = storage_window_read(conn, q->job, (uint32_t)from, q->window_iters, r->error,
+							sizeof(r->error)))) {
+			r->failed = 1;
+			PQclear(prog);
+			PQclear(inc);
+			end(conn, false);
+			return;
+		}
 	}
 	if (!end(conn, true)) {
 		storage_query_fail(r, NULL, conn);
 		PQclear(prog);
 		PQclear(inc);
+		free(head.window);
 		return;
 	}
 	l = malloc(sizeof(*l) + (prog ? lines_size(prog) + incidents_size(inc) : 1));
 	if (!l) {
 		PQclear(prog);
 		PQclear(inc);
+		free(head.window);
 		oom(r);
 		return;
 	}

@@ -20,6 +20,7 @@ struct storage_lease_req {
 	const char *agent_addr; /* acquire: host:port agents are sent to */
 	const char *api_url;    /* acquire: where REST clients are sent to */
 	int lease_s;            /* acquire, renew: the lease lasts this long from now */
+	uint32_t window_iters;  /* acquire: iterations of the job's window read back (storage/window.h) */
 	uint64_t epoch;         /* release: the epoch given back */
 };
 
@@ -32,6 +33,9 @@ struct storage_lease {
 	char agent_addr[256];
 	char api_url[256];
 	size_t n_incidents;  /* owned == 1: the job's open incidents (storage_lease_incidents) */
+	/* owned == 1 with an open incident (not a hang): the records of its window, from its first
+	 * iteration on (at most window_iters); the taker frees it (NULL: none) */
+	struct storage_window *window;
 	size_t incidents_at; /* their fields in data */
 	/* owned == 1: the job's agents' durable sequences, "agent\tseq\n" lines, NUL; then the
 	 * incidents' fields (storage/incidents.c's columns), each a byte 1 (0: NULL) and a string */
@@ -44,7 +48,8 @@ void storage_lease_incidents(const struct storage_lease *l, void (*cb)(const str
 			     void *arg);
 
 /* Takes the lease of req->job when nobody holds it or it has expired (epoch + 1), and reads
- * what the new owner goes on from: the agents' durable sequences, the open incidents; else
+ * what the new owner goes on from: the agents' durable sequences, the open incidents and the
+ * records of the open incident's window; else
  * answers who holds it. ctx: struct storage_lease_req. */
 void storage_lease_acquire(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
 /* Extends every lease req->owner holds; r->text: "job\tepoch\n" lines of those it still holds

@@ -7,8 +7,9 @@
  * job when B's lease expires, reads the durable sequences and the open incident from
  * PostgreSQL, and the agents resend what was not acknowledged.
  *
- * Checked: A took the job within 10 s of the kill (printed); the job's reports written by A
- * after the takeover name the culprit (rank 10352 on node-1294, compute_degradation);
+ * Checked: A took the job within 10 s of the kill (printed); it read the incident's window
+ * back from PostgreSQL, so that its first report already names the culprits (ranks
+ * 10352-10359 on node-1294, compute_degradation), as do its later ones;
  * PostgreSQL holds exactly the records each job's agents sent; the incident continues under
  * the same key and resolves, and the webhook receiver gets one firing and one resolved;
  * sim-healthy, on C, is untouched (no incident, all its records). */
@@ -33,16 +34,9 @@ static struct h_proc a, b, c;
 
 static void start(struct h_proc *p, const char *name, const char *dsn, const char *hook)
 {
-	char dir[600], listen[64], tmp[64];
-	int port = h_free_port();
+	const char *extra[] = {"--webhook-url", hook, "--alert-backoff-max-s", "2", NULL};
 
-	snprintf(tmp, sizeof(tmp), "failover_%s", name);
-	h_tmpdir(tmp, dir, sizeof(dir));
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-	const char *extra[] = {"--db", dsn, "--agent-listen", listen, "--advertise-agent-addr", listen,
-			       "--instance-id", name, "--webhook-url", hook, "--alert-backoff-max-s", "2", NULL};
-	H_CHECK(h_culpritd_start(p, dir, extra) == 0, p);
-	p->agent_port = port;
+	H_CHECK(h_culpritd_start_instance(p, name, dsn, extra) == 0, p);
 }
 
 /* The lease of job says owner (its first Hello takes it again with the next epoch). */
@@ -62,12 +56,14 @@ int main(void)
 	char dsn[512], hook[128], sql[512], *key;
 	int rx_port;
 	uint32_t kill_iter;
+	long b_reports;
 	int64_t t_kill, took_ms, t0 = h_now_ms();
 	struct rx *rx = rx_start(&rx_port);
 	struct rx_hit *hits;
 	struct fanout_stats at_kill, st, st2;
 	struct simfeed *sf, *sf2;
-	size_t n, firing = 0, resolved = 0, firing_at = 0, resolved_at = 0;
+	size_t n;
+	struct rx_states rs;
 
 	H_CHECK(rx != NULL, NULL);
 	snprintf(hook, sizeof(hook), "http://127.0.0.1:%d/hook", rx_port);
@@ -103,6 +99,7 @@ int main(void)
 	h_proc_stop(&b, SIGKILL, 10000);
 	t_kill = h_now_ms();
 	H_CHECK(b.pid == 0, &b);
+	b_reports = at_sql_long(dsn, "SELECT coalesce(max(id), 0) FROM reports");
 	fprintf(stderr, "killed B at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in flight\n",
 		kill_iter, key, (unsigned long long)at_kill.acked_batches,
 		(unsigned long long)at_kill.sealed_batches, (unsigned long long)at_kill.unacked_batches);
@@ -121,6 +118,7 @@ int main(void)
 		JOB, (long long)took_ms, (long long)(h_now_ms() - t_kill));
 	H_CHECK(took_ms < 10000, &a);
 	H_CHECK(h_log_wait(&a, "continues (compute_degradation", 1, 10000), &a);
+	H_CHECK(h_log_wait(&a, "job \"" JOB "\": window read back from the database", 1, 10000), &a);
 
 	H_CHECK(simfeed_finish(sf, 300000, &st) == 0, &a);
 	H_CHECK(simfeed_finish(sf2, 300000, &st2) == 0, &c);
@@ -133,8 +131,14 @@ int main(void)
 	H_CHECK(fleet_check_db(dsn, JOB, simfeed_sent(sf)) == 0, &a);
 	H_CHECK(fleet_check_db(dsn, "sim-healthy", simfeed_sent(sf2)) == 0, &c);
 
-	/* A's reports of the fault (windows past what B could have seen) name the culprits: the 8
-	 * ranks of node-1294 */
+	/* A's first report already names the culprits (the 8 ranks of node-1294): its window was
+	 * read back from PostgreSQL, not only what the agents sent after the takeover */
+	snprintf(sql, sizeof(sql),
+		 "SELECT (category = 'compute_degradation' AND (json->'suspects'->0->>'rank')::int BETWEEN 10352 AND 10359"
+		 " AND json->'suspects'->0->>'host' = 'node-1294' AND first_iter = 6)::int FROM reports WHERE id > %ld"
+		 " ORDER BY id LIMIT 1", b_reports);
+	H_CHECK(at_sql_long(dsn, sql) == 1, &a);
+	/* and so do its reports of windows past what B could have seen */
 	snprintf(sql, sizeof(sql),
 		 "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB "'"
 		 " AND r.last_iter >= %u AND r.category = 'compute_degradation'"
@@ -158,26 +162,10 @@ int main(void)
 	H_CHECK(h_log_wait(&a, " resolved: job \"" JOB "\"", 1, 1000), &a);
 
 	n = rx_hits(rx, &hits);
-	for (size_t i = 0; i < n; i++) {
-		if (hits[i].status != 200)
-			continue;
-		H_CHECK(strncmp(hits[i].dedup, key, strlen(key)) == 0, &a);
-		bool again = false; /* at least once: a repeat has the same dedup key */
-		for (size_t j = 0; j < i; j++)
-			again = again || (hits[j].status == 200 && strcmp(hits[j].dedup, hits[i].dedup) == 0);
-		if (again)
-			continue;
-		if (strstr(hits[i].dedup, "/firing/")) {
-			firing++;
-			firing_at = i;
-		} else if (strstr(hits[i].dedup, "/resolved/")) {
-			resolved++;
-			resolved_at = i;
-		}
-	}
-	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, firing, resolved,
+	rx_states(hits, n, key, &rs);
+	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, rs.firing, rs.resolved,
 		key, (double)(h_now_ms() - t0) / 1000.0);
-	H_CHECK(firing == 1 && resolved == 1 && firing_at < resolved_at, &a);
+	H_CHECK(rs.other == 0 && rs.firing == 1 && rs.resolved == 1 && rs.firing_at < rs.resolved_at, &a);
 	int status = h_proc_stop(&a, SIGTERM, 60000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &a);
 	status = h_proc_stop(&c, SIGTERM, 60000);

@@ -27,16 +27,9 @@ static struct h_proc a, b;
 
 static void start(struct h_proc *p, const char *name, const char *dsn)
 {
-	char dir[600], listen[64], tmp[64];
-	int port = h_free_port();
+	const char *extra[] = {"--lease-s", "2", "--job-retire-s", "2", NULL};
 
-	snprintf(tmp, sizeof(tmp), "cluster_%s", name);
-	h_tmpdir(tmp, dir, sizeof(dir));
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-	const char *extra[] = {"--db", dsn, "--agent-listen", listen, "--advertise-agent-addr", listen,
-			       "--instance-id", name, "--lease-s", "2", "--job-retire-s", "2", NULL};
-	H_CHECK(h_culpritd_start(p, dir, extra) == 0, p);
-	p->agent_port = port;
+	H_CHECK(h_culpritd_start_instance(p, name, dsn, extra) == 0, p);
 }
 
 /* Hello of agent for job (8 ranks) on port: the HelloAck (NULL: none), the socket in *fd. */
