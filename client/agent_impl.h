@@ -73,7 +73,7 @@ struct ssl_st;
 struct ssl_ctx_st;
 
 #define AGENT_HOST_MAX 256
-#define AGENT_MAX_REDIRECTS 4 /* redirects in a row followed at once; then the backoff applies */
+#define AGENT_MAX_REDIRECTS 4 /* redirects in a row followed at once; then after the backoff */
 
 struct agent_conn {
 	enum conn_state state;

@@ -25,6 +25,7 @@
 #include "clock.h"
 
 #define IN_FRAME_MAX (1u << 20) /* largest frame accepted from the server */
+#define REDIRECT_PACE_MS 1000  /* longest backoff while redirected (conn_redirect) */
 #define CONNECT_TIMEOUT_MS 10000
 #define HELLO_TIMEOUT_MS 10000
 
@@ -107,18 +108,23 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 	delay = (long long)a->backoff_min << (c->attempts < 20 ? c->attempts : 20);
 	if (delay > a->backoff_max)
 		delay = a->backoff_max;
+	if (c->redirects && delay > REDIRECT_PACE_MS)
+		delay = REDIRECT_PACE_MS; /* between the instances of a job that changes hands */
 	delay = delay / 2 + rand_r(&c->rnd) % (delay / 2 + 1);
 	if (c->attempts < 30)
 		c->attempts++;
 	c->retry_at_ms = clock_mono_ms() + delay;
 }
 
-/* HelloAck sent the agent to the job's owner: connects there at once (a few times in a row;
- * then the backoff of a refusal applies, see conn_close). */
+/* HelloAck sent the agent to the job's owner: connects there, at once for a few redirects in
+ * a row, then after the backoff, which stays under REDIRECT_PACE_MS while redirected (see
+ * conn_close): an owner that died is taken over within its lease, and its agents must not
+ * wait the full backoff to come back. */
 static void conn_redirect(struct agent *a, const char *to)
 {
 	struct agent_conn *c = &a->c;
 	char host[AGENT_HOST_MAX], port[16], why[AGENT_HOST_MAX + 64];
+	bool paced = c->redirects >= AGENT_MAX_REDIRECTS;
 
 	if (agent_parse_addr(to, host, sizeof(host), port, sizeof(port)) < 0) {
 		snprintf(why, sizeof(why), "server redirected to an invalid address \"%.64s\"", to);
@@ -126,14 +132,17 @@ static void conn_redirect(struct agent *a, const char *to)
 		return;
 	}
 	snprintf(why, sizeof(why), "job owned by the culpritd at \"%s:%s\": redirected", host, port);
-	c->redirects++;
-	conn_close(a, why, false);
+	if (c->redirects < UINT32_MAX)
+		c->redirects++;
+	conn_close(a, why, false); /* not a refusal: the backoff, never giving up */
 	snprintf(c->host, sizeof(c->host), "%s", host);
 	snprintf(c->port, sizeof(c->port), "%s", port);
 	c->redirected = true;
-	c->retry_at_ms = clock_mono_ms();
-	if (c->attempts)
-		c->attempts--; /* not a failure */
+	if (!paced) {
+		c->retry_at_ms = clock_mono_ms();
+		if (c->attempts)
+			c->attempts--;
+	}
 }
 
 static int conn_queue_ctrl(struct agent *a, const frame_envelope *env)
@@ -310,8 +319,7 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 			ok = false;
 			break;
 		}
-		if (!env->hello_ack->accepted && env->hello_ack->redirect && *env->hello_ack->redirect &&
-		    c->redirects < AGENT_MAX_REDIRECTS) {
+		if (!env->hello_ack->accepted && env->hello_ack->redirect && *env->hello_ack->redirect) {
 			conn_redirect(a, env->hello_ack->redirect);
 			ok = false;
 			break;
