@@ -387,16 +387,19 @@ static void free_lease(const char *job, void *value, void *arg)
 	free(l);
 }
 
-/* The leases are not given back: they expire lease_s after the last renewal, and another
- * instance takes the jobs then (fencing makes a late write of this one harmless). */
 void cluster_stop(struct server *s)
 {
 	struct cluster *c = s->cluster;
+	char err[256] = "";
 
 	if (!c)
 		return;
 	if (c->q)
 		storage_query_stop(c->q);
+	if (storage_lease_release_all(s->db_dsn, c->owner, err, sizeof(err)) < 0)
+		log_warning("could not give the job leases back: %s; they expire within %lld s", err, (long long)s->cfg.lease_s);
+	else
+		log_info("job leases given back");
 	if (c->wake)
 		event_free(c->wake);
 	if (c->renew_timer)

@@ -16,8 +16,8 @@ struct server;
 
 /* Before the writer starts (it needs cluster_owner for fencing). 0, or -1 (logged). */
 int cluster_start(struct server *s);
-/* Gives back every lease of this instance (best effort, at the end of a graceful stop) and
- * stops the worker. */
+/* At the end of a clean stop, after the writers: stops the worker and gives back every lease
+ * of this instance (they expire now: other instances take its jobs on their next Hello). */
 void cluster_stop(struct server *s);
 /* This instance's id in job_leases. */
 const char *cluster_owner(const struct server *s);

@@ -431,7 +431,6 @@ static void shutdown_all(struct server *s)
 	if (s->tick)
 		event_free(s->tick);
 	ingest_close_all(s);
-	cluster_stop(s);
 	http_stop(s);
 	if (s->writer) {
 		struct storage_writer_stats st;
@@ -445,6 +444,7 @@ static void shutdown_all(struct server *s)
 				    (unsigned long long)lost);
 	}
 	alerts_stop(s, stop_left_ms(s));
+	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
 	if (s->writer_wake)
 		event_free(s->writer_wake);
 	if (s->retention)

@@ -254,3 +254,24 @@ void storage_lease_release(PGconn *conn, void *ctx, struct storage_query_result 
 		storage_query_fail(r, res, conn);
 	PQclear(res);
 }
+
+int storage_lease_release_all(const char *dsn, const char *owner, char *err, size_t err_size)
+{
+	const char *keys[] = {"dbname", "connect_timeout", NULL}, *vals[] = {dsn, "5", NULL};
+	const char *params[1] = {owner};
+	PGconn *conn = PQconnectdbParams(keys, vals, 1);
+	PGresult *res = NULL;
+	int rc = -1;
+
+	if (PQstatus(conn) == CONNECTION_OK)
+		res = PQexecParams(conn, "UPDATE job_leases SET expires_at = '-infinity' WHERE owner = $1", 1, NULL, params,
+				   NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK)
+		rc = 0;
+	else
+		snprintf(err, err_size, "%s", PQerrorMessage(conn));
+	err[strcspn(err, "\n")] = '\0';
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}

@@ -60,5 +60,8 @@ void storage_lease_renew(struct pg_conn *conn, void *ctx, struct storage_query_r
  * handed out twice. The owner's writes still pass fencing until another takes it. ctx:
  * struct storage_lease_req. */
 void storage_lease_release(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
+/* Synchronous, at the end of a clean stop (the loop and the writers are done): every lease
+ * of owner expires now, so that other instances take its jobs at once. 0, or -1 with err. */
+int storage_lease_release_all(const char *dsn, const char *owner, char *err, size_t err_size);
 
 #endif

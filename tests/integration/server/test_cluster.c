@@ -10,7 +10,7 @@
  * writer is fenced by the lease epoch, or its renewal finds the lease lost first) and closes
  * the agent's old connection; a job forgotten by its owner (no agent for job_retire_s) has its
  * lease given back: the other instance takes it on the next Hello, without waiting for it to
- * expire. REST: a live endpoint of a job another instance owns answers 307 to it, history
+ * expire, and so does a clean stop (SIGTERM) for all of its instance's jobs. REST: a live endpoint of a job another instance owns answers 307 to it, history
  * (reports) is answered by any instance, an unknown job is 404. */
 #include <poll.h>
 #include <signal.h>
@@ -167,8 +167,11 @@ int main(void)
 
 	close(fd_b);
 	close(fd_a);
+	/* a clean stop gives A's leases back: j1 is free at once, not lease_s later */
 	int st = h_proc_stop(&a, SIGTERM, 30000);
 	H_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, &a);
+	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'A' AND expires_at < now())::int FROM job_leases WHERE job = 'j1'") == 1,
+		&a);
 	st = h_proc_stop(&b, SIGTERM, 30000);
 	H_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, &b);
 	fprintf(stderr, "ok\n");
