@@ -37,7 +37,7 @@ struct lease {
 	uint64_t epoch;
 	uint64_t acquired_tick; /* the tick when the acquisition was taken */
 	int64_t until_ms;       /* OTHER, FAILED: believed until (clock_mono_ms) */
-	char agent_addr[256], api_url[256];
+	char agent_addr[256];   /* OTHER: where its agents are sent */
 	struct storage_lease_req req; /* ASKING: the statement's */
 	uint64_t *waiting;      /* ASKING: connection ids of the Hellos waiting */
 	size_t n_waiting, cap_waiting;
@@ -69,13 +69,6 @@ uint64_t cluster_epoch(const struct server *s, const char *job)
 	struct lease *l = lease_of(s, job);
 
 	return l && l->state == LEASE_OWNED ? l->epoch : 0;
-}
-
-const char *cluster_owner_api(const struct server *s, const char *job)
-{
-	struct lease *l = lease_of(s, job);
-
-	return l && l->state == LEASE_OTHER && clock_mono_ms() < l->until_ms ? l->api_url : NULL;
 }
 
 static void lost(struct server *s, const char *job, struct lease *l)
@@ -180,7 +173,6 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 		l->state = LEASE_OTHER;
 		l->until_ms = clock_mono_ms() + OTHER_TTL_MS;
 		snprintf(l->agent_addr, sizeof(l->agent_addr), "%s", got->agent_addr);
-		snprintf(l->api_url, sizeof(l->api_url), "%s", got->api_url);
 	}
 	if (got)
 		free(got->window); /* NULL when jobs_taken_over took it */

@@ -31,8 +31,6 @@ enum cluster_answer {
 enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t conn_id, uint64_t *epoch, const char **to);
 /* The epoch of the job's lease while this instance owns it; 0 without a cluster or lease. */
 uint64_t cluster_epoch(const struct server *s, const char *job);
-/* The REST base URL of the job's owner when another instance is known to own it, else NULL. */
-const char *cluster_owner_api(const struct server *s, const char *job);
 /* The job was forgotten (its agents left): its lease is given back. */
 void cluster_release(struct server *s, const char *job);
 /* The writer refused a job's records: its lease is another's now. */

@@ -586,11 +586,13 @@ void jobs_taken_over(struct server *s, const char *name, struct storage_lease *l
 	struct job *job = strmap_get(&s->jobs, name);
 
 	/* what this instance had of the job before another took it over is stale */
-	if (job && !job->diagnosing)
-		forget(s, job);
-	else if (job)
+	if (job && job->diagnosing) {
 		log_warning("job \"%s\": taken back while a diagnosis of its old window runs; its incident goes on from memory",
 			    name);
+		return; /* the job stays: nothing is restored into it */
+	}
+	if (job)
+		forget(s, job);
 	storage_lease_incidents(l, restored_row, s);
 	struct restored *r = strmap_get(&s->restored, name);
 

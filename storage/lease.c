@@ -129,14 +129,14 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 				   " ON CONFLICT (job) DO UPDATE SET owner = excluded.owner, epoch = l.epoch + 1,"
 				   " agent_addr = excluded.agent_addr, api_url = excluded.api_url, expires_at = excluded.expires_at"
 				   " WHERE l.expires_at < now() OR l.owner = excluded.owner"
-				   " RETURNING epoch, owner, agent_addr, api_url",
+				   " RETURNING epoch, owner, agent_addr",
 				   5, NULL, params, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 		head.owned = 1;
 	} else if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
-		res = PQexecParams(conn, "SELECT epoch, owner, agent_addr, api_url FROM job_leases WHERE job = $1", 1, NULL,
+		res = PQexecParams(conn, "SELECT epoch, owner, agent_addr FROM job_leases WHERE job = $1", 1, NULL,
 				   params, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
@@ -150,7 +150,6 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 	head.epoch = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 	snprintf(head.owner, sizeof(head.owner), "%s", PQgetvalue(res, 0, 1));
 	snprintf(head.agent_addr, sizeof(head.agent_addr), "%s", PQgetvalue(res, 0, 2));
-	snprintf(head.api_url, sizeof(head.api_url), "%s", PQgetvalue(res, 0, 3));
 	PQclear(res);
 	if (head.owned) {
 		/* what the previous owner made durable: the agents' resends of it are skipped */

@@ -29,9 +29,8 @@ struct storage_lease_req {
 struct storage_lease {
 	int owned;           /* 1: the lease is this instance's now, with epoch */
 	uint64_t epoch;
-	char owner[128];     /* owned == 0: who holds it, and where it is reached */
+	char owner[128];     /* owned == 0: who holds it, and where its agents are sent */
 	char agent_addr[256];
-	char api_url[256];
 	size_t n_incidents;  /* owned == 1: the job's open incidents (storage_lease_incidents) */
 	/* owned == 1 with an open incident (not a hang): the records of its window, from its first
 	 * iteration on (at most window_iters); the taker frees it (NULL: none) */
