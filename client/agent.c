@@ -852,20 +852,18 @@ void agent_rebase(struct agent *a, uint64_t durable)
 
 /* ---- life cycle ---- */
 
-/* "host:port", "host", "[v6]:port" */
-static int parse_server(struct agent *a, const char *s)
+int agent_parse_addr(const char *s, char *host, size_t host_size, char *port, size_t port_size)
 {
-	const char *colon, *host = s;
+	const char *colon, *h = s;
 	size_t hlen;
-	char port[16];
 
 	if (s[0] == '[') {
 		const char *end = strchr(s, ']');
 
 		if (!end)
 			return -1;
-		host = s + 1;
-		hlen = (size_t)(end - host);
+		h = s + 1;
+		hlen = (size_t)(end - h);
 		colon = end[1] == ':' ? end + 1 : NULL;
 		if (end[1] && !colon)
 			return -1;
@@ -873,7 +871,7 @@ static int parse_server(struct agent *a, const char *s)
 		colon = strrchr(s, ':');
 		hlen = colon ? (size_t)(colon - s) : strlen(s);
 	}
-	if (hlen == 0)
+	if (hlen == 0 || hlen >= host_size)
 		return -1;
 	if (colon) {
 		char *end;
@@ -881,11 +879,22 @@ static int parse_server(struct agent *a, const char *s)
 
 		if (*end || p <= 0 || p > 65535)
 			return -1;
-		snprintf(port, sizeof(port), "%ld", p);
+		snprintf(port, port_size, "%ld", p);
 	} else {
-		snprintf(port, sizeof(port), "%d", AGENT_DEFAULT_PORT);
+		snprintf(port, port_size, "%d", AGENT_DEFAULT_PORT);
 	}
-	a->server_host = strndup(host, hlen);
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	return 0;
+}
+
+static int parse_server(struct agent *a, const char *s)
+{
+	char host[AGENT_HOST_MAX], port[16];
+
+	if (agent_parse_addr(s, host, sizeof(host), port, sizeof(port)) < 0)
+		return -1;
+	a->server_host = strdup(host);
 	a->server_port = strdup(port);
 	return a->server_host && a->server_port ? 0 : -1;
 }

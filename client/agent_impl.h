@@ -72,6 +72,9 @@ struct building {
 struct ssl_st;
 struct ssl_ctx_st;
 
+#define AGENT_HOST_MAX 256
+#define AGENT_MAX_REDIRECTS 4 /* redirects in a row followed at once; then after the backoff */
+
 struct agent_conn {
 	enum conn_state state;
 	int fd;
@@ -101,6 +104,11 @@ struct agent_conn {
 	uint8_t *rbuf;
 	size_t rlen, rcap;
 	uint32_t max_frame;         /* the server's, from HelloAck */
+	/* where connections go: the configured server, or the owner of the job it redirected to
+	 * (many culpritd instances; kept until a connection there fails) */
+	char host[AGENT_HOST_MAX], port[16];
+	bool redirected;
+	uint32_t redirects;         /* redirects in a row without an accepted Hello */
 };
 
 struct agent {
@@ -170,6 +178,8 @@ int agent_batch_frame(struct agent *a, struct batch *bt);
 void agent_queue_ack(struct agent *a, uint64_t durable);
 void agent_queue_reject(struct agent *a, uint64_t seq, const char *reason);
 void agent_rebase(struct agent *a, uint64_t durable);
+/* "host:port", "host" (AGENT_DEFAULT_PORT), "[v6]:port" -> host, port; 0 or -1. */
+int agent_parse_addr(const char *s, char *host, size_t host_size, char *port, size_t port_size);
 
 /* agent_tls.c */
 /* Takes a reference to the shared client context for ca (NULL: the system's CAs). */

@@ -25,6 +25,7 @@
 #include "clock.h"
 
 #define IN_FRAME_MAX (1u << 20) /* largest frame accepted from the server */
+#define REDIRECT_PACE_MS 1000  /* longest backoff while redirected (conn_redirect) */
 #define CONNECT_TIMEOUT_MS 10000
 #define HELLO_TIMEOUT_MS 10000
 
@@ -88,6 +89,8 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 		agent_log(a, AGENT_LOG_INFO, "%s; reconnecting", why);
 	}
 	c->state = refused ? CONN_REFUSED : CONN_IDLE;
+	if (failure) /* the configured server again (which knows where the job went) */
+		c->redirected = false;
 	/* the next connection has no names yet */
 	if (++c->epoch == 0) {
 		if (c->known)
@@ -105,10 +108,41 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 	delay = (long long)a->backoff_min << (c->attempts < 20 ? c->attempts : 20);
 	if (delay > a->backoff_max)
 		delay = a->backoff_max;
+	if (c->redirects && delay > REDIRECT_PACE_MS)
+		delay = REDIRECT_PACE_MS; /* between the instances of a job that changes hands */
 	delay = delay / 2 + rand_r(&c->rnd) % (delay / 2 + 1);
 	if (c->attempts < 30)
 		c->attempts++;
 	c->retry_at_ms = clock_mono_ms() + delay;
+}
+
+/* HelloAck sent the agent to the job's owner: connects there, at once for a few redirects in
+ * a row, then after the backoff, which stays under REDIRECT_PACE_MS while redirected (see
+ * conn_close): an owner that died is taken over within its lease, and its agents must not
+ * wait the full backoff to come back. */
+static void conn_redirect(struct agent *a, const char *to)
+{
+	struct agent_conn *c = &a->c;
+	char host[AGENT_HOST_MAX], port[16], why[AGENT_HOST_MAX + 64];
+	bool paced = c->redirects >= AGENT_MAX_REDIRECTS;
+
+	if (agent_parse_addr(to, host, sizeof(host), port, sizeof(port)) < 0) {
+		snprintf(why, sizeof(why), "server redirected to an invalid address \"%.64s\"", to);
+		conn_close(a, why, true);
+		return;
+	}
+	snprintf(why, sizeof(why), "job owned by the culpritd at \"%s:%s\": redirected", host, port);
+	if (c->redirects < UINT32_MAX)
+		c->redirects++;
+	conn_close(a, why, false); /* not a refusal: the backoff, never giving up */
+	snprintf(c->host, sizeof(c->host), "%s", host);
+	snprintf(c->port, sizeof(c->port), "%s", port);
+	c->redirected = true;
+	if (!paced) {
+		c->retry_at_ms = clock_mono_ms();
+		if (c->attempts)
+			c->attempts--;
+	}
 }
 
 static int conn_queue_ctrl(struct agent *a, const frame_envelope *env)
@@ -165,11 +199,15 @@ static void conn_start(struct agent *a)
 	struct addrinfo *res = NULL, *ai;
 	size_t n = 0, pick;
 	int rc, fd, one = 1;
-	char why[256];
+	char why[512];
 
-	rc = getaddrinfo(a->server_host, a->server_port, &hints, &res);
+	if (!c->redirected) {
+		snprintf(c->host, sizeof(c->host), "%s", a->server_host);
+		snprintf(c->port, sizeof(c->port), "%s", a->server_port);
+	}
+	rc = getaddrinfo(c->host, c->port, &hints, &res);
 	if (rc != 0) {
-		snprintf(why, sizeof(why), "could not resolve \"%s\": %s", a->server_host, gai_strerror(rc));
+		snprintf(why, sizeof(why), "could not resolve \"%s\": %s", c->host, gai_strerror(rc));
 		conn_close(a, why, true);
 		return;
 	}
@@ -198,7 +236,7 @@ static void conn_start(struct agent *a)
 	rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(res);
 	if (rc < 0 && errno != EINPROGRESS) {
-		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", a->server_host, a->server_port,
+		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port,
 			 strerror(errno));
 		conn_close(a, why, true);
 		return;
@@ -236,12 +274,12 @@ static void conn_connected(struct agent *a)
 	struct agent_conn *c = &a->c;
 	int err = 0;
 	socklen_t len = sizeof(err);
-	char why[256];
+	char why[512];
 
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		err = errno;
 	if (err) {
-		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", a->server_host, a->server_port,
+		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port,
 			 strerror(err));
 		conn_close(a, why, true);
 		return;
@@ -281,6 +319,11 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 			ok = false;
 			break;
 		}
+		if (!env->hello_ack->accepted && env->hello_ack->redirect && *env->hello_ack->redirect) {
+			conn_redirect(a, env->hello_ack->redirect);
+			ok = false;
+			break;
+		}
 		if (!env->hello_ack->accepted) {
 			snprintf(why, sizeof(why), "server refused hello: %s",
 				 env->hello_ack->reason && *env->hello_ack->reason ? env->hello_ack->reason : "no reason");
@@ -292,6 +335,7 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 			ok = false;
 			break;
 		}
+		c->redirects = 0;
 		pthread_mutex_lock(&a->mu);
 		if (!a->ever_accepted) {
 			a->ever_accepted = true;
@@ -319,11 +363,11 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		c->last_sent = NULL;
 		if (c->complaining) {
 			agent_log(a, AGENT_LOG_INFO, "connected to \"%s:%s\" again; resending after sequence %llu",
-			     a->server_host, a->server_port, (unsigned long long)env->hello_ack->durable_seq);
+			     c->host, c->port, (unsigned long long)env->hello_ack->durable_seq);
 			c->complaining = false;
 		} else {
-			agent_log(a, AGENT_LOG_DEBUG, "connected to \"%s:%s\", durable sequence %llu", a->server_host,
-			     a->server_port, (unsigned long long)env->hello_ack->durable_seq);
+			agent_log(a, AGENT_LOG_DEBUG, "connected to \"%s:%s\", durable sequence %llu", c->host,
+			     c->port, (unsigned long long)env->hello_ack->durable_seq);
 		}
 		break;
 	case CULPRIT__V1__ENVELOPE__MSG_ACK:

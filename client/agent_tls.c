@@ -120,7 +120,7 @@ int agent_tls_start(struct agent *a, char *why, size_t size)
 {
 	struct agent_conn *c = &a->c;
 	unsigned char ip[16];
-	bool is_ip = inet_pton(AF_INET, a->server_host, ip) == 1 || inet_pton(AF_INET6, a->server_host, ip) == 1;
+	bool is_ip = inet_pton(AF_INET, a->c.host, ip) == 1 || inet_pton(AF_INET6, a->c.host, ip) == 1;
 
 	char buf[256];
 
@@ -130,11 +130,11 @@ int agent_tls_start(struct agent *a, char *why, size_t size)
 		return -1;
 	}
 	if (is_ip) {
-		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), a->server_host) != 1) {
+		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), a->c.host) != 1) {
 			snprintf(why, size, "could not set the address to verify");
 			return -1;
 		}
-	} else if (SSL_set_tlsext_host_name(c->ssl, a->server_host) != 1 || SSL_set1_host(c->ssl, a->server_host) != 1) {
+	} else if (SSL_set_tlsext_host_name(c->ssl, a->c.host) != 1 || SSL_set1_host(c->ssl, a->c.host) != 1) {
 		snprintf(why, size, "could not set the host name to verify");
 		return -1;
 	}
@@ -162,10 +162,10 @@ int agent_tls_handshake(struct agent *a, char *why, size_t size)
 	}
 	v = SSL_get_verify_result(c->ssl);
 	if (v != X509_V_OK)
-		snprintf(why, size, "TLS with \"%s:%s\" failed: the server certificate is not trusted: %s", a->server_host,
-			 a->server_port, X509_verify_cert_error_string(v));
+		snprintf(why, size, "TLS with \"%s:%s\" failed: the server certificate is not trusted: %s", a->c.host,
+			 a->c.port, X509_verify_cert_error_string(v));
 	else
-		snprintf(why, size, "TLS with \"%s:%s\" failed: %s", a->server_host, a->server_port,
+		snprintf(why, size, "TLS with \"%s:%s\" failed: %s", a->c.host, a->c.port,
 			 e == SSL_ERROR_SYSCALL && !ERR_peek_last_error() ? "the server closed the connection (does it speak TLS?)"
 									  : ssl_reason(buf, sizeof(buf)));
 	ERR_clear_error();

@@ -6,6 +6,7 @@
  * thread. The dedup key of a state change is "<incident key>/<state>/<updates>": the same
  * change queued twice (a retried op) inserts nothing the second time. */
 #include "alerts.h"
+#include "cluster.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -98,6 +99,7 @@ int alerts_start(struct server *s)
 			.max_txn_records = 64,
 			.wake = writer_wake,
 			.wake_arg = a->writer_wake,
+			.lease_owner = s->cluster ? cluster_owner(s) : NULL,
 		};
 
 		a->writer = storage_writer_start(&wc);
@@ -544,6 +546,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 		goto out;
 	}
 	op->job = dup_in(op, job->name);
+	op->lease_epoch = cluster_epoch(s, job->name); /* a deposed owner pages nothing */
 	op->report_json = dup_in(op, json);
 	if (r) {
 		op->first_iter = r->first_iter;

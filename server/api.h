@@ -74,6 +74,10 @@ int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void 
 /* The answer to a failed statement (400 for SQLSTATE class 22, 503 unreachable or timed out, else 500). */
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res);
 
+/* A job this culpritd does not hold: 404, or with many instances 307 to the instance that
+ * owns it (Location: its advertise_api_url and the request's path), answered when the lease
+ * is read. */
+void api_job_unknown(struct api_req *r);
 /* Its routes, "METHOD /api/v1/path" a line (culpritd --routes). */
 void api_routes_print(FILE *f);
 

@@ -9,6 +9,8 @@
 #include "api.h"
 #include "api_trace.h"
 #include "capture.h"
+#include "cluster.h"
+#include "query.h"
 #include "jobs.h"
 #include "server.h"
 
@@ -63,12 +65,73 @@ static void add_job(const char *key, void *value, void *arg)
 	json_array_append_new(arg, job_json(value, 0));
 }
 
+struct elsewhere {
+	char job[128];
+	char *uri; /* the request's path and query */
+};
+
+static void elsewhere_free(void *ctx)
+{
+	struct elsewhere *e = ctx;
+
+	free(e->uri);
+	free(e);
+}
+
+static void unknown_job(struct evhttp_request *req, const char *job)
+{
+	api_reply_error(req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", job);
+}
+
+static void owner_found(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *ctx)
+{
+	struct elsewhere *e = ctx;
+	json_t *o = res->text ? json_loads(res->text, 0, NULL) : NULL;
+	const char *base = json_string_value(json_object_get(o, "api_url"));
+	char *loc;
+
+	(void)s;
+	if (res->failed)
+		api_reply_db_error(req, res);
+	else if (!base || asprintf(&loc, "%.*s%s", (int)strcspn(base, "\r\n"), base, e->uri) < 0)
+		unknown_job(req, e->job);
+	else {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc);
+		api_reply_error(req, 307, "elsewhere", "job \"%.200s\" is owned by the culpritd at %s", e->job, loc);
+		free(loc);
+	}
+	json_decref(o);
+}
+
+void api_job_unknown(struct api_req *r)
+{
+	struct elsewhere *e;
+	const char *params[2];
+
+	if (!r->s->cluster) {
+		unknown_job(r->req, r->seg[1]);
+		return;
+	}
+	/* many instances: the job's owner answers (307 to its advertise_api_url) */
+	e = calloc(1, sizeof(*e));
+	if (!e || !(e->uri = strdup(evhttp_request_get_uri(r->req)))) {
+		free(e);
+		api_reply_error(r->req, 500, "internal error", "out of memory");
+		return;
+	}
+	snprintf(e->job, sizeof(e->job), "%s", r->seg[1]);
+	params[0] = r->seg[1];
+	params[1] = cluster_owner(r->s);
+	if (api_query_then(r, STORAGE_REST_JOB_OWNER, params, owner_found, e, elsewhere_free) < 0)
+		elsewhere_free(e);
+}
+
 static struct job *find_job(struct api_req *r)
 {
 	struct job *job = strmap_get(&r->s->jobs, r->seg[1]);
 
 	if (!job)
-		api_reply_error(r->req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", r->seg[1]);
+		api_job_unknown(r);
 	return job;
 }
 

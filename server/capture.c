@@ -123,7 +123,7 @@ void api_capture(struct api_req *r)
 
 	job = strmap_get(&r->s->jobs, r->seg[1]);
 	if (!job) {
-		api_reply_error(r->req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", r->seg[1]);
+		api_job_unknown(r);
 		return;
 	}
 	if (parse_body(r, job->topo.world, &ranks, &n_ranks, &iterations, &max_events) != 0)

@@ -139,6 +139,18 @@ static const struct setting settings[] = {
 	    "a target that comes back gets the alerts that waited for it at most this long after."),
 	INT(alert_give_up_s, 86400, 10, 2592000, false,
 	    "An alert not delivered this long after it was queued is given up (outbox state failed)."),
+	STR(advertise_agent_addr, "", false,
+	    "host:port at which the agents of other culpritd instances' jobs reach this one's agent listener. "
+	    "Set: several instances share the database (db), each job is owned by one of them through a "
+	    "lease (docs/operations.md, \"Many instances\"). Empty: a single instance that owns every job."),
+	STRF(advertise_api_url, "", false, HTTP_URL,
+	     "Base URL at which REST clients reach this instance, where other instances redirect them for a "
+	     "job it owns. Empty: http://<http_listen>."),
+	STR(instance_id, "", false,
+	    "This instance's name in the job leases (at most 127 bytes). Empty: <hostname>:<pid>."),
+	INT(lease_s, 6, 2, 60, false,
+	    "A job's lease lasts this long from its last renewal (every lease_s / 3); an instance that dies "
+	    "loses its jobs to another this long after its last renewal at most."),
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -414,6 +426,16 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	}
 	if (cfg->writer_txn_records > cfg->writer_queue_records) {
 		config_fail(err, err_size, "setting \"writer_txn_records\" must not exceed \"writer_queue_records\"");
+		return -1;
+	}
+	if (cfg->advertise_agent_addr[0] && check_hostport("advertise_agent_addr", cfg->advertise_agent_addr, err, err_size) < 0)
+		return -1;
+	if (cfg->advertise_agent_addr[0] && !cfg->storage) {
+		config_fail(err, err_size, "setting \"advertise_agent_addr\" needs \"storage\": the leases are in the database");
+		return -1;
+	}
+	if (strlen(cfg->instance_id) > 127) {
+		config_fail(err, err_size, "setting \"instance_id\" is longer than 127 bytes");
 		return -1;
 	}
 	if (cfg->data_dir[0] == '\0') {

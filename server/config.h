@@ -58,6 +58,11 @@ struct config {
 	int64_t alert_resend_s;
 	int64_t alert_backoff_max_s;
 	int64_t alert_give_up_s;
+	/* many instances (cluster.c) */
+	char *advertise_agent_addr;
+	char *advertise_api_url;
+	char *instance_id;
+	int64_t lease_s;
 	bool storage;
 };
 

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "cluster.h"
 #include "batch.h"
 #include "frame.h"
 #include "jobs.h"
@@ -45,7 +46,7 @@
 #define MAX_UNPACK_FACTOR 16    /* a frame may cost this many times its size to unpack ... */
 #define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
 
-enum conn_state { CONN_HELLO, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
+enum conn_state { CONN_HELLO, CONN_LEASE, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
 struct conn {
 	uint64_t id;
@@ -65,6 +66,8 @@ struct conn {
 	bool paused;                 /* not read: over max_input_buffer_bytes (see "input budget") */
 	struct event *paused_watch;  /* while paused: the peer's close, and idle_timeout_s */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
+	frame_envelope *parked;      /* LEASE: the Hello, handled again when the job's lease is known */
+	uint64_t lease_epoch;        /* of the job's lease when Hello was accepted (0: no cluster) */
 	struct timespec blocked_since;
 	struct conn *blocked_next;
 	struct conn *closing_next;
@@ -77,6 +80,7 @@ static uint64_t *state_gauge(struct server *s, enum conn_state st)
 {
 	switch (st) {
 	case CONN_HELLO:
+	case CONN_LEASE:
 	case CONN_REFUSING:
 		return &s->m.conns_hello;
 	case CONN_ACTIVE:
@@ -104,6 +108,9 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 
 	switch (from) {
 	case CONN_HELLO:
+		assert(to == CONN_LEASE || to == CONN_ACTIVE || to == CONN_REFUSING || to == CONN_CLOSING);
+		break;
+	case CONN_LEASE:
 		assert(to == CONN_ACTIVE || to == CONN_REFUSING || to == CONN_CLOSING);
 		break;
 	case CONN_REFUSING:
@@ -123,7 +130,7 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 		(*g)--;
 	if ((g = state_gauge(s, to)))
 		(*g)++;
-	if (from == CONN_HELLO && to == CONN_ACTIVE) {
+	if ((from == CONN_HELLO || from == CONN_LEASE) && to == CONN_ACTIVE) {
 		c->job->live_agents++;
 		c->job->alone_since_us = 0;
 	}
@@ -379,6 +386,8 @@ static void conn_free(struct conn *c)
 	s->generations[slot]++;
 	s->free_slots[s->n_free++] = slot;
 	storage_op_free(c->pending);
+	if (c->parked)
+		frame_free(c->parked);
 	free(c->ranks);
 	batch_name_ids_free(&c->names);
 	free(c);
@@ -450,7 +459,7 @@ static int conn_send(struct conn *c, const frame_envelope *env)
 	return 0;
 }
 
-static void send_hello_ack(struct conn *c, int accepted, const char *reason, uint64_t durable)
+static void send_hello_ack(struct conn *c, int accepted, const char *reason, uint64_t durable, const char *redirect)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 	Culprit__V1__HelloAck ack = CULPRIT__V1__HELLO_ACK__INIT;
@@ -460,6 +469,7 @@ static void send_hello_ack(struct conn *c, int accepted, const char *reason, uin
 	ack.server_time_us = clock_wall_us();
 	ack.durable_seq = durable;
 	ack.max_frame = (uint32_t)c->srv->cfg.max_frame;
+	ack.redirect = (char *)(redirect ? redirect : "");
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK;
 	env.hello_ack = &ack;
 	conn_send(c, &env);
@@ -526,7 +536,7 @@ static void close_after_write(struct conn *c)
 /* Refuses Hello without a log line (the caller logs). */
 static void send_refusal(struct conn *c, const char *reason)
 {
-	send_hello_ack(c, 0, reason, 0);
+	send_hello_ack(c, 0, reason, 0, NULL);
 	close_after_write(c);
 }
 
@@ -540,6 +550,38 @@ static void refuse_hello(struct conn *c, const char *reason)
 }
 
 /* ---- Hello ---- */
+
+/* Many instances: 1 when this instance owns h's job (c->lease_epoch set); else the Hello
+ * waits for the lease lookup (parked, not read meanwhile), is redirected to the owner or
+ * refused for now. */
+static bool job_here(struct conn *c, const Culprit__V1__Hello *h)
+{
+	struct server *s = c->srv;
+	const char *to = NULL;
+
+	switch (cluster_hello(s, h->job, c->id, &c->lease_epoch, &to)) {
+	case CLUSTER_OWNED:
+		return true;
+	case CLUSTER_WAIT:
+		conn_set_state(c, CONN_LEASE);
+		bufferevent_disable(c->bev, EV_READ);
+		return false;
+	case CLUSTER_REDIRECT: {
+		static struct log_limit limit = {.what = "redirected hellos"};
+
+		if (log_limit_allow(&limit))
+			log_info("agent %s: job \"%s\" is owned by the instance at %s; redirected", c->peer, LOG_ESC(h->job), to);
+		s->m.hellos_redirected++;
+		send_hello_ack(c, 0, "another culpritd owns this job", 0, to);
+		close_after_write(c);
+		return false;
+	}
+	case CLUSTER_BUSY:
+		break;
+	}
+	refuse_hello(c, "the job's lease cannot be looked up now; retry");
+	return false;
+}
 
 static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 {
@@ -610,6 +652,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, err);
 		return;
 	}
+	if (s->cluster && !job_here(c, h))
+		return;
 	if (!strmap_get(&s->jobs, h->job) && s->jobs.len >= (size_t)s->cfg.max_jobs) {
 		snprintf(err, sizeof(err), "culpritd keeps at most %lld jobs (max_jobs)", (long long)s->cfg.max_jobs);
 		refuse_hello(c, err);
@@ -699,7 +743,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	bufferevent_set_timeouts(c->bev, &idle, NULL);
 	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer,
 		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks, (unsigned long long)p->durable_seq);
-	send_hello_ack(c, 1, NULL, p->durable_seq);
+	send_hello_ack(c, 1, NULL, p->durable_seq, NULL);
 }
 
 /* ---- Batch ---- */
@@ -816,6 +860,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	}
 	op = batch_names_intern(&bn, c->job, max_names, &full) == 0 ? batch_to_op(b, &bn, c->job, c->agent, c->id) : NULL;
 	batch_names_free(&bn);
+	if (op)
+		op->lease_epoch = c->lease_epoch;
 	if (!op) {
 		if (full) {
 			names_over_limit(c, b->seq, n_records);
@@ -860,6 +906,8 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 			return;
 		}
 		handle_hello(c, env->hello);
+		if (c->state == CONN_LEASE)
+			c->parked = env; /* kept: handled again by ingest_hello_resume */
 		return;
 	case CULPRIT__V1__ENVELOPE__MSG_BATCH:
 		if (c->state == CONN_HELLO) {
@@ -935,7 +983,8 @@ static void parse_frames(struct conn *c)
 		}
 		c->srv->m.frames_ok++;
 		handle_envelope(c, env);
-		frame_free(env);
+		if (c->parked != env)
+			frame_free(env);
 		evbuffer_drain(in, FRAME_HEADER + body);
 	}
 }
@@ -1208,6 +1257,13 @@ void ingest_writer_progress(struct server *s)
 				continue; /* a job op */
 			p = strmap_get(&s->agents, agent_key(done[i].job, done[i].agent, key, sizeof(key)));
 			c = conn_by_id(s, done[i].source);
+			if (done[i].failed == STORAGE_FENCED) {
+				/* another instance owns the job: the agent resends there what was not acked */
+				cluster_lost(s, done[i].job);
+				if (c && c->state != CONN_CLOSING)
+					conn_close(c, CLOSE_REFUSED);
+				continue;
+			}
 			if (done[i].failed) {
 				/* the database refused its content: the agent must not resend it */
 				if (c && c->state != CONN_CLOSING)
@@ -1238,6 +1294,55 @@ void ingest_writer_progress(struct server *s)
 			bufferevent_enable(c->bev, EV_READ);
 		parse_frames(c); /* frames that arrived while blocked */
 	}
+}
+
+void ingest_hello_resume(struct server *s, uint64_t conn_id)
+{
+	struct conn *c = conn_by_id(s, conn_id);
+	frame_envelope *env;
+
+	if (!c || c->state != CONN_LEASE)
+		return;
+	env = c->parked;
+	c->parked = NULL;
+	free(c->ranks); /* handle_hello takes them again */
+	c->ranks = NULL;
+	c->n_ranks = 0;
+	handle_hello(c, env->hello);
+	if (c->state == CONN_LEASE)
+		c->parked = env; /* looked up again (the lease was lost meanwhile) */
+	else
+		frame_free(env);
+	if (c->state == CONN_ACTIVE) {
+		if (!c->paused)
+			bufferevent_enable(c->bev, EV_READ);
+		parse_frames(c); /* what the agent sent after its Hello */
+	}
+}
+
+void ingest_close_job(struct server *s, const char *job)
+{
+	for (size_t i = 0; i < s->n_slots; i++) {
+		struct conn *c = s->slots[i];
+
+		if (c && c->job && c->state != CONN_CLOSING && strcmp(c->job->name, job) == 0)
+			conn_close(c, CLOSE_REFUSED);
+	}
+}
+
+void ingest_set_progress(struct server *s, const char *job, const char *agent, uint64_t durable_seq)
+{
+	char key[300];
+	struct agent_progress *p = strmap_get(&s->agents, agent_key(job, agent, key, sizeof(key)));
+
+	if (!p) {
+		if (!(p = calloc(1, sizeof(*p))) || strmap_put(&s->agents, key, p) < 0) {
+			free(p); /* the agent is told durable 0 and resends: the writer skips what is stored */
+			return;
+		}
+	}
+	/* the database's word: what this instance took before, under an older lease, may not be there */
+	p->durable_seq = p->last_seq = durable_seq;
 }
 
 struct progress_load {

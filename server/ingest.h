@@ -1,7 +1,9 @@
 /* ingest.h: the agent listener and one state machine per agent connection.
  *
  * States (changed only in conn_set_state, which keeps the gauges right):
- *   HELLO    -> ACTIVE (Hello accepted) | REFUSING (HelloAck with the reason being written) | CLOSING
+ *   HELLO    -> ACTIVE (Hello accepted) | REFUSING (HelloAck with the reason being written) | LEASE | CLOSING
+ *   LEASE    -> (many instances: not read while the job's lease is looked up) ACTIVE | REFUSING
+ *               (refused, or redirected to the owner) | CLOSING
  *   REFUSING -> CLOSING (once the refusal is written, or after 2 s)
  *   ACTIVE  -> BLOCKED (writer queue full: stop reading) | CLOSING
  *   BLOCKED -> ACTIVE (queue space again) | CLOSING
@@ -35,6 +37,12 @@ int ingest_load_progress(struct server *s);
 size_t ingest_send_command(struct server *s, const struct job *job, const Culprit__V1__Command *cmd,
 			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks, size_t n),
 			   void *arg);
+/* Many instances (cluster.c): handles again the Hello of a connection that waited for its
+ * job's lease; closes every connection of a job whose lease was lost; sets an agent's durable
+ * sequence to the database's when the job's lease is taken. */
+void ingest_hello_resume(struct server *s, uint64_t conn_id);
+void ingest_close_job(struct server *s, const char *job);
+void ingest_set_progress(struct server *s, const char *job, const char *agent, uint64_t durable_seq);
 /* Connections open (any state). */
 uint64_t ingest_open_connections(const struct server *s);
 /* After SIGHUP: closes every streaming connection whose Hello token the new s->auth no

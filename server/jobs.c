@@ -10,8 +10,11 @@
 #include <time.h>
 
 #include "alerts.h"
+#include "cluster.h"
 #include "diagnosis.h"
 #include "incidents.h"
+#include "lease.h"
+#include "window.h"
 #include "log.h"
 #include "server.h"
 
@@ -48,6 +51,7 @@ struct restored {
 	double baseline_ms; /* of its latest report's window (NaN: none) */
 	char *alert;        /* Alertmanager alert (JSON) or NULL */
 	json_t *report;     /* its latest report or NULL */
+	struct storage_window *window; /* taken over from another instance: its window's records (or NULL) */
 };
 
 static void restored_free(struct restored *r)
@@ -56,6 +60,7 @@ static void restored_free(struct restored *r)
 		return;
 	free(r->alert);
 	json_decref(r->report);
+	free(r->window);
 	free(r);
 }
 
@@ -112,6 +117,25 @@ int jobs_load_incidents(struct server *s)
 	return 0;
 }
 
+/* Taken over from another instance: the records of the open incident's window, as that
+ * instance stored them, go into the job's window (their names interned as the job's). */
+static void reload_window(struct server *s, struct job *job, struct storage_window *w)
+{
+	for (size_t i = 0; i < w->n_phases; i++) {
+		uint32_t id = jobs_intern(job, w->names[w->phases[i].name], (uint32_t)s->cfg.max_names_per_job);
+
+		if (id >= JOBS_NAMES_FULL) {
+			log_warning("job \"%s\": its window is not read back whole (names)", job->name);
+			w->n_phases = i;
+			break;
+		}
+		w->phases[i].name = id;
+	}
+	jobs_add_records(s, job, w->iters, w->n_iters, w->phases, w->n_phases, NULL, 0);
+	log_info("job \"%s\": window read back from the database: %zu iterations, %zu phases", job->name, w->n_iters,
+		 w->n_phases);
+}
+
 /* The job is back: its open incident continues. */
 static void restore_incident(struct server *s, struct job *job)
 {
@@ -128,6 +152,8 @@ static void restore_incident(struct server *s, struct job *job)
 	alerts_restore(s, job, r->alert, r->report);
 	log_info("job \"%s\": incident %s continues (%s, %u updates so far%s)", job->name, r->inc.key, r->inc.category,
 		 r->inc.updates, engine_l1(job->engine)->open ? "; window resumed" : "");
+	if (r->window)
+		reload_window(s, job, r->window);
 	restored_free(r);
 }
 
@@ -481,6 +507,14 @@ static void free_job(const char *key, void *value, void *arg)
 	free(job);
 }
 
+static void forget(struct server *s, struct job *job)
+{
+	alerts_forget(s, job->name);
+	strmap_del(&s->jobs, job->name);
+	s->m.jobs--;
+	free_job(job->name, job, NULL);
+}
+
 /* Resolves job's open incident because its agents left (or, restored, never came back). */
 static void resolve_left(struct server *s, struct job *job, int64_t now_us, const char *why)
 {
@@ -513,7 +547,7 @@ static void note_retirable(const char *key, void *value, void *arg)
 		return;
 	if (!job->alone_since_us)
 		job->alone_since_us = rs->now_us;
-	if (rs->now_us - job->alone_since_us < rs->after_us || job->diagnosing || rs->n == rs->cap)
+	if ((rs->now_us - job->alone_since_us < rs->after_us && !job->deposed) || job->diagnosing || rs->n == rs->cap)
 		return;
 	snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", job->name);
 }
@@ -525,14 +559,47 @@ static void retire(struct server *s, const char *name, int64_t now_us, int64_t a
 	struct job *job = strmap_get(&s->jobs, name);
 	char why[160];
 
+	if (job->deposed) { /* its incident is the new owner's */
+		forget(s, job);
+		log_info("job \"%s\": forgotten (another instance owns it)", name);
+		return;
+	}
 	snprintf(why, sizeof(why), "its agents left: none connected for %lld s", (long long)after_s);
 	resolve_left(s, job, now_us, why);
-	alerts_forget(s, name);
-	strmap_del(&s->jobs, name);
-	s->m.jobs--;
+	forget(s, job);
+	if (s->cluster)
+		cluster_release(s, name);
 	log_info("job \"%s\": forgotten after %lld s without agents (its records and reports stay in the database)",
 		 name, (long long)after_s);
-	free_job(name, job, NULL);
+}
+
+void jobs_lost(struct server *s, const char *name)
+{
+	struct job *job = strmap_get(&s->jobs, name);
+
+	if (job)
+		job->deposed = 1; /* forgotten by the next jobs_retire, once its diagnosis is back */
+}
+
+void jobs_taken_over(struct server *s, const char *name, struct storage_lease *l)
+{
+	struct job *job = strmap_get(&s->jobs, name);
+
+	/* what this instance had of the job before another took it over is stale */
+	if (job && job->diagnosing) {
+		log_warning("job \"%s\": taken back while a diagnosis of its old window runs; its incident goes on from memory",
+			    name);
+		return; /* the job stays: nothing is restored into it */
+	}
+	if (job)
+		forget(s, job);
+	storage_lease_incidents(l, restored_row, s);
+	struct restored *r = strmap_get(&s->restored, name);
+
+	if (r && l->window) {
+		r->window = l->window;
+		l->window = NULL;
+	}
 }
 
 static void note_restored(const char *key, void *value, void *arg)

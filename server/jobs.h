@@ -47,6 +47,7 @@ struct job {
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
 	int64_t *heard_us;       /* [rank]: when its agent's connection last delivered a batch (wall) */
 	int64_t alone_since_us;  /* since when no agent has been connected (wall; 0: some are): set by ingest */
+	int deposed;             /* another instance took its lease: forgotten soon, its incident left alone */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
@@ -86,5 +87,12 @@ void jobs_diagnosis_results(struct server *s);
  * stored report's baseline), and resolves when the fault ends. 0, or -1 (logged). */
 int jobs_load_incidents(struct server *s);
 void jobs_free_all(struct server *s);
+/* Many instances (cluster.c): the job's lease is another's (forgotten by the next
+ * jobs_retire, its incident not resolved); the job's lease was taken by this instance: what
+ * was in memory of it goes, the open incidents l carries continue when the job is made, with
+ * the records of their window read back (l->window is taken). */
+struct storage_lease;
+void jobs_lost(struct server *s, const char *name);
+void jobs_taken_over(struct server *s, const char *name, struct storage_lease *l);
 
 #endif

@@ -21,6 +21,7 @@
 #include "auth.h"
 #include "build_info.h"
 #include "clock.h"
+#include "cluster.h"
 #include "config.h"
 #include "diagnosis.h"
 #include "embedded.h"
@@ -212,12 +213,18 @@ static int open_storage(struct server *s)
 	wc.max_txn_records = (size_t)s->cfg.writer_txn_records;
 	wc.wake = writer_wake;
 	wc.wake_arg = s;
+	if (s->cfg.advertise_agent_addr[0]) {
+		if (cluster_start(s) < 0)
+			return -1;
+		wc.lease_owner = cluster_owner(s);
+	}
 	s->writer = s->writer_wake ? storage_writer_start(&wc) : NULL;
 	if (!s->writer) {
 		log_error("could not start the storage writer");
 		return -1;
 	}
-	return ingest_load_progress(s) < 0 || jobs_load_incidents(s) < 0 ? -1 : 0;
+	/* many instances: a job's open incident is taken up with its lease (cluster.c) */
+	return ingest_load_progress(s) < 0 || (!s->cluster && jobs_load_incidents(s) < 0) ? -1 : 0;
 }
 
 /* ---- diagnoses off the loop, and the periodic tick ---- */
@@ -437,6 +444,7 @@ static void shutdown_all(struct server *s)
 				    (unsigned long long)lost);
 	}
 	alerts_stop(s, stop_left_ms(s));
+	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
 	if (s->writer_wake)
 		event_free(s->writer_wake);
 	if (s->retention)

@@ -110,6 +110,12 @@ void metrics_render(const struct metrics *m, FILE *out)
 	one(out, "culprit_captures_total", "counter", "On-demand kernel captures started (POST .../capture, 202).",
 	    m->captures);
 	one(out, "culprit_capture_commands_total", "counter", "Capture Commands sent to agents.", m->capture_commands);
+	one(out, "culprit_leases_acquired_total", "counter", "Job leases this instance took (many instances).",
+	    m->leases_acquired);
+	one(out, "culprit_leases_lost_total", "counter",
+	    "Job leases this instance found another's (its agents' connections were closed).", m->leases_lost);
+	one(out, "culprit_hellos_redirected_total", "counter", "Hellos answered with a redirect to the job's owner.",
+	    m->hellos_redirected);
 	one(out, "culprit_embedded_restarts_total", "counter",
 	    "Times the embedded PostgreSQL was started again after its postmaster exited.", m->embedded_restarts);
 	one(out, "culprit_backpressure_events_total", "counter",

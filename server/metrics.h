@@ -67,6 +67,8 @@ struct metrics {
 	uint64_t captures;                                /* POST .../capture answered 202 */
 	uint64_t capture_commands;                        /* Commands sent to agents for them */
 	/* the embedded PostgreSQL (main.c) */
+	uint64_t leases_acquired, leases_lost;            /* job leases (cluster.c) */
+	uint64_t hellos_redirected;                       /* HelloAck sent an agent to the job's owner */
 	uint64_t embedded_restarts;                       /* postmaster started again after it exited */
 };
 

@@ -23,6 +23,7 @@ struct conn;
 struct alerts;
 struct auth;
 struct ssl_ctx_st;
+struct cluster;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
@@ -50,6 +51,7 @@ struct server {
 	struct alerts *alerts;         /* reports, incidents and the alert outbox (alerts.c) */
 	struct auth *auth;             /* token guards, rebuilt on SIGHUP (auth.c) */
 	struct ssl_ctx_st *tls;        /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
+	struct cluster *cluster;       /* job leases (cluster.c); NULL: a single instance owns every job */
 	struct event *signals[4];
 	char *db_dsn;                  /* the DSN in use (embedded or configured) */
 	bool embedded;

@@ -24,4 +24,11 @@ struct storage_open_incident {
 int storage_open_incidents_load(const char *dsn, void (*cb)(const struct storage_open_incident *inc, void *arg),
 				void *arg, char *err, size_t err_size);
 
+/* The same statement on a connection of the caller's, for one job (NULL: every job), and
+ * one of its rows (strings valid while r is). */
+struct pg_conn;
+struct pg_result;
+struct pg_result *storage_open_incidents_query(struct pg_conn *c, const char *job);
+void storage_open_incident_row(const struct pg_result *r, int i, struct storage_open_incident *inc);
+
 #endif

@@ -62,6 +62,9 @@ static const struct {
 		" AND ($3::text IS NULL OR ts >= CASE WHEN $3 ~ '^[0-9]{1,17}$'"
 		"  THEN 'epoch'::timestamptz + $3::bigint * interval '1 microsecond' ELSE $3::timestamptz END)"
 		" ORDER BY ts DESC, id DESC LIMIT $4::int) e LEFT JOIN jobs j ON j.id = e.job_id"},
+	[STORAGE_REST_JOB_OWNER] = {2,
+		"SELECT json_build_object('api_url', api_url)::text FROM job_leases"
+		" WHERE job = $1 AND owner <> $2 AND expires_at > now()"},
 };
 
 const char *storage_rest_sql(enum storage_rest stmt, int *nparams)

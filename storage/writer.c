@@ -11,6 +11,13 @@
  *      cache) rolls back and redoes the group through temporary staging tables with
  *      INSERT ... ON CONFLICT DO NOTHING;
  *   4. pushes done items, frees the ops, releases their queue space, calls wake.
+ * Fencing (several culpritd on one database, lease_owner set): right after BEGIN, the lease
+ * row of every job the group writes for with a lease_epoch is locked FOR KEY SHARE and
+ * compared; a job whose row is gone or has another owner or epoch has its ops taken out of the
+ * group (reported done as STORAGE_FENCED) and the rest is redone. The lock holds until COMMIT:
+ * an instance taking the lease over locks the row FOR UPDATE first (storage/lease.c), so it
+ * waits for this transaction and is the only writer after it; the owner's renewals (an UPDATE
+ * of expires_at only) do not wait for it.
  * Queue space is released only after the commit: the bound covers what is in flight, and
  * nothing leaves memory before it is durable. When the database goes away the group is kept
  * and retried after a reconnect with exponential backoff; the queue fills meanwhile and
@@ -125,12 +132,13 @@ struct op_state {
 	int32_t job_id;
 	struct job_cache *job;
 	bool skip;       /* resend of something durable */
-	bool invalid;    /* rejected for its content */
+	bool invalid;    /* rejected for its content (or fenced) */
+	bool fenced;     /* not written: the job's lease is not op->lease_epoch */
 	int32_t *name_ids; /* [the producer's name id]: database id, -1 for none */
 	size_t n_name_ids;
 };
 
-enum txn_result { TXN_OK, TXN_CONFLICT, TXN_RETRY, TXN_DATA };
+enum txn_result { TXN_OK, TXN_CONFLICT, TXN_RETRY, TXN_DATA, TXN_FENCED };
 
 struct storage_writer {
 	char *dsn;
@@ -138,6 +146,7 @@ struct storage_writer {
 	void (*wake)(void *);
 	void *wake_arg;
 	int reconnect_min_ms, reconnect_max_ms;
+	char *lease_owner; /* NULL: no fencing */
 
 	pthread_t thread;
 	struct queue q; /* ops weighing their records; capacity released after the commit */
@@ -874,6 +883,44 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 	return TXN_OK;
 }
 
+/* Fencing (in the transaction): TXN_FENCED with the ops of the jobs whose lease is not
+ * their epoch marked fenced, TXN_OK when every job is still ours. */
+static enum txn_result fence(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n)
+{
+	enum txn_result res = TXN_OK;
+	bool fenced = false;
+
+	for (size_t i = 0; i < n; i++) {
+		char epoch[24];
+		bool checked = false;
+
+		if (!ops[i]->lease_epoch || sts[i].invalid || sts[i].skip || ops[i]->type == STORAGE_OP_JOB)
+			continue;
+		for (size_t k = 0; k < i && !checked; k++) /* once per job (groups are small) */
+			checked = ops[k]->lease_epoch && !sts[k].skip && ops[k]->type != STORAGE_OP_JOB &&
+				  ops[k]->lease_epoch == ops[i]->lease_epoch && strcmp(ops[k]->job, ops[i]->job) == 0 && !sts[k].invalid;
+		if (checked)
+			continue;
+		const char *params[2] = {ops[i]->job, w->lease_owner};
+		PGresult *r = run(w, &res, "lease check", "SELECT epoch FROM job_leases WHERE job = $1 AND owner = $2 FOR KEY SHARE",
+				  2, params);
+		if (!r)
+			return res;
+		snprintf(epoch, sizeof epoch, "%" PRIu64, ops[i]->lease_epoch);
+		bool ours = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), epoch) == 0;
+		PQclear(r);
+		if (ours)
+			continue;
+		log_warning("writer: job \"%s\": lease epoch %s is no longer this instance's; its records are not written",
+			    ops[i]->job, epoch);
+		for (size_t k = i; k < n; k++) {
+			if (ops[k]->type != STORAGE_OP_JOB && !sts[k].invalid && !sts[k].skip && strcmp(ops[k]->job, ops[i]->job) == 0)
+				sts[k].invalid = sts[k].fenced = fenced = true;
+		}
+	}
+	return fenced ? TXN_FENCED : TXN_OK;
+}
+
 /* One attempt at the group's transaction. */
 static enum txn_result write_txn(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n,
                                  bool staged)
@@ -885,6 +932,8 @@ static enum txn_result write_txn(struct storage_writer *w, struct storage_op **o
 	if (!r)
 		return res;
 	PQclear(r);
+	if (w->lease_owner)
+		res = fence(w, ops, sts, n);
 	for (int t = 0; t < T_COUNT && res == TXN_OK; t++) {
 		char target[32];
 		snprintf(target, sizeof target, "%s%s", staged ? "stage_" : "", table_names[t]);
@@ -941,7 +990,7 @@ static bool give_up(struct storage_writer *w)
 	return g;
 }
 
-static void push_done(struct storage_writer *w, const struct storage_op *op, bool failed)
+static void push_done(struct storage_writer *w, const struct storage_op *op, int failed)
 {
 	if (w->done_len == w->done_cap || w->done_head + w->done_len == w->done_cap) {
 		if (w->done_head > 0) {
@@ -988,8 +1037,10 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 		size_t rec = op_records(ops[i]);
 		records += rec;
 		if (ops[i]->type == STORAGE_OP_BATCH) {
-			push_done(w, ops[i], sts[i].invalid);
-			if (sts[i].invalid)
+			push_done(w, ops[i], sts[i].fenced ? STORAGE_FENCED : sts[i].invalid);
+			if (sts[i].fenced)
+				w->st.fenced_batches++;
+			else if (sts[i].invalid)
 				w->st.failed_batches++;
 			else if (sts[i].skip)
 				w->st.skipped_batches++;
@@ -1051,6 +1102,8 @@ static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 			free(sts);
 			return 0;
 		}
+		if (res == TXN_FENCED)
+			continue; /* the group again without the fenced ops */
 		if (res == TXN_CONFLICT && !staged) {
 			staged = true;
 			continue;
@@ -1155,6 +1208,7 @@ struct storage_writer *storage_writer_start(const struct storage_writer_config *
 	if (!w)
 		return NULL;
 	w->dsn = strdup(cfg->dsn ? cfg->dsn : "");
+	w->lease_owner = cfg->lease_owner ? strdup(cfg->lease_owner) : NULL;
 	sketch_init(&w->quantiles);
 	w->queue_max = cfg->queue_max_records ? cfg->queue_max_records : 1000000;
 	w->txn_max = cfg->max_txn_records ? cfg->max_txn_records : 50000;
@@ -1164,14 +1218,16 @@ struct storage_writer *storage_writer_start(const struct storage_writer_config *
 	w->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : DEFAULT_RECONNECT_MAX_MS;
 	if (w->reconnect_max_ms < w->reconnect_min_ms)
 		w->reconnect_max_ms = w->reconnect_min_ms;
-	if (!w->dsn || queue_init(&w->q, w->queue_max, NULL, NULL) != 0) {
+	if (!w->dsn || (cfg->lease_owner && !w->lease_owner) || queue_init(&w->q, w->queue_max, NULL, NULL) != 0) {
 		free(w->dsn);
+		free(w->lease_owner);
 		free(w);
 		return NULL;
 	}
 	if (pthread_mutex_init(&w->mu, NULL) != 0) {
 		queue_destroy(&w->q);
 		free(w->dsn);
+		free(w->lease_owner);
 		free(w);
 		return NULL;
 	}
@@ -1180,6 +1236,7 @@ struct storage_writer *storage_writer_start(const struct storage_writer_config *
 		queue_destroy(&w->q);
 		pthread_mutex_destroy(&w->mu);
 		free(w->dsn);
+		free(w->lease_owner);
 		free(w);
 		return NULL;
 	}
@@ -1220,6 +1277,7 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	queue_destroy(&w->q);
 	pthread_mutex_destroy(&w->mu);
 	free(w->dsn);
+	free(w->lease_owner);
 	free(w);
 	return unwritten;
 }

@@ -63,6 +63,8 @@ struct storage_rank {
 struct storage_op {
 	enum storage_op_type type;
 	char *job;        /* job name */
+	uint64_t lease_epoch; /* BATCH, REPORT: written only while the job's lease row has this epoch
+	                       * and the writer's lease_owner (0: unchecked; see "fencing" in writer.c) */
 	uint64_t source;  /* opaque producer id returned in done notifications (e.g. conn id) */
 	/* STORAGE_OP_JOB */
 	struct storage_topology topo;
@@ -110,6 +112,7 @@ struct storage_writer_config {
 	/* Optional (0: default). */
 	int reconnect_min_ms;     /* first retry delay after the database went away (100) */
 	int reconnect_max_ms;     /* delay doubles up to this (5000) */
+	const char *lease_owner;  /* this instance's id in job_leases (NULL: ops are not fenced) */
 };
 
 struct storage_done {
@@ -119,7 +122,10 @@ struct storage_done {
 	uint64_t seq; /* durable: committed, or a resend of something already committed */
 	int failed;   /* 1: NOT stored. The batch was rejected by the database for its content
 	               * (bad name index, invalid UTF-8, value out of range): retrying cannot
-	               * help; the writer logged why. The producer decides (e.g. drop the agent). */
+	               * help; the writer logged why. The producer decides (e.g. drop the agent).
+	               * STORAGE_FENCED: NOT stored, the job's lease is no longer op's lease_epoch
+	               * (another instance owns the job: its agents must go there). */
+#define STORAGE_FENCED 2
 };
 
 struct storage_writer_stats {
@@ -130,6 +136,7 @@ struct storage_writer_stats {
 	uint64_t reconnects;
 	uint64_t skipped_batches;    /* batches whose seq was already durable (resends), reported done */
 	uint64_t failed_batches;     /* batches rejected for their content, reported done with failed=1 */
+	uint64_t fenced_batches;     /* batches of a lease lost, reported done with failed=STORAGE_FENCED */
 	int connected;
 };
 

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -261,4 +262,30 @@ void rx_sign(const char *key, const char *body, char *out, size_t size)
 	used = (size_t)snprintf(out, size, "sha256=");
 	for (unsigned int i = 0; i < n && used + 3 <= size; i++)
 		used += (size_t)snprintf(out + used, size - used, "%02x", md[i]);
+}
+
+void rx_states(const struct rx_hit *hits, size_t n, const char *key, struct rx_states *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < n; i++) {
+		bool again = false;
+
+		if (hits[i].status != 200)
+			continue;
+		if (strncmp(hits[i].dedup, key, strlen(key)) != 0) {
+			out->other++;
+			continue;
+		}
+		for (size_t j = 0; j < i; j++)
+			again = again || (hits[j].status == 200 && strcmp(hits[j].dedup, hits[i].dedup) == 0);
+		if (again)
+			continue;
+		if (strstr(hits[i].dedup, "/firing/")) {
+			out->firing++;
+			out->firing_at = i;
+		} else if (strstr(hits[i].dedup, "/resolved/")) {
+			out->resolved++;
+			out->resolved_at = i;
+		}
+	}
 }

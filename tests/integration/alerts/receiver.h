@@ -29,6 +29,13 @@ void rx_down(struct rx *r, int down);
 /* Copies the hits so far into *out (malloc'd, bodies too); returns how many. */
 size_t rx_hits(struct rx *r, struct rx_hit **out);
 void rx_hits_free(struct rx_hit *h, size_t n);
+/* What hits (answered 200) said of incident key: delivery is at least once, so a repeat of
+ * a dedup key counts once; firing_at, resolved_at: the index of the last of each; other: hits
+ * of another incident. */
+struct rx_states {
+	size_t firing, resolved, firing_at, resolved_at, other;
+};
+void rx_states(const struct rx_hit *hits, size_t n, const char *key, struct rx_states *out);
 void rx_stop(struct rx *r);
 /* "sha256=<hex>" of body with key. */
 void rx_sign(const char *key, const char *body, char *out, size_t size);

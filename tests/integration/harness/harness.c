@@ -199,6 +199,23 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 	return -1;
 }
 
+int h_culpritd_start_instance(struct h_proc *p, const char *name, const char *dsn, const char *const *extra)
+{
+	char dir[600], listen[64], tmp[64];
+	const char *argv[50] = {"--db", dsn, "--agent-listen", listen, "--advertise-agent-addr", listen, "--instance-id", name};
+	int n = 8, port = h_free_port(), rc;
+
+	snprintf(tmp, sizeof(tmp), "instance_%s", name);
+	h_tmpdir(tmp, dir, sizeof(dir));
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	for (int i = 0; extra && extra[i] && n < 48; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	rc = h_culpritd_start(p, dir, argv);
+	p->agent_port = port; /* the later --agent-listen wins */
+	return rc;
+}
+
 int h_proc_stop(struct h_proc *p, int sig, int timeout_ms)
 {
 	int status = 0;

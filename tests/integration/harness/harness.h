@@ -30,6 +30,10 @@ void h_tmpdir(const char *name, char *out, size_t size);
  * extra arguments (NULL-terminated). Waits until /healthz answers (or, for HTTPS, the log
  * says "culpritd ready"). Returns 0 or -1. */
 int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra);
+/* One of several culpritd on database dsn (docs/operations.md, "Many instances"): instance_id
+ * name, its agent listener on a free port that it advertises, in a fresh directory, with the
+ * extra arguments (NULL-terminated, at most 40). h_culpritd_start's answer. */
+int h_culpritd_start_instance(struct h_proc *p, const char *name, const char *dsn, const char *const *extra);
 /* Sends sig and waits up to timeout_ms for exit; returns the exit status (or -1 on timeout
  * after which it SIGKILLs). */
 int h_proc_stop(struct h_proc *p, int sig, int timeout_ms);

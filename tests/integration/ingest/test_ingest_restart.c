@@ -48,7 +48,8 @@ int main(void)
 	struct rx_hit *hits;
 	struct fanout_stats at_kill, st;
 	struct simfeed *sf;
-	size_t n, firing = 0, resolved = 0, firing_at = 0, resolved_at = 0;
+	size_t n;
+	struct rx_states rs;
 
 	H_CHECK(rx != NULL, NULL);
 	snprintf(hook, sizeof(hook), "http://127.0.0.1:%d/hook", rx_port);
@@ -127,29 +128,10 @@ int main(void)
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
 
 	n = rx_hits(rx, &hits);
-	for (size_t i = 0; i < n; i++) {
-		if (hits[i].status != 200)
-			continue;
-		H_CHECK(strncmp(hits[i].dedup, key, strlen(key)) == 0, &proc);
-		/* delivery is at least once: a SIGKILL between the receiver's answer and marking
-		 * the row sent repeats it with the same dedup key, which receivers deduplicate by;
-		 * what must not happen is a second notification (another key) */
-		bool again = false;
-		for (size_t j = 0; j < i; j++)
-			again = again || (hits[j].status == 200 && strcmp(hits[j].dedup, hits[i].dedup) == 0);
-		if (again)
-			continue;
-		if (strstr(hits[i].dedup, "/firing/")) {
-			firing++;
-			firing_at = i;
-		} else if (strstr(hits[i].dedup, "/resolved/")) {
-			resolved++;
-			resolved_at = i;
-		}
-	}
-	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, firing, resolved,
+	rx_states(hits, n, key, &rs);
+	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, rs.firing, rs.resolved,
 		key, (double)(h_now_ms() - t0) / 1000.0);
-	H_CHECK(firing == 1 && resolved == 1 && firing_at < resolved_at, &proc);
+	H_CHECK(rs.other == 0 && rs.firing == 1 && rs.resolved == 1 && rs.firing_at < rs.resolved_at, &proc);
 	rx_hits_free(hits, n);
 	rx_stop(rx);
 	simfeed_free(sf);

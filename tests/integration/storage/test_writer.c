@@ -4,7 +4,10 @@
  *     kernels of a capture included;
  *   - a batch the database refuses is reported failed without holding up the others;
  *   - PostgreSQL restarted in the middle of writing loses nothing once it is back, the
- *     queue refuses submissions while it is down (backpressure), stop reports what is lost. */
+ *     queue refuses submissions while it is down (backpressure), stop reports what is lost;
+ *   - fencing: a batch whose lease epoch is no longer the job's (another instance took the
+ *     lease) is not written and reported STORAGE_FENCED; another job's batch of the same
+ *     group is written. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -32,7 +35,7 @@ struct sink {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int wakes;
-	size_t done, failed;
+	size_t done, failed, fenced;
 	uint64_t max_seq;
 	uint64_t last_failed_seq;
 };
@@ -53,7 +56,9 @@ static void drain(struct storage_writer *w, struct sink *s)
 	while ((n = storage_writer_take_done(w, d, 64)) > 0) {
 		for (size_t i = 0; i < n; i++) {
 			s->done++;
-			if (d[i].failed) {
+			if (d[i].failed == STORAGE_FENCED) {
+				s->fenced++;
+			} else if (d[i].failed) {
 				s->failed++;
 				s->last_failed_seq = d[i].seq;
 			}
@@ -600,10 +605,65 @@ static void test_steps_layout(const char *base)
 	printf("test_writer: steps layout: 4 rows for 18 rank-steps, one phase set, a 3,000 s phase kept exactly\n");
 }
 
+static void test_fencing(const char *base)
+{
+	char dsn[1024], err[512];
+	pgtest_db_create(base, "test_writer_fence", dsn, sizeof dsn);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+	pgtest_scalar(dsn, "INSERT INTO job_leases VALUES ('F', 'A', 1, 'a:1', 'http://a', now() + interval '1 hour')");
+	struct sink s;
+	memset(&s, 0, sizeof s);
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cv, NULL);
+	struct storage_writer *w = storage_writer_start(&(struct storage_writer_config){
+		.dsn = dsn, .queue_max_records = 200000, .max_txn_records = 50000, .wake = wake, .wake_arg = &s,
+		.lease_owner = "A"});
+	CHECK(w != NULL);
+
+	struct storage_op *op = make_batch("F", 1, 0);
+	op->lease_epoch = 1;
+	submit_wait(w, &s, op);
+	wait_done(w, &s, 1, 30000);
+	CHECK(s.failed == 0 && s.fenced == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == ITERS_PER_BATCH);
+
+	/* instance B takes the job over: A's next batch of it must not be written, G's must */
+	pgtest_scalar(dsn, "UPDATE job_leases SET owner = 'B', epoch = 2");
+	op = make_batch("F", 2, 0);
+	op->lease_epoch = 1;
+	submit_wait(w, &s, op);
+	submit_wait(w, &s, make_batch("G", 1, 0)); /* no lease: not fenced */
+	wait_done(w, &s, 3, 30000);
+	CHECK_MSG(s.fenced == 1 && s.failed == 0, "fenced %zu failed %zu", s.fenced, s.failed);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'F'") ==
+	      ITERS_PER_BATCH);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'G'") ==
+	      ITERS_PER_BATCH);
+	CHECK(pgtest_scalar(dsn, "SELECT p.durable_seq FROM agent_progress p JOIN jobs j ON j.id = p.job_id"
+	                         " WHERE j.name = 'F'") == 1);
+
+	/* A takes it back (epoch 3): its batches with the new epoch are written */
+	pgtest_scalar(dsn, "UPDATE job_leases SET owner = 'A', epoch = 3");
+	op = make_batch("F", 2, 0);
+	op->lease_epoch = 3;
+	submit_wait(w, &s, op);
+	wait_done(w, &s, 4, 30000);
+	CHECK(s.fenced == 1 && s.failed == 0);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'F'") ==
+	      2 * ITERS_PER_BATCH);
+	struct storage_writer_stats st;
+	storage_writer_stats(w, &st);
+	CHECK_MSG(st.fenced_batches == 1, "fenced_batches %" PRIu64, st.fenced_batches);
+	CHECK(storage_writer_stop(w, 5000) == 0);
+	free_sink(&s);
+	printf("test_writer: a deposed owner's batch is fenced, nothing else is held up\n");
+}
+
 int main(void)
 {
 	const char *base = pgtest_base_dsn();
 	test_steps_layout(base);
+	test_fencing(base);
 	test_million(base);
 	test_raw_kernels(base);
 	test_partitions_live(base);

@@ -70,6 +70,7 @@ struct fake_server {
 	uint64_t reject_seq;      /* reject this seq (0: none) */
 	bool no_ack;              /* store nothing, ack nothing */
 	bool refuse_hello;
+	char redirect[64];        /* answer Hello with this HelloAck.redirect ("" none) */
 	int send_goodbye;         /* >0: after this many batches send Goodbye once */
 	bool send_command;        /* after the first Hello send a Command */
 	uint32_t max_frame;       /* announced in HelloAck (0: 4 MiB) */
@@ -133,8 +134,9 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 		a->hellos++;
 		a->resume_seq = env->hello->resume_seq;
 		c->agent = (int)(a - s->agents);
-		ha.accepted = !s->refuse_hello;
-		ha.reason = (char *)(s->refuse_hello ? "bad token" : "");
+		ha.accepted = !s->refuse_hello && !s->redirect[0];
+		ha.reason = (char *)(s->refuse_hello ? "bad token" : s->redirect[0] ? "another culpritd owns this job" : "");
+		ha.redirect = s->redirect;
 		ha.durable_seq = a->durable;
 		ha.max_frame = s->max_frame ? s->max_frame : 4u << 20;
 		out.msg_case = CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK;
@@ -788,6 +790,58 @@ static void test_refused_hello(void **state)
 	fs_stop(s);
 }
 
+/* Many instances: the server the agent is configured with sends it to the job's owner,
+ * where it streams; a server that keeps redirecting is followed a few times at once, then
+ * with the backoff (the agent neither spins nor gives up). */
+static void test_redirect(void **state)
+{
+	struct fake_server *s1 = fs_start(), *s2 = fs_start();
+	char server[64];
+	struct agent_config cfg = base_config(server, sizeof(server), s1->port, "a9");
+	struct agent *a;
+	struct stream_sum sum = {0};
+	struct agent_stats st;
+	uint64_t hellos;
+
+	(void)state;
+	pthread_mutex_lock(&s1->mu);
+	snprintf(s1->redirect, sizeof(s1->redirect), "127.0.0.1:%d", s2->port);
+	pthread_mutex_unlock(&s1->mu);
+	a = agent_new(&cfg);
+	stream(a, 0, 20, &sum);
+	assert_int_equal(agent_flush(a, 10000), 0);
+	agent_get_stats(a, &st);
+	assert_int_equal(st.connects, 1);
+	check_exact(s2, "a9", &sum);
+	pthread_mutex_lock(&s1->mu);
+	assert_int_equal(fs_agent_get(s1, "a9")->hellos, 1);
+	assert_int_equal(fs_agent_get(s1, "a9")->iters, 0);
+	pthread_mutex_unlock(&s1->mu);
+	assert_int_equal(agent_close(a, 1000), 0);
+
+	/* s2 sends it to itself, again and again: 1 + AGENT_MAX_REDIRECTS (4) Hellos at once, then
+	 * one per backoff (100, 200, 400, 800 ms: about 4 more in 1.5 s) */
+	pthread_mutex_lock(&s2->mu);
+	snprintf(s2->redirect, sizeof(s2->redirect), "127.0.0.1:%d", s2->port);
+	pthread_mutex_unlock(&s2->mu);
+	cfg = base_config(server, sizeof(server), s2->port, "a10");
+	cfg.backoff_min_ms = 100;
+	cfg.backoff_max_ms = 10000;
+	cfg.give_up_refused = 3;
+	a = agent_new(&cfg);
+	stream(a, 0, 2, &sum);
+	assert_int_equal(agent_flush(a, 1500), AGENT_ETIMEDOUT);
+	pthread_mutex_lock(&s2->mu);
+	hellos = fs_agent_get(s2, "a10")->hellos;
+	pthread_mutex_unlock(&s2->mu);
+	agent_get_stats(a, &st);
+	assert_int_equal(st.connects, 0);
+	assert_true(hellos >= 6 && hellos <= 12);
+	assert_int_equal(agent_close(a, 0), AGENT_ETIMEDOUT);
+	fs_stop(s1);
+	fs_stop(s2);
+}
+
 static void test_invalid_input(void **state)
 {
 	struct fake_server *s = fs_start();
@@ -1041,6 +1095,7 @@ int main(void)
 		cmocka_unit_test(test_buffer_full_policy),
 		cmocka_unit_test(test_no_server_then_server),
 		cmocka_unit_test(test_refused_hello),
+		cmocka_unit_test(test_redirect),
 		cmocka_unit_test(test_invalid_input),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_shared_loop),
