@@ -127,13 +127,24 @@ static void reload_window(struct server *s, struct job *job, struct storage_wind
 		if (id >= JOBS_NAMES_FULL) {
 			log_warning("job \"%s\": its window is not read back whole (names)", job->name);
 			w->n_phases = i;
+			w->n_kernels = 0;
 			break;
 		}
 		w->phases[i].name = id;
 	}
-	jobs_add_records(s, job, w->iters, w->n_iters, w->phases, w->n_phases, NULL, 0);
-	log_info("job \"%s\": window read back from the database: %zu iterations, %zu phases", job->name, w->n_iters,
-		 w->n_phases);
+	for (size_t i = 0; i < w->n_kernels; i++) {
+		uint32_t id = jobs_intern(job, w->names[w->kernels[i].name], (uint32_t)s->cfg.max_names_per_job);
+
+		if (id >= JOBS_NAMES_FULL) {
+			log_warning("job \"%s\": its window is not read back whole (names)", job->name);
+			w->n_kernels = i;
+			break;
+		}
+		w->kernels[i].name = id;
+	}
+	jobs_add_records(s, job, w->iters, w->n_iters, w->phases, w->n_phases, w->kernels, w->n_kernels);
+	log_info("job \"%s\": window read back from the database: %zu iterations, %zu phases, %zu kernels", job->name,
+		 w->n_iters, w->n_phases, w->n_kernels);
 }
 
 /* The job is back: its open incident continues. */

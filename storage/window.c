@@ -13,12 +13,54 @@ static void fail(char *err, size_t size, const char *what, PGconn *conn)
 	err[strcspn(err, "\n")] = '\0';
 }
 
+/* The index of the database's name id in ids (ascending), or n when it is not there. */
+static size_t name_index(const int32_t *ids, size_t n, const char *value)
+{
+	int32_t id = (int32_t)strtol(value, NULL, 10);
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && ids[lo] == id ? lo : n;
+}
+
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* A bytea in PostgreSQL's hex output ("\x0a1b..."): its length, and its bytes into out
+ * when out is not NULL. 0 for NULL, empty or not hex. */
+static size_t bytea_hex(const PGresult *r, int row, int col, uint8_t *out)
+{
+	const char *v = PQgetvalue(r, row, col);
+	size_t len = (size_t)PQgetlength(r, row, col), n;
+
+	if (PQgetisnull(r, row, col) || len < 4 || v[0] != '\\' || v[1] != 'x' || len % 2)
+		return 0;
+	n = (len - 2) / 2;
+	for (size_t i = 0; out && i < n; i++) {
+		int hi = hex_digit(v[2 + 2 * i]), lo = hex_digit(v[3 + 2 * i]);
+
+		if (hi < 0 || lo < 0)
+			return 0;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return n;
+}
+
 struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32_t from_iter, uint32_t max_iters,
 					   char *err, size_t err_size)
 {
 	char from[16], max[16];
 	const char *params[3] = {job, from, max};
-	PGresult *it, *ph, *nm;
+	PGresult *it, *ph, *nm, *kn = NULL;
 	struct storage_window *w = NULL;
 
 	snprintf(from, sizeof(from), "%u", from_iter);
@@ -52,21 +94,38 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 		fail(err, err_size, PQresultStatus(ph) != PGRES_TUPLES_OK ? "phases" : "names", conn);
 		goto out;
 	}
-	size_t ni = (size_t)PQntuples(it), np = (size_t)PQntuples(ph), nn = (size_t)PQntuples(nm), text = 0;
+	kn = PQexecParams(conn,
+			  "WITH j AS (SELECT id FROM jobs WHERE name = $1),"
+			  " lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it"
+			  "  FROM iterations i, j WHERE i.job_id = j.id)"
+			  " SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
+			  " k.p99_us, k.sketch FROM kernels k, j, lo WHERE k.job_id = j.id AND k.iter >= lo.it",
+			  3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(kn) != PGRES_TUPLES_OK) {
+		fail(err, err_size, "kernels", conn);
+		goto out;
+	}
+	size_t ni = (size_t)PQntuples(it), np = (size_t)PQntuples(ph), nk = (size_t)PQntuples(kn),
+	       nn = (size_t)PQntuples(nm), text = 0, sketches = 0;
 
 	for (size_t k = 0; k < nn; k++)
 		text += (size_t)PQgetlength(nm, (int)k, 1) + 1;
-	w = calloc(1, sizeof(*w) + ni * sizeof(*w->iters) + np * sizeof(*w->phases) + nn * (sizeof(char *) + sizeof(int32_t)) +
-			      text);
+	for (size_t k = 0; k < nk; k++)
+		sketches += bytea_hex(kn, (int)k, 10, NULL);
+	w = calloc(1, sizeof(*w) + ni * sizeof(*w->iters) + np * sizeof(*w->phases) + nk * sizeof(*w->kernels) +
+			      nn * (sizeof(char *) + sizeof(int32_t)) + text + sketches);
 	if (!w) {
-		snprintf(err, err_size, "out of memory for a window of %zu iterations and %zu phases", ni, np);
+		snprintf(err, err_size, "out of memory for a window of %zu iterations, %zu phases and %zu kernels", ni,
+			 np, nk);
 		goto out;
 	}
 	w->iters = (struct record_iter *)(w + 1);
 	w->phases = (struct record_phase *)(w->iters + ni);
-	w->names = (char **)(w->phases + np);
+	w->kernels = (struct record_kernel *)(w->phases + np);
+	w->names = (char **)(w->kernels + nk);
 	int32_t *ids = (int32_t *)(w->names + nn); /* the database's name ids, ascending */
 	char *t = (char *)(ids + nn);
+	uint8_t *sk = (uint8_t *)(t + text);
 
 	for (size_t k = 0; k < nn; k++) {
 		size_t len = (size_t)PQgetlength(nm, (int)k, 1);
@@ -84,31 +143,43 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 			.start_us = strtoll(PQgetvalue(it, (int)k, 2), NULL, 10),
 			.dur_us = strtoll(PQgetvalue(it, (int)k, 3), NULL, 10)};
 	for (size_t k = 0; k < np; k++) {
-		int32_t id = (int32_t)strtol(PQgetvalue(ph, (int)k, 2), NULL, 10);
-		size_t lo = 0, hi = nn;
+		size_t name = name_index(ids, nn, PQgetvalue(ph, (int)k, 2));
 
-		while (lo < hi) { /* the name's index in names */
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (ids[mid] < id)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo == nn || ids[lo] != id)
+		if (name == nn)
 			continue; /* not in the job's dictionary: cannot be */
 		w->phases[w->n_phases++] = (struct record_phase){
 			.rank = (uint32_t)strtoul(PQgetvalue(ph, (int)k, 0), NULL, 10),
 			.iter = (uint32_t)strtoul(PQgetvalue(ph, (int)k, 1), NULL, 10),
-			.name = (uint32_t)lo,
+			.name = (uint32_t)name,
 			.kind = (uint8_t)atoi(PQgetvalue(ph, (int)k, 3)),
 			.group = (uint8_t)atoi(PQgetvalue(ph, (int)k, 4)),
 			.start_us = PQgetisnull(ph, (int)k, 5) ? RECORD_NO_START : strtoll(PQgetvalue(ph, (int)k, 5), NULL, 10),
 			.dur_us = strtoll(PQgetvalue(ph, (int)k, 6), NULL, 10)};
 	}
+	for (size_t k = 0; k < nk; k++) {
+		size_t name = name_index(ids, nn, PQgetvalue(kn, (int)k, 2)), len = bytea_hex(kn, (int)k, 10, sk);
+
+		if (name == nn)
+			continue;
+		w->kernels[w->n_kernels++] = (struct record_kernel){
+			.rank = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 0), NULL, 10),
+			.iter = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 1), NULL, 10),
+			.name = (uint32_t)name,
+			.kind = (uint8_t)atoi(PQgetvalue(kn, (int)k, 3)),
+			.count = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 4), NULL, 10),
+			.sum_us = strtoll(PQgetvalue(kn, (int)k, 5), NULL, 10),
+			.min_us = strtoll(PQgetvalue(kn, (int)k, 6), NULL, 10),
+			.max_us = strtoll(PQgetvalue(kn, (int)k, 7), NULL, 10),
+			.p50_us = strtoll(PQgetvalue(kn, (int)k, 8), NULL, 10),
+			.p99_us = strtoll(PQgetvalue(kn, (int)k, 9), NULL, 10),
+			.sketch = len ? sk : NULL,
+			.sketch_len = (uint32_t)len};
+		sk += len;
+	}
 out:
 	PQclear(it);
 	PQclear(ph);
 	PQclear(nm);
+	PQclear(kn);
 	return w;
 }

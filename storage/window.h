@@ -1,7 +1,8 @@
 /* window.h: a job's recent records read back from PostgreSQL, for the instance that takes a
  * job over (docs/operations.md, "Many instances"): the iterations and phases of the window
  * the previous owner held, so that the new owner's diagnoses see what it saw. The one place
- * that reads the records relations for that (plain SELECTs on iterations and phases). */
+ * that reads the records relations for that (plain SELECTs on iterations, phases and
+ * kernels). */
 #ifndef CULPRIT_STORAGE_WINDOW_H
 #define CULPRIT_STORAGE_WINDOW_H
 
@@ -12,15 +13,17 @@
 
 struct pg_conn;
 
-/* Records as stored; a phase's name is an index into names. One allocation: free() it. */
+/* Records as stored; a phase's or kernel's name is an index into names, a kernel's sketch
+ * points into the same allocation. One allocation: free() it. */
 struct storage_window {
-	size_t n_iters, n_phases, n_names;
+	size_t n_iters, n_phases, n_kernels, n_names;
 	struct record_iter *iters;
 	struct record_phase *phases;
+	struct record_kernel *kernels;
 	char **names;
 };
 
-/* The iterations and phases of job from iteration from_iter on, at most max_iters
+/* The iterations, phases and kernel summaries of job from iteration from_iter on, at most max_iters
  * iterations (the last ones). NULL with a message in err when a statement failed or out of
  * memory; a window of no records when the job has none there. */
 struct storage_window *storage_window_read(struct pg_conn *conn, const char *job, uint32_t from_iter,

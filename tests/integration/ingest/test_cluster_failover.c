@@ -138,6 +138,14 @@ int main(void)
 		 " AND json->'suspects'->0->>'host' = 'node-1294' AND first_iter = 6)::int FROM reports WHERE id > %ld"
 		 " ORDER BY id LIMIT 1", b_reports);
 	H_CHECK(at_sql_long(dsn, sql) == 1, &a);
+	/* with the kernel evidence B's had: the window's kernel summaries were read back too
+	 * (without them the first report has the slow GEMM's isolated calls at 1.0x) */
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM (SELECT json FROM reports WHERE id > %ld ORDER BY id LIMIT 1) r,"
+		 " jsonb_array_elements(r.json->'suspects'->0->'kernels') k"
+		 " WHERE k->>'name' = 'sm90_gemm' AND (k->>'max_ratio')::float > 2",
+		 b_reports);
+	H_CHECK(at_sql_long(dsn, sql) == 1, &a);
 	/* and so do its reports of windows past what B could have seen */
 	snprintf(sql, sizeof(sql),
 		 "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB "'"
