@@ -16,7 +16,7 @@ for f in bin/culpritd bin/culprit share/culprit/migrations/001_initial.sql share
 	share/culprit/openapi.yaml share/culprit/culpritd.conf.example share/culprit/grafana/grants.sql \
 	share/culprit/grafana/dashboards/culprit-job.json share/culprit/grafana/dashboards/culprit-phases.json \
 	share/culprit/grafana/provisioning/dashboards/culprit.yaml share/culprit/grafana/provisioning/datasources/culprit.yaml \
-	lib/systemd/system/culpritd.service; do
+	lib/systemd/system/culpritd.service share/man/man8/culpritd.8 share/man/man5/culpritd.conf.5 share/man/man1/culprit.1; do
 	[ -s "$p/$f" ] || fail "$f is not installed"
 done
 "$p/bin/culpritd" -t --config "$p/share/culprit/culpritd.conf.example" >/dev/null || fail "culpritd -t refuses the example"
