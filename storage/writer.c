@@ -44,78 +44,11 @@
 #include "reports.h"
 #include "sketch.h"
 #include "steps.h"
-#include "hash.h"
+#include "strmap.h"
 
 #define DEFAULT_RECONNECT_MIN_MS 100
 #define DEFAULT_RECONNECT_MAX_MS 5000
 #define COPY_CHUNK (256 * 1024)
-
-/* ---- string -> int64 map (open addressing) ---- */
-
-struct strmap_entry {
-	char *key;
-	int64_t val;
-};
-struct strmap {
-	struct strmap_entry *e;
-	size_t cap, n;
-};
-
-static struct strmap_entry *strmap_find(const struct strmap *m, const char *key)
-{
-	if (m->cap == 0)
-		return NULL;
-	for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->e[i].key)
-			return NULL;
-		if (strcmp(m->e[i].key, key) == 0)
-			return &m->e[i];
-	}
-}
-
-static int strmap_put(struct strmap *m, const char *key, int64_t val)
-{
-	struct strmap_entry *f = strmap_find(m, key);
-	if (f) {
-		f->val = val;
-		return 0;
-	}
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 64;
-		struct strmap_entry *ne = calloc(ncap, sizeof *ne);
-		if (!ne)
-			return -1;
-		for (size_t i = 0; i < m->cap; i++) {
-			if (!m->e[i].key)
-				continue;
-			size_t j = hash_str(m->e[i].key) & (ncap - 1);
-			while (ne[j].key)
-				j = (j + 1) & (ncap - 1);
-			ne[j] = m->e[i];
-		}
-		free(m->e);
-		m->e = ne;
-		m->cap = ncap;
-	}
-	char *k = strdup(key);
-	if (!k)
-		return -1;
-	size_t j = hash_str(key) & (m->cap - 1);
-	while (m->e[j].key)
-		j = (j + 1) & (m->cap - 1);
-	m->e[j].key = k;
-	m->e[j].val = val;
-	m->n++;
-	return 0;
-}
-
-static void strmap_clear(struct strmap *m)
-{
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->e[i].key);
-	free(m->e);
-	memset(m, 0, sizeof *m);
-}
 
 /* ---- the writer ---- */
 
@@ -239,7 +172,7 @@ static void disconnect(struct storage_writer *w)
 	w->staging_ready = false;
 	/* a commit may have succeeded without our hearing of it: reload durable seqs */
 	for (size_t i = 0; i < w->n_jobs; i++)
-		strmap_clear(&w->jobs[i]->progress);
+		strmap_free(&w->jobs[i]->progress);
 	pthread_mutex_lock(&w->mu);
 	w->st.connected = 0;
 	pthread_mutex_unlock(&w->mu);
@@ -318,7 +251,7 @@ static struct job_cache *job_get(struct storage_writer *w, const char *name, enu
 {
 	struct strmap_entry *e = strmap_find(&w->job_index, name);
 	if (e)
-		return w->jobs[e->val];
+		return w->jobs[e->num];
 	const char *p[1] = {name};
 	PGresult *r = run(w, res, "job lookup",
 	                  "INSERT INTO jobs (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name "
@@ -337,7 +270,7 @@ static struct job_cache *job_get(struct storage_writer *w, const char *name, enu
 		w->cap_jobs = nc;
 	}
 	struct job_cache *j = calloc(1, sizeof *j);
-	if (!j || !(j->name = strdup(name)) || strmap_put(&w->job_index, name, (int64_t)w->n_jobs) < 0) {
+	if (!j || !(j->name = strdup(name)) || strmap_put_num(&w->job_index, name, (int64_t)w->n_jobs) < 0) {
 		if (j)
 			free(j->name);
 		free(j);
@@ -357,7 +290,7 @@ static int64_t progress_get(struct storage_writer *w, struct job_cache *j, const
 {
 	struct strmap_entry *e = strmap_find(&j->progress, agent);
 	if (e)
-		return e->val;
+		return e->num;
 	char id[16];
 	snprintf(id, sizeof id, "%" PRId32, j->id);
 	const char *p[2] = {id, agent};
@@ -367,7 +300,7 @@ static int64_t progress_get(struct storage_writer *w, struct job_cache *j, const
 		return -2;
 	int64_t v = PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
 	PQclear(r);
-	if (strmap_put(&j->progress, agent, v) < 0) {
+	if (strmap_put_num(&j->progress, agent, v) < 0) {
 		*res = TXN_RETRY;
 		return -2;
 	}
@@ -396,7 +329,7 @@ static int names_resolve(struct storage_writer *w, struct storage_op *op, struct
 			const char *nm = op->names[i] ? op->names[i] : "";
 			struct strmap_entry *e = strmap_find(&j->names, nm);
 			if (e) {
-				st->name_ids[op->name_ids ? op->name_ids[i] : i] = (int32_t)e->val;
+				st->name_ids[op->name_ids ? op->name_ids[i] : i] = (int32_t)e->num;
 				continue;
 			}
 			if (missing++)
@@ -429,7 +362,7 @@ static int names_resolve(struct storage_writer *w, struct storage_op *op, struct
 		if (!r)
 			return -1;
 		for (int k = 0; k < PQntuples(r); k++) {
-			if (strmap_put(&j->names, PQgetvalue(r, k, 0), atol(PQgetvalue(r, k, 1))) < 0) {
+			if (strmap_put_num(&j->names, PQgetvalue(r, k, 0), atol(PQgetvalue(r, k, 1))) < 0) {
 				PQclear(r);
 				*res = TXN_RETRY;
 				return -1;
@@ -559,7 +492,7 @@ static int64_t set_find(void *arg, const struct steps_set *set)
 	struct set_ctx *c = arg;
 	const char *key = set_key(c->w, set);
 	const struct strmap_entry *e = key ? strmap_find(&c->j->sets, key) : NULL;
-	return e ? e->val : -1;
+	return e ? e->num : -1;
 }
 
 /* Finds or stores (autocommit, idempotent) a set's id. */
@@ -597,7 +530,7 @@ static int64_t set_resolve(void *arg, const struct steps_set *set)
 		return -1;
 	id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);
-	if (strmap_put(&c->j->sets, key, id) < 0) {
+	if (strmap_put_num(&c->j->sets, key, id) < 0) {
 		c->res = TXN_RETRY;
 		return -1;
 	}
@@ -739,7 +672,7 @@ static enum txn_result progress_upsert(struct storage_writer *w)
 		pgbuf_put(b, "{", 1);
 		count = 0;
 		for (size_t i = 0; i < w->group_seq.cap; i++) {
-			const struct strmap_entry *e = &w->group_seq.e[i];
+			const struct strmap_entry *e = &w->group_seq.slots[i];
 			if (!e->key)
 				continue;
 			const char *colon = strchr(e->key, ':');
@@ -750,7 +683,7 @@ static enum txn_result progress_upsert(struct storage_writer *w)
 			else if (col == 1)
 				pgbuf_array_str(b, colon + 1);
 			else
-				pgbuf_printf(b, "%" PRId64, e->val);
+				pgbuf_printf(b, "%" PRId64, e->num);
 		}
 		pgbuf_put(b, "}", 2);
 	}
@@ -797,7 +730,7 @@ static enum txn_result ensure_staging(struct storage_writer *w)
 static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n)
 {
 	enum txn_result res = TXN_OK;
-	strmap_clear(&w->group_seq);
+	strmap_free(&w->group_seq);
 	for (size_t i = 0; i < n; i++) {
 		struct storage_op *op = ops[i];
 		struct op_state *st = &sts[i];
@@ -841,7 +774,7 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 		char key[160];
 		snprintf(key, sizeof key, "%" PRId32 ":%s", st->job_id, op->agent);
 		struct strmap_entry *g = strmap_find(&w->group_seq, key);
-		st->skip = (durable >= 0 && op->seq <= (uint64_t)durable) || (g && op->seq <= (uint64_t)g->val);
+		st->skip = (durable >= 0 && op->seq <= (uint64_t)durable) || (g && op->seq <= (uint64_t)g->num);
 		if (st->skip)
 			continue;
 		kernel_quantiles(w, op);
@@ -877,7 +810,7 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 			st->invalid = true; /* logged by classify */
 			continue;
 		}
-		if (strmap_put(&w->group_seq, key, (int64_t)op->seq) < 0)
+		if (strmap_put_num(&w->group_seq, key, (int64_t)op->seq) < 0)
 			return TXN_RETRY;
 	}
 	return TXN_OK;
@@ -1027,8 +960,8 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 			if (ops[i]->type != STORAGE_OP_BATCH || sts[i].skip || sts[i].invalid)
 				continue;
 			struct strmap_entry *e = strmap_find(&sts[i].job->progress, ops[i]->agent);
-			if (!e || e->val < (int64_t)ops[i]->seq)
-				strmap_put(&sts[i].job->progress, ops[i]->agent, (int64_t)ops[i]->seq);
+			if (!e || e->num < (int64_t)ops[i]->seq)
+				strmap_put_num(&sts[i].job->progress, ops[i]->agent, (int64_t)ops[i]->seq);
 		}
 	}
 	size_t records = 0, written = 0;
@@ -1259,15 +1192,15 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms)
 	if (w->conn)
 		PQfinish(w->conn);
 	for (size_t i = 0; i < w->n_jobs; i++) {
-		strmap_clear(&w->jobs[i]->names);
-		strmap_clear(&w->jobs[i]->progress);
-		strmap_clear(&w->jobs[i]->sets);
+		strmap_free(&w->jobs[i]->names);
+		strmap_free(&w->jobs[i]->progress);
+		strmap_free(&w->jobs[i]->sets);
 		free(w->jobs[i]->name);
 		free(w->jobs[i]);
 	}
 	free(w->jobs);
-	strmap_clear(&w->job_index);
-	strmap_clear(&w->group_seq);
+	strmap_free(&w->job_index);
+	strmap_free(&w->group_seq);
 	pgbuf_free(&w->copy);
 	pgbuf_free(&w->scratch);
 	steps_free(&w->steps);

@@ -47,8 +47,37 @@ static void against_model(void **state)
 	(void)state;
 }
 
+/* A map of integers: 0 is a value (found), a missing key is not; values are replaced. */
+static void numbers(void **state)
+{
+	struct strmap m = {0};
+	char key[32];
+
+	for (int64_t k = 0; k < 1000; k++) {
+		snprintf(key, sizeof(key), "agent-%lld", (long long)k);
+		assert_int_equal(strmap_put_num(&m, key, k - 1), 0);
+	}
+	assert_int_equal(strmap_put_num(&m, "agent-5", INT64_MAX), 0);
+	assert_int_equal(m.len, 1000);
+	for (int64_t k = 0; k < 1000; k++) {
+		const struct strmap_entry *e;
+
+		snprintf(key, sizeof(key), "agent-%lld", (long long)k);
+		e = strmap_find(&m, key);
+		assert_non_null(e);
+		assert_int_equal(e->num, k == 5 ? INT64_MAX : k - 1);
+	}
+	assert_null(strmap_find(&m, "agent-1000"));
+	strmap_free(&m);
+	assert_null(strmap_find(&m, "agent-1"));
+	assert_int_equal(strmap_put_num(&m, "again", 0), 0); /* usable after strmap_free */
+	assert_non_null(strmap_find(&m, "again"));
+	strmap_free(&m);
+	(void)state;
+}
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = {cmocka_unit_test(against_model)};
+	const struct CMUnitTest tests[] = {cmocka_unit_test(against_model), cmocka_unit_test(numbers)};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,11 @@ void *strmap_get(const struct strmap *m, const char *key)
 	return e ? e->value : NULL;
 }
 
+struct strmap_entry *strmap_find(const struct strmap *m, const char *key)
+{
+	return lookup(m, key, key_hash(key));
+}
+
 static void place(struct strmap_entry *slots, size_t cap, struct strmap_entry e)
 {
 	size_t i = e.hash & (cap - 1);
@@ -59,24 +64,43 @@ static int grow(struct strmap *m)
 	return 0;
 }
 
+/* The entry of key, made when missing (its value zero); NULL when out of memory. */
+static struct strmap_entry *entry(struct strmap *m, const char *key)
+{
+	size_t h = key_hash(key), i;
+	struct strmap_entry *e = lookup(m, key, h);
+	char *k;
+
+	if (e)
+		return e;
+	if ((m->len + 1) * 4 > m->cap * 3 && grow(m) < 0)
+		return NULL;
+	if (!(k = strdup(key)))
+		return NULL;
+	for (i = h & (m->cap - 1); m->slots[i].key; i = (i + 1) & (m->cap - 1))
+		;
+	m->slots[i] = (struct strmap_entry){.key = k, .hash = h};
+	m->len++;
+	return &m->slots[i];
+}
+
 int strmap_put(struct strmap *m, const char *key, void *value)
 {
-	size_t h = key_hash(key);
-	struct strmap_entry *e = lookup(m, key, h), n;
+	struct strmap_entry *e = entry(m, key);
 
-	if (e) {
-		e->value = value;
-		return 0;
-	}
-	if ((m->len + 1) * 4 > m->cap * 3 && grow(m) < 0)
+	if (!e)
 		return -1;
-	n.key = strdup(key);
-	if (!n.key)
+	e->value = value;
+	return 0;
+}
+
+int strmap_put_num(struct strmap *m, const char *key, int64_t num)
+{
+	struct strmap_entry *e = entry(m, key);
+
+	if (!e)
 		return -1;
-	n.value = value;
-	n.hash = h;
-	place(m->slots, m->cap, n);
-	m->len++;
+	e->num = num;
 	return 0;
 }
 
