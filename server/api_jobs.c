@@ -135,12 +135,39 @@ static struct job *find_job(struct api_req *r)
 	return job;
 }
 
+/* Many instances: the jobs this one holds, and those the others own (their leases). */
+static void jobs_elsewhere(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
+			   void *ctx)
+{
+	json_t *others = res->text ? json_loads(res->text, 0, NULL) : NULL;
+
+	(void)s;
+	if (res->failed || !json_is_array(others)) {
+		json_decref(others);
+		api_reply_db_error(req, res);
+		return;
+	}
+	api_reply_json(req, 200, json_pack("{s:O,s:o}", "jobs", (json_t *)ctx, "elsewhere", others));
+}
+
+static void jobs_free(void *ctx)
+{
+	json_decref(ctx);
+}
+
 void api_jobs_list(struct api_req *r)
 {
 	json_t *arr = json_array();
+	const char *params[1];
 
 	strmap_each(&r->s->jobs, add_job, arr);
-	api_reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
+	if (!r->s->cluster) {
+		api_reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
+		return;
+	}
+	params[0] = cluster_owner(r->s);
+	if (api_query_then(r, STORAGE_REST_JOBS_ELSEWHERE, params, jobs_elsewhere, arr, jobs_free) < 0)
+		json_decref(arr);
 }
 
 void api_jobs_get(struct api_req *r)

@@ -65,6 +65,9 @@ static const struct {
 	[STORAGE_REST_JOB_OWNER] = {2,
 		"SELECT json_build_object('api_url', api_url)::text FROM job_leases"
 		" WHERE job = $1 AND owner <> $2 AND expires_at > now()"},
+	[STORAGE_REST_JOBS_ELSEWHERE] = {1,
+		"SELECT coalesce(json_agg(json_build_object('name', job, 'instance', owner, 'api_url', api_url)"
+		" ORDER BY job), '[]'::json)::text FROM job_leases WHERE owner <> $1 AND expires_at > now()"},
 };
 
 const char *storage_rest_sql(enum storage_rest stmt, int *nparams)

@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "alerttest.h"
 #include "harness.h"
 
@@ -106,6 +108,20 @@ int main(void)
 		H_CHECK(h_http(a.http_port, "GET", "/api/v1/jobs/j1/reports", NULL, &body) == 200, &a);
 		free(body);
 		H_CHECK(h_http(a.http_port, "GET", "/api/v1/jobs/nosuchjob", NULL, &body) == 404, &a);
+		free(body);
+		/* the list: A's own job, and B's with where to ask */
+		H_CHECK(h_http(a.http_port, "GET", "/api/v1/jobs", NULL, &body) == 200, &a);
+		{
+			json_t *j = json_loads(body, 0, NULL), *mine = json_object_get(j, "jobs"),
+			       *others = json_object_get(j, "elsewhere");
+
+			H_CHECK(json_array_size(mine) == 1 && json_array_size(others) == 1, &a);
+			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(mine, 0), "job")), "j2"), &a);
+			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(others, 0), "name")), "j1"), &a);
+			snprintf(loc, sizeof(loc), "http://127.0.0.1:%d", b.http_port);
+			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(others, 0), "api_url")), loc), &a);
+			json_decref(j);
+		}
 		free(body);
 	}
 
