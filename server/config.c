@@ -148,7 +148,7 @@ static const struct setting settings[] = {
 	     "job it owns. Empty: http://<http_listen>."),
 	STR(instance_id, "", false,
 	    "This instance's name in the job leases (at most 127 bytes). Empty: <hostname>:<pid>."),
-	INT(lease_s, 6, 2, 60, false,
+	INT(lease_s, 4, 2, 60, false,
 	    "A job's lease lasts this long from its last renewal (every lease_s / 3); an instance that dies "
 	    "loses its jobs to another this long after its last renewal at most."),
 };

@@ -114,7 +114,7 @@ int main(void)
 			break;
 		H_CHECK(h_now_ms() < deadline, &a);
 	}
-	fprintf(stderr, "A took %s %lld ms after the kill (lease_s 6); the first batch acknowledged by A %lld ms after it\n",
+	fprintf(stderr, "A took %s %lld ms after the kill (lease_s 4, the default); the first batch acknowledged by A %lld ms after it\n",
 		JOB, (long long)took_ms, (long long)(h_now_ms() - t_kill));
 	H_CHECK(took_ms < 10000, &a);
 	H_CHECK(h_log_wait(&a, "continues (compute_degradation", 1, 10000), &a);

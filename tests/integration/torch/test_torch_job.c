@@ -3,7 +3,8 @@
  * steps) with culprit_agent.torch.Monitor attached, the Python package over the real
  * libculprit_agent, culpritd on the test PostgreSQL; reports read through the REST API:
  *   - rank 5 computing three times as long from step 40: a compute_degradation report whose
- *     window starts within 5 steps of 40, naming rank 5 alone as culprit, the others victims;
+ *     window covers step 40 (opened by it, or open when it came), naming rank 5 alone as
+ *     culprit, the others victims;
  *   - rank 2's data loader sleeping from step 40: host_delay on rank 2, same bounds;
  *   - the same slow job's own torch.profiler traces (train.py --kineto: one per rank, the 20
  *     steps around step 40): `culprit diagnose DIR` offline names rank 5 alone, compute;
@@ -25,7 +26,7 @@ static struct h_proc proc;
  * rank exited 0, which train.py does when all its records were acknowledged. */
 static int run_job(const char *job, const char *const *extra)
 {
-	const char *argv[16] = {"--device-ms", "40"}; /* a device step long beside the CPU noise of 6 processes */
+	const char *argv[16] = {"--device-ms", "80"}; /* a device step long beside the CPU noise of 6 processes (40 was not, at a load of 10) */
 	size_t n = 2;
 
 	for (; *extra; extra++)
@@ -45,10 +46,12 @@ static json_t *get(const char *path)
 	return j;
 }
 
-/* The first report (lowest id) of job whose category is cat and whose window opens within
- * 5 steps of step 40, the fault's onset; NULL when none. (On this shared 2-core machine a
- * rank starved of CPU for a while is slower, and may be named in a window of its own
- * before the fault: that report is not the one for the fault.) */
+/* The first report (lowest id) of job whose category is cat and whose window covers step
+ * 40, the fault's onset (opens at most 5 steps after it and is still open 5 steps before it);
+ * NULL when none. (On this shared 2-core machine a rank starved of CPU for a while is
+ * slower, and may be named in a window of its own before the fault: that report is not the
+ * one for the fault; and such a window may still be open when the fault comes, which is
+ * then diagnosed inside it.) */
 static json_t *first_report(const char *job, const char *cat)
 {
 	char path[256];
@@ -61,8 +64,9 @@ static json_t *first_report(const char *job, const char *cat)
 		json_t *rep = json_object_get(r, "report");
 
 		json_int_t first = json_integer_value(json_object_get(json_object_get(rep, "window"), "first_iter"));
+		json_int_t last = json_integer_value(json_object_get(json_object_get(rep, "window"), "last_iter"));
 		if (strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")), cat) != 0 ||
-		    first < 35 || first > 45)
+		    first > 45 || last < 35)
 			continue;
 		if (!found || json_integer_value(json_object_get(r, "id")) <
 				      json_integer_value(json_object_get(found, "id")))
@@ -97,7 +101,7 @@ static void check_culprit(json_t *rep, json_int_t rank)
 	H_CHECK(culprits == 1, &proc);
 }
 
-/* The job's first report of category cat that opens within 5 steps of step 40 names `rank`
+/* The job's first report of category cat whose window covers step 40 names `rank`
  * as its only culprit. Returns its victims. */
 static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 {
@@ -110,7 +114,7 @@ static json_int_t check_named(const char *job, const char *cat, json_int_t rank)
 	first = json_integer_value(json_object_get(json_object_get(rep, "window"), "first_iter"));
 	fprintf(stderr, "%s: %s\n", job,
 		json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
-	H_CHECK(first >= 35 && first <= 45, &proc); /* within 5 steps either side */
+	H_CHECK(first <= 45, &proc); /* opened by the fault, or open when it came */
 	check_culprit(rep, rank);
 	victims = json_integer_value(json_object_get(json_object_get(rep, "victims"), "ranks"));
 	json_decref(rep);
