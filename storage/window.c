@@ -55,6 +55,12 @@ static size_t bytea_hex(const PGresult *r, int row, int col, uint8_t *out)
 	return n;
 }
 
+/* j: the job's id; lo.it: the first iteration read (the last max_iters from from_iter on) */
+#define WINDOW_WITH                                                                                                    \
+	"WITH j AS (SELECT id FROM jobs WHERE name = $1),"                                                             \
+	" lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it"                               \
+	"  FROM iterations i, j WHERE i.job_id = j.id)"
+
 struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32_t from_iter, uint32_t max_iters,
 					   char *err, size_t err_size)
 {
@@ -67,9 +73,7 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 	snprintf(max, sizeof(max), "%u", max_iters);
 	/* the last max_iters iterations from from_iter on; phases by their iteration */
 	it = PQexecParams(conn,
-			  "WITH j AS (SELECT id FROM jobs WHERE name = $1),"
-			  " lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it"
-			  "  FROM iterations i, j WHERE i.job_id = j.id)"
+			  WINDOW_WITH
 			  " SELECT i.rank, i.iter, (extract(epoch FROM i.ts) * 1000000)::bigint, i.dur_us"
 			  " FROM iterations i, j, lo WHERE i.job_id = j.id AND i.iter >= lo.it",
 			  3, NULL, params, NULL, NULL, 0);
@@ -79,9 +83,7 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 		return NULL;
 	}
 	ph = PQexecParams(conn,
-			  "WITH j AS (SELECT id FROM jobs WHERE name = $1),"
-			  " lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it"
-			  "  FROM iterations i, j WHERE i.job_id = j.id)"
+			  WINDOW_WITH
 			  " SELECT p.rank, p.iter, p.name_id, p.kind, p.grp, p.start_us, p.dur_us"
 			  " FROM phases p, j, lo WHERE p.job_id = j.id AND p.iter >= lo.it",
 			  3, NULL, params, NULL, NULL, 0);
@@ -95,9 +97,7 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 		goto out;
 	}
 	kn = PQexecParams(conn,
-			  "WITH j AS (SELECT id FROM jobs WHERE name = $1),"
-			  " lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it"
-			  "  FROM iterations i, j WHERE i.job_id = j.id)"
+			  WINDOW_WITH
 			  " SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
 			  " k.p99_us, k.sketch FROM kernels k, j, lo WHERE k.job_id = j.id AND k.iter >= lo.it",
 			  3, NULL, params, NULL, NULL, 0);
