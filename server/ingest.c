@@ -115,7 +115,25 @@ static uint64_t *state_gauge(struct conn *c, enum conn_state st)
 /* Not read now: paused for the input budget, or a state that does not read. */
 static bool conn_unread(const struct conn *c)
 {
-	return c->paused || (c->state != CONN_HELLO && c->state != CONN_ACTIVE);
+	return c->paused || c->held || (c->state != CONN_HELLO && c->state != CONN_ACTIVE);
+}
+
+/* Stops or resumes reading a connection for its relay (see held). */
+static void conn_hold(struct conn *c, bool hold)
+{
+	bool unread = conn_unread(c);
+
+	c->held = hold;
+	if (conn_unread(c) != unread) {
+		if (unread)
+			c->srv->input_unread -= c->in_held;
+		else
+			c->srv->input_unread += c->in_held;
+	}
+	if (hold)
+		bufferevent_disable(c->bev, EV_READ);
+	else if (!conn_unread(c))
+		bufferevent_enable(c->bev, EV_READ);
 }
 
 static void conn_set_state(struct conn *c, enum conn_state to)
@@ -216,7 +234,7 @@ static void input_pause(struct conn *c)
 	struct server *s = c->srv;
 	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
 
-	if ((c->state != CONN_HELLO && c->state != CONN_ACTIVE) || c->paused)
+	if (conn_unread(c))
 		return;
 	if (!s->input_over)
 		log_warning("agent connections hold %llu bytes of unfinished frames, over max_input_buffer_bytes "
@@ -1159,10 +1177,8 @@ static void handle_relay(struct conn *c, const Culprit__V1__Relay *r)
 		return;
 	handle_envelope(v, env);
 	frame_free(env);
-	if (v->state == CONN_BLOCKED) { /* the writer's queue is full: the relay is not read until it has room */
-		c->held = true;
-		bufferevent_disable(c->bev, EV_READ);
-	}
+	if (v->state == CONN_BLOCKED) /* the writer's queue is full: the relay is not read until it has room */
+		conn_hold(c, true);
 }
 
 static void handle_envelope(struct conn *c, frame_envelope *env)
@@ -1248,10 +1264,8 @@ static void parse_frames(struct conn *c)
 			int full = relay_forward(c->up, c->agent, data + FRAME_HEADER, body);
 
 			evbuffer_drain(in, FRAME_HEADER + body);
-			if (full > 0 && c->state == CONN_ACTIVE) {
-				c->held = true;
-				bufferevent_disable(c->bev, EV_READ);
-			}
+			if (full > 0 && c->state == CONN_ACTIVE)
+				conn_hold(c, true);
 			continue;
 		}
 		if (!(env = unpack_checked(c, data + FRAME_HEADER, body)))
@@ -1561,9 +1575,7 @@ void ingest_relay_release(struct server *s, uint64_t conn_id)
 
 	if (!c || !c->held || c->state == CONN_CLOSING)
 		return;
-	c->held = false;
-	if (!c->paused)
-		bufferevent_enable(c->bev, EV_READ);
+	conn_hold(c, false);
 	parse_frames(c);
 }
 
@@ -1615,13 +1627,13 @@ void ingest_writer_progress(struct server *s)
 			s->blocked_tail = NULL;
 		c->blocked_next = NULL;
 		conn_set_state(c, CONN_ACTIVE);
-		if (c->parent_id) /* its relay is read again */
-			c = conn_by_id(s, c->parent_id);
-		if (!c || c->state == CONN_CLOSING)
-			continue;
-		c->held = false;
-		if (!c->paused)
+		if (c->parent_id) { /* its relay is read again */
+			if (!(c = conn_by_id(s, c->parent_id)) || c->state == CONN_CLOSING)
+				continue;
+			conn_hold(c, false);
+		} else if (!c->paused) {
 			bufferevent_enable(c->bev, EV_READ);
+		}
 		parse_frames(c); /* frames that arrived while blocked */
 	}
 }
