@@ -521,16 +521,12 @@ static int conn_send(struct conn *c, const frame_envelope *env);
 /* A frame to the agent of a virtual connection, through its relay (len 0: it ended). */
 static void relay_send(struct conn *relay, const char *agent, const uint8_t *frame, size_t len)
 {
-	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
-	Culprit__V1__Relay rel = CULPRIT__V1__RELAY__INIT;
+	frame_envelope env;
+	Culprit__V1__Relay rel;
 
 	if (relay->state == CONN_CLOSING)
 		return;
-	rel.agent_id = (char *)agent;
-	rel.frame.data = (uint8_t *)frame;
-	rel.frame.len = len;
-	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_RELAY;
-	env.relay = &rel;
+	frame_relay(&env, &rel, agent, frame, len);
 	conn_send(relay, &env);
 }
 

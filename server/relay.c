@@ -42,14 +42,10 @@ static int send_env(struct relay *r, const frame_envelope *env)
 
 static int send_relay(struct relay *r, const char *agent, const uint8_t *body, size_t len)
 {
-	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
-	Culprit__V1__Relay rel = CULPRIT__V1__RELAY__INIT;
+	frame_envelope env;
+	Culprit__V1__Relay rel;
 
-	rel.agent_id = (char *)agent;
-	rel.frame.data = (uint8_t *)body;
-	rel.frame.len = len;
-	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_RELAY;
-	env.relay = &rel;
+	frame_relay(&env, &rel, agent, body, len);
 	return send_env(r, &env);
 }
 

@@ -9,7 +9,11 @@
  * (they come back and are redirected or relayed anew).
  *
  * Backpressure: at most RELAY_MAX_QUEUE bytes wait to be sent to an owner; beyond it the
- * agents relayed to it are not read until half of it is sent. */
+ * agents relayed to it are not read until half of it is sent.
+ *
+ * Not relayed: over TLS (the relay's connection would be clear text, so with TLS on the agent
+ * listener agents are redirected as before), nor to an owner whose advertise_agent_addr is
+ * not numeric (nothing resolves names on the loop). */
 #ifndef CULPRIT_RELAY_H
 #define CULPRIT_RELAY_H
 

@@ -60,14 +60,10 @@ static void batch_fn(int fd, const void *arg)
 
 static void relay(int fd, const char *agent, const uint8_t *frame, size_t len)
 {
-	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
-	Culprit__V1__Relay r = CULPRIT__V1__RELAY__INIT;
+	frame_envelope env;
+	Culprit__V1__Relay r;
 
-	r.agent_id = (char *)agent;
-	r.frame.data = (uint8_t *)frame;
-	r.frame.len = len;
-	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_RELAY;
-	env.relay = &r;
+	frame_relay(&env, &r, agent, frame, len);
 	h_send_env(fd, &env);
 }
 
