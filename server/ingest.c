@@ -1559,8 +1559,10 @@ void ingest_relay_close(struct server *s, uint64_t conn_id)
 	if (!c)
 		return;
 	c->up = NULL; /* its relay has ended, or forgot it */
-	if (c->state == CONN_ACTIVE || c->state == CONN_HELLO)
-		close_after_write(c); /* what the owner said last reaches the agent */
+	/* what the owner said last (a refusal) reaches the agent first; with nothing to write the
+	 * write callback would never come */
+	if ((c->state == CONN_ACTIVE || c->state == CONN_HELLO) && evbuffer_get_length(bufferevent_get_output(c->bev)))
+		close_after_write(c);
 	else
 		conn_close(c, CLOSE_REFUSED);
 }

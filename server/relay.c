@@ -85,6 +85,7 @@ static void free_cb(evutil_socket_t fd, short what, void *arg)
  * once, outside r's callbacks). */
 static void relay_end_now(struct relay *r, const char *why, bool now)
 {
+	static struct log_limit limit = {.what = "relays ended"};
 	struct server *s = r->s;
 	size_t n = 0;
 	uint64_t *ids;
@@ -94,7 +95,7 @@ static void relay_end_now(struct relay *r, const char *why, bool now)
 	strmap_del(&s->relays, r->job);
 	bufferevent_disable(r->bev, EV_READ | EV_WRITE);
 	ids = agent_ids(r, &n);
-	if (n)
+	if (n && log_limit_allow(&limit)) /* a dead owner fails every relay until its lease expires */
 		log_warning("relay of job \"%s\" to %s ended: %s; closing the connections of its %zu agents", r->job,
 			    r->addr, why, n);
 	s->m.agents_relayed -= r->agents.len;
