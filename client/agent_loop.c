@@ -75,7 +75,9 @@ static void conn_close(struct agent *a, const char *why, bool failure)
 		a->st.disconnects++;
 		pthread_mutex_unlock(&a->mu);
 	}
-	refused = failure && before_ack && conn_give_up(a, why);
+	/* an instance redirected to that fails (it is full, or just lost the job) is no refusal:
+	 * the configured server, asked again, knows where the job is or relays it */
+	refused = failure && before_ack && !c->redirected && conn_give_up(a, why);
 	if (refused) {
 		/* logged; no reconnect */
 	} else if (failure) {

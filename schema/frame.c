@@ -219,3 +219,14 @@ uint32_t frame_field_tag(const ProtobufCMessageDescriptor *d, const char *name)
 		}
 	return f->id << 3 | wire;
 }
+
+void frame_relay(frame_envelope *env, Culprit__V1__Relay *r, const char *agent, const uint8_t *frame, size_t len)
+{
+	culprit__v1__envelope__init(env);
+	culprit__v1__relay__init(r);
+	r->agent_id = (char *)agent;
+	r->frame.data = (uint8_t *)frame;
+	r->frame.len = len;
+	env->msg_case = CULPRIT__V1__ENVELOPE__MSG_RELAY;
+	env->relay = r;
+}

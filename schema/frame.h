@@ -43,6 +43,9 @@ void frame_free(frame_envelope *env);
 size_t frame_packed_size(const frame_envelope *env);
 /* Writes header and body into out (at least frame_packed_size bytes); returns bytes written. */
 size_t frame_pack(const frame_envelope *env, uint8_t *out);
+/* env carrying *r, a Relay of agent's frame body (len 0: the agent's connection ended);
+ * both point into the arguments, which must outlive env (docs/protocol.md, "Relay"). */
+void frame_relay(frame_envelope *env, Culprit__V1__Relay *r, const char *agent, const uint8_t *frame, size_t len);
 
 /* The key that starts field `name` of message d on the wire, (field number << 3) | wire type,
  * for writers that pack part of a message by hand (the agent's batch frames); 0 when d has no

@@ -38,6 +38,7 @@ struct lease {
 	uint64_t acquired_tick; /* the tick when the acquisition was taken */
 	int64_t until_ms;       /* OTHER, FAILED: believed until (clock_mono_ms) */
 	char agent_addr[256];   /* OTHER: where its agents are sent */
+	int agent_room;         /* OTHER: agent connections the owner takes (0: relay them) */
 	struct storage_lease_req req; /* ASKING: the statement's */
 	uint64_t *waiting;      /* ASKING: connection ids of the Hellos waiting */
 	size_t n_waiting, cap_waiting;
@@ -109,14 +110,15 @@ enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t co
 		return CLUSTER_OWNED;
 	case LEASE_OTHER:
 		*to = l->agent_addr;
-		return CLUSTER_REDIRECT;
+		return l->agent_room > 0 ? CLUSTER_REDIRECT : CLUSTER_RELAY;
 	case LEASE_FAILED:
 	case LEASE_RELEASING:
 		return CLUSTER_BUSY;
 	case LEASE_NONE:
 		l->req = (struct storage_lease_req){.owner = c->owner, .agent_addr = s->cfg.advertise_agent_addr,
 						    .api_url = c->api_url, .lease_s = (int)s->cfg.lease_s,
-						    .window_iters = (uint32_t)s->cfg.window_iters};
+						    .window_iters = (uint32_t)s->cfg.window_iters,
+						    .agent_room = ingest_agent_room(s)};
 		snprintf(l->req.job, sizeof(l->req.job), "%s", job);
 		if (storage_query_submit_fn(c->q, (uint64_t)(uintptr_t)l, storage_lease_acquire, &l->req) < 0)
 			return CLUSTER_BUSY;
@@ -173,6 +175,7 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 		l->state = LEASE_OTHER;
 		l->until_ms = clock_mono_ms() + OTHER_TTL_MS;
 		snprintf(l->agent_addr, sizeof(l->agent_addr), "%s", got->agent_addr);
+		l->agent_room = got->agent_room;
 	}
 	if (got)
 		free(got->window); /* NULL when jobs_taken_over took it */
@@ -330,7 +333,8 @@ static void renew_cb(evutil_socket_t fd, short what, void *arg)
 	prune(c);
 	if (c->renewing)
 		return;
-	c->renew = (struct storage_lease_req){.owner = c->owner, .lease_s = (int)s->cfg.lease_s};
+	c->renew = (struct storage_lease_req){.owner = c->owner, .lease_s = (int)s->cfg.lease_s,
+					      .agent_room = ingest_agent_room(s)};
 	if (storage_query_submit_fn(c->q, RENEW_TOKEN, storage_lease_renew, &c->renew) == 0) {
 		c->renewing = true;
 		c->renew_tick = ++c->tick;

@@ -26,6 +26,7 @@ enum cluster_answer {
 	CLUSTER_OWNED,    /* this instance owns the job: go on (*epoch set) */
 	CLUSTER_WAIT,     /* being looked up: ingest_hello_resume(conn_id) follows */
 	CLUSTER_REDIRECT, /* another instance owns it: *to is its agent address */
+	CLUSTER_RELAY,    /* another instance owns it and takes no more agents: relay to *to */
 	CLUSTER_BUSY,     /* the lease cannot be looked up now (database, queue full): retry later */
 };
 enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t conn_id, uint64_t *epoch, const char **to);

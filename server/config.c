@@ -151,6 +151,10 @@ static const struct setting settings[] = {
 	INT(lease_s, 4, 2, 60, false,
 	    "A job's lease lasts this long from its last renewal (every lease_s / 3); an instance that dies "
 	    "loses its jobs to another this long after its last renewal at most."),
+	INT(max_relayed_agents, 20000, 0, 1000000, false,
+	    "Many instances: agents of this instance's jobs that reach it through other instances (relays, "
+	    "over one connection per relay and job), on top of max_connections. A job's owner with no room "
+	    "left for agents has them relayed instead of redirected (docs/operations.md, \"Many instances\")."),
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 

@@ -63,6 +63,7 @@ struct config {
 	char *advertise_api_url;
 	char *instance_id;
 	int64_t lease_s;
+	int64_t max_relayed_agents;
 	bool storage;
 };
 

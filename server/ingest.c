@@ -33,6 +33,7 @@
 #include "batch.h"
 #include "frame.h"
 #include "jobs.h"
+#include "relay.h"
 #include "log.h"
 #include "listen.h"
 #include "server.h"
@@ -45,6 +46,8 @@
 #define MAX_RESUME_GAP 65536    /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
 #define MAX_UNPACK_FACTOR 16    /* a frame may cost this many times its size to unpack ... */
 #define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
+#define RELAY_CONNS 64          /* many instances: connections beyond max_connections kept for relays */
+#define RELAY_SLACK 1024        /* a Relay around a max_frame agent frame */
 
 enum conn_state { CONN_HELLO, CONN_LEASE, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
@@ -72,12 +75,28 @@ struct conn {
 	struct conn *blocked_next;
 	struct conn *closing_next;
 	unsigned char token_digest[AUTH_DIGEST]; /* of the Hello's token: SIGHUP checks it again */
+	/* relays (docs/operations.md, "Many instances"). On the owner: a relay connection (relay,
+	 * relay_job) carries the agents of relay_job another instance relays; each is a virtual
+	 * connection (bev NULL, parent_id the relay connection's id) whose frames come from and go
+	 * to Relay messages. On the relaying instance: an agent relayed through up. */
+	bool relay;
+	char relay_job[128];
+	struct strmap virt;   /* relay: agent id -> struct conn */
+	uint64_t parent_id;   /* virtual: its relay connection */
+	struct relay *up;     /* relayed: the relay to the job's owner */
+	bool held;            /* not read: a virtual connection of its is blocked, or its relay is full */
 };
 
 /* ---- state ---- */
 
-static uint64_t *state_gauge(struct server *s, enum conn_state st)
+static uint64_t *state_gauge(struct conn *c, enum conn_state st)
 {
+	struct server *s = c->srv;
+
+	if (c->parent_id)
+		return st == CONN_CLOSING ? NULL : &s->m.agents_via_relay;
+	if (c->relay && (st == CONN_ACTIVE || st == CONN_BLOCKED))
+		return &s->m.relay_conns;
 	switch (st) {
 	case CONN_HELLO:
 	case CONN_LEASE:
@@ -96,7 +115,25 @@ static uint64_t *state_gauge(struct server *s, enum conn_state st)
 /* Not read now: paused for the input budget, or a state that does not read. */
 static bool conn_unread(const struct conn *c)
 {
-	return c->paused || (c->state != CONN_HELLO && c->state != CONN_ACTIVE);
+	return c->paused || c->held || (c->state != CONN_HELLO && c->state != CONN_ACTIVE);
+}
+
+/* Stops or resumes reading a connection for its relay (see held). */
+static void conn_hold(struct conn *c, bool hold)
+{
+	bool unread = conn_unread(c);
+
+	c->held = hold;
+	if (conn_unread(c) != unread) {
+		if (unread)
+			c->srv->input_unread -= c->in_held;
+		else
+			c->srv->input_unread += c->in_held;
+	}
+	if (hold)
+		bufferevent_disable(c->bev, EV_READ);
+	else if (!conn_unread(c))
+		bufferevent_enable(c->bev, EV_READ);
 }
 
 static void conn_set_state(struct conn *c, enum conn_state to)
@@ -126,15 +163,15 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 		assert(!"a closing connection changes state no more");
 		break;
 	}
-	if ((g = state_gauge(s, from)))
+	if ((g = state_gauge(c, from)))
 		(*g)--;
-	if ((g = state_gauge(s, to)))
+	if ((g = state_gauge(c, to)))
 		(*g)++;
-	if ((from == CONN_HELLO || from == CONN_LEASE) && to == CONN_ACTIVE) {
+	if ((from == CONN_HELLO || from == CONN_LEASE) && to == CONN_ACTIVE && c->job) {
 		c->job->live_agents++;
 		c->job->alone_since_us = 0;
 	}
-	if ((from == CONN_ACTIVE || from == CONN_BLOCKED) && (to == CONN_REFUSING || to == CONN_CLOSING) &&
+	if ((from == CONN_ACTIVE || from == CONN_BLOCKED) && (to == CONN_REFUSING || to == CONN_CLOSING) && c->job &&
 	    --c->job->live_agents == 0)
 		c->job->alone_since_us = clock_wall_us(); /* job_retire_s counts from here */
 	if (to == CONN_BLOCKED) {
@@ -197,7 +234,7 @@ static void input_pause(struct conn *c)
 	struct server *s = c->srv;
 	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
 
-	if ((c->state != CONN_HELLO && c->state != CONN_ACTIVE) || c->paused)
+	if (conn_unread(c))
 		return;
 	if (!s->input_over)
 		log_warning("agent connections hold %llu bytes of unfinished frames, over max_input_buffer_bytes "
@@ -340,6 +377,46 @@ static char *agent_key(const char *job, const char *agent, char *buf, size_t siz
 	return buf;
 }
 
+static struct conn *conn_by_id(struct server *s, uint64_t id);
+static void relay_send(struct conn *relay, const char *agent, const uint8_t *frame, size_t len);
+
+static void collect_virt(const char *agent, void *value, void *arg)
+{
+	struct conn ***at = arg;
+
+	(void)agent;
+	*(*at)++ = value;
+}
+
+/* A relay connection closes: so do its virtual connections. */
+static void close_virtual(struct conn *relay, enum metrics_close_reason why)
+{
+	struct conn **all = malloc((relay->virt.len + 1) * sizeof(*all)), **at = all;
+
+	if (!all)
+		return; /* they close when their frames find no relay (conn_free) */
+	strmap_each(&relay->virt, collect_virt, &at);
+	strmap_free(&relay->virt);
+	for (struct conn **v = all; v < at; v++)
+		conn_close(*v, why);
+	free(all);
+}
+
+/* The other end of a relayed agent hears that its connection ended. */
+static void relay_gone(struct conn *c)
+{
+	struct conn *parent;
+
+	if (c->up) {
+		relay_agent_gone(c->up, c->agent, c->id);
+		c->up = NULL;
+	}
+	if (c->parent_id && (parent = conn_by_id(c->srv, c->parent_id)) && strmap_get(&parent->virt, c->agent) == c) {
+		strmap_del(&parent->virt, c->agent);
+		relay_send(parent, c->agent, NULL, 0);
+	}
+}
+
 static void conn_close(struct conn *c, enum metrics_close_reason why)
 {
 	struct server *s = c->srv;
@@ -349,6 +426,9 @@ static void conn_close(struct conn *c, enum metrics_close_reason why)
 	if (c->state == CONN_BLOCKED)
 		unlink_blocked(s, c);
 	conn_set_state(c, CONN_CLOSING);
+	relay_gone(c);
+	if (c->relay)
+		close_virtual(c, why);
 	s->m.closed[why]++;
 	if (c->job) {
 		char key[300];
@@ -364,7 +444,8 @@ static void conn_close(struct conn *c, enum metrics_close_reason why)
 			}
 		}
 	}
-	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	if (c->bev)
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	c->closing_next = s->closing;
 	s->closing = c;
 	event_active(s->reclaim, 0, 0);
@@ -376,12 +457,15 @@ static void conn_free(struct conn *c)
 	uint32_t slot = (uint32_t)c->id;
 
 	paused_watch_stop(c);
-	evbuffer_remove_cb(bufferevent_get_input(c->bev), input_cb, c);
-	s->m.input_held -= c->in_held;
-	s->input_unread -= c->in_held; /* closing: not read */
-	input_maybe_resume(s);
-	bufferevent_free(c->bev);
-	per_addr_adjust(s, c->addr, -1);
+	if (c->bev) {
+		evbuffer_remove_cb(bufferevent_get_input(c->bev), input_cb, c);
+		s->m.input_held -= c->in_held;
+		s->input_unread -= c->in_held; /* closing: not read */
+		input_maybe_resume(s);
+		bufferevent_free(c->bev);
+		per_addr_adjust(s, c->addr, -1);
+	}
+	strmap_free(&c->virt);
 	s->slots[slot] = NULL;
 	s->generations[slot]++;
 	s->free_slots[s->n_free++] = slot;
@@ -432,10 +516,44 @@ static struct conn *conn_by_id(struct server *s, uint64_t id)
 
 /* ---- sending ---- */
 
+static int conn_send(struct conn *c, const frame_envelope *env);
+
+/* A frame to the agent of a virtual connection, through its relay (len 0: it ended). */
+static void relay_send(struct conn *relay, const char *agent, const uint8_t *frame, size_t len)
+{
+	frame_envelope env;
+	Culprit__V1__Relay rel;
+
+	if (relay->state == CONN_CLOSING)
+		return;
+	frame_relay(&env, &rel, agent, frame, len);
+	conn_send(relay, &env);
+}
+
+static int virtual_send(struct conn *c, const frame_envelope *env)
+{
+	struct conn *parent = conn_by_id(c->srv, c->parent_id);
+	size_t need = frame_packed_size(env);
+	uint8_t *buf = malloc(need);
+
+	if (!buf || !parent) {
+		free(buf);
+		conn_close(c, CLOSE_NOMEM);
+		return -1;
+	}
+	frame_pack(env, buf);
+	relay_send(parent, c->agent, buf + FRAME_HEADER, need - FRAME_HEADER);
+	free(buf);
+	return parent->state == CONN_CLOSING ? -1 : 0;
+}
+
 static int conn_send(struct conn *c, const frame_envelope *env)
 {
 	struct server *s = c->srv;
 	size_t need = frame_packed_size(env);
+
+	if (c->parent_id)
+		return virtual_send(c, env);
 
 	if (need > s->scratch_size) {
 		uint8_t *p = realloc(s->scratch, need);
@@ -527,6 +645,10 @@ static void close_after_write(struct conn *c)
 
 	if (c->state == CONN_CLOSING)
 		return;
+	if (c->parent_id) { /* what it was told is on the relay's connection already */
+		conn_close(c, CLOSE_REFUSED);
+		return;
+	}
 	bufferevent_disable(c->bev, EV_READ);
 	bufferevent_setcb(c->bev, NULL, close_after_write_cb, refusing_event_cb, c);
 	bufferevent_set_timeouts(c->bev, NULL, &tv);
@@ -551,6 +673,22 @@ static void refuse_hello(struct conn *c, const char *reason)
 
 /* ---- Hello ---- */
 
+/* Many instances: the owner of h's job has no room for its agent: it is relayed there. */
+static void relay_hello(struct conn *c, const Culprit__V1__Hello *h, const char *to)
+{
+	struct timeval idle = {(time_t)c->srv->cfg.idle_timeout_s, 0};
+
+	snprintf(c->agent, sizeof(c->agent), "%s", h->agent_id);
+	if (!(c->up = relay_agent(c->srv, c->id, h, to))) {
+		conn_close(c, CLOSE_NOMEM);
+		return;
+	}
+	conn_set_state(c, CONN_ACTIVE);
+	bufferevent_set_timeouts(c->bev, &idle, NULL);
+	log_debug("agent %s: job \"%s\" agent \"%s\": relayed to its owner at %s", c->peer, LOG_ESC(h->job),
+		  LOG_ESC(c->agent), to);
+}
+
 /* Many instances: 1 when this instance owns h's job (c->lease_epoch set); else the Hello
  * waits for the lease lookup (parked, not read meanwhile), is redirected to the owner or
  * refused for now. */
@@ -563,9 +701,18 @@ static bool job_here(struct conn *c, const Culprit__V1__Hello *h)
 	case CLUSTER_OWNED:
 		return true;
 	case CLUSTER_WAIT:
+		if (c->parent_id)
+			break; /* a relayed agent does not wait (its relay's frames go on): it retries */
 		conn_set_state(c, CONN_LEASE);
 		bufferevent_disable(c->bev, EV_READ);
 		return false;
+	case CLUSTER_RELAY:
+		if (!h->relay && !c->parent_id && !s->tls) {
+			relay_hello(c, h, to);
+			return false;
+		}
+		/* relays do not chain; with TLS, agents are redirected (see relay.h) */
+		/* fall through */
 	case CLUSTER_REDIRECT: {
 		static struct log_limit limit = {.what = "redirected hellos"};
 
@@ -583,6 +730,30 @@ static bool job_here(struct conn *c, const Culprit__V1__Hello *h)
 	return false;
 }
 
+/* Another instance relays agents of h's job, which this one owns, over this connection. */
+static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
+{
+	struct server *s = c->srv;
+	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
+
+	if (c->parent_id || !s->cluster || s->cfg.max_relayed_agents == 0) {
+		refuse_hello(c, "this culpritd takes no relays");
+		return;
+	}
+	if (!batch_name_ok(h->job, 127)) {
+		refuse_hello(c, "job must be 1 to 127 bytes without control characters");
+		return;
+	}
+	if (!job_here(c, h))
+		return;
+	c->relay = true;
+	snprintf(c->relay_job, sizeof(c->relay_job), "%s", h->job);
+	conn_set_state(c, CONN_ACTIVE);
+	bufferevent_set_timeouts(c->bev, &idle, NULL);
+	log_info("agent %s: relays agents of job \"%s\"", c->peer, LOG_ESC(h->job));
+	send_hello_ack(c, 1, NULL, 0, NULL);
+}
+
 static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 {
 	struct server *s = c->srv;
@@ -596,6 +767,25 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)", h->protocol_version,
 			 FRAME_PROTOCOL_VERSION);
 		refuse_hello(c, err);
+		return;
+	}
+	if (h->relay) {
+		relay_conn_hello(c, h);
+		return;
+	}
+	if (c->parent_id && strcmp(h->agent_id, c->agent) != 0) {
+		refuse_hello(c, "a relayed hello's agent_id is not its relay's");
+		return;
+	}
+	if (s->cluster && !c->parent_id && ingest_open_connections(s) > (uint64_t)s->cfg.max_connections + s->m.relay_conns) {
+		/* the connections kept for relays (RELAY_CONNS) take no agent */
+		static struct log_limit limit = {.what = "hellos over max_connections"};
+
+		s->m.over_limit[LIMIT_CONNECTIONS]++;
+		if (log_limit_allow(&limit))
+			log_warning("agent %s: over max_connections (%lld) with the connections kept for relays; closing",
+				    c->peer, (long long)s->cfg.max_connections);
+		conn_close(c, CLOSE_LIMIT);
 		return;
 	}
 	if (!batch_name_ok(h->job, 127) || !batch_name_ok(h->agent_id, 127) || (h->host[0] && !batch_name_ok(h->host, 127))) {
@@ -740,7 +930,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		}
 	}
 	conn_set_state(c, CONN_ACTIVE);
-	bufferevent_set_timeouts(c->bev, &idle, NULL);
+	if (c->bev)
+		bufferevent_set_timeouts(c->bev, &idle, NULL);
 	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer,
 		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks, (unsigned long long)p->durable_seq);
 	send_hello_ack(c, 1, NULL, p->durable_seq, NULL);
@@ -758,7 +949,8 @@ static void block(struct conn *c)
 	struct server *s = c->srv;
 
 	conn_set_state(c, CONN_BLOCKED);
-	bufferevent_disable(c->bev, EV_READ);
+	if (c->bev)
+		bufferevent_disable(c->bev, EV_READ);
 	c->blocked_next = NULL;
 	if (s->blocked_tail)
 		s->blocked_tail->blocked_next = c;
@@ -897,9 +1089,104 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 
 /* ---- reading ---- */
 
+/* A frame body unpacked, or NULL after a protocol error (a body that would cost more than
+ * MAX_UNPACK_FACTOR times its size is not unpacked). */
+static frame_envelope *unpack_checked(struct conn *c, const uint8_t *body, size_t len)
+{
+	size_t cost = frame_unpacked_size(body, len);
+	frame_envelope *env;
+
+	if (cost > MAX_UNPACK_FACTOR * len && cost > MAX_UNPACK_FLOOR) {
+		protocol_error(c,
+			       cost == SIZE_MAX ? "frame body is not a protocol message"
+						: "frame would take more than 16 times its size to unpack",
+			       body, len < 16 ? len : 16);
+		return NULL;
+	}
+	if (!(env = frame_unpack(body, len))) {
+		protocol_error(c, "frame body is not a protocol message", body, len < 16 ? len : 16);
+		return NULL;
+	}
+	c->srv->m.frames_ok++;
+	return env;
+}
+
+static void handle_envelope(struct conn *c, frame_envelope *env);
+
+/* A new virtual connection for agent on relay; NULL (the agent is told its connection ended)
+ * over max_relayed_agents. */
+static struct conn *virtual_new(struct conn *relay, const char *agent)
+{
+	struct server *s = relay->srv;
+	struct conn *c;
+	uint32_t slot;
+
+	if (s->n_free == 0 || s->m.agents_via_relay >= (uint64_t)s->cfg.max_relayed_agents || !batch_name_ok(agent, 127) ||
+	    !(c = calloc(1, sizeof(*c)))) {
+		static struct log_limit limit = {.what = "relayed agents refused"};
+
+		s->m.over_limit[LIMIT_CONNECTIONS]++;
+		if (log_limit_allow(&limit))
+			log_warning("agent %s: relayed agent \"%s\" over max_relayed_agents (%lld); closing it", relay->peer,
+				    LOG_ESC(agent), (long long)s->cfg.max_relayed_agents);
+		relay_send(relay, agent, NULL, 0);
+		return NULL;
+	}
+	if (strmap_put(&relay->virt, agent, c) < 0) {
+		free(c);
+		relay_send(relay, agent, NULL, 0);
+		return NULL;
+	}
+	slot = s->free_slots[--s->n_free];
+	c->id = ((uint64_t)s->generations[slot] << 32) | slot;
+	s->slots[slot] = c;
+	c->srv = s;
+	c->state = CONN_HELLO;
+	c->parent_id = relay->id;
+	s->m.agents_via_relay++;
+	snprintf(c->agent, sizeof(c->agent), "%s", agent);
+	snprintf(c->addr, sizeof(c->addr), "%s", relay->addr);
+	snprintf(c->peer, sizeof(c->peer), "%.22s/%.40s", relay->peer, agent);
+	return c;
+}
+
+/* A Relay on a relay connection: a frame of one of its agents, or the end of its connection. */
+static void handle_relay(struct conn *c, const Culprit__V1__Relay *r)
+{
+	struct conn *v = strmap_get(&c->virt, r->agent_id);
+	frame_envelope *env;
+
+	if (r->frame.len == 0) {
+		if (v) { /* out of the map first: its relay is not told what it said */
+			strmap_del(&c->virt, r->agent_id);
+			conn_close(v, CLOSE_PEER);
+		}
+		return;
+	}
+	if (!v && !(v = virtual_new(c, r->agent_id)))
+		return;
+	if (r->frame.len > (size_t)c->srv->cfg.max_frame) {
+		protocol_error(v, "relayed frame over max_frame", r->frame.data, 16);
+		return;
+	}
+	if (!(env = unpack_checked(v, r->frame.data, r->frame.len)))
+		return;
+	handle_envelope(v, env);
+	frame_free(env);
+	if (v->state == CONN_BLOCKED) /* the writer's queue is full: the relay is not read until it has room */
+		conn_hold(c, true);
+}
+
 static void handle_envelope(struct conn *c, frame_envelope *env)
 {
 	switch (env->msg_case) {
+	case CULPRIT__V1__ENVELOPE__MSG_RELAY:
+		if (!c->relay) {
+			protocol_error(c, "message an agent does not send", NULL, 0);
+			return;
+		}
+		handle_relay(c, env->relay);
+		return;
 	case CULPRIT__V1__ENVELOPE__MSG_HELLO:
 		if (c->state != CONN_HELLO) {
 			protocol_error(c, "hello sent twice", NULL, 0);
@@ -910,8 +1197,8 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 			c->parked = env; /* kept: handled again by ingest_hello_resume */
 		return;
 	case CULPRIT__V1__ENVELOPE__MSG_BATCH:
-		if (c->state == CONN_HELLO) {
-			protocol_error(c, "batch before hello", NULL, 0);
+		if (c->state == CONN_HELLO || c->relay) {
+			protocol_error(c, c->relay ? "batch outside a relay message" : "batch before hello", NULL, 0);
 			return;
 		}
 		handle_batch(c, env->batch);
@@ -934,15 +1221,17 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 
 static void parse_frames(struct conn *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *in;
 
-	while (c->state == CONN_HELLO || c->state == CONN_ACTIVE) { /* not REFUSING, BLOCKED, CLOSING */
+	if (!c->bev)
+		return; /* virtual: its frames come with its relay's */
+	in = bufferevent_get_input(c->bev);
+	while ((c->state == CONN_HELLO || c->state == CONN_ACTIVE) && !c->held) { /* not REFUSING, BLOCKED, CLOSING */
 		size_t len = evbuffer_get_length(in);
 		uint32_t max = c->state == CONN_HELLO ? (uint32_t)c->srv->cfg.max_frame_before_hello
-						      : (uint32_t)c->srv->cfg.max_frame;
+						      : (uint32_t)c->srv->cfg.max_frame + (c->relay ? RELAY_SLACK : 0);
 		const char *why = NULL;
 		uint32_t body = 0;
-		size_t cost;
 		uint8_t *data;
 		frame_envelope *env;
 		enum frame_status st;
@@ -967,21 +1256,16 @@ static void parse_frames(struct conn *c)
 			conn_close(c, CLOSE_NOMEM);
 			return;
 		}
-		cost = frame_unpacked_size(data + FRAME_HEADER, body);
-		if (cost > MAX_UNPACK_FACTOR * (size_t)body && cost > MAX_UNPACK_FLOOR) {
-			protocol_error(c,
-				       cost == SIZE_MAX ? "frame body is not a protocol message"
-							: "frame would take more than 16 times its size to unpack",
-				       data + FRAME_HEADER, body < 16 ? body : 16);
-			return;
+		if (c->up) { /* relayed as it is: the owner reads it */
+			int full = relay_forward(c->up, c->agent, data + FRAME_HEADER, body);
+
+			evbuffer_drain(in, FRAME_HEADER + body);
+			if (full > 0 && c->state == CONN_ACTIVE)
+				conn_hold(c, true);
+			continue;
 		}
-		env = frame_unpack(data + FRAME_HEADER, body);
-		if (!env) {
-			protocol_error(c, "frame body is not a protocol message", data + FRAME_HEADER,
-				       body < 16 ? body : 16);
+		if (!(env = unpack_checked(c, data + FRAME_HEADER, body)))
 			return;
-		}
-		c->srv->m.frames_ok++;
 		handle_envelope(c, env);
 		if (c->parked != env)
 			frame_free(env);
@@ -1073,7 +1357,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	s->m.accepted++;
 	listen_pause_ok(&s->agent_pause);
-	if (s->n_free == 0 || ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections) {
+	if (s->n_free == 0 || ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections + (s->cluster ? RELAY_CONNS : 0)) {
 		over_limit(s, fd, LIMIT_CONNECTIONS, addr, port, "max_connections", s->cfg.max_connections);
 		return;
 	}
@@ -1124,6 +1408,8 @@ int ingest_start(struct server *s)
 	int sslen = sizeof(ss);
 	size_t n = (size_t)s->cfg.max_connections;
 
+	if (s->cluster) /* relays: connections from other instances, and the agents on them */
+		n += RELAY_CONNS + (size_t)s->cfg.max_relayed_agents;
 	if (evutil_parse_sockaddr_port(s->cfg.agent_listen, (struct sockaddr *)&ss, &sslen) < 0) {
 		log_error("invalid agent_listen address \"%s\"", s->cfg.agent_listen);
 		return -1;
@@ -1166,6 +1452,7 @@ void ingest_stop_accepting(struct server *s)
 
 void ingest_close_all(struct server *s)
 {
+	relay_close_all(s);
 	for (size_t i = 0; i < s->n_slots; i++)
 		if (s->slots && s->slots[i] && s->slots[i]->state != CONN_CLOSING)
 			conn_close(s->slots[i], CLOSE_SHUTDOWN);
@@ -1242,6 +1529,54 @@ uint64_t ingest_open_connections(const struct server *s)
 	return s->m.conns_hello + s->m.conns_active + s->m.conns_blocked;
 }
 
+int ingest_agent_room(const struct server *s)
+{
+	uint64_t agents = ingest_open_connections(s) - s->m.relay_conns;
+
+	return agents >= (uint64_t)s->cfg.max_connections ? 0 : (int)((uint64_t)s->cfg.max_connections - agents);
+}
+
+void ingest_relay_deliver(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len)
+{
+	struct conn *c = conn_by_id(s, conn_id);
+	uint32_t be = htobe32((uint32_t)len);
+
+	if (!c || c->state == CONN_CLOSING)
+		return;
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > MAX_OUTPUT) {
+		log_warning("agent %s: does not read what culpritd sends; closing the connection", c->peer);
+		conn_close(c, CLOSE_PROTOCOL);
+		return;
+	}
+	if (bufferevent_write(c->bev, &be, sizeof(be)) < 0 || bufferevent_write(c->bev, frame, len) < 0)
+		conn_close(c, CLOSE_NOMEM);
+}
+
+void ingest_relay_close(struct server *s, uint64_t conn_id)
+{
+	struct conn *c = conn_by_id(s, conn_id);
+
+	if (!c)
+		return;
+	c->up = NULL; /* its relay has ended, or forgot it */
+	/* what the owner said last (a refusal) reaches the agent first; with nothing to write the
+	 * write callback would never come */
+	if ((c->state == CONN_ACTIVE || c->state == CONN_HELLO) && evbuffer_get_length(bufferevent_get_output(c->bev)))
+		close_after_write(c);
+	else
+		conn_close(c, CLOSE_REFUSED);
+}
+
+void ingest_relay_release(struct server *s, uint64_t conn_id)
+{
+	struct conn *c = conn_by_id(s, conn_id);
+
+	if (!c || !c->held || c->state == CONN_CLOSING)
+		return;
+	conn_hold(c, false);
+	parse_frames(c);
+}
+
 void ingest_writer_progress(struct server *s)
 {
 	struct storage_done done[256];
@@ -1290,8 +1625,13 @@ void ingest_writer_progress(struct server *s)
 			s->blocked_tail = NULL;
 		c->blocked_next = NULL;
 		conn_set_state(c, CONN_ACTIVE);
-		if (!c->paused)
+		if (c->parent_id) { /* its relay is read again */
+			if (!(c = conn_by_id(s, c->parent_id)) || c->state == CONN_CLOSING)
+				continue;
+			conn_hold(c, false);
+		} else if (!c->paused) {
 			bufferevent_enable(c->bev, EV_READ);
+		}
 		parse_frames(c); /* frames that arrived while blocked */
 	}
 }
@@ -1313,7 +1653,7 @@ void ingest_hello_resume(struct server *s, uint64_t conn_id)
 		c->parked = env; /* looked up again (the lease was lost meanwhile) */
 	else
 		frame_free(env);
-	if (c->state == CONN_ACTIVE) {
+	if (c->state == CONN_ACTIVE && c->bev) {
 		if (!c->paused)
 			bufferevent_enable(c->bev, EV_READ);
 		parse_frames(c); /* what the agent sent after its Hello */
@@ -1325,7 +1665,8 @@ void ingest_close_job(struct server *s, const char *job)
 	for (size_t i = 0; i < s->n_slots; i++) {
 		struct conn *c = s->slots[i];
 
-		if (c && c->job && c->state != CONN_CLOSING && strcmp(c->job->name, job) == 0)
+		if (c && c->state != CONN_CLOSING && ((c->job && strcmp(c->job->name, job) == 0) ||
+							 (c->relay && strcmp(c->relay_job, job) == 0)))
 			conn_close(c, CLOSE_REFUSED);
 	}
 }

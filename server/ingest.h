@@ -7,6 +7,10 @@
  *   REFUSING -> CLOSING (once the refusal is written, or after 2 s)
  *   ACTIVE  -> BLOCKED (writer queue full: stop reading) | CLOSING
  *   BLOCKED -> ACTIVE (queue space again) | CLOSING
+ * Relays (relay.h): on the job's owner, each agent relayed to it is a virtual connection
+ * (no socket) with the same states, its frames taken from its relay connection's Relay
+ * messages; a blocked one stops the reading of its relay connection. On the relaying
+ * instance, an ACTIVE connection whose agent is relayed forwards its frames unread.
  * A connection is never freed inside its own callback: CLOSING connections are freed by a
  * separate event after the loop pass. */
 #ifndef CULPRIT_INGEST_H
@@ -43,6 +47,14 @@ size_t ingest_send_command(struct server *s, const struct job *job, const Culpri
 void ingest_hello_resume(struct server *s, uint64_t conn_id);
 void ingest_close_job(struct server *s, const char *job);
 void ingest_set_progress(struct server *s, const char *job, const char *agent, uint64_t durable_seq);
+/* Relays (relay.c): writes a frame body from the job's owner to the relayed agent of
+ * conn_id; closes it once what it was sent is written; reads it again after its relay was full. */
+void ingest_relay_deliver(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len);
+void ingest_relay_close(struct server *s, uint64_t conn_id);
+void ingest_relay_release(struct server *s, uint64_t conn_id);
+/* Many instances: how many more agent connections this instance takes (written with its
+ * leases: another instance relays the agents of its jobs when this is 0). */
+int ingest_agent_room(const struct server *s);
 /* Connections open (any state). */
 uint64_t ingest_open_connections(const struct server *s);
 /* After SIGHUP: closes every streaming connection whose Hello token the new s->auth no

@@ -116,6 +116,14 @@ void metrics_render(const struct metrics *m, FILE *out)
 	    "Job leases this instance found another's (its agents' connections were closed).", m->leases_lost);
 	one(out, "culprit_hellos_redirected_total", "counter", "Hellos answered with a redirect to the job's owner.",
 	    m->hellos_redirected);
+	one(out, "culprit_relay_connections", "gauge",
+	    "Connections from other instances relaying agents of this instance's jobs.", m->relay_conns);
+	one(out, "culprit_agents_via_relay", "gauge", "Agents of this instance's jobs that reach it through relays.",
+	    m->agents_via_relay);
+	one(out, "culprit_agents_relayed", "gauge", "Agents this instance relays to their job's owner.",
+	    m->agents_relayed);
+	one(out, "culprit_relayed_batches_total", "counter", "Batches this instance relayed to their job's owner.",
+	    m->batches_relayed);
 	one(out, "culprit_embedded_restarts_total", "counter",
 	    "Times the embedded PostgreSQL was started again after its postmaster exited.", m->embedded_restarts);
 	one(out, "culprit_backpressure_events_total", "counter",

@@ -69,6 +69,8 @@ struct metrics {
 	/* the embedded PostgreSQL (main.c) */
 	uint64_t leases_acquired, leases_lost;            /* job leases (cluster.c) */
 	uint64_t hellos_redirected;                       /* HelloAck sent an agent to the job's owner */
+	uint64_t relay_conns, agents_via_relay;           /* gauges, owner: relay connections, agents on them */
+	uint64_t agents_relayed, batches_relayed;         /* relay: agents it relays (gauge), batches forwarded */
 	uint64_t embedded_restarts;                       /* postmaster started again after it exited */
 };
 

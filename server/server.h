@@ -69,6 +69,7 @@ struct server {
 
 	struct strmap jobs;   /* name -> struct job */
 	struct strmap agents; /* "job\x1fagent" -> struct agent_progress */
+	struct strmap relays; /* job -> struct relay: jobs of other instances this one relays (relay.c) */
 	struct strmap restored; /* job name -> incident the previous culpritd left open, until the job returns (jobs.c) */
 
 	uint8_t *scratch; /* frame packing buffer, event loop only */

@@ -104,12 +104,13 @@ static bool end(PGconn *conn, bool commit)
 void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result *r)
 {
 	const struct storage_lease_req *q = ctx;
-	char secs[24];
-	const char *params[5] = {q->job, q->owner, q->agent_addr, q->api_url, secs};
+	char secs[24], room[24];
+	const char *params[6] = {q->job, q->owner, q->agent_addr, q->api_url, secs, room};
 	struct storage_lease head = {0}, *l;
 	PGresult *res, *prog = NULL, *inc = NULL;
 
 	snprintf(secs, sizeof(secs), "%d", q->lease_s);
+	snprintf(room, sizeof(room), "%d", q->agent_room);
 	/* FOR UPDATE first: it waits for the writers' transactions that hold the row FOR KEY SHARE
 	 * (writer.c, "fencing"), so what the previous owner writes is committed before the new
 	 * owner reads the durable sequences below, and the previous owner writes nothing after */
@@ -124,19 +125,20 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 		/* every acquisition raises the epoch, even a re-acquisition by the same owner id (a
 		 * restarted process must not pass for the one it replaces) */
 		res = PQexecParams(conn,
-				   "INSERT INTO job_leases AS l (job, owner, epoch, agent_addr, api_url, expires_at)"
-				   " VALUES ($1, $2, 1, $3, $4, clock_timestamp() + $5::int * interval '1 second')"
+				   "INSERT INTO job_leases AS l (job, owner, epoch, agent_addr, api_url, expires_at, agent_room)"
+				   " VALUES ($1, $2, 1, $3, $4, clock_timestamp() + $5::int * interval '1 second', $6::int)"
 				   " ON CONFLICT (job) DO UPDATE SET owner = excluded.owner, epoch = l.epoch + 1,"
-				   " agent_addr = excluded.agent_addr, api_url = excluded.api_url, expires_at = excluded.expires_at"
+				   " agent_addr = excluded.agent_addr, api_url = excluded.api_url, expires_at = excluded.expires_at,"
+				   " agent_room = excluded.agent_room"
 				   " WHERE l.expires_at < now() OR l.owner = excluded.owner"
-				   " RETURNING epoch, owner, agent_addr",
-				   5, NULL, params, NULL, NULL, 0);
+				   " RETURNING epoch, owner, agent_addr, agent_room",
+				   6, NULL, params, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 		head.owned = 1;
 	} else if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
-		res = PQexecParams(conn, "SELECT epoch, owner, agent_addr FROM job_leases WHERE job = $1", 1, NULL,
+		res = PQexecParams(conn, "SELECT epoch, owner, agent_addr, agent_room FROM job_leases WHERE job = $1", 1, NULL,
 				   params, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
@@ -150,6 +152,7 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 	head.epoch = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 	snprintf(head.owner, sizeof(head.owner), "%s", PQgetvalue(res, 0, 1));
 	snprintf(head.agent_addr, sizeof(head.agent_addr), "%s", PQgetvalue(res, 0, 2));
+	head.agent_room = atoi(PQgetvalue(res, 0, 3));
 	PQclear(res);
 	if (head.owned) {
 		/* what the previous owner made durable: the agents' resends of it are skipped */
@@ -213,15 +216,16 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 void storage_lease_renew(PGconn *conn, void *ctx, struct storage_query_result *r)
 {
 	const struct storage_lease_req *q = ctx;
-	char secs[24];
-	const char *params[2] = {q->owner, secs};
+	char secs[24], room[24];
+	const char *params[3] = {q->owner, secs, room};
 	PGresult *res;
 
 	snprintf(secs, sizeof(secs), "%d", q->lease_s);
+	snprintf(room, sizeof(room), "%d", q->agent_room);
 	res = PQexecParams(conn,
-			   "UPDATE job_leases SET expires_at = now() + $2::int * interval '1 second'"
+			   "UPDATE job_leases SET expires_at = now() + $2::int * interval '1 second', agent_room = $3::int"
 			   " WHERE owner = $1 RETURNING job, epoch",
-			   2, NULL, params, NULL, NULL, 0);
+			   3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		storage_query_fail(r, res, conn);
 		PQclear(res);

@@ -22,6 +22,7 @@ struct storage_lease_req {
 	int lease_s;            /* acquire, renew: the lease lasts this long from now */
 	uint32_t window_iters;  /* acquire: iterations of the job's window read back (storage/window.h) */
 	uint64_t epoch;         /* release: the epoch given back */
+	int agent_room;         /* acquire, renew: agent connections this instance takes now */
 };
 
 /* The answer to storage_lease_acquire (r->text points to one, r->len its size; one block,
@@ -31,6 +32,7 @@ struct storage_lease {
 	uint64_t epoch;
 	char owner[128];     /* owned == 0: who holds it, and where its agents are sent */
 	char agent_addr[256];
+	int agent_room;      /* the owner's agent_room (the last it wrote) */
 	size_t n_incidents;  /* owned == 1: the job's open incidents (storage_lease_incidents) */
 	/* owned == 1 with an open incident (not a hang): the records of its window, from its first
 	 * iteration on (at most window_iters); the taker frees it (NULL: none) */
