@@ -3,6 +3,7 @@
 # Sourced by run.sh and test.sh; run it alone to prepare a machine.
 #   ./install-deps.sh           build and run (culpritd, culprit, embedded PostgreSQL)
 #   ./install-deps.sh test      also what the tests need
+#   ./install-deps.sh lint      also what tests/lint.sh needs
 set -euo pipefail
 
 culprit_packages=(build-essential cmake pkg-config libevent-dev libpq-dev libprotobuf-c-dev
@@ -10,10 +11,12 @@ culprit_packages=(build-essential cmake pkg-config libevent-dev libpq-dev libpro
 	libyajl-dev postgresql postgresql-client)
 culprit_test_packages=(libcmocka-dev protobuf-compiler clang procps psmisc openssl curl jq python3
 	prometheus prometheus-alertmanager wrk)
+culprit_lint_packages=(clang clang-tidy cppcheck)
 
 culprit_install_deps() {
 	local want=("${culprit_packages[@]}") missing=() p
 	[ "${1:-}" = test ] && want+=("${culprit_test_packages[@]}")
+	[ "${1:-}" = lint ] && want+=("${culprit_lint_packages[@]}")
 	for p in "${want[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done

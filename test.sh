@@ -9,7 +9,8 @@ culprit_install_deps test
 build=${CULPRIT_TEST_BUILD:-build/test}
 werror=OFF
 [ -n "${CI:-}" ] && werror=ON
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCULPRIT_SANITIZE=ON -DCULPRIT_WERROR=$werror >/dev/null
+# CULPRIT_TEST_SANITIZER: the sanitizer's CMake option (tests/tsan.sh: -DCULPRIT_TSAN=ON)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug ${CULPRIT_TEST_SANITIZER:--DCULPRIT_SANITIZE=ON} -DCULPRIT_WERROR=$werror >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
 # Scratch space of the tests, with the test PostgreSQL in it. As root PostgreSQL runs as

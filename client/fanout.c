@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ struct fanout {
 	/* agents */
 	struct agent **agents;
 	size_t n_agents, agents_cap;
-	uint64_t records;
+	_Atomic uint64_t records; /* read by fanout_get_stats from other threads */
 	char refusal[512];    /* why the server refused an agent (fanout_refusal) */
 	/* scratch */
 	struct record_phase *ph;

@@ -292,7 +292,7 @@ static void chrome(const struct trace_data *d, const struct hosts *h, const stru
 		snprintf(tn, sizeof(tn), "rank %" PRIu32 " (tp %u cp %u ep %u dp %u pp %u)", r->rank, r->tp, r->cp, r->ep,
 			 r->dp, r->pp);
 		chrome_meta(b, "thread_name", (int)h->of_rank[i] + 1, trace_export_tid(r->rank), "name",
-			    r->known ? tn : tn /* coordinates 0 when unknown */, 0);
+			    tn /* coordinates 0 when unknown */, 0);
 		chrome_meta(b, "thread_sort_index", (int)h->of_rank[i] + 1, trace_export_tid(r->rank), "sort_index", NULL,
 			    (int64_t)r->rank * 100);
 	}

@@ -95,6 +95,7 @@ struct storage_writer {
 	/* writer thread only */
 	PGconn *conn;
 	bool staging_ready;
+	bool connected_once;   /* the first connection is not a reconnection */
 	struct log_complaint down;
 	struct job_cache **jobs;
 	size_t n_jobs, cap_jobs;
@@ -142,6 +143,8 @@ static int connect_db(struct storage_writer *w)
 	/* the complaint is released by the next commit, not by a connection that may fail again */
 	pthread_mutex_lock(&w->mu);
 	w->st.connected = 1;
+	w->st.reconnects += w->connected_once;
+	w->connected_once = true;
 	pthread_mutex_unlock(&w->mu);
 	return 0;
 }
@@ -966,9 +969,6 @@ static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 				backoff_wait(w, &delay);
 				continue;
 			}
-			pthread_mutex_lock(&w->mu);
-			w->st.reconnects++;
-			pthread_mutex_unlock(&w->mu);
 		}
 		enum txn_result res = resolve(w, ops, sts, n);
 		if (res == TXN_OK)

@@ -385,9 +385,14 @@ static void test_restart(void)
 	for (; seq <= 100; seq++)
 		submit_wait(w, &s, make_batch("J", seq, 0));
 
+	/* the first connection, made idle or busy as the writer thread happened to start, is
+	 * not a reconnection */
+	struct storage_writer_stats st;
+	storage_writer_stats(w, &st);
+	CHECK(st.reconnects == 0);
+
 	/* PostgreSQL goes away while the writer is busy */
 	pgtest_cluster_stop(dir);
-	struct storage_writer_stats st;
 	int64_t deadline = pgtest_now_ms() + 60000;
 	size_t refused_at = 0;
 	for (;;) {
@@ -424,7 +429,7 @@ static void test_restart(void)
 	wait_done(w, &s, total, 120000);
 	storage_writer_stats(w, &st);
 	CHECK(s.failed == 0);
-	CHECK(st.reconnects >= 2);
+	CHECK(st.reconnects >= 1);
 	CHECK_MSG(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == (long long)total * ITERS_PER_BATCH * NAMES,
 	          "phases: %lld", pgtest_scalar(dsn, "SELECT count(*) FROM phases"));
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == (long long)total * ITERS_PER_BATCH);
