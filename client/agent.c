@@ -230,7 +230,13 @@ out:
 
 /* ---- the batch being built (a.mu held) ---- */
 
-#define GROW(field) do { void *p_ = realloc(b->field, cap * sizeof(*b->field)); if (!p_) return -1; b->field = p_; } while (0)
+#define GROW(field)                                                    \
+	do {                                                           \
+		void *p_ = realloc(b->field, cap * sizeof(*b->field)); \
+		if (!p_)                                               \
+			return -1;                                     \
+		b->field = p_;                                         \
+	} while (0)
 
 /* Room for one more record of type t (0 iter, 1 phase, 2 kernel); columns grow by type. */
 static int building_reserve(struct building *b, int t)
@@ -242,13 +248,30 @@ static int building_reserve(struct building *b, int t)
 		return 0;
 	cap = *capp ? *capp * 2 : 32;
 	if (t == 0) {
-		GROW(iter_rank); GROW(iter_iter); GROW(iter_start); GROW(iter_dur);
+		GROW(iter_rank);
+		GROW(iter_iter);
+		GROW(iter_start);
+		GROW(iter_dur);
 	} else if (t == 1) {
-		GROW(ph_rank); GROW(ph_iter); GROW(ph_name); GROW(ph_kind); GROW(ph_group); GROW(ph_start);
+		GROW(ph_rank);
+		GROW(ph_iter);
+		GROW(ph_name);
+		GROW(ph_kind);
+		GROW(ph_group);
+		GROW(ph_start);
 		GROW(ph_dur);
 	} else {
-		GROW(k_rank); GROW(k_iter); GROW(k_name); GROW(k_kind); GROW(k_count); GROW(k_sum); GROW(k_min);
-		GROW(k_max); GROW(k_p50); GROW(k_p99); GROW(k_sketch_len);
+		GROW(k_rank);
+		GROW(k_iter);
+		GROW(k_name);
+		GROW(k_kind);
+		GROW(k_count);
+		GROW(k_sum);
+		GROW(k_min);
+		GROW(k_max);
+		GROW(k_p50);
+		GROW(k_p99);
+		GROW(k_sketch_len);
 	}
 	*capp = cap;
 	return 0;
@@ -257,10 +280,10 @@ static int building_reserve(struct building *b, int t)
 
 static void building_free(struct building *b)
 {
-	void *arrays[] = {b->iter_rank, b->iter_iter, b->iter_start, b->iter_dur, b->ph_rank, b->ph_iter,
-			  b->ph_name, b->ph_kind, b->ph_group, b->ph_start, b->ph_dur, b->k_rank, b->k_iter,
-			  b->k_name, b->k_kind, b->k_count, b->k_sum, b->k_min, b->k_max, b->k_p50, b->k_p99,
-			  b->k_sketch_len, b->sketch, b->used_epoch, b->name_ids};
+	void *arrays[] = {b->iter_rank,    b->iter_iter, b->iter_start, b->iter_dur, b->ph_rank, b->ph_iter, b->ph_name,
+			  b->ph_kind,      b->ph_group,  b->ph_start,   b->ph_dur,   b->k_rank,  b->k_iter,  b->k_name,
+			  b->k_kind,       b->k_count,   b->k_sum,      b->k_min,    b->k_max,   b->k_p50,   b->k_p99,
+			  b->k_sketch_len, b->sketch,    b->used_epoch, b->name_ids};
 
 	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
 		free(arrays[i]);
@@ -268,15 +291,9 @@ static void building_free(struct building *b)
 	memset(b, 0, sizeof(*b));
 }
 
-static size_t building_records(const struct building *b)
-{
-	return b->n_iter + b->n_phase + b->n_kernel + b->n_raw;
-}
+static size_t building_records(const struct building *b) { return b->n_iter + b->n_phase + b->n_kernel + b->n_raw; }
 
-size_t agent_building_records(const struct agent *a)
-{
-	return building_records(&a->b);
-}
+size_t agent_building_records(const struct agent *a) { return building_records(&a->b); }
 
 /* Notes that the batch uses agent name id (its definition may have to go with it); 0, -1
  * out of memory. */
@@ -384,8 +401,8 @@ int agent_seal(struct agent *a)
 	m.iter_iter = b->iter_iter;
 	m.iter_start_us = b->iter_start;
 	m.iter_dur_us = b->iter_dur;
-	m.n_phase_rank = m.n_phase_iter = m.n_phase_name = m.n_phase_kind = m.n_phase_group =
-		m.n_phase_start_us = m.n_phase_dur_us = b->n_phase;
+	m.n_phase_rank = m.n_phase_iter = m.n_phase_name = m.n_phase_kind = m.n_phase_group = m.n_phase_start_us =
+		m.n_phase_dur_us = b->n_phase;
 	m.phase_rank = b->ph_rank;
 	m.phase_iter = b->ph_iter;
 	m.phase_name = b->ph_name;
@@ -713,7 +730,8 @@ int agent_add_raw_kernels(struct agent *a, const struct record_raw_kernel *r, si
 	int rc = 0;
 
 	for (i = 0; i < n; i++)
-		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT || r[i].dur_us < 0 || r[i].start_us <= 0)
+		if (!rank_served(a, r[i].rank) || r[i].kind >= RECORD_KIND_COUNT || r[i].dur_us < 0 ||
+		    r[i].start_us <= 0)
 			return AGENT_EINVAL;
 	pthread_mutex_lock(&a->mu);
 	for (i = 0; i < n; i++)
@@ -806,16 +824,17 @@ void agent_queue_reject(struct agent *a, uint64_t seq, const char *reason)
 	for (bt = a->head; bt && bt->seq != seq; bt = bt->next)
 		prev = bt;
 	if (!bt) {
-		agent_log(a, AGENT_LOG_DEBUG, "server rejected batch %llu, which is not held: %s", (unsigned long long)seq,
-		     reason);
+		agent_log(a, AGENT_LOG_DEBUG, "server rejected batch %llu, which is not held: %s",
+			  (unsigned long long)seq, reason);
 		return;
 	}
 	if (bt == a->c.cur) { /* never: a batch is rejected after it was read whole */
-		agent_log(a, AGENT_LOG_WARNING, "server rejected batch %llu while it was being sent", (unsigned long long)seq);
+		agent_log(a, AGENT_LOG_WARNING, "server rejected batch %llu while it was being sent",
+			  (unsigned long long)seq);
 		return;
 	}
 	agent_log(a, AGENT_LOG_WARNING, "server rejected batch %llu (%u records): %s", (unsigned long long)seq,
-	     bt->n_records, reason);
+		  bt->n_records, reason);
 	if (prev)
 		prev->next = bt->next;
 	else
@@ -842,7 +861,7 @@ void agent_rebase(struct agent *a, uint64_t durable)
 	if (durable == 0)
 		return;
 	agent_log(a, AGENT_LOG_INFO, "server holds sequences up to %llu from an earlier run; continuing after them",
-	     (unsigned long long)durable);
+		  (unsigned long long)durable);
 	for (struct batch *bt = a->head; bt; bt = bt->next)
 		batch_set_seq(bt, bt->seq + durable);
 	a->next_seq += durable;
@@ -931,10 +950,7 @@ static void agent_free(struct agent *a)
 	free(a);
 }
 
-static bool bad_str(const char *s, size_t max)
-{
-	return !s || !*s || strlen(s) > max;
-}
+static bool bad_str(const char *s, size_t max) { return !s || !*s || strlen(s) > max; }
 
 struct agent *agent_new(const struct agent_config *cfg)
 {
@@ -1089,15 +1105,9 @@ int agent_close(struct agent *a, int timeout_ms)
 	return rc;
 }
 
-size_t agent_config_size(void)
-{
-	return sizeof(struct agent_config);
-}
+size_t agent_config_size(void) { return sizeof(struct agent_config); }
 
-size_t agent_stats_size(void)
-{
-	return sizeof(struct agent_stats);
-}
+size_t agent_stats_size(void) { return sizeof(struct agent_stats); }
 
 void agent_get_stats(struct agent *a, struct agent_stats *out)
 {

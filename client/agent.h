@@ -35,9 +35,9 @@
 #include "record.h"
 
 #define AGENT_DEFAULT_PORT 7433
-#define AGENT_MAX_NAME 255          /* bytes of a phase or kernel name */
-#define AGENT_MAX_NAMES (1u << 20)  /* distinct names per agent */
-#define AGENT_MAX_RANKS 65536       /* ranks one agent serves */
+#define AGENT_MAX_NAME 255         /* bytes of a phase or kernel name */
+#define AGENT_MAX_NAMES (1u << 20) /* distinct names per agent */
+#define AGENT_MAX_RANKS 65536      /* ranks one agent serves */
 
 /* Return values (negative) of the calls below. */
 enum agent_error {
@@ -46,7 +46,7 @@ enum agent_error {
 	AGENT_EINVAL = -2,    /* a bad argument (unknown name id, kind, group, rank not served) */
 	AGENT_ETIMEDOUT = -3, /* agent_flush/agent_close: not everything acknowledged in time */
 	AGENT_ENOMEM = -4,
-	AGENT_EREFUSED = -5,  /* the server refused this agent before ever accepting it and the agent
+	AGENT_EREFUSED = -5, /* the server refused this agent before ever accepting it and the agent
 			       * gave up (agent_config.give_up_refused); agent_stats.refusal says why */
 };
 
@@ -64,63 +64,63 @@ struct agent_topology {
 };
 
 struct agent_config {
-	const char *server;            /* "host:port" or "host" (port 7433); "[v6addr]:port" */
+	const char *server; /* "host:port" or "host" (port 7433); "[v6addr]:port" */
 	const char *job;
 	struct agent_topology topo;
-	const char *agent_id;          /* stable across restarts; NULL: the host name */
+	const char *agent_id; /* stable across restarts; NULL: the host name */
 	const char *host;
-	const uint32_t *ranks;         /* the ranks this agent serves (copied) */
+	const uint32_t *ranks; /* the ranks this agent serves (copied) */
 	size_t n_ranks;
-	const char *token;             /* sent in Hello; NULL: $CULPRIT_TOKEN, else none */
-	bool tls;                      /* TLS to the server, its certificate verified */
-	const char *tls_ca;            /* PEM file of the CA to verify it with (implies tls); NULL: the
+	const char *token;          /* sent in Hello; NULL: $CULPRIT_TOKEN, else none */
+	bool tls;                   /* TLS to the server, its certificate verified */
+	const char *tls_ca;         /* PEM file of the CA to verify it with (implies tls); NULL: the
 				        * system's CAs */
-	uint32_t flush_interval_ms;    /* 0: 200; a non-empty batch is sealed at this age */
-	uint32_t max_batch_records;    /* 0: 8192; records of all kinds in one batch */
-	size_t max_unacked_bytes;      /* 0: 64 MiB; see the buffer-full policy above */
-	int append_timeout_ms;         /* 0: 1000; AGENT_WAIT_FOREVER; AGENT_NO_WAIT */
-	uint32_t backoff_min_ms;       /* 0: 100; first reconnect delay */
-	uint32_t backoff_max_ms;       /* 0: 10000; delays double up to this, with jitter */
-	uint32_t heartbeat_ms;         /* 0: 10000; a Heartbeat after this long without sending */
-	uint32_t give_up_refused;      /* 0: never give up (a training job keeps trying). N: before
+	uint32_t flush_interval_ms; /* 0: 200; a non-empty batch is sealed at this age */
+	uint32_t max_batch_records; /* 0: 8192; records of all kinds in one batch */
+	size_t max_unacked_bytes;   /* 0: 64 MiB; see the buffer-full policy above */
+	int append_timeout_ms;      /* 0: 1000; AGENT_WAIT_FOREVER; AGENT_NO_WAIT */
+	uint32_t backoff_min_ms;    /* 0: 100; first reconnect delay */
+	uint32_t backoff_max_ms;    /* 0: 10000; delays double up to this, with jitter */
+	uint32_t heartbeat_ms;      /* 0: 10000; a Heartbeat after this long without sending */
+	uint32_t give_up_refused;   /* 0: never give up (a training job keeps trying). N: before
 				        * its first accepted Hello the agent gives up after N
 				        * connections in a row that the server ended before answering
 				        * the Hello (closed at accept: over a connection limit), or at
 				        * once when the server refuses the Hello (a bad token): every
 				        * call then returns AGENT_EREFUSED. For tools (sim, replay) */
-	struct agent_loop *loop;       /* NULL: a network thread of this agent's own */
-	agent_log_fn log;              /* NULL: warnings and errors on stderr */
+	struct agent_loop *loop;    /* NULL: a network thread of this agent's own */
+	agent_log_fn log;           /* NULL: warnings and errors on stderr */
 	void *log_arg;
 };
 
 struct agent_stats {
 	uint64_t records_appended;
-	uint64_t records_dropped;   /* refused by a full buffer (AGENT_EFULL) */
-	uint64_t records_rejected;  /* in batches the server refused (Reject) */
+	uint64_t records_dropped;  /* refused by a full buffer (AGENT_EFULL) */
+	uint64_t records_rejected; /* in batches the server refused (Reject) */
 	uint64_t batches_sealed;
-	uint64_t batches_acked;     /* committed (or found already committed) by the server */
+	uint64_t batches_acked; /* committed (or found already committed) by the server */
 	uint64_t batches_rejected;
-	uint64_t batches_sent;      /* frames written, resends included */
-	uint64_t batches_resent;    /* of which written again after a reconnect */
-	uint64_t connects;          /* accepted HelloAcks */
+	uint64_t batches_sent;   /* frames written, resends included */
+	uint64_t batches_resent; /* of which written again after a reconnect */
+	uint64_t connects;       /* accepted HelloAcks */
 	uint64_t disconnects;
-	uint64_t durable_seq;       /* highest sequence the server has acknowledged */
-	uint64_t next_seq;          /* the sequence the next sealed batch gets */
+	uint64_t durable_seq; /* highest sequence the server has acknowledged */
+	uint64_t next_seq;    /* the sequence the next sealed batch gets */
 	size_t unacked_bytes;
 	size_t unacked_batches;
-	bool connected;             /* a HelloAck accepted on the current connection */
-	bool refused;               /* gave up (AGENT_EREFUSED) */
-	char refusal[200];          /* why, when refused */
+	bool connected;    /* a HelloAck accepted on the current connection */
+	bool refused;      /* gave up (AGENT_EREFUSED) */
+	char refusal[200]; /* why, when refused */
 };
 
 /* The latest Command the server sent (culprit sim acts on captures: client/sim_capture.c). */
 struct agent_command {
 	uint64_t id;
-	uint32_t kind;              /* Culprit__V1__Command__Kind: 0 none, 1 capture */
+	uint32_t kind; /* Culprit__V1__Command__Kind: 0 none, 1 capture */
 	uint32_t iterations;
 	uint32_t max_events;
 	size_t n_ranks;
-	uint32_t *ranks;            /* owned by the caller after agent_command(): free() it */
+	uint32_t *ranks; /* owned by the caller after agent_command(): free() it */
 };
 
 /* A network thread serving many agents. Free only after every agent on it is closed. */

@@ -22,7 +22,7 @@
 #include "agent.h"
 #include "frame.h"
 
-#define BATCH_SOFT_BYTES (1u << 20)   /* seal when a batch's estimate reaches this */
+#define BATCH_SOFT_BYTES (1u << 20) /* seal when a batch's estimate reaches this */
 
 enum conn_state {
 	CONN_IDLE,       /* no socket; (re)connect at retry_at */
@@ -35,11 +35,11 @@ enum conn_state {
 
 struct batch {
 	uint64_t seq;
-	uint8_t *base;   /* the Batch's fields after seq (packed once, at seal) */
-	size_t len;      /* frame bytes without name definitions */
+	uint8_t *base; /* the Batch's fields after seq (packed once, at seal) */
+	size_t len;    /* frame bytes without name definitions */
 	size_t body_len;
 	uint32_t n_records;
-	uint32_t *ids;   /* the agent name ids of its dictionary, defined on a connection at send */
+	uint32_t *ids; /* the agent name ids of its dictionary, defined on a connection at send */
 	size_t n_ids;
 	struct batch *next;
 };
@@ -54,7 +54,7 @@ struct building {
 	uint32_t *k_rank, *k_iter, *k_name, *k_kind, *k_count;
 	int64_t *k_sum, *k_min, *k_max, *k_p50, *k_p99;
 	uint32_t *k_sketch_len;
-	uint8_t *sketch;  /* bytes of this batch's sketches */
+	uint8_t *sketch; /* bytes of this batch's sketches */
 	size_t sketch_len, sketch_cap;
 	bool any_sketch;
 	/* the agent name ids the batch uses (their definitions go with it on a connection
@@ -78,45 +78,45 @@ struct ssl_ctx_st;
 struct agent_conn {
 	enum conn_state state;
 	int fd;
-	struct ssl_st *ssl;         /* NULL: plain TCP */
-	short tls_want;             /* poll events TLS waits for before it can go on */
-	int pidx;                   /* index in the loop's pollfd array, -1 none */
-	long long deadline_ms;      /* connect or hello timeout */
-	long long retry_at_ms;      /* CONN_IDLE: when to try again */
+	struct ssl_st *ssl;    /* NULL: plain TCP */
+	short tls_want;        /* poll events TLS waits for before it can go on */
+	int pidx;              /* index in the loop's pollfd array, -1 none */
+	long long deadline_ms; /* connect or hello timeout */
+	long long retry_at_ms; /* CONN_IDLE: when to try again */
 	long long last_send_ms;
-	uint32_t attempts;          /* failed attempts since the last accepted Hello */
-	uint32_t refusals;          /* connections in a row the server ended before a HelloAck */
+	uint32_t attempts; /* failed attempts since the last accepted Hello */
+	uint32_t refusals; /* connections in a row the server ended before a HelloAck */
 	unsigned int rnd;
-	bool complaining;           /* a failure was logged at warning; log the recovery */
-	size_t addr_next;           /* rotate through resolved addresses */
-	uint8_t *ctrl;              /* a control frame being written (Hello, Heartbeat, Goodbye) */
+	bool complaining; /* a failure was logged at warning; log the recovery */
+	size_t addr_next; /* rotate through resolved addresses */
+	uint8_t *ctrl;    /* a control frame being written (Hello, Heartbeat, Goodbye) */
 	size_t ctrl_len, ctrl_off;
-	struct batch *cur;          /* batch being written, NULL none */
-	size_t cur_off;             /* in hdr, then the batch's body, then defs */
-	uint8_t hdr[32];            /* cur's frame header, with defs in its lengths */
+	struct batch *cur; /* batch being written, NULL none */
+	size_t cur_off;    /* in hdr, then the batch's body, then defs */
+	uint8_t hdr[32];   /* cur's frame header, with defs in its lengths */
 	size_t hdr_len;
-	uint8_t *defs;              /* NameDefs cur carries: its names this connection lacks */
+	uint8_t *defs; /* NameDefs cur carries: its names this connection lacks */
 	size_t defs_len, defs_cap;
-	uint32_t *known;            /* per agent name id: the connection (epoch) that defined it */
+	uint32_t *known; /* per agent name id: the connection (epoch) that defined it */
 	size_t known_cap;
-	uint32_t epoch;             /* this connection's number */
-	struct batch *last_sent;    /* NULL: the next to send is the queue's head */
+	uint32_t epoch;          /* this connection's number */
+	struct batch *last_sent; /* NULL: the next to send is the queue's head */
 	uint8_t *rbuf;
 	size_t rlen, rcap;
-	uint32_t max_frame;         /* the server's, from HelloAck */
+	uint32_t max_frame; /* the server's, from HelloAck */
 	/* where connections go: the configured server, or the owner of the job it redirected to
 	 * (many culpritd instances; kept until a connection there fails) */
 	char host[AGENT_HOST_MAX], port[16];
 	bool redirected;
-	uint32_t redirects;         /* redirects in a row without an accepted Hello */
+	uint32_t redirects; /* redirects in a row without an accepted Hello */
 };
 
 struct agent {
 	/* configuration (immutable after agent_new) */
 	char *server_host, *server_port, *job, *agent_id, *host, *token, *order;
-	struct ssl_ctx_st *tls;     /* NULL: plain TCP; shared with other agents (agent_tls.c) */
+	struct ssl_ctx_st *tls; /* NULL: plain TCP; shared with other agents (agent_tls.c) */
 	struct agent_topology topo;
-	uint32_t *ranks;            /* sorted */
+	uint32_t *ranks; /* sorted */
 	size_t n_ranks;
 	uint32_t flush_ms, max_records, backoff_min, backoff_max, heartbeat_ms, give_up_refused;
 	size_t max_unacked;
@@ -127,11 +127,11 @@ struct agent {
 	bool own_loop;
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv;          /* space freed, batches done */
+	pthread_cond_t cv; /* space freed, batches done */
 	/* names (append-only; strings never move) */
 	char **name_str;
 	size_t n_names, names_cap;
-	int32_t *name_hash;         /* open addressing, -1 empty */
+	int32_t *name_hash; /* open addressing, -1 empty */
 	size_t hash_cap;
 	struct building b;
 	/* sealed, unacknowledged batches in sequence order */
@@ -140,23 +140,23 @@ struct agent {
 	uint64_t next_seq;
 	uint64_t sealed_total, done_total; /* batches; done = acked or rejected */
 	bool ever_accepted;
-	uint64_t max_sent_seq;      /* highest sequence written whole (resend accounting) */
-	size_t batch_bytes;         /* seal at this estimate: 1 MiB, less when the server's
+	uint64_t max_sent_seq; /* highest sequence written whole (resend accounting) */
+	size_t batch_bytes;    /* seal at this estimate: 1 MiB, less when the server's
 				     * max_frame (HelloAck) is smaller */
 	struct agent_stats st;
 	bool have_cmd;
 	struct agent_command cmd;
 	bool closing, detached;
 
-	struct agent_conn c;        /* network thread only */
-	struct agent *loop_next;    /* in the loop's list */
+	struct agent_conn c;     /* network thread only */
+	struct agent *loop_next; /* in the loop's list */
 };
 
 struct agent_loop {
 	pthread_t thr;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;          /* an agent was detached */
-	struct agent *agents;       /* attached */
+	pthread_cond_t cv;    /* an agent was detached */
+	struct agent *agents; /* attached */
 	size_t n_agents;
 	bool stop;
 	int wake_rd, wake_wr;
@@ -166,8 +166,7 @@ struct agent_loop {
 };
 
 /* agent.c */
-void agent_log(struct agent *a, enum agent_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+void agent_log(struct agent *a, enum agent_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* a.mu held: */
 size_t agent_building_records(const struct agent *a);
 int agent_seal(struct agent *a);

@@ -25,7 +25,7 @@
 #include "clock.h"
 
 #define IN_FRAME_MAX (1u << 20) /* largest frame accepted from the server */
-#define REDIRECT_PACE_MS 1000  /* longest backoff while redirected (conn_redirect) */
+#define REDIRECT_PACE_MS 1000   /* longest backoff while redirected (conn_redirect) */
 #define CONNECT_TIMEOUT_MS 10000
 #define HELLO_TIMEOUT_MS 10000
 
@@ -238,8 +238,7 @@ static void conn_start(struct agent *a)
 	rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(res);
 	if (rc < 0 && errno != EINPROGRESS) {
-		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port,
-			 strerror(errno));
+		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port, strerror(errno));
 		conn_close(a, why, true);
 		return;
 	}
@@ -281,8 +280,7 @@ static void conn_connected(struct agent *a)
 	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		err = errno;
 	if (err) {
-		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port,
-			 strerror(err));
+		snprintf(why, sizeof(why), "could not connect to \"%s:%s\": %s", c->host, c->port, strerror(err));
 		conn_close(a, why, true);
 		return;
 	}
@@ -328,7 +326,8 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		}
 		if (!env->hello_ack->accepted) {
 			snprintf(why, sizeof(why), "server refused hello: %s",
-				 env->hello_ack->reason && *env->hello_ack->reason ? env->hello_ack->reason : "no reason");
+				 env->hello_ack->reason && *env->hello_ack->reason ? env->hello_ack->reason
+										   : "no reason");
 			c->attempts = 30; /* retry at the slowest pace */
 			if (a->give_up_refused)
 				c->refusals = a->give_up_refused - 1; /* or give up now (conn_give_up) */
@@ -351,8 +350,8 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		/* the estimate is an upper bound of the packed size; keep room for the prefix */
 		pthread_mutex_lock(&a->mu);
 		a->batch_bytes = c->max_frame > BATCH_SOFT_BYTES + 64 ? BATCH_SOFT_BYTES
-				 : c->max_frame > 1024		  ? c->max_frame - 64
-								  : 960;
+				 : c->max_frame > 1024                ? c->max_frame - 64
+								      : 960;
 		pthread_mutex_unlock(&a->mu);
 		c->state = CONN_STREAMING;
 		/* the backoff resets on progress (an Ack that frees batches), not on an accepted
@@ -365,11 +364,11 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		c->last_sent = NULL;
 		if (c->complaining) {
 			agent_log(a, AGENT_LOG_INFO, "connected to \"%s:%s\" again; resending after sequence %llu",
-			     c->host, c->port, (unsigned long long)env->hello_ack->durable_seq);
+				  c->host, c->port, (unsigned long long)env->hello_ack->durable_seq);
 			c->complaining = false;
 		} else {
-			agent_log(a, AGENT_LOG_DEBUG, "connected to \"%s:%s\", durable sequence %llu", c->host,
-			     c->port, (unsigned long long)env->hello_ack->durable_seq);
+			agent_log(a, AGENT_LOG_DEBUG, "connected to \"%s:%s\", durable sequence %llu", c->host, c->port,
+				  (unsigned long long)env->hello_ack->durable_seq);
 		}
 		break;
 	case CULPRIT__V1__ENVELOPE__MSG_ACK:
@@ -384,8 +383,7 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		agent_queue_reject(a, env->reject->seq, env->reject->reason ? env->reject->reason : "");
 		pthread_mutex_unlock(&a->mu);
 		break;
-	case CULPRIT__V1__ENVELOPE__MSG_HEARTBEAT:
-		break;
+	case CULPRIT__V1__ENVELOPE__MSG_HEARTBEAT: break;
 	case CULPRIT__V1__ENVELOPE__MSG_COMMAND: {
 		Culprit__V1__Command *cmd = env->command;
 		uint32_t *ranks = NULL;
@@ -407,7 +405,7 @@ static bool conn_frame(struct agent *a, const uint8_t *body, size_t len)
 		a->have_cmd = true;
 		pthread_mutex_unlock(&a->mu);
 		agent_log(a, AGENT_LOG_INFO, "command %llu from server: kind %d, %zu ranks, %u iterations",
-		     (unsigned long long)cmd->id, (int)cmd->kind, cmd->n_ranks, cmd->iterations);
+			  (unsigned long long)cmd->id, (int)cmd->kind, cmd->n_ranks, cmd->iterations);
 		break;
 	}
 	case CULPRIT__V1__ENVELOPE__MSG_GOODBYE:
@@ -487,10 +485,7 @@ static void conn_read(struct agent *a)
 }
 
 /* Picks the next batch to send (a.mu held). */
-static struct batch *next_batch(struct agent *a)
-{
-	return a->c.last_sent ? a->c.last_sent->next : a->head;
-}
+static struct batch *next_batch(struct agent *a) { return a->c.last_sent ? a->c.last_sent->next : a->head; }
 
 static void conn_write(struct agent *a)
 {
@@ -516,7 +511,8 @@ static void conn_write(struct agent *a)
 				/* sealed before this server said how large a frame may be: it would
 				 * only get the connection closed, again and again */
 				while (c->cur && c->cur->len - FRAME_HEADER > c->max_frame) {
-					agent_queue_reject(a, c->cur->seq, "larger than the server's max_frame; dropped by the agent");
+					agent_queue_reject(a, c->cur->seq,
+							   "larger than the server's max_frame; dropped by the agent");
 					c->cur = next_batch(a);
 				}
 				if (c->cur && agent_batch_frame(a, c->cur) < 0) {
@@ -633,9 +629,7 @@ static long long conn_tick(struct agent *a, long long now, short *events)
 		if (c->deadline_ms < next)
 			next = c->deadline_ms;
 		break;
-	case CONN_REFUSED:
-		*events = 0;
-		return next;
+	case CONN_REFUSED: *events = 0; return next;
 	case CONN_STREAMING:
 		if (!c->ctrl && !c->cur && !want_write && now - c->last_send_ms >= a->heartbeat_ms) {
 			Culprit__V1__Heartbeat hb = CULPRIT__V1__HEARTBEAT__INIT;

@@ -55,8 +55,8 @@ static SSL_CTX *ctx_new(const char *ca, char *err, size_t size)
 	/* send() semantics: partial writes, retried from wherever the frame's bytes are */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	if (*ca ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		snprintf(err, size, "could not load the CA certificates %s%s%s: %s", *ca ? "\"" : "", *ca ? ca : "of the system",
-			 *ca ? "\"" : "", ssl_reason(why, sizeof(why)));
+		snprintf(err, size, "could not load the CA certificates %s%s%s: %s", *ca ? "\"" : "",
+			 *ca ? ca : "of the system", *ca ? "\"" : "", ssl_reason(why, sizeof(why)));
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -166,8 +166,9 @@ int agent_tls_handshake(struct agent *a, char *why, size_t size)
 			 a->c.port, X509_verify_cert_error_string(v));
 	else
 		snprintf(why, size, "TLS with \"%s:%s\" failed: %s", a->c.host, a->c.port,
-			 e == SSL_ERROR_SYSCALL && !ERR_peek_last_error() ? "the server closed the connection (does it speak TLS?)"
-									  : ssl_reason(buf, sizeof(buf)));
+			 e == SSL_ERROR_SYSCALL && !ERR_peek_last_error()
+				 ? "the server closed the connection (does it speak TLS?)"
+				 : ssl_reason(buf, sizeof(buf)));
 	ERR_clear_error();
 	return -1;
 }
@@ -184,8 +185,7 @@ static ssize_t io_result(struct agent_conn *c, int r)
 		c->tls_want = POLLOUT;
 		errno = EAGAIN;
 		return -1;
-	case SSL_ERROR_ZERO_RETURN:
-		return 0;
+	case SSL_ERROR_ZERO_RETURN: return 0;
 	case SSL_ERROR_SYSCALL:
 		if (errno == 0)
 			errno = ECONNRESET;

@@ -40,8 +40,8 @@ static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
 	}
 	struct topo t;
 	static char msg[200];
-	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, msg,
-		      sizeof(msg)) < 0) {
+	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, msg, sizeof(msg)) <
+	    0) {
 		*why = msg;
 		return -1;
 	}
@@ -129,8 +129,8 @@ static int on_phase(void *ctx, const struct record_phase *r, const char *name, c
 	return 0;
 }
 
-static int on_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *durs,
-		     size_t nd, const char **why)
+static int on_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *durs, size_t nd,
+		     const char **why)
 {
 	struct ingest *in = ctx;
 	if (need_job(in, why) < 0)
@@ -148,8 +148,8 @@ static int on_kernel(void *ctx, const struct record_kernel *r, const char *name,
 	return 0;
 }
 
-static int on_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
-		    const char *detail, const char **why)
+static int on_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source, const char *detail,
+		    const char **why)
 {
 	struct ingest *in = ctx;
 	if (need_job(in, why) < 0)
@@ -188,12 +188,8 @@ static int cmd_diagnose(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:th", opts, NULL)) != -1) {
 		switch (c) {
-		case 'f':
-			format = optarg;
-			break;
-		case 'm':
-			iopt.meta = optarg;
-			break;
+		case 'f': format = optarg; break;
+		case 'm': iopt.meta = optarg; break;
 		case 'P':
 		case 'T': {
 			char *end;
@@ -209,15 +205,9 @@ static int cmd_diagnose(int argc, char **argv)
 				iopt.tp = (uint32_t)v;
 			break;
 		}
-		case 't':
-			text = 1;
-			break;
-		case 'h':
-			diagnose_usage(stdout);
-			return 0;
-		default:
-			diagnose_usage(stderr);
-			return 2;
+		case 't': text = 1; break;
+		case 'h': diagnose_usage(stdout); return 0;
+		default: diagnose_usage(stderr); return 2;
 		}
 	}
 	int fmt = import_format_parse(format);
@@ -307,13 +297,12 @@ static int out_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 	for (size_t p = 0; p < ri->nphases; p++)
 		jsonl_write_phase(o->w, o->job, &ri->phases[p], o->names[ri->phases[p].name]);
 	for (size_t k = 0; k < ri->nkernels; k++)
-		jsonl_write_kernel(o->w, o->job, &ri->kernels[k], o->names[ri->kernels[k].name],
-				   ri->kernel_durs[k], ri->kernel_ndurs[k]);
+		jsonl_write_kernel(o->w, o->job, &ri->kernels[k], o->names[ri->kernels[k].name], ri->kernel_durs[k],
+				   ri->kernel_ndurs[k]);
 	return 0;
 }
 
-static int out_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
-		     const char *detail)
+static int out_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source, const char *detail)
 {
 	struct sim_out *o = ctx;
 	jsonl_write_event(o->w, o->job, host, kind, ts, source, detail);
@@ -322,9 +311,11 @@ static int out_event(void *ctx, const char *host, const char *kind, int64_t ts, 
 
 static void sim_usage(FILE *f)
 {
-	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] (--out FILE | --server HOST:PORT)\n"
-		   "  --kernels N  kernel names per rank, 3 to %d (default 3)\n"
-		   "scenarios:",
+	fprintf(f,
+		"usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] (--out FILE | --server "
+		"HOST:PORT)\n"
+		"  --kernels N  kernel names per rank, 3 to %d (default 3)\n"
+		"scenarios:",
 		SIM_MAX_KERNELS);
 	for (const char *const *s = sim_scenarios(); *s; s++)
 		fprintf(f, " %s", *s);
@@ -352,23 +343,17 @@ static int cmd_sim(int argc, char **argv)
 		if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
 			return sim_stream_main(argc, argv);
 	static const struct option opts[] = {
-		{"scenario", required_argument, NULL, 's'},
-		{"seed", required_argument, NULL, 'S'},
-		{"iters", required_argument, NULL, 'i'},
-		{"kernels", required_argument, NULL, 'k'},
-		{"out", required_argument, NULL, 'o'},
-		{"server", required_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"scenario", required_argument, NULL, 's'}, {"seed", required_argument, NULL, 'S'},
+		{"iters", required_argument, NULL, 'i'},    {"kernels", required_argument, NULL, 'k'},
+		{"out", required_argument, NULL, 'o'},      {"server", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
 	};
 	int c;
 	uint64_t v;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's':
-			opt.scenario = optarg;
-			break;
+		case 's': opt.scenario = optarg; break;
 		case 'S':
 			if (parse_u64(optarg, &opt.seed) < 0) {
 				fprintf(stderr, "culprit sim: invalid --seed \"%s\"\n", optarg);
@@ -389,19 +374,13 @@ static int cmd_sim(int argc, char **argv)
 			}
 			opt.kernels = (uint32_t)v;
 			break;
-		case 'o':
-			out = optarg;
-			break;
-		case 'r':
-			server = optarg;
-			break;
+		case 'o': out = optarg; break;
+		case 'r': server = optarg; break;
 		case 'h': /* both ways: to a file, and streamed to culpritd (sim_stream.c) */
 			sim_usage(stdout);
 			printf("\nstreaming to culpritd:\n");
 			return sim_stream_main(2, (char *[]){(char *)"sim", (char *)"--help", NULL});
-		default:
-			sim_usage(stderr);
-			return 2;
+		default: sim_usage(stderr); return 2;
 		}
 	}
 	if (!opt.scenario || (!out && !server) || (out && server) || optind != argc) {

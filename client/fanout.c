@@ -39,7 +39,7 @@ struct fanout {
 	struct agent **agents;
 	size_t n_agents, agents_cap;
 	_Atomic uint64_t records; /* read by fanout_get_stats from other threads */
-	char refusal[512];    /* why the server refused an agent (fanout_refusal) */
+	char refusal[512];        /* why the server refused an agent (fanout_refusal) */
 	/* scratch */
 	struct record_phase *ph;
 	size_t ph_cap;
@@ -93,8 +93,7 @@ static int64_t host_find_or_add(struct fanout *f, const char *name)
 	unsigned long k;
 	char tail;
 
-	if (sscanf(name, "node-%lu%c", &k, &tail) == 1 && k < f->n_hosts &&
-	    strcmp(f->hosts[k].name, name) == 0)
+	if (sscanf(name, "node-%lu%c", &k, &tail) == 1 && k < f->n_hosts && strcmp(f->hosts[k].name, name) == 0)
 		return (int64_t)k;
 	for (size_t i = 0; i < f->n_hosts; i++)
 		if (strcmp(f->hosts[i].name, name) == 0)
@@ -189,10 +188,7 @@ oom:
 	return NULL;
 }
 
-const char *fanout_job_name(const struct fanout *f)
-{
-	return f->job;
-}
+const char *fanout_job_name(const struct fanout *f) { return f->job; }
 
 int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why)
 {
@@ -324,8 +320,8 @@ static const char *refusal(struct fanout *f, struct agent *a)
 	struct agent_stats st;
 
 	agent_get_stats(a, &st);
-	snprintf(f->refusal, sizeof(f->refusal),
-		 "culpritd \"%s\" refused the connections of this job's agents (%s)%s", f->server, st.refusal,
+	snprintf(f->refusal, sizeof(f->refusal), "culpritd \"%s\" refused the connections of this job's agents (%s)%s",
+		 f->server, st.refusal,
 		 strncmp(st.refusal, "server refused hello", 20) == 0
 			 ? ""
 			 : ": it closed them before answering Hello, as it does over a connection limit such as "
@@ -337,14 +333,14 @@ static int append_rc(struct fanout *f, struct agent *a, int rc, const char **why
 {
 	if (rc == 0)
 		return 0;
-	*why = rc == AGENT_EINVAL	? "invalid record (negative duration, bad kind or group)"
+	*why = rc == AGENT_EINVAL     ? "invalid record (negative duration, bad kind or group)"
 	       : rc == AGENT_EREFUSED ? refusal(f, a)
 				      : agent_strerror(rc);
 	return -1;
 }
 
-#define PEND_MAX 4096 /* records held for one (rank, iteration) before they go anyway */
-#define SEAL_EVERY_ITERS 4 /* replay: every agent's batch is sealed this often (iterations) */
+#define PEND_MAX 4096       /* records held for one (rank, iteration) before they go anyway */
+#define SEAL_EVERY_ITERS 4  /* replay: every agent's batch is sealed this often (iterations) */
 #define SYNC_EVERY_ITERS 24 /* replay: and acknowledged this often, within the window's 64 */
 #define SYNC_TIMEOUT_MS 60000
 
@@ -436,8 +432,8 @@ static struct agent *pend_join(struct fanout *f, uint32_t rank, uint32_t iter, c
 
 	if (!a)
 		return NULL;
-	if (f->pending && (f->pend_rank != rank || f->pend_iter != iter ||
-			   f->n_pend_ph + f->n_pend_k >= PEND_MAX) && pend_flush(f, why) < 0)
+	if (f->pending && (f->pend_rank != rank || f->pend_iter != iter || f->n_pend_ph + f->n_pend_k >= PEND_MAX) &&
+	    pend_flush(f, why) < 0)
 		return NULL;
 	if (!f->pending && (iter >= f->sealed_iter + SEAL_EVERY_ITERS || iter + SEAL_EVERY_ITERS <= f->sealed_iter)) {
 		/* a file holds many iterations per agent: sealing every agent's batch every few
@@ -530,8 +526,8 @@ static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *d
 	return 0;
 }
 
-int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs,
-		  size_t ndurs, const char **why)
+int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs, size_t ndurs,
+		  const char **why)
 {
 	struct agent *a = pend_join(f, r->rank, r->iter, why);
 	struct record_kernel *k;
@@ -591,7 +587,8 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 		f->k[i].name = (uint32_t)id;
 		f->k[i].sketch = NULL;
 		f->k[i].sketch_len = 0;
-		if (kdurs && kndurs && kdurs[i] && kndurs[i] && summarize(f, &f->k[i], kdurs[i], kndurs[i], &off, why) < 0)
+		if (kdurs && kndurs && kdurs[i] && kndurs[i] &&
+		    summarize(f, &f->k[i], kdurs[i], kndurs[i], &off, why) < 0)
 			return -1;
 	}
 	point_sketches(f, nk);
@@ -690,7 +687,6 @@ void fanout_print_progress(struct fanout *f, const char *prefix, double secs)
 	fprintf(stderr, "\n");
 }
 
-
 int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 {
 	long long deadline = clock_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
@@ -766,18 +762,12 @@ int fanout_flag(struct fanout_config *cfg, double *timeout_s, int c, const char 
 	double v;
 
 	switch (c) {
-	case FANOUT_FLAG_SERVER:
-		cfg->server = arg;
-		return 1;
-	case FANOUT_FLAG_TOKEN:
-		cfg->token = arg;
-		return 1;
+	case FANOUT_FLAG_SERVER: cfg->server = arg; return 1;
+	case FANOUT_FLAG_TOKEN: cfg->token = arg; return 1;
 	case FANOUT_FLAG_CA:
 		cfg->tls_ca = arg;
 		/* fallthrough */
-	case FANOUT_FLAG_TLS:
-		cfg->tls = true;
-		return 1;
+	case FANOUT_FLAG_TLS: cfg->tls = true; return 1;
 	case FANOUT_FLAG_TIMEOUT:
 		errno = 0;
 		v = strtod(arg, &end);

@@ -38,11 +38,13 @@ struct fanout_config {
  * 7 days). FANOUT_FLAGS goes in a getopt_long table (getopt.h); their codes are above 255,
  * clear of a command's own letters. */
 enum { FANOUT_FLAG_SERVER = 256, FANOUT_FLAG_TOKEN, FANOUT_FLAG_TLS, FANOUT_FLAG_CA, FANOUT_FLAG_TIMEOUT };
-#define FANOUT_FLAGS                                                                                      \
-	{"server", required_argument, NULL, FANOUT_FLAG_SERVER},                                          \
+#define FANOUT_FLAGS                                                                                                \
+	{"server", required_argument, NULL, FANOUT_FLAG_SERVER},                                                    \
 		{"token", required_argument, NULL, FANOUT_FLAG_TOKEN}, {"tls", no_argument, NULL, FANOUT_FLAG_TLS}, \
-		{"ca", required_argument, NULL, FANOUT_FLAG_CA},                                          \
-		{"timeout", required_argument, NULL, FANOUT_FLAG_TIMEOUT}
+		{"ca", required_argument, NULL, FANOUT_FLAG_CA},                                                    \
+	{                                                                                                           \
+		"timeout", required_argument, NULL, FANOUT_FLAG_TIMEOUT                                             \
+	}
 /* Before the flags are read: no server, the token from $CULPRIT_TOKEN (kept out of ps: the
  * environment is private), *timeout_s -1 (none). */
 void fanout_flags_init(struct fanout_config *cfg, double *timeout_s);
@@ -58,20 +60,19 @@ struct fanout_job {
 struct fanout_stats {
 	uint64_t agents;
 	uint64_t connected;
-	uint64_t records;            /* appended */
+	uint64_t records; /* appended */
 	uint64_t acked_batches, sealed_batches, rejected_batches, rejected_records, dropped_records;
-	uint64_t resent_batches;     /* sent more than once */
+	uint64_t resent_batches; /* sent more than once */
 	uint64_t connects;
 	uint64_t disconnects;
 	uint64_t unacked_bytes, unacked_batches; /* held by the agents, not yet acknowledged */
-	char refusal[512];           /* fanout_close: why the server refused the agents ("" if not) */
+	char refusal[512];                       /* fanout_close: why the server refused the agents ("" if not) */
 };
 
 struct fanout;
 
 /* NULL with a message in err on a bad job or configuration. */
-struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err,
-			  size_t errlen);
+struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t errlen);
 /* Assigns a rank to a host (default "node-<rank / gpus_per_node>"). -1 with *why when the
  * rank is out of range or its agent already exists with another host. */
 int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why);
@@ -84,8 +85,8 @@ int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why)
 int fanout_phase(struct fanout *f, const struct record_phase *r, const char *name, const char **why);
 /* A kernel; durs (may be NULL) are individual durations: when given, count and the summary
  * fields are computed from them. */
-int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs,
-		  size_t ndurs, const char **why);
+int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs, size_t ndurs,
+		  const char **why);
 /* One rank's iteration with its phases and kernels, in one batch (agent_add_iteration).
  * pnames[i] / knames[i] name phase i / kernel i; kdurs/kndurs (may be NULL) as for
  * fanout_kernel. */

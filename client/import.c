@@ -39,11 +39,22 @@ static int has_any(const char *buf, const char *const *words)
 /* What only the PyTorch profiler writes: its top-level keys, or the categories and names of
  * its events (old traces have no schemaVersion, some no distributedInfo either). */
 static const char *const kineto_keys[] = {
-	"\"schemaVersion\"", "\"distributedInfo\"", "\"deviceProperties\"", NULL,
+	"\"schemaVersion\"",
+	"\"distributedInfo\"",
+	"\"deviceProperties\"",
+	NULL,
 };
 static const char *const kineto_marks[] = {
-	"\"ProfilerStep#", "\"cpu_op\"", "\"cuda_runtime\"", "\"kernel\"", "\"Kernel\"", "\"Runtime\"",
-	"\"user_annotation\"", "\"gpu_user_annotation\"", "\"python_function\"", "\"ac2g\"",
+	"\"ProfilerStep#",
+	"\"cpu_op\"",
+	"\"cuda_runtime\"",
+	"\"kernel\"",
+	"\"Kernel\"",
+	"\"Runtime\"",
+	"\"user_annotation\"",
+	"\"gpu_user_annotation\"",
+	"\"python_function\"",
+	"\"ac2g\"",
 	NULL,
 };
 
@@ -80,7 +91,7 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 		}
 		if (buf[i] == '[') /* torch.profiler without Kineto (a CPU build) writes a bare array */
 			return strstr(buf, "\"ProfilerStep#") || strstr(buf, "\"CPU functions\"") ? IMPORT_KINETO
-												    : IMPORT_CHROME;
+												  : IMPORT_CHROME;
 		if (strncmp(buf + j, "\"type\"", 6) == 0)
 			return IMPORT_JSONL;
 		int events = strstr(buf, "\"traceEvents\"") != NULL;
@@ -179,8 +190,7 @@ static void strlist_free(struct strlist *l)
 }
 
 /* The files of directory dir that are traces, in natural order, appended to l. */
-static int expand_dir(const char *dir, struct strlist *l, const struct import_options *opt, char *err,
-		      size_t errlen)
+static int expand_dir(const char *dir, struct strlist *l, const struct import_options *opt, char *err, size_t errlen)
 {
 	DIR *d = opendir(dir);
 	if (!d) {
@@ -207,8 +217,10 @@ static int expand_dir(const char *dir, struct strlist *l, const struct import_op
 		return -1;
 	}
 	if (l->n == first) {
-		snprintf(err, errlen, "%s: no trace file in the directory (names ending in .json, .jsonl or .csv, "
-				      "optionally .gz)", dir);
+		snprintf(err, errlen,
+			 "%s: no trace file in the directory (names ending in .json, .jsonl or .csv, "
+			 "optionally .gz)",
+			 dir);
 		return -1;
 	}
 	qsort(l->s + first, l->n - first, sizeof(*l->s), cmp_natural);
@@ -218,8 +230,8 @@ static int expand_dir(const char *dir, struct strlist *l, const struct import_op
 	return 0;
 }
 
-int import_expand(const char *const *paths, size_t n, const struct import_options *opt, char ***out,
-		  size_t *nout, char *err, size_t errlen)
+int import_expand(const char *const *paths, size_t n, const struct import_options *opt, char ***out, size_t *nout,
+		  char *err, size_t errlen)
 {
 	struct strlist l = {0};
 	int rc = 0;
@@ -259,9 +271,8 @@ int import_expand(const char *const *paths, size_t n, const struct import_option
 	return 0;
 }
 
-int import_read(enum import_format fmt, const char *const *paths, size_t n,
-		const struct import_options *opt, const struct jsonl_handler *h, char *err,
-		size_t errlen)
+int import_read(enum import_format fmt, const char *const *paths, size_t n, const struct import_options *opt,
+		const struct jsonl_handler *h, char *err, size_t errlen)
 {
 	static const struct import_options none;
 	if (!opt)
@@ -278,8 +289,7 @@ int import_read(enum import_format fmt, const char *const *paths, size_t n,
 		/* a run of files of the same format goes to its importer together */
 		size_t j = i + 1;
 		if (fmt == IMPORT_AUTO)
-			while (j < n && strcmp(paths[j], "-") != 0 &&
-			       import_detect(paths[j], err, errlen) == f)
+			while (j < n && strcmp(paths[j], "-") != 0 && import_detect(paths[j], err, errlen) == f)
 				j++;
 		else
 			j = n;
@@ -289,9 +299,7 @@ int import_read(enum import_format fmt, const char *const *paths, size_t n,
 			for (size_t k = i; k < j && !rc; k++)
 				rc = jsonl_read(paths[k], h, NULL, err, errlen);
 			break;
-		case IMPORT_KINETO:
-			rc = import_kineto_read(paths + i, j - i, opt, h, err, errlen);
-			break;
+		case IMPORT_KINETO: rc = import_kineto_read(paths + i, j - i, opt, h, err, errlen); break;
 		case IMPORT_CHROME:
 			for (size_t k = i; k < j && !rc; k++)
 				rc = import_chrome_read(paths[k], opt, h, err, errlen);
@@ -300,9 +308,7 @@ int import_read(enum import_format fmt, const char *const *paths, size_t n,
 			for (size_t k = i; k < j && !rc; k++)
 				rc = import_csv_read(paths[k], opt, h, err, errlen);
 			break;
-		default:
-			snprintf(err, errlen, "unknown format");
-			rc = -1;
+		default: snprintf(err, errlen, "unknown format"); rc = -1;
 		}
 		if (rc)
 			return -1;

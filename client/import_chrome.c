@@ -131,8 +131,7 @@ static struct agg *agg_get(struct chr *c, int64_t pid, int64_t tid, int64_t step
 static int parse_thread_name(const char *s, int32_t *pp, int32_t *tp, uint8_t *kind)
 {
 	int a, b, n = 0;
-	if (sscanf(s, "PP rank %d, TP rank %d, %n", &a, &b, &n) != 2 || !n || a < 0 || b < 0 ||
-	    a > 65535 || b > 65535)
+	if (sscanf(s, "PP rank %d, TP rank %d, %n", &a, &b, &n) != 2 || !n || a < 0 || b < 0 || a > 65535 || b > 65535)
 		return -1;
 	const char *k = s + n;
 	if (strcmp(k, "compute") == 0)
@@ -180,8 +179,7 @@ static int on_event(void *ctx, const struct import_stream_event *e, const char *
 		c->nostep++;
 		return 0;
 	}
-	if (!e->has_ts || !e->has_dur || e->pid < 0 || e->tid < 0 || !isfinite(e->ts) ||
-	    !isfinite(e->dur)) {
+	if (!e->has_ts || !e->has_dur || e->pid < 0 || e->tid < 0 || !isfinite(e->ts) || !isfinite(e->dur)) {
 		*why = "an event without numeric ts, dur, pid and tid";
 		return -1;
 	}
@@ -215,8 +213,7 @@ static int on_event(void *ctx, const struct import_stream_event *e, const char *
 }
 
 /* meta-<trial>.yaml: "key: value" lines; we read pp_size, tp_size, dp_size */
-static int read_meta(const char *path, uint32_t *pp, uint32_t *tp, uint32_t *dp, char *err,
-		     size_t errlen)
+static int read_meta(const char *path, uint32_t *pp, uint32_t *tp, uint32_t *dp, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
@@ -229,10 +226,10 @@ static int read_meta(const char *path, uint32_t *pp, uint32_t *tp, uint32_t *dp,
 		unsigned long v;
 		if (sscanf(line, " %63[a-z_] : %lu", key, &v) != 2)
 			continue;
-		uint32_t *dst = strcmp(key, "pp_size") == 0 ? pp
+		uint32_t *dst = strcmp(key, "pp_size") == 0   ? pp
 				: strcmp(key, "tp_size") == 0 ? tp
 				: strcmp(key, "dp_size") == 0 ? dp
-							       : NULL;
+							      : NULL;
 		if (!dst)
 			continue;
 		if (v < 1 || v > 65536) {
@@ -281,13 +278,10 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int64_t us(double v)
-{
-	return (int64_t)llround(v);
-}
+static int64_t us(double v) { return (int64_t)llround(v); }
 
-int import_chrome_read(const char *path, const struct import_options *opt,
-		       const struct jsonl_handler *h, char *err, size_t errlen)
+int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		       size_t errlen)
 {
 	struct chr c;
 	memset(&c, 0, sizeof(c));
@@ -342,8 +336,9 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 	if (seen_tp < tp)
 		tp = seen_tp;
 	if (seen_pp > pp || (uint32_t)c.maxpid >= dp) {
-		snprintf(err, errlen, "%s: the timeline has PP rank %u and DP rank %lld, beyond the layout pp %u, dp %u",
-			 path, seen_pp - 1, (long long)c.maxpid, pp, dp);
+		snprintf(err, errlen,
+			 "%s: the timeline has PP rank %u and DP rank %lld, beyond the layout pp %u, dp %u", path,
+			 seen_pp - 1, (long long)c.maxpid, pp, dp);
 		goto out;
 	}
 	if ((uint64_t)pp * tp * dp > 1000000) {
@@ -353,8 +348,7 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 	uint32_t world = pp * tp * dp;
 	struct topo topo;
 	char msg[200];
-	if (topo_init(&topo, world, tp, 1, pp, dp, 1, "tp-cp-ep-dp-pp", world < 8 ? world : 8, msg,
-		      sizeof(msg)) < 0) {
+	if (topo_init(&topo, world, tp, 1, pp, dp, 1, "tp-cp-ep-dp-pp", world < 8 ? world : 8, msg, sizeof(msg)) < 0) {
 		snprintf(err, errlen, "%s: %s", path, msg);
 		goto out;
 	}
@@ -381,7 +375,8 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 			continue;
 		const struct thread *t = thread_get(&c, a->pid, a->tid, 0);
 		if (!t) {
-			snprintf(err, errlen, "%s: events on pid %lld tid %lld, a thread without a \"PP rank X, TP rank Y\" name",
+			snprintf(err, errlen,
+				 "%s: events on pid %lld tid %lld, a thread without a \"PP rank X, TP rank Y\" name",
 				 path, (long long)a->pid, (long long)a->tid);
 			goto out;
 		}
@@ -405,8 +400,8 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 		const char *nm = c.names[a->name];
 		static const uint8_t kinds[] = {RECORD_KIND_COMPUTE, RECORD_KIND_COMM, RECORD_KIND_COMM,
 						RECORD_KIND_COMM, RECORD_KIND_HOST};
-		static const uint8_t groups[] = {RECORD_GROUP_NONE, RECORD_GROUP_PP, RECORD_GROUP_TP,
-						 RECORD_GROUP_DP, RECORD_GROUP_NONE};
+		static const uint8_t groups[] = {RECORD_GROUP_NONE, RECORD_GROUP_PP, RECORD_GROUP_TP, RECORD_GROUP_DP,
+						 RECORD_GROUP_NONE};
 		p->kind = strcmp(nm, "gc") == 0 ? RECORD_KIND_HOST : kinds[t->kind];
 		p->group = groups[t->kind];
 		p->sum = a->sum;
@@ -414,8 +409,15 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 		p->hi = a->hi;
 	}
 	qsort(ph, np, sizeof(*ph), cmp_ph);
-	struct jsonl_job job = {opt && opt->job ? opt->job : "chrome", world, tp, 1, pp, dp, 1,
-				world < 8 ? world : 8, "tp-cp-ep-dp-pp"};
+	struct jsonl_job job = {opt && opt->job ? opt->job : "chrome",
+				world,
+				tp,
+				1,
+				pp,
+				dp,
+				1,
+				world < 8 ? world : 8,
+				"tp-cp-ep-dp-pp"};
 	if (h->job && h->job(h->ctx, &job, &why) < 0)
 		goto bad;
 	for (size_t i = 0; i < np;) {
@@ -438,8 +440,8 @@ int import_chrome_read(const char *path, const struct import_options *opt,
 				plo = ph[m].lo < plo ? ph[m].lo : plo;
 				m++;
 			}
-			struct record_phase rp = {ph[k].rank, ph[k].iter, 0, ph[k].kind, ph[k].group,
-						  us(plo - lo), us(sum)};
+			struct record_phase rp = {ph[k].rank,  ph[k].iter,   0,      ph[k].kind,
+						  ph[k].group, us(plo - lo), us(sum)};
 			if (h->phase && h->phase(h->ctx, &rp, c.names[ph[k].name], &why) < 0)
 				goto bad;
 			k = m;

@@ -13,7 +13,7 @@
 #include "import_common.h"
 #include "jsonl.h"
 
-int import_chrome_read(const char *path, const struct import_options *opt,
-		       const struct jsonl_handler *h, char *err, size_t errlen);
+int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		       size_t errlen);
 
 #endif

@@ -20,8 +20,7 @@ struct import_options {
 /* A warn callback printing "PREFIX: warning: MSG" on stderr, ctx the prefix (a string). */
 void import_warn_stderr(void *prefix, const char *msg);
 /* Passes a formatted warning to opt->warn (opt may be NULL). */
-void import_warn(const struct import_options *opt, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void import_warn(const struct import_options *opt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A record the sink (struct jsonl_handler) refused: "path: why" in err ("path: rejected"
  * when why is NULL). Returns -1. */

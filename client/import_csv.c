@@ -59,8 +59,8 @@ static int parse_num(const char *s, double *out)
 	return 0;
 }
 
-int import_csv_read(const char *path, const struct import_options *opt,
-		    const struct jsonl_handler *h, char *err, size_t errlen)
+int import_csv_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		    size_t errlen)
 {
 	gzFile f = gz_open_read(path, 1 << 17);
 	if (!f) {
@@ -77,8 +77,8 @@ int import_csv_read(const char *path, const struct import_options *opt,
 	while (gzgets(f, line, sizeof(line))) {
 		ln++;
 		if (!strchr(line, '\n') && !gzeof(f)) {
-			snprintf(err, errlen, "%s:%llu: line longer than %zu bytes", path,
-				 (unsigned long long)ln, sizeof(line) - 1);
+			snprintf(err, errlen, "%s:%llu: line longer than %zu bytes", path, (unsigned long long)ln,
+				 sizeof(line) - 1);
 			goto out;
 		}
 		chomp(line);
@@ -93,14 +93,15 @@ int import_csv_read(const char *path, const struct import_options *opt,
 					cw = i;
 				else if (strcmp(fld[i], "time") == 0)
 					ct = i;
-				else if (strcmp(fld[i], "batch_time_norm") == 0 ||
-					 strcmp(fld[i], "batch_time") == 0 || strcmp(fld[i], "dur_ms") == 0)
+				else if (strcmp(fld[i], "batch_time_norm") == 0 || strcmp(fld[i], "batch_time") == 0 ||
+					 strcmp(fld[i], "dur_ms") == 0)
 					cv = i;
 			}
 			const char *miss = cw < 0 ? "worker" : ct < 0 ? "time" : cv < 0 ? "batch_time_norm" : NULL;
 			if (miss) {
-				snprintf(err, errlen, "%s:%llu: missing column \"%s\" (need worker, time, batch_time_norm)",
-					 path, (unsigned long long)ln, miss);
+				snprintf(err, errlen,
+					 "%s:%llu: missing column \"%s\" (need worker, time, batch_time_norm)", path,
+					 (unsigned long long)ln, miss);
 				goto out;
 			}
 			continue;
@@ -109,8 +110,8 @@ int import_csv_read(const char *path, const struct import_options *opt,
 		if (cv > need)
 			need = cv;
 		if (n <= need) {
-			snprintf(err, errlen, "%s:%llu: %d fields, expected at least %d", path,
-				 (unsigned long long)ln, n, need + 1);
+			snprintf(err, errlen, "%s:%llu: %d fields, expected at least %d", path, (unsigned long long)ln,
+				 n, need + 1);
 			goto out;
 		}
 		double w, t, v;
@@ -162,8 +163,7 @@ int import_csv_read(const char *path, const struct import_options *opt,
 	qsort(rows, nr, sizeof(*rows), cmp_row);
 	uint32_t world = maxw + 1;
 	const char *why = NULL;
-	struct jsonl_job job = {opt && opt->job ? opt->job : "csv", world, 1, 1, 1, world, 1, 1,
-				"tp-cp-ep-dp-pp"};
+	struct jsonl_job job = {opt && opt->job ? opt->job : "csv", world, 1, 1, 1, world, 1, 1, "tp-cp-ep-dp-pp"};
 	if (h->job && h->job(h->ctx, &job, &why) < 0)
 		goto bad;
 	for (uint32_t w = 0; w < world; w++) {
@@ -210,12 +210,12 @@ int import_csv_read(const char *path, const struct import_options *opt,
 			struct record_iter it = {rows[k].worker, iter, clock_us, step};
 			if (h->iter && h->iter(h->ctx, &it, &why) < 0)
 				goto bad;
-			struct record_phase ph = {rows[k].worker, iter, 0, RECORD_KIND_COMPUTE,
-						  RECORD_GROUP_NONE, 0, dur};
+			struct record_phase ph = {rows[k].worker,    iter, 0,  RECORD_KIND_COMPUTE,
+						  RECORD_GROUP_NONE, 0,    dur};
 			if (h->phase && h->phase(h->ctx, &ph, "batch", &why) < 0)
 				goto bad;
-			struct record_phase pw = {rows[k].worker, iter, 0, RECORD_KIND_COMM,
-						  RECORD_GROUP_DP, dur, step - dur};
+			struct record_phase pw = {rows[k].worker,  iter, 0,         RECORD_KIND_COMM,
+						  RECORD_GROUP_DP, dur,  step - dur};
 			if (h->phase && h->phase(h->ctx, &pw, "sync_wait", &why) < 0)
 				goto bad;
 		}

@@ -46,10 +46,10 @@ struct kin {
 	struct cev *c; /* kept until the first kernel: a trace with kernels does not need them */
 	size_t nc, capc;
 	struct names nm;
-	int64_t rank, world; /* from a complete distributedInfo, else -1 */
-	int dist;            /* a distributedInfo was seen */
+	int64_t rank, world;           /* from a complete distributedInfo, else -1 */
+	int dist;                      /* a distributedInfo was seen */
 	int64_t dist_rank, dist_world; /* what it said (-1: nothing) */
-	double first, last;  /* the span of the timed events (a trace without steps) */
+	double first, last;            /* the span of the timed events (a trace without steps) */
 	int timed;
 };
 
@@ -277,10 +277,7 @@ static int cmp_idx(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
-static int64_t us(double v)
-{
-	return (int64_t)llround(v);
-}
+static int64_t us(double v) { return (int64_t)llround(v); }
 
 /* A step of a trace without kernels: "cpu_compute", the time in the CPU operators outside
  * one another on the step's thread, and "data_wait" (host), in the data loader's next().
@@ -305,8 +302,7 @@ static int cpu_phases(const struct kin *k, const struct step *st, size_t *ci, ui
 	return h->phase ? h->phase(h->ctx, &pd, "data_wait", why) : 0;
 }
 
-static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h,
-		char *err, size_t errlen)
+static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h, char *err, size_t errlen)
 {
 	const char *why = NULL;
 	qsort(k->st, k->ns, sizeof(*k->st), cmp_step);
@@ -368,8 +364,8 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 				snprintf(name, sizeof(name), "nccl_%.31s#%u", seen[j].ty, n);
 			else
 				snprintf(name, sizeof(name), "nccl_%.31s#rest", seen[j].ty);
-			struct record_phase ph = {rank, it.iter, 0, RECORD_KIND_COMM, RECORD_GROUP_DP,
-						  us(e->ts - st->ts), us(e->dur)};
+			struct record_phase ph = {
+				rank, it.iter, 0, RECORD_KIND_COMM, RECORD_GROUP_DP, us(e->ts - st->ts), us(e->dur)};
 			if (h->phase && h->phase(h->ctx, &ph, name, &why) < 0)
 				goto bad;
 		}
@@ -378,8 +374,8 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 				goto bad;
 			continue;
 		}
-		struct record_phase pc = {rank, it.iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE,
-					  RECORD_NO_START, us(compute)};
+		struct record_phase pc = {
+			rank, it.iter, 0, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, RECORD_NO_START, us(compute)};
 		if (h->phase && h->phase(h->ctx, &pc, "gpu_compute", &why) < 0)
 			goto bad;
 		/* kernels, by name */
@@ -431,8 +427,7 @@ static void warn_position(const struct kin *k, const char *path, size_t n, const
 			 (long long)k->dist_world);
 	else if (k->dist)
 		snprintf(what, sizeof(what), "incomplete distributedInfo (no rank, no world_size)");
-	import_warn(opt, "%s: %s: read as rank %lld of %lld, %s", path, what, (long long)k->rank,
-		    (long long)k->world,
+	import_warn(opt, "%s: %s: read as rank %lld of %lld, %s", path, what, (long long)k->rank, (long long)k->world,
 		    n > 1 ? "its position among the files given (so for every file without a complete one)"
 			  : "the only file given");
 }
@@ -455,8 +450,7 @@ static int whole_trace_step(struct kin *k, const char *path, const struct import
 }
 
 int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
-			     const struct jsonl_handler *h, struct import_kineto_stats *stats, char *err,
-			     size_t errlen)
+			     const struct jsonl_handler *h, struct import_kineto_stats *stats, char *err, size_t errlen)
 {
 	int64_t world = -1;
 	int warned = 0;
@@ -468,7 +462,8 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 		uint64_t bytes = 0;
 		int rc = import_stream_events(paths[f], &sh, &bytes, err, errlen);
 		if (!rc && k.ns == 0 && whole_trace_step(&k, paths[f], opt) < 0) {
-			snprintf(err, errlen, "%s: no steps (no ProfilerStep#N annotation and no timed event in the trace)",
+			snprintf(err, errlen,
+				 "%s: no steps (no ProfilerStep#N annotation and no timed event in the trace)",
 				 paths[f]);
 			rc = -1;
 		}
@@ -482,8 +477,14 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 			}
 			if (world < 0) {
 				world = k.world;
-				struct jsonl_job j = {opt && opt->job ? opt->job : "kineto", (uint32_t)world, 1, 1, 1,
-						      (uint32_t)world, 1, world < 8 ? (uint32_t)world : 8,
+				struct jsonl_job j = {opt && opt->job ? opt->job : "kineto",
+						      (uint32_t)world,
+						      1,
+						      1,
+						      1,
+						      (uint32_t)world,
+						      1,
+						      world < 8 ? (uint32_t)world : 8,
 						      "tp-cp-ep-dp-pp"};
 				const char *why = NULL;
 				if (h->job && h->job(h->ctx, &j, &why) < 0)

@@ -22,7 +22,7 @@
 int import_kineto_nccl_type(const char *name, char *out, size_t cap);
 
 struct import_kineto_stats {
-	uint64_t bytes;   /* uncompressed JSON */
+	uint64_t bytes; /* uncompressed JSON */
 	uint64_t steps, kernels;
 };
 
@@ -30,7 +30,6 @@ int import_kineto_read(const char *const *paths, size_t n, const struct import_o
 		       const struct jsonl_handler *h, char *err, size_t errlen);
 /* The same with figures for the benchmark (st may be NULL). */
 int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
-			     const struct jsonl_handler *h, struct import_kineto_stats *st, char *err,
-			     size_t errlen);
+			     const struct jsonl_handler *h, struct import_kineto_stats *st, char *err, size_t errlen);
 
 #endif

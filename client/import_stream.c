@@ -32,7 +32,7 @@ enum key {
 struct sp {
 	const struct import_stream_handler *h;
 	int depth;
-	int top; /* 0 unknown, 1 map, 2 array */
+	int top;      /* 0 unknown, 1 map, 2 array */
 	int ev_arr;   /* depth of the events array, 0 none yet */
 	int ev_open;  /* inside it */
 	int in_event; /* inside an event map (depth ev_arr + 1) */
@@ -161,8 +161,7 @@ static int cb_start_map(void *ctx)
 		p->in_dist = 1;
 	} else if (p->in_event && p->depth == p->ev_arr + 2 && parent_key != K_ARGS) {
 		/* a nested object in an event field we read is a wrong type */
-		if (parent_key == K_TS || parent_key == K_DUR || parent_key == K_NAME ||
-		    parent_key == K_PH) {
+		if (parent_key == K_TS || parent_key == K_DUR || parent_key == K_NAME || parent_key == K_PH) {
 			p->why = "an event field has the wrong type (object)";
 			return 0;
 		}
@@ -251,10 +250,7 @@ static int cb_bool(void *ctx, int b)
 	return cb_scalar_other(ctx);
 }
 
-static int cb_null(void *ctx)
-{
-	return cb_scalar_other(ctx);
-}
+static int cb_null(void *ctx) { return cb_scalar_other(ctx); }
 
 static void copy_str(char *dst, size_t cap, const unsigned char *s, size_t len)
 {
@@ -289,10 +285,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t len)
 }
 
 /* a JSON number as an integer; -1 (absent) when it is out of range or not finite */
-static int64_t to_i64(double v)
-{
-	return v >= -9.0e18 && v <= 9.0e18 ? (int64_t)v : -1;
-}
+static int64_t to_i64(double v) { return v >= -9.0e18 && v <= 9.0e18 ? (int64_t)v : -1; }
 
 static int cb_number(void *ctx, const char *s, size_t len)
 {
@@ -337,12 +330,12 @@ static int cb_number(void *ctx, const char *s, size_t len)
 }
 
 static const yajl_callbacks callbacks = {
-	cb_null, cb_bool, NULL, NULL, cb_number, cb_string, cb_start_map, cb_map_key, cb_end_map,
-	cb_start_array, cb_end_array,
+	cb_null,      cb_bool,    NULL,       NULL,           cb_number,    cb_string,
+	cb_start_map, cb_map_key, cb_end_map, cb_start_array, cb_end_array,
 };
 
-int import_stream_events(const char *path, const struct import_stream_handler *h,
-			 uint64_t *bytes, char *err, size_t errlen)
+int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
+			 size_t errlen)
 {
 	gzFile f = gz_open_read(path, 1 << 17);
 	if (!f) {
@@ -366,8 +359,8 @@ int import_stream_events(const char *path, const struct import_stream_handler *h
 		if (n < 0) {
 			int e;
 			const char *m = gzerror(f, &e);
-			snprintf(err, errlen, "%s: byte %llu: bad gzip data: %s", path,
-				 (unsigned long long)base, m ? m : "?");
+			snprintf(err, errlen, "%s: byte %llu: bad gzip data: %s", path, (unsigned long long)base,
+				 m ? m : "?");
 			goto out;
 		}
 		if (n == 0) {

@@ -38,16 +38,17 @@ struct jval {
 /* The keys records have; others are validated and ignored. A key is looked up once, when
  * parsed (a small open-addressing table), and its value kept in its slot: no string
  * comparisons per field read. */
-#define JKEYS(X)                                                                                  \
-	X(type) X(job) X(world) X(tp) X(cp) X(pp) X(dp) X(ep) X(gpus_per_node) X(order) X(rank)     \
-	X(host) X(iter) X(start_us) X(dur_us) X(name) X(kind) X(group) X(count) X(durs_us)         \
-	X(sum_us) X(min_us) X(max_us) X(p50_us) X(p99_us) X(ts_us) X(source) X(detail)
+#define JKEYS(X)                                                                                                    \
+	X(type)                                                                                                     \
+	X(job) X(world) X(tp) X(cp) X(pp) X(dp) X(ep) X(gpus_per_node) X(order) X(rank) X(host) X(iter) X(start_us) \
+		X(dur_us) X(name) X(kind) X(group) X(count) X(durs_us) X(sum_us) X(min_us) X(max_us) X(p50_us)      \
+			X(p99_us) X(ts_us) X(source) X(detail)
 
 enum jkey {
 #define X(k) JK_##k,
 	JKEYS(X)
 #undef X
-	JK_COUNT,
+		JK_COUNT,
 	JK_NONE = JK_COUNT,
 };
 _Static_assert(JK_COUNT <= 32, "struct jobj.seen has a bit per key");
@@ -208,30 +209,17 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 		switch (e) {
 		case '"':
 		case '\\':
-		case '/':
-			j->scratch[j->spos++] = e;
-			break;
-		case 'b':
-			j->scratch[j->spos++] = '\b';
-			break;
-		case 'f':
-			j->scratch[j->spos++] = '\f';
-			break;
-		case 'n':
-			j->scratch[j->spos++] = '\n';
-			break;
-		case 'r':
-			j->scratch[j->spos++] = '\r';
-			break;
-		case 't':
-			j->scratch[j->spos++] = '\t';
-			break;
+		case '/': j->scratch[j->spos++] = e; break;
+		case 'b': j->scratch[j->spos++] = '\b'; break;
+		case 'f': j->scratch[j->spos++] = '\f'; break;
+		case 'n': j->scratch[j->spos++] = '\n'; break;
+		case 'r': j->scratch[j->spos++] = '\r'; break;
+		case 't': j->scratch[j->spos++] = '\t'; break;
 		case 'u': {
 			uint32_t cp;
 			if (read_hex4(j, &cp) < 0)
 				return -1;
-			if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->p >= 6 && j->p[0] == '\\' &&
-			    j->p[1] == 'u') {
+			if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u') {
 				uint32_t lo;
 				j->p += 2;
 				if (read_hex4(j, &lo) < 0)
@@ -247,8 +235,7 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 			put_utf8(j, cp);
 			break;
 		}
-		default:
-			return jfail(j, "invalid escape");
+		default: return jfail(j, "invalid escape");
 		}
 	}
 	j->scratch[j->spos++] = 0;
@@ -350,14 +337,10 @@ static int jskip(struct jp *j, int depth)
 	size_t l;
 	struct jval v;
 	switch (*j->p) {
-	case '"':
-		return jstring(j, &s, &l);
-	case 't':
-		return jlit(j, "true", 4);
-	case 'f':
-		return jlit(j, "false", 5);
-	case 'n':
-		return jlit(j, "null", 4);
+	case '"': return jstring(j, &s, &l);
+	case 't': return jlit(j, "true", 4);
+	case 'f': return jlit(j, "false", 5);
+	case 'n': return jlit(j, "null", 4);
 	case '[':
 		j->p++;
 		jws(j);
@@ -395,8 +378,7 @@ static int jskip(struct jp *j, int depth)
 			if (more <= 0)
 				return more < 0 ? jfail(j, "expected ',' or '}'") : 0;
 		}
-	default:
-		return jnumber(j, &v);
+	default: return jnumber(j, &v);
 	}
 }
 
@@ -549,8 +531,7 @@ static const struct jval *jget(const struct jobj *o, enum jkey key)
 	return o->seen & (1u << key) ? &o->v[key] : NULL;
 }
 
-static int get_u32(const struct jobj *o, enum jkey key, int required, uint32_t def,
-		   uint32_t *out, const char **why)
+static int get_u32(const struct jobj *o, enum jkey key, int required, uint32_t def, uint32_t *out, const char **why)
 {
 	const struct jval *v = jget(o, key);
 	if (!v) {
@@ -569,8 +550,7 @@ static int get_u32(const struct jobj *o, enum jkey key, int required, uint32_t d
 	return 0;
 }
 
-static int get_i64(const struct jobj *o, enum jkey key, int required, int64_t def, int64_t *out,
-		   const char **why)
+static int get_i64(const struct jobj *o, enum jkey key, int required, int64_t def, int64_t *out, const char **why)
 {
 	const struct jval *v = jget(o, key);
 	if (!v || v->t == JT_NULL) {
@@ -617,19 +597,19 @@ static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char
 		snprintf(msg, msglen, "missing field \"type\"");
 		return -1;
 	}
-#define U32(key, req, def, dst)                                          \
-	do {                                                             \
-		if ((rc = get_u32(o, key, req, def, dst, &why)) < 0) {   \
-			field_msg(msg, msglen, rc, why);                 \
-			return -1;                                       \
-		}                                                        \
+#define U32(key, req, def, dst)                                        \
+	do {                                                           \
+		if ((rc = get_u32(o, key, req, def, dst, &why)) < 0) { \
+			field_msg(msg, msglen, rc, why);               \
+			return -1;                                     \
+		}                                                      \
 	} while (0)
-#define I64(key, req, def, dst)                                          \
-	do {                                                             \
-		if ((rc = get_i64(o, key, req, def, dst, &why)) < 0) {   \
-			field_msg(msg, msglen, rc, why);                 \
-			return -1;                                       \
-		}                                                        \
+#define I64(key, req, def, dst)                                        \
+	do {                                                           \
+		if ((rc = get_i64(o, key, req, def, dst, &why)) < 0) { \
+			field_msg(msg, msglen, rc, why);               \
+			return -1;                                     \
+		}                                                      \
 	} while (0)
 	if (STR_IS(type, "job")) {
 		struct jsonl_job j;
@@ -735,7 +715,8 @@ static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char
 			snprintf(msg, msglen, "missing field \"%s\"", host ? "kind" : "host");
 			return -1;
 		}
-		if (h->event && h->event(h->ctx, host, kind, ts, get_str(o, JK_source), get_str(o, JK_detail), &why) < 0)
+		if (h->event &&
+		    h->event(h->ctx, host, kind, ts, get_str(o, JK_source), get_str(o, JK_detail), &why) < 0)
 			goto handler;
 	}
 	/* unknown types are ignored (forward compatibility) */
@@ -837,8 +818,7 @@ static int carry_add(struct reader *r, char **carry, size_t *clen, size_t *ccap,
 	return 0;
 }
 
-int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err,
-	       size_t errlen)
+int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen)
 {
 	struct readahead *ra = readahead_open(path);
 	if (!ra) {
@@ -1004,32 +984,33 @@ void jsonl_write_job(struct jsonl_writer *w, const struct jsonl_job *j)
 void jsonl_write_host(struct jsonl_writer *w, const char *job, uint32_t rank, const char *host)
 {
 	char a[256], b[256];
-	emit(w, "{\"type\":\"host\",\"job\":\"%s\",\"rank\":%u,\"host\":\"%s\"}\n", esc(job, a, sizeof(a)),
-	     rank, esc(host, b, sizeof(b)));
+	emit(w, "{\"type\":\"host\",\"job\":\"%s\",\"rank\":%u,\"host\":\"%s\"}\n", esc(job, a, sizeof(a)), rank,
+	     esc(host, b, sizeof(b)));
 }
 
 void jsonl_write_iter(struct jsonl_writer *w, const char *job, const struct record_iter *r)
 {
 	char a[256];
-	emit(w, "{\"type\":\"iter\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"start_us\":%" PRId64
-		",\"dur_us\":%" PRId64 "}\n",
+	emit(w,
+	     "{\"type\":\"iter\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"start_us\":%" PRId64 ",\"dur_us\":%" PRId64
+	     "}\n",
 	     esc(job, a, sizeof(a)), r->rank, r->iter, r->start_us, r->dur_us);
 }
 
-void jsonl_write_phase(struct jsonl_writer *w, const char *job, const struct record_phase *r,
-		       const char *name)
+void jsonl_write_phase(struct jsonl_writer *w, const char *job, const struct record_phase *r, const char *name)
 {
 	char a[256], b[256], st[48] = "";
 	if (r->start_us != RECORD_NO_START)
 		snprintf(st, sizeof(st), ",\"start_us\":%" PRId64, r->start_us);
-	emit(w, "{\"type\":\"phase\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\",\"kind\":\"%s\","
-		"\"group\":\"%s\"%s,\"dur_us\":%" PRId64 "}\n",
+	emit(w,
+	     "{\"type\":\"phase\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\",\"kind\":\"%s\","
+	     "\"group\":\"%s\"%s,\"dur_us\":%" PRId64 "}\n",
 	     esc(job, a, sizeof(a)), r->rank, r->iter, esc(name, b, sizeof(b)), record_kind_name(r->kind),
 	     record_group_name(r->group), st, r->dur_us);
 }
 
-void jsonl_write_kernel(struct jsonl_writer *w, const char *job, const struct record_kernel *r,
-			const char *name, const int64_t *durs, size_t ndurs)
+void jsonl_write_kernel(struct jsonl_writer *w, const char *job, const struct record_kernel *r, const char *name,
+			const int64_t *durs, size_t ndurs)
 {
 	char a[256], b[256], list[1024];
 	size_t o = 0;
@@ -1039,26 +1020,28 @@ void jsonl_write_kernel(struct jsonl_writer *w, const char *job, const struct re
 			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%" PRId64, i ? "," : "", durs[i]);
 		list[o++] = ']';
 		list[o] = 0;
-		emit(w, "{\"type\":\"kernel\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\","
-			"\"kind\":\"%s\",\"count\":%u,\"durs_us\":%s}\n",
-		     esc(job, a, sizeof(a)), r->rank, r->iter, esc(name, b, sizeof(b)),
-		     record_kind_name(r->kind), r->count, list);
+		emit(w,
+		     "{\"type\":\"kernel\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\","
+		     "\"kind\":\"%s\",\"count\":%u,\"durs_us\":%s}\n",
+		     esc(job, a, sizeof(a)), r->rank, r->iter, esc(name, b, sizeof(b)), record_kind_name(r->kind),
+		     r->count, list);
 	} else {
-		emit(w, "{\"type\":\"kernel\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\","
-			"\"kind\":\"%s\",\"count\":%u,\"sum_us\":%" PRId64 ",\"min_us\":%" PRId64
-			",\"max_us\":%" PRId64 ",\"p50_us\":%" PRId64 ",\"p99_us\":%" PRId64 "}\n",
-		     esc(job, a, sizeof(a)), r->rank, r->iter, esc(name, b, sizeof(b)),
-		     record_kind_name(r->kind), r->count, r->sum_us, r->min_us, r->max_us, r->p50_us,
-		     r->p99_us);
+		emit(w,
+		     "{\"type\":\"kernel\",\"job\":\"%s\",\"rank\":%u,\"iter\":%u,\"name\":\"%s\","
+		     "\"kind\":\"%s\",\"count\":%u,\"sum_us\":%" PRId64 ",\"min_us\":%" PRId64 ",\"max_us\":%" PRId64
+		     ",\"p50_us\":%" PRId64 ",\"p99_us\":%" PRId64 "}\n",
+		     esc(job, a, sizeof(a)), r->rank, r->iter, esc(name, b, sizeof(b)), record_kind_name(r->kind),
+		     r->count, r->sum_us, r->min_us, r->max_us, r->p50_us, r->p99_us);
 	}
 }
 
-void jsonl_write_event(struct jsonl_writer *w, const char *job, const char *host, const char *kind,
-		       int64_t ts_us, const char *source, const char *detail)
+void jsonl_write_event(struct jsonl_writer *w, const char *job, const char *host, const char *kind, int64_t ts_us,
+		       const char *source, const char *detail)
 {
 	char a[256], b[256], c[256], d[256], e[512];
-	emit(w, "{\"type\":\"event\",\"job\":\"%s\",\"host\":\"%s\",\"kind\":\"%s\",\"ts_us\":%" PRId64
-		",\"source\":\"%s\",\"detail\":\"%s\"}\n",
-	     esc(job, a, sizeof(a)), esc(host, b, sizeof(b)), esc(kind, c, sizeof(c)), ts_us,
-	     esc(source, d, sizeof(d)), esc(detail, e, sizeof(e)));
+	emit(w,
+	     "{\"type\":\"event\",\"job\":\"%s\",\"host\":\"%s\",\"kind\":\"%s\",\"ts_us\":%" PRId64
+	     ",\"source\":\"%s\",\"detail\":\"%s\"}\n",
+	     esc(job, a, sizeof(a)), esc(host, b, sizeof(b)), esc(kind, c, sizeof(c)), ts_us, esc(source, d, sizeof(d)),
+	     esc(detail, e, sizeof(e)));
 }

@@ -24,8 +24,8 @@ struct jsonl_handler {
 	int (*host)(void *ctx, uint32_t rank, const char *host, const char **why);
 	int (*iter)(void *ctx, const struct record_iter *rec, const char **why);
 	int (*phase)(void *ctx, const struct record_phase *rec, const char *name, const char **why);
-	int (*kernel)(void *ctx, const struct record_kernel *rec, const char *name,
-		      const int64_t *durs, size_t ndurs, const char **why);
+	int (*kernel)(void *ctx, const struct record_kernel *rec, const char *name, const int64_t *durs, size_t ndurs,
+		      const char **why);
 	int (*event)(void *ctx, const char *host, const char *kind, int64_t ts_us, const char *source,
 		     const char *detail, const char **why);
 };
@@ -33,8 +33,7 @@ struct jsonl_handler {
 /* Reads path ("-" is stdin). Returns 0, or -1 with "path:line: message" (or "path: ...")
  * in err. Blank lines are skipped; unknown fields and unknown types are ignored. *lines
  * (may be NULL) gets the number of lines read. */
-int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err,
-	       size_t errlen);
+int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen);
 
 /* Opens path ("-": standard input) for reading, plain or gzip, with zlib's buffers sized to
  * the file and at most max_buf: a small file does not pay for large buffers on every open.
@@ -49,11 +48,10 @@ int jsonl_writer_close(struct jsonl_writer *w);
 void jsonl_write_job(struct jsonl_writer *w, const struct jsonl_job *job);
 void jsonl_write_host(struct jsonl_writer *w, const char *job, uint32_t rank, const char *host);
 void jsonl_write_iter(struct jsonl_writer *w, const char *job, const struct record_iter *rec);
-void jsonl_write_phase(struct jsonl_writer *w, const char *job, const struct record_phase *rec,
-		       const char *name);
-void jsonl_write_kernel(struct jsonl_writer *w, const char *job, const struct record_kernel *rec,
-			const char *name, const int64_t *durs, size_t ndurs);
-void jsonl_write_event(struct jsonl_writer *w, const char *job, const char *host, const char *kind,
-		       int64_t ts_us, const char *source, const char *detail);
+void jsonl_write_phase(struct jsonl_writer *w, const char *job, const struct record_phase *rec, const char *name);
+void jsonl_write_kernel(struct jsonl_writer *w, const char *job, const struct record_kernel *rec, const char *name,
+			const int64_t *durs, size_t ndurs);
+void jsonl_write_event(struct jsonl_writer *w, const char *job, const char *host, const char *kind, int64_t ts_us,
+		       const char *source, const char *detail);
 
 #endif

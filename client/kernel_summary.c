@@ -44,8 +44,8 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs,
-			size_t n, const char **why)
+int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs, size_t n,
+			const char **why)
 {
 	if (!n) {
 		*why = "no durations";
@@ -100,9 +100,9 @@ oom:
 	return -1;
 }
 
-size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
-				 size_t nph, const struct record_kernel *k, size_t nk, const uint32_t *fresh,
-				 size_t nfresh, const char *const *name_of)
+size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph, size_t nph,
+				 const struct record_kernel *k, size_t nk, const uint32_t *fresh, size_t nfresh,
+				 const char *const *name_of)
 {
 	Culprit__V1__Batch m = CULPRIT__V1__BATCH__INIT;
 	size_t total = nit * 4 + nph * 7 + nk * 11;
@@ -115,14 +115,14 @@ size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const
 		goto out;
 	/* no dictionary: the records carry the agent's name ids (client/agent.c) */
 	uint64_t *p = v;
-#define COL(field, n, expr, T)                                 \
-	do {                                                   \
-		T *col = (T *)p;                               \
-		for (size_t i = 0; i < (n); i++)               \
-			col[i] = (T)(expr);                    \
-		m.n_##field = (n);                             \
-		m.field = col;                                 \
-		p += (n);                                      \
+#define COL(field, n, expr, T)                   \
+	do {                                     \
+		T *col = (T *)p;                 \
+		for (size_t i = 0; i < (n); i++) \
+			col[i] = (T)(expr);      \
+		m.n_##field = (n);               \
+		m.field = col;                   \
+		p += (n);                        \
 	} while (0)
 	COL(iter_rank, nit, it[i].rank, uint32_t);
 	COL(iter_iter, nit, it[i].iter, uint32_t);

@@ -33,16 +33,16 @@ void kernel_summary_destroy(struct kernel_summary *ks);
  * value >= 0); no sketch (sketch_len 0) up to KERNEL_SUMMARY_EXACT_MAX calls. k->sketch
  * points into ks until the next call. Returns 0, -1 on a negative
  * duration or out of memory (*why says which). */
-int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs,
-			size_t n, const char **why);
+int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs, size_t n,
+			const char **why);
 /* Bytes of one Batch frame holding these records, packed as client/agent.c packs it: no
  * dictionary (the records' name fields are the agent's name ids), with the
  * definitions of the fresh[0..nfresh) names, those the connection has not had yet (none in
  * the steady state), plus the frame's 4-byte length prefix. name_of (indexed by name id;
  * needed when nfresh > 0, else NULL: unknown) gives the names, and tells whether the
  * kernel kinds follow from them (record_kernel_kind_of) and need not be sent. */
-size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph,
-				 size_t nph, const struct record_kernel *k, size_t nk, const uint32_t *fresh,
-				 size_t nfresh, const char *const *name_of);
+size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const struct record_phase *ph, size_t nph,
+				 const struct record_kernel *k, size_t nk, const uint32_t *fresh, size_t nfresh,
+				 const char *const *name_of);
 
 #endif

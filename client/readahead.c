@@ -111,10 +111,7 @@ ssize_t readahead_next(struct readahead *r, const char **data)
 	return n;
 }
 
-const char *readahead_error(const struct readahead *r)
-{
-	return r->err[0] ? r->err : "read error";
-}
+const char *readahead_error(const struct readahead *r) { return r->err[0] ? r->err : "read error"; }
 
 void readahead_close(struct readahead *r)
 {

@@ -20,13 +20,13 @@ struct replay {
 	struct fanout_config cfg;
 	struct fanout *jobs[REPLAY_MAX_JOBS];
 	size_t n_jobs;
-	struct fanout *cur;   /* the job of the last job line */
-	uint64_t events;      /* out-of-band events: not part of the agent protocol */
+	struct fanout *cur; /* the job of the last job line */
+	uint64_t events;    /* out-of-band events: not part of the agent protocol */
 	uint64_t lines;
 	double t0, last_progress;
 	bool quiet;
 	bool shift_set;
-	int64_t shift_us;     /* added to every iteration start (see on_iter) */
+	int64_t shift_us; /* added to every iteration start (see on_iter) */
 	char msg[256];
 };
 
@@ -49,8 +49,14 @@ static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
 {
 	struct replay *r = ctx;
 	struct fanout_job fj = {.job = j->job,
-				.topo = {.world = j->world, .tp = j->tp, .cp = j->cp, .pp = j->pp, .dp = j->dp, .ep = j->ep,
-					 .gpus_per_node = j->gpus_per_node, .order = j->order}};
+				.topo = {.world = j->world,
+					 .tp = j->tp,
+					 .cp = j->cp,
+					 .pp = j->pp,
+					 .dp = j->dp,
+					 .ep = j->ep,
+					 .gpus_per_node = j->gpus_per_node,
+					 .order = j->order}};
 
 	for (size_t i = 0; i < r->n_jobs; i++)
 		if (strcmp(fanout_job_name(r->jobs[i]), j->job ? j->job : "") == 0) {
@@ -115,8 +121,8 @@ static int on_phase(void *ctx, const struct record_phase *rec, const char *name,
 	return fanout_phase(r->cur, rec, name, why);
 }
 
-static int on_kernel(void *ctx, const struct record_kernel *rec, const char *name, const int64_t *durs,
-		     size_t ndurs, const char **why)
+static int on_kernel(void *ctx, const struct record_kernel *rec, const char *name, const int64_t *durs, size_t ndurs,
+		     const char **why)
 {
 	struct replay *r = ctx;
 
@@ -163,8 +169,13 @@ int replay_main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	struct replay r;
-	struct jsonl_handler h = {.ctx = &r, .job = on_job, .host = on_host, .iter = on_iter, .phase = on_phase,
-				  .kernel = on_kernel, .event = on_event};
+	struct jsonl_handler h = {.ctx = &r,
+				  .job = on_job,
+				  .host = on_host,
+				  .iter = on_iter,
+				  .phase = on_phase,
+				  .kernel = on_kernel,
+				  .event = on_event};
 	struct import_options iopt = {.warn = import_warn_stderr, .warn_ctx = (void *)"culprit replay"};
 	char err[1024];
 	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO, known;
@@ -175,27 +186,17 @@ int replay_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'p':
-			r.cfg.per_rank = true;
-			break;
-		case 'q':
-			r.quiet = true;
-			break;
+		case 'p': r.cfg.per_rank = true; break;
+		case 'q': r.quiet = true; break;
 		case 'f':
 			if ((fmt = import_format_parse(optarg)) < 0) {
 				fprintf(stderr, "culprit replay: unknown format \"%s\"\n", optarg);
 				return 2;
 			}
 			break;
-		case 'm':
-			iopt.meta = optarg;
-			break;
-		case 'j':
-			iopt.job = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
+		case 'm': iopt.meta = optarg; break;
+		case 'j': iopt.job = optarg; break;
+		case 'h': usage(stdout); return 0;
 		default:
 			if ((known = fanout_flag(&r.cfg, &timeout_s, c, optarg, "replay")) <= 0) {
 				if (!known)

@@ -6,30 +6,66 @@
 #include <string.h>
 
 enum {
-	N_ATTN, N_MLP, N_EP_DISPATCH, N_EP_COMBINE, N_TP_ALL_REDUCE, N_DP_RS, N_PP_SEND_RECV,
-	N_OPTIMIZER, N_DATA_LOADER, N_GEMM, N_FLASH, N_NCCL_A2A, N_NCCL_AR, N_EXTRA,
+	N_ATTN,
+	N_MLP,
+	N_EP_DISPATCH,
+	N_EP_COMBINE,
+	N_TP_ALL_REDUCE,
+	N_DP_RS,
+	N_PP_SEND_RECV,
+	N_OPTIMIZER,
+	N_DATA_LOADER,
+	N_GEMM,
+	N_FLASH,
+	N_NCCL_A2A,
+	N_NCCL_AR,
+	N_EXTRA,
 	N_COUNT = N_EXTRA + SIM_MAX_KERNELS - 3
 };
 
 /* the extra compute kernels of opt.kernels: "kernel_000" ... "kernel_196" */
 #define K10(p) p "0", p "1", p "2", p "3", p "4", p "5", p "6", p "7", p "8", p "9"
-#define K100(p) K10(p "0"), K10(p "1"), K10(p "2"), K10(p "3"), K10(p "4"), K10(p "5"), \
-	K10(p "6"), K10(p "7"), K10(p "8"), K10(p "9")
+#define K100(p)                                                                                                     \
+	K10(p "0"), K10(p "1"), K10(p "2"), K10(p "3"), K10(p "4"), K10(p "5"), K10(p "6"), K10(p "7"), K10(p "8"), \
+		K10(p "9")
 
 static const char *const names[] = {
-	"attn", "mlp", "ep_dispatch", "ep_combine", "tp_all_reduce", "dp_reduce_scatter",
-	"pp_send_recv", "optimizer", "data_loader", "sm90_gemm", "flash_attn_fwd",
-	"nccl_all_to_all", "nccl_all_reduce",
-	K100("kernel_0"), K10("kernel_10"), K10("kernel_11"), K10("kernel_12"), K10("kernel_13"),
-	K10("kernel_14"), K10("kernel_15"), K10("kernel_16"), K10("kernel_17"), K10("kernel_18"),
-	"kernel_190", "kernel_191", "kernel_192", "kernel_193", "kernel_194", "kernel_195",
+	"attn",
+	"mlp",
+	"ep_dispatch",
+	"ep_combine",
+	"tp_all_reduce",
+	"dp_reduce_scatter",
+	"pp_send_recv",
+	"optimizer",
+	"data_loader",
+	"sm90_gemm",
+	"flash_attn_fwd",
+	"nccl_all_to_all",
+	"nccl_all_reduce",
+	K100("kernel_0"),
+	K10("kernel_10"),
+	K10("kernel_11"),
+	K10("kernel_12"),
+	K10("kernel_13"),
+	K10("kernel_14"),
+	K10("kernel_15"),
+	K10("kernel_16"),
+	K10("kernel_17"),
+	K10("kernel_18"),
+	"kernel_190",
+	"kernel_191",
+	"kernel_192",
+	"kernel_193",
+	"kernel_194",
+	"kernel_195",
 	"kernel_196",
 };
 _Static_assert(sizeof(names) / sizeof(*names) == N_COUNT && N_COUNT == SIM_NAMES, "sim names");
 
 static const char *const scenarios[] = {
-	"healthy", "case5", "compute_straggler", "link_degradation", "stage_imbalance",
-	"kernel_stall", "host_delay", "hang", NULL,
+	"healthy", "case5", "compute_straggler", "link_degradation", "stage_imbalance", "kernel_stall", "host_delay",
+	"hang",    NULL,
 };
 
 const char *const *sim_names(size_t *n)
@@ -39,10 +75,7 @@ const char *const *sim_names(size_t *n)
 	return names;
 }
 
-const char *const *sim_scenarios(void)
-{
-	return scenarios;
-}
+const char *const *sim_scenarios(void) { return scenarios; }
 
 struct phase_model {
 	uint32_t name;
@@ -99,10 +132,7 @@ static uint64_t next_u64(struct rng *r)
 }
 
 /* uniform in [-1, 1) */
-static double unit(struct rng *r)
-{
-	return (double)(next_u64(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
+static double unit(struct rng *r) { return (double)(next_u64(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0; }
 
 int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *err, size_t errlen)
 {
@@ -138,8 +168,7 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 	};
 	/* the small elementwise, norm and copy kernels of a real job: healthy on every rank */
 	for (uint32_t k = 3; k < nk; k++)
-		km[k] = (struct kernel_model){N_EXTRA + k - 3, RECORD_KIND_COMPUTE, 4 + k % 29,
-					      40 + 13.0 * (k % 37)};
+		km[k] = (struct kernel_model){N_EXTRA + k - 3, RECORD_KIND_COMPUTE, 4 + k % 29, 40 + 13.0 * (k % 37)};
 	double base_ms = 0;
 	for (size_t p = 0; p < np; p++)
 		base_ms += pm[p].ms;
@@ -158,18 +187,10 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 	int fault_phase = -1;
 	uint32_t culprit_lo = 0, culprit_n = 0;
 	switch (sc) {
-	case S_CASE5:
-		culprit_lo = 10352, culprit_n = 8, fault_phase = N_MLP, extra = 12800 * 4.7;
-		break;
-	case S_STRAGGLER:
-		culprit_lo = 517, culprit_n = 1, fault_phase = N_MLP, extra = 3000 * 2;
-		break;
-	case S_STALL:
-		culprit_lo = 300, culprit_n = 2, fault_phase = N_ATTN, extra = 6000;
-		break;
-	case S_HOST:
-		culprit_lo = 600, culprit_n = 1, fault_phase = N_DATA_LOADER, extra = 6000;
-		break;
+	case S_CASE5: culprit_lo = 10352, culprit_n = 8, fault_phase = N_MLP, extra = 12800 * 4.7; break;
+	case S_STRAGGLER: culprit_lo = 517, culprit_n = 1, fault_phase = N_MLP, extra = 3000 * 2; break;
+	case S_STALL: culprit_lo = 300, culprit_n = 2, fault_phase = N_ATTN, extra = 6000; break;
+	case S_HOST: culprit_lo = 600, culprit_n = 1, fault_phase = N_DATA_LOADER, extra = 6000; break;
 	case S_LINK:
 		for (uint32_t r = 336; r < 344; r++)
 			cls[r] = C_LINK;
@@ -180,11 +201,8 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 			cls[r] = C_STAGE;
 		extra = (2000 + 3000 + 500) * 0.6;
 		break;
-	case S_HANG:
-		cls[777] = C_HUNG;
-		break;
-	default:
-		break;
+	case S_HANG: cls[777] = C_HUNG; break;
+	default: break;
 	}
 	if (culprit_n) {
 		/* the dp block (EP group, or for dense jobs the dp index) of the culprits waits
@@ -310,8 +328,8 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 						f = sc == S_CASE5 ? 5.6 : 3;
 					if (faulty && c == C_LINK && km[k].kind == RECORD_KIND_COMM)
 						f = 3;
-					if (faulty && km[k].kind == RECORD_KIND_COMM && c != C_CULPRIT &&
-					    c != C_LINK && extra > 0)
+					if (faulty && km[k].kind == RECORD_KIND_COMM && c != C_CULPRIT && c != C_LINK &&
+					    extra > 0)
 						f = 1.5; /* NCCL kernels of waiting ranks include the wait */
 					int64_t mn = INT64_MAX, mx = 0, sum = 0;
 					for (size_t s = 0; s < NSAMPLES; s++) {

@@ -43,7 +43,7 @@ struct sim_rank_iter {
 	size_t nphases;
 	const struct record_kernel *kernels; /* summaries; sketch NULL */
 	size_t nkernels;
-	const int64_t *const *kernel_durs;   /* sampled durations of kernel i */
+	const int64_t *const *kernel_durs; /* sampled durations of kernel i */
 	const size_t *kernel_ndurs;
 };
 
@@ -58,9 +58,9 @@ struct sim_sink {
 struct sim_options {
 	const char *scenario;
 	uint64_t seed;
-	uint32_t iters;  /* 0: the scenario's default (case5 and healthy 20, others 60) */
-	int iters_only;  /* emit only iteration records (fast large runs) */
-	int64_t start_us; /* the job's first iteration, us since the epoch (0: 2026-01-01, fixed
+	uint32_t iters;      /* 0: the scenario's default (case5 and healthy 20, others 60) */
+	int iters_only;      /* emit only iteration records (fast large runs) */
+	int64_t start_us;    /* the job's first iteration, us since the epoch (0: 2026-01-01, fixed
 	                   * so that files are reproducible; streaming uses now) */
 	uint32_t recover_at; /* 0: the fault lasts to the end; else it ends at this iteration */
 	uint32_t kernels;    /* kernel names per rank, 3 to SIM_MAX_KERNELS (0: 3) */

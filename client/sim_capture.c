@@ -44,10 +44,7 @@ void sim_capture_free(struct sim_capture *c)
 	free(c);
 }
 
-uint64_t sim_capture_sent(const struct sim_capture *c)
-{
-	return c->sent;
-}
+uint64_t sim_capture_sent(const struct sim_capture *c) { return c->sent; }
 
 static void on_command(void *arg, const struct agent_command *cmd)
 {

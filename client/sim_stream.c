@@ -22,11 +22,11 @@ struct sim_stream {
 	struct sim_capture *capture; /* answers Command CAPTURE (client/sim_capture.c) */
 	const char *const *names;
 	size_t n_names;
-	double speed;          /* simulated seconds per wall second; 0: no pacing */
-	double step_s;         /* > 0: one iteration per step_s wall seconds, whatever its length */
-	uint32_t iter0;        /* first iteration seen (step pacing) */
-	int64_t sim_t0_us;     /* first iteration start seen */
-	double wall_t0;        /* wall clock then */
+	double speed;      /* simulated seconds per wall second; 0: no pacing */
+	double step_s;     /* > 0: one iteration per step_s wall seconds, whatever its length */
+	uint32_t iter0;    /* first iteration seen (step pacing) */
+	int64_t sim_t0_us; /* first iteration start seen */
+	double wall_t0;    /* wall clock then */
 	double t0, last_progress;
 	uint32_t last_iter, iters;
 	uint64_t events;
@@ -55,8 +55,14 @@ static int on_job(void *ctx, const struct jsonl_job *j)
 {
 	struct sim_stream *s = ctx;
 	struct fanout_job fj = {.job = j->job,
-				.topo = {.world = j->world, .tp = j->tp, .cp = j->cp, .pp = j->pp, .dp = j->dp, .ep = j->ep,
-					 .gpus_per_node = j->gpus_per_node, .order = j->order}};
+				.topo = {.world = j->world,
+					 .tp = j->tp,
+					 .cp = j->cp,
+					 .pp = j->pp,
+					 .dp = j->dp,
+					 .ep = j->ep,
+					 .gpus_per_node = j->gpus_per_node,
+					 .order = j->order}};
 
 	if (s->f)
 		return -1; /* one job per scenario */
@@ -67,8 +73,8 @@ static int on_job(void *ctx, const struct jsonl_job *j)
 		return -1;
 	}
 	if (!s->quiet)
-		fprintf(stderr, "sim: job %s, %u ranks, streaming to %s as %s agents\n", j->job, j->world, s->cfg.server,
-			s->cfg.per_rank ? "rank" : "node");
+		fprintf(stderr, "sim: job %s, %u ranks, streaming to %s as %s agents\n", j->job, j->world,
+			s->cfg.server, s->cfg.per_rank ? "rank" : "node");
 	return 0;
 }
 
@@ -172,18 +178,21 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] [--recover-at N] --server HOST:PORT\n"
-		   "                   [--per-rank] [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] [--linger SECONDS] [--quiet]\n"
-		   "                   [--tls] [--ca FILE]\n"
-		   "  --kernels N kernel names per rank, 3 to %d (default 3)\n"
-		   "  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
-		   "  --tls       TLS to the server, its certificate verified against the system's CAs\n"
-		   "  --ca FILE   ... against the CA certificates in FILE (implies --tls)\n"
-		   "  --speed X   simulated seconds per wall second (default 100; 0: as fast as culpritd takes it)\n"
-		   "  --step-seconds S  instead, one iteration every S wall seconds whatever its simulated length\n"
-		   "              (soaks: --step-seconds 1 --iters 3600 is an hour of one step a second)\n"
-		   "  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
-		   "              hung job stay (heartbeats, no iterations)\n",
+	fprintf(f,
+		"usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] [--recover-at N] --server "
+		"HOST:PORT\n"
+		"                   [--per-rank] [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] "
+		"[--linger SECONDS] [--quiet]\n"
+		"                   [--tls] [--ca FILE]\n"
+		"  --kernels N kernel names per rank, 3 to %d (default 3)\n"
+		"  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
+		"  --tls       TLS to the server, its certificate verified against the system's CAs\n"
+		"  --ca FILE   ... against the CA certificates in FILE (implies --tls)\n"
+		"  --speed X   simulated seconds per wall second (default 100; 0: as fast as culpritd takes it)\n"
+		"  --step-seconds S  instead, one iteration every S wall seconds whatever its simulated length\n"
+		"              (soaks: --step-seconds 1 --iters 3600 is an hour of one step a second)\n"
+		"  --linger S  keep the agents connected S seconds after the last record, as the agents of a\n"
+		"              hung job stay (heartbeats, no iterations)\n",
 		SIM_MAX_KERNELS);
 }
 
@@ -234,11 +243,8 @@ int sim_stream_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's':
-			opt.scenario = optarg;
-			break;
-		case 'S':
-		{
+		case 's': opt.scenario = optarg; break;
+		case 'S': {
 			char *end;
 
 			errno = 0;
@@ -270,9 +276,7 @@ int sim_stream_main(int argc, char **argv)
 			}
 			opt.recover_at = (uint32_t)v;
 			break;
-		case 'p':
-			s.cfg.per_rank = true;
-			break;
+		case 'p': s.cfg.per_rank = true; break;
 		case 'x':
 			if (parse_num(optarg, 0, 1e9, &s.speed) < 0) {
 				fprintf(stderr, "culprit sim: invalid --speed \"%s\"\n", optarg);
@@ -291,12 +295,8 @@ int sim_stream_main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'q':
-			s.quiet = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
+		case 'q': s.quiet = true; break;
+		case 'h': usage(stdout); return 0;
 		default:
 			if ((known = fanout_flag(&s.cfg, &timeout_s, c, optarg, "sim")) <= 0) {
 				if (!known)

@@ -67,10 +67,12 @@ struct rest_args {
 	struct creds cr;
 };
 
-#define REST_OPTIONS                                                                                                   \
-	{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},                               \
-		{"ranks", required_argument, NULL, 'r'}, {"token", required_argument, NULL, 'T'},                      \
-		{"ca", required_argument, NULL, 'C'}
+#define REST_OPTIONS                                                                              \
+	{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},          \
+		{"ranks", required_argument, NULL, 'r'}, {"token", required_argument, NULL, 'T'}, \
+	{                                                                                         \
+		"ca", required_argument, NULL, 'C'                                                \
+	}
 
 /* 1 when c is one of REST_OPTIONS (stored in a), else 0. */
 static int rest_arg(int c, const char *arg, struct rest_args *a)
@@ -124,7 +126,8 @@ static long request(const char *cmd, const struct creds *cr, const char *url, co
 	if (rc != CURLE_OK)
 		fprintf(stderr, "culprit %s: %s: %s\n", cmd, url, err[0] ? err : curl_easy_strerror(rc));
 	else if (b.failed)
-		fprintf(stderr, "culprit %s: could not store the answer: %s\n", cmd, f ? strerror(errno) : "out of memory");
+		fprintf(stderr, "culprit %s: could not store the answer: %s\n", cmd,
+			f ? strerror(errno) : "out of memory");
 	else
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_slist_free_all(hdr);

@@ -14,15 +14,9 @@
 static _Atomic int min_level = LOG_INFO;
 static const char *const level_names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
 
-void log_set_level(enum log_level level)
-{
-	atomic_store(&min_level, (int)level);
-}
+void log_set_level(enum log_level level) { atomic_store(&min_level, (int)level); }
 
-enum log_level log_get_level(void)
-{
-	return (enum log_level)atomic_load(&min_level);
-}
+enum log_level log_get_level(void) { return (enum log_level)atomic_load(&min_level); }
 
 int log_level_parse(const char *s)
 {
@@ -49,7 +43,11 @@ const char *log_escape(const char *s, char *buf, size_t size)
 		size_t len;
 
 		if (ch == '\n' || ch == '\t' || ch == '\r' || ch == '"' || ch == '\\')
-			len = (size_t)snprintf(one, sizeof(one), "\\%c", ch == '\n' ? 'n' : ch == '\t' ? 't' : ch == '\r' ? 'r' : ch);
+			len = (size_t)snprintf(one, sizeof(one), "\\%c",
+					       ch == '\n'   ? 'n'
+					       : ch == '\t' ? 't'
+					       : ch == '\r' ? 'r'
+							    : ch);
 		else if (ch < 0x20 || ch >= 0x7f)
 			len = (size_t)snprintf(one, sizeof(one), "\\x%02x", ch);
 		else
@@ -82,8 +80,7 @@ static bool to_journal(void)
  * which journald reads, so that `journalctl -p warning` finds warnings) when stderr is the
  * journal, else the UTC time and the level. A line is cut at LOG_LINE_MAX bytes; a message
  * of many lines (a report) is not. All of it goes out in one write, whole between threads. */
-__attribute__((format(printf, 2, 0)))
-static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int priority[] = {7, 6, 4, 3}; /* debug, info, warning, err */
 	char small[LOG_LINE_MAX], spare[2 * LOG_LINE_MAX], prefix[64], *msg = small, *out;
@@ -111,8 +108,8 @@ static void log_vwrite(enum log_level level, const char *fmt, va_list ap)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);
 		plen = strftime(prefix, sizeof(prefix), "%Y-%m-%d %H:%M:%S", &tm);
-		plen += (size_t)snprintf(prefix + plen, sizeof(prefix) - plen, ".%03ld UTC %-7s ",
-					 ts.tv_nsec / 1000000, level_names[level]);
+		plen += (size_t)snprintf(prefix + plen, sizeof(prefix) - plen, ".%03ld UTC %-7s ", ts.tv_nsec / 1000000,
+					 level_names[level]);
 	}
 	/* every line its prefix and a newline; no line over LOG_LINE_MAX */
 	cap = (size_t)len + 1;

@@ -31,11 +31,11 @@ struct queue_item {
 	size_t weight;
 };
 
-#define queue_entry(it, type, member) ((type *)(void *)((char *)(it) - offsetof(type, member)))
+#define queue_entry(it, type, member) ((type *)(void *)((char *)(it)-offsetof(type, member)))
 
 struct queue {
 	pthread_mutex_t mu;
-	pthread_cond_t cv; /* CLOCK_MONOTONIC */
+	pthread_cond_t cv;              /* CLOCK_MONOTONIC */
 	struct queue_item *head, *tail; /* waiting */
 	size_t used, items;             /* pushed and not released: waiting + taken */
 	size_t max;

@@ -34,10 +34,7 @@ void *strmap_get(const struct strmap *m, const char *key)
 	return e ? e->value : NULL;
 }
 
-struct strmap_entry *strmap_find(const struct strmap *m, const char *key)
-{
-	return lookup(m, key, key_hash(key));
-}
+struct strmap_entry *strmap_find(const struct strmap *m, const char *key) { return lookup(m, key, key_hash(key)); }
 
 static void place(struct strmap_entry *slots, size_t cap, struct strmap_entry e)
 {

@@ -10,8 +10,8 @@
 struct strmap_entry {
 	char *key; /* NULL: a free slot */
 	union {
-		void *value;  /* strmap_put, strmap_get */
-		int64_t num;  /* strmap_put_num, strmap_find(...)->num */
+		void *value; /* strmap_put, strmap_get */
+		int64_t num; /* strmap_put_num, strmap_find(...)->num */
 	};
 	size_t hash;
 };

@@ -155,8 +155,8 @@ static double finding_lost(const struct report *r, const struct report_finding *
 }
 
 /* What acting on host j alone gains: the step waits for the slowest host left. */
-static double host_gain(const struct report *r, const struct report_finding *f, const struct host_ranks *h,
-			size_t nh, size_t j)
+static double host_gain(const struct report *r, const struct report_finding *f, const struct host_ranks *h, size_t nh,
+			size_t j)
 {
 	double lost = finding_lost(r, f), rest = 0;
 	if (nh == 1 && f->culprits_total == h[0].total)
@@ -171,12 +171,13 @@ static double host_gain(const struct report *r, const struct report_finding *f, 
 
 static const char *basis(const struct report_evidence *e)
 {
-	return e->fallback ? "their own baseline (against the job's change)" : e->by_stage ? "the pipeline stage"
-	       : e->kind == RECORD_KIND_COMM ? "the other members of the collective" : "the role group";
+	return e->fallback                   ? "their own baseline (against the job's change)"
+	       : e->by_stage                 ? "the pipeline stage"
+	       : e->kind == RECORD_KIND_COMM ? "the other members of the collective"
+					     : "the role group";
 }
 
-static void gain_words(struct report_action *a, const struct report *r, const struct report_finding *f,
-		       size_t nh)
+static void gain_words(struct report_action *a, const struct report *r, const struct report_finding *f, size_t nh)
 {
 	if (isfinite(a->gain_ms))
 		text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
@@ -199,8 +200,8 @@ static uint32_t slot_of(const struct store *s, const char *phase)
 
 /* The members of rank's collective of phase slot p: how many run on other hosts than
  * host, the first of them in peers (sorted). */
-static size_t collective_peers(const struct store *s, uint32_t rank, uint32_t p, const char *host,
-			       uint32_t *peers, size_t cap, size_t *same_host)
+static size_t collective_peers(const struct store *s, uint32_t rank, uint32_t p, const char *host, uint32_t *peers,
+			       size_t cap, size_t *same_host)
 {
 	const struct topo *t = store_topo(s);
 	enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
@@ -251,8 +252,8 @@ static void compute_actions(const struct report *r, struct report_finding *f)
 		     h[j].host, h[j].total == 1 ? "" : "s", rw);
 		const struct report_suspect *su = h[j].top;
 		if (su->nev)
-			text(a, " compute%s %s %.2fx %s", h[j].total == 1 ? "s" : "", su->ev[0].phase,
-			     su->ev[0].ratio, basis(&su->ev[0]));
+			text(a, " compute%s %s %.2fx %s", h[j].total == 1 ? "s" : "", su->ev[0].phase, su->ev[0].ratio,
+			     basis(&su->ev[0]));
 		for (size_t k = 0; k < su->nk; k++)
 			if (su->k[k].kind == RECORD_KIND_COMPUTE && su->k[k].ratio > 1.3) {
 				text(a, " (kernel %s %.2fx its peers' median)", su->k[k].name, su->k[k].ratio);
@@ -272,13 +273,15 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 	for (size_t j = 0; j < nh; j++) {
 		const struct report_suspect *su = h[j].top;
 		const struct report_kernel *k = su->nk ? &su->k[0] : NULL;
-		struct report_action *a = host_action(f, "inspect_kernel", k ? k->name : h[j].host, &h[j], rw, sizeof(rw));
+		struct report_action *a =
+			host_action(f, "inspect_kernel", k ? k->name : h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
 		ranks_arg(h[j].ranks, h[j].n, arg, sizeof(arg));
 		if (k)
-			text(a, "look at kernel %s on rank%s %s (%s): isolated calls %.0fx the peers' p99, its median "
-				"%.2fx theirs; capture their kernels and open them in ui.perfetto.dev",
+			text(a,
+			     "look at kernel %s on rank%s %s (%s): isolated calls %.0fx the peers' p99, its median "
+			     "%.2fx theirs; capture their kernels and open them in ui.perfetto.dev",
 			     k->name, h[j].total == 1 ? "" : "s", rw, h[j].host, k->max_ratio, k->ratio);
 		else
 			text(a, "look at the kernels of rank%s %s (%s): capture them and open them in ui.perfetto.dev",
@@ -286,8 +289,8 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 		char job[2 * sizeof(r->job)], srv[160];
 		shell_word(r->job, job, sizeof(job));
 		shell_word(server, srv, sizeof(srv));
-		snprintf(a->command, sizeof(a->command), "culprit capture --server %s --job %s --ranks %s --iterations 3",
-			 srv, job, arg);
+		snprintf(a->command, sizeof(a->command),
+			 "culprit capture --server %s --job %s --ranks %s --iterations 3", srv, job, arg);
 		a->gain_ms = host_gain(r, f, h, nh, j);
 		gain_words(a, r, f, nh);
 	}
@@ -299,8 +302,10 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 		struct report_action *a = add(f, "avoid", h[j].host);
 		if (!a)
 			return;
-		text(a, "do not drain %s for a slow GPU: kernel %s's median runs at %.2fx its peers'; only isolated "
-			"calls stall", h[j].host, su->k[0].name, su->k[0].ratio);
+		text(a,
+		     "do not drain %s for a slow GPU: kernel %s's median runs at %.2fx its peers'; only isolated "
+		     "calls stall",
+		     h[j].host, su->k[0].name, su->k[0].ratio);
 		set_ranks(a, h[j].ranks, h[j].n);
 	}
 }
@@ -316,13 +321,16 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 		uint32_t p = e ? slot_of(s, e->phase) : STORE_NO_SLOT;
 		uint32_t peers[REPORT_ACTION_RANKS];
 		size_t same = 0, np = p == STORE_NO_SLOT ? 0
-			: collective_peers(s, su->rank, p, h[j].host, peers, REPORT_ACTION_RANKS, &same);
+							 : collective_peers(s, su->rank, p, h[j].host, peers,
+									    REPORT_ACTION_RANKS, &same);
 		struct report_action *a = host_action(f, "check_network", h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
 		if (p != STORE_NO_SLOT && np == 0)
-			text(a, "check the GPU interconnect (NVLink, NVSwitch) of %s: its collective %s stays within "
-				"the node", h[j].host, e->phase);
+			text(a,
+			     "check the GPU interconnect (NVLink, NVSwitch) of %s: its collective %s stays within "
+			     "the node",
+			     h[j].host, e->phase);
 		else
 			text(a, "check the NIC and the switch port of %s (link errors, flaps, speed)", h[j].host);
 		text(a, ": rank%s %s", h[j].total == 1 ? "" : "s", rw);
@@ -351,8 +359,10 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 			text(a, "do not drain %s for its GPUs: its compute kernel %s runs at %.2fx its peers' median",
 			     h[j].host, ck->name, ck->ratio);
 		else
-			text(a, "do not drain %s for its GPUs: none of its compute phases stands out against its "
-				"role group", h[j].host);
+			text(a,
+			     "do not drain %s for its GPUs: none of its compute phases stands out against its "
+			     "role group",
+			     h[j].host);
 	}
 }
 
@@ -367,8 +377,9 @@ static void stage_actions(const struct report *r, struct report_finding *f, cons
 	double S = store_topo(s)->pp, x = f->ratio, lost = finding_lost(r, f);
 	text(a, "rebalance pipeline stage pp %d (move layers off it)", f->stage);
 	if (x > 1 && S > 1)
-		text(a, ": its layers take %.0f%% of a pipeline's compute, %.2fx the median of the other stages "
-			"(a balanced split gives each of the %.0f stages %.0f%%)",
+		text(a,
+		     ": its layers take %.0f%% of a pipeline's compute, %.2fx the median of the other stages "
+		     "(a balanced split gives each of the %.0f stages %.0f%%)",
 		     100 * x / (x + S - 1), x, S, 100 / S);
 	/* balanced: each stage computes the mean; the step waits for the heaviest */
 	a->gain_ms = S > 1 ? lost * (S - 1) / S : lost;
@@ -376,8 +387,10 @@ static void stage_actions(const struct report *r, struct report_finding *f, cons
 	a = add(f, "avoid", target);
 	if (a) {
 		a->stage = f->stage;
-		text(a, "do not drain or replace the hosts of pp %d: every host of the stage is heavy alike; the "
-			"split of the layers, not a host, is at fault", f->stage);
+		text(a,
+		     "do not drain or replace the hosts of pp %d: every host of the stage is heavy alike; the "
+		     "split of the layers, not a host, is at fault",
+		     f->stage);
 	}
 }
 
@@ -394,17 +407,22 @@ static void host_actions(const struct report *r, struct report_finding *f)
 		struct report_action *a = host_action(f, "inspect_host", h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
-		text(a, "inspect the data loader and the host of rank%s %s on %s (CPU load, I/O, loader workers, "
-			"memory)", h[j].total == 1 ? "" : "s", rw, h[j].host);
+		text(a,
+		     "inspect the data loader and the host of rank%s %s on %s (CPU load, I/O, loader workers, "
+		     "memory)",
+		     h[j].total == 1 ? "" : "s", rw, h[j].host);
 		if (e && e->kind == RECORD_KIND_COMM)
-			text(a, ": it arrives last at %s (its wait there is %.2fx %s) while none of its own work "
-				"is longer", e->phase, e->ratio, basis(e));
+			text(a,
+			     ": it arrives last at %s (its wait there is %.2fx %s) while none of its own work "
+			     "is longer",
+			     e->phase, e->ratio, basis(e));
 		else if (e)
 			text(a, ": %s%s takes %.1f ms against %.1f ms %s",
 			     strcmp(e->phase, STORE_LEAD_PHASE) == 0 ? "the gap before its first phase" : e->phase,
 			     " (before forward)", e->value_ms, e->peer_ms,
-			     e->fallback ? "expected from its own baseline" : e->by_stage ? "on its pipeline stage"
-					 : "on its role group");
+			     e->fallback   ? "expected from its own baseline"
+			     : e->by_stage ? "on its pipeline stage"
+					   : "on its role group");
 		a->gain_ms = host_gain(r, f, h, nh, j);
 		gain_words(a, r, f, nh);
 		consistent_events(r, a, h[j].host);
@@ -435,9 +453,11 @@ static void spread_actions(const struct report *r, struct report_finding *f)
 	set_ranks(a, ranks, n);
 	char rw[160];
 	ranks_words(ranks, n, r->late_total, rw, sizeof(rw));
-	text(a, "inspect what the hosts of the %zu late ranks share (shared storage, the data pipeline, a "
-		"host setting rolled out to many nodes): ranks %s arrive late at collectives with no phase of "
-		"their own longer", r->late_total, rw);
+	text(a,
+	     "inspect what the hosts of the %zu late ranks share (shared storage, the data pipeline, a "
+	     "host setting rolled out to many nodes): ranks %s arrive late at collectives with no phase of "
+	     "their own longer",
+	     r->late_total, rw);
 	a->gain_ms = finding_lost(r, f);
 	text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
 	a = add(f, "avoid", "");
@@ -507,13 +527,14 @@ static void hang_actions(const struct report *r, struct report_finding *f, const
 			"to, the network fabric, the scheduler)");
 		return;
 	}
-	text(a, "dump the stacks of rank%s %s on %s (py-spy dump, or gdb on the process), which stopped "
-		"first, after iteration %u", f->culprits_total == 1 ? "" : "s", rw, f->suspects[0].host, last);
+	text(a,
+	     "dump the stacks of rank%s %s on %s (py-spy dump, or gdb on the process), which stopped "
+	     "first, after iteration %u",
+	     f->culprits_total == 1 ? "" : "s", rw, f->suspects[0].host, last);
 	uint32_t p = stopped_in(s, all, nall);
 	if (p != STORE_NO_SLOT)
 		text(a, ", in %s (%s%s%s)", store_name(s, store_phase_name(s, p)),
-		     record_kind_name(store_phase_kind(s, p)),
-		     store_phase_group(s, p) ? ", collective over " : "",
+		     record_kind_name(store_phase_kind(s, p)), store_phase_group(s, p) ? ", collective over " : "",
 		     store_phase_group(s, p) ? record_group_name(store_phase_group(s, p)) : "");
 	else
 		text(a, "; the records do not say in which phase (none of iteration %u came in)", last + 1);
@@ -544,9 +565,13 @@ static void contradicted_events(struct report *r)
 		}
 		struct report_action *a = add(f, "avoid", e->host);
 		if (a)
-			text(a, "do not repair what the %s on %s points at (%s): it does not explain the slowdown: "
-				"%s", e->kind, e->host, strcmp(f->category, "communication_degradation") == 0
-				? "its GPUs or host" : "its network, NIC or port", e->reason);
+			text(a,
+			     "do not repair what the %s on %s points at (%s): it does not explain the slowdown: "
+			     "%s",
+			     e->kind, e->host,
+			     strcmp(f->category, "communication_degradation") == 0 ? "its GPUs or host"
+										   : "its network, NIC or port",
+			     e->reason);
 	}
 }
 

@@ -38,14 +38,14 @@ void diagnose_input_from_l1(struct diagnose_input *in, const struct l1 *l, int64
 		in->baseline_ms = l1_baseline(l);
 	in->window_ms = l1_window_ms(l);
 	in->now_us = now_us;
-	static const char *const onset[] = {[L1_STEP] = "sudden", [L1_INTERMITTENT] = "intermittent",
-					    [L1_GRADUAL] = "gradual"};
+	static const char *const onset[] = {
+		[L1_STEP] = "sudden", [L1_INTERMITTENT] = "intermittent", [L1_GRADUAL] = "gradual"};
 	in->onset = l->windows ? onset[l->mode] : NULL;
 	in->detected_iter = l->windows ? l->detected_iter : 0;
 }
 
-size_t diagnose_hung(const struct store *s, int64_t now_us, double baseline_ms, double factor,
-		     uint32_t *out, size_t cap)
+size_t diagnose_hung(const struct store *s, int64_t now_us, double baseline_ms, double factor, uint32_t *out,
+		     size_t cap)
 {
 	if (!(baseline_ms > 0) || now_us <= 0)
 		return 0;
@@ -70,10 +70,7 @@ size_t diagnose_hung(const struct store *s, int64_t now_us, double baseline_ms, 
 
 enum ev_class { EV_OTHER, EV_NET, EV_GPU, EV_HOST };
 
-static int has_word(const char *s, const char *w)
-{
-	return strstr(s, w) != NULL;
-}
+static int has_word(const char *s, const char *w) { return strstr(s, w) != NULL; }
 
 static enum ev_class classify_event(const char *kind)
 {
@@ -82,12 +79,10 @@ static enum ev_class classify_event(const char *kind)
 	for (; kind[i] && i + 1 < sizeof(k); i++)
 		k[i] = (char)((kind[i] >= 'A' && kind[i] <= 'Z') ? kind[i] + 32 : kind[i]);
 	k[i] = 0;
-	static const char *const net[] = {"port", "link", "nic", "net", "ib_", "infiniband", "switch",
-					  "eth", "rdma", "roce", "nvlink", "cable"};
-	static const char *const gpu[] = {"xid", "gpu", "ecc", "thermal", "throttl", "sm_", "hbm",
-					  "power"};
-	static const char *const host[] = {"cpu", "oom", "disk", "memory", "kernel", "host", "io",
-					   "filesystem", "nfs"};
+	static const char *const net[] = {"port",   "link", "nic",  "net",  "ib_",    "infiniband",
+					  "switch", "eth",  "rdma", "roce", "nvlink", "cable"};
+	static const char *const gpu[] = {"xid", "gpu", "ecc", "thermal", "throttl", "sm_", "hbm", "power"};
+	static const char *const host[] = {"cpu", "oom", "disk", "memory", "kernel", "host", "io", "filesystem", "nfs"};
 	for (size_t j = 0; j < sizeof(net) / sizeof(*net); j++)
 		if (has_word(k, net[j]))
 			return EV_NET;
@@ -108,9 +103,9 @@ struct work {
 	const struct diagnose_config *cfg;
 	struct l2 l2;
 	uint32_t P, W;
-	uint8_t *role;   /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
+	uint8_t *role; /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
 	uint32_t first, last;
-	uint32_t kfirst;   /* first iteration for L3: a kernel block boundary when possible */
+	uint32_t kfirst; /* first iteration for L3: a kernel block boundary when possible */
 	struct report *rep;
 	uint8_t kind[256]; /* phase slot -> enum record_kind */
 	int has_span;      /* wall-clock span of the window, for the event verdicts */
@@ -135,8 +130,8 @@ static int phase_flag_any(const struct work *w, uint32_t r, int kind_mask, int f
 #define KM_HOST (1 << RECORD_KIND_HOST)
 
 /* a suspect's identity, role and level */
-static void fill_identity(const struct work *w, struct report_suspect *su, uint32_t r,
-			  enum report_role role, const char *level)
+static void fill_identity(const struct work *w, struct report_suspect *su, uint32_t r, enum report_role role,
+			  const char *level)
 {
 	su->rank = r;
 	store_host(w->s, r, su->host, sizeof(su->host));
@@ -146,8 +141,8 @@ static void fill_identity(const struct work *w, struct report_suspect *su, uint3
 }
 
 /* evidence: phases of kinds in mask with flag, largest |z| first */
-static double fill_evidence(const struct work *w, struct report_suspect *su, uint32_t r, int mask,
-			    int flag, double *excess_ms)
+static double fill_evidence(const struct work *w, struct report_suspect *su, uint32_t r, int mask, int flag,
+			    double *excess_ms)
 {
 	double best = 0;
 	su->nev = 0;
@@ -235,8 +230,8 @@ static size_t l3_peers(const struct work *w, uint32_t r, uint32_t *peers, uint32
 	return k;
 }
 
-static int run_l3(struct work *w, struct report_suspect *sus, size_t n, int *any_degraded_compute,
-		  int *any_stall, size_t *n_stall_only)
+static int run_l3(struct work *w, struct report_suspect *sus, size_t n, int *any_degraded_compute, int *any_stall,
+		  size_t *n_stall_only)
 {
 	uint32_t K = store_kernel_count(w->s);
 	*any_degraded_compute = *any_stall = 0;
@@ -439,8 +434,7 @@ static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, do
 			on_culprit = strcmp(store_host(w->s, culprits[c], host, sizeof(host)), e->host) == 0;
 		if (!on_culprit && w->role) {
 			for (uint32_t r = 0; r < w->W && !on_affected; r++)
-				if (w->role[r] >= 2 &&
-				    strcmp(store_host(w->s, r, host, sizeof(host)), e->host) == 0)
+				if (w->role[r] >= 2 && strcmp(store_host(w->s, r, host, sizeof(host)), e->host) == 0)
 					on_affected = 1;
 		}
 		enum ev_class cl = classify_event(e->kind);
@@ -453,8 +447,8 @@ static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, do
 					cat = rep->findings[f].category;
 				}
 		o->verdict = "unrelated";
-		if (w->has_span && e->ts_us && (e->ts_us < w->span_start - DIAG_EVENT_BEFORE_US ||
-						e->ts_us > w->span_end + DIAG_EVENT_AFTER_US)) {
+		if (w->has_span && e->ts_us &&
+		    (e->ts_us < w->span_start - DIAG_EVENT_BEFORE_US || e->ts_us > w->span_end + DIAG_EVENT_AFTER_US)) {
 			snprintf(o->reason, sizeof(o->reason),
 				 "the event is %s the anomalous window by more than %d minutes",
 				 e->ts_us < w->span_start ? "before" : "after",
@@ -467,7 +461,8 @@ static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, do
 		} else if (strcmp(cat, "hang") == 0) {
 			if (on_culprit) {
 				o->verdict = "consistent";
-				snprintf(o->reason, sizeof(o->reason), "%s hosts ranks that stopped reporting", e->host);
+				snprintf(o->reason, sizeof(o->reason), "%s hosts ranks that stopped reporting",
+					 e->host);
 			} else {
 				snprintf(o->reason, sizeof(o->reason), "no hung rank runs on %s", e->host);
 			}
@@ -502,8 +497,8 @@ static void judge_events(struct work *w, const uint32_t *culprits, size_t nc, do
 		} else if (strcmp(cat, "communication_degradation") == 0) {
 			if (on_culprit) {
 				o->verdict = cl == EV_NET || cl == EV_OTHER ? "consistent" : "contradicted";
-				snprintf(o->reason, sizeof(o->reason), "%s's ranks are slow in communication with normal compute",
-					 e->host);
+				snprintf(o->reason, sizeof(o->reason),
+					 "%s's ranks are slow in communication with normal compute", e->host);
 			} else {
 				snprintf(o->reason, sizeof(o->reason), "no culprit runs on %s", e->host);
 			}
@@ -672,8 +667,8 @@ static int drop_late_by_peer(const struct work *w, uint8_t *kind, const uint8_t 
 			block[topo_coords(w->t, r).dp / ep] = 1;
 		}
 	for (uint32_t r = 0; r < w->W; r++)
-		if (weak[r] && (strong[topo_collective_group(w->t, r, TOPO_TP)] ||
-				block[topo_coords(w->t, r).dp / ep])) {
+		if (weak[r] &&
+		    (strong[topo_collective_group(w->t, r, TOPO_TP)] || block[topo_coords(w->t, r).dp / ep])) {
 			count[kind[r]]--;
 			kind[r] = FK_NONE;
 			count[FK_NONE]++;
@@ -724,8 +719,9 @@ static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count, int 
 		int waits = 1;
 		for (uint32_t p = 0; p < P && waits; p++)
 			if (w->kind[p] == RECORD_KIND_COMM && (w->l2.flag[(size_t)r * P + p] & L2_HIGH)) {
-				size_t g = (size_t)p * W +
-					   topo_collective_group(w->t, r, l2_collective_dim(store_phase_group(w->s, p)));
+				size_t g =
+					(size_t)p * W +
+					topo_collective_group(w->t, r, l2_collective_dim(store_phase_group(w->s, p)));
 				waits = late[g] * 3 >= members[g];
 			}
 		if (waits) {
@@ -761,8 +757,7 @@ static size_t nodes_of(const struct work *w, const uint8_t *kind, int k)
 /* "A few" ranks of kind k, as a node's or a link's fault is: on at most few_nodes hosts and
  * on no more than half of the job's, or at most few_fraction of the ranks (one rank of a
  * one-node job) */
-static int few(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes,
-	       size_t few_nodes)
+static int few(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes, size_t few_nodes)
 {
 	size_t on = nodes_of(w, kind, k);
 	return (on <= few_nodes && on * 2 <= nodes) || n <= (size_t)(w->cfg->few_fraction * w->W) || n == 1;
@@ -772,8 +767,8 @@ static int few(const struct work *w, const uint8_t *kind, int k, size_t n, uint3
  * into ids[NODE_MAX]. Returns how many, 0 when none or when the marked ranks are on more
  * than NODE_MAX nodes (then it is no node's fault). */
 #define NODE_MAX 8
-static size_t whole_nodes(const struct work *w, int (*mark)(const struct work *, uint32_t, uint32_t),
-			  uint32_t arg, uint32_t *ids)
+static size_t whole_nodes(const struct work *w, int (*mark)(const struct work *, uint32_t, uint32_t), uint32_t arg,
+			  uint32_t *ids)
 {
 	uint32_t cand[NODE_MAX], all[NODE_MAX] = {0}, on[NODE_MAX] = {0};
 	size_t nc = 0, n = 0;
@@ -900,13 +895,13 @@ static int cmp_double(const void *a, const void *b)
  * most few_nodes nodes and no more than half of the job's. Their ranks become
  * communication culprits, the slow phases flagged high by own change (L2_FALLBACK). */
 struct cover {
-	uint32_t *hid;          /* [rank] dense node index */
-	uint32_t nh;            /* nodes */
-	uint32_t *ord, *start;  /* ranks bucketed by group: start[g] .. start[g + 1] */
-	uint8_t ci[256];        /* phase slot -> its number among the communication phases */
+	uint32_t *hid;         /* [rank] dense node index */
+	uint32_t nh;           /* nodes */
+	uint32_t *ord, *start; /* ranks bucketed by group: start[g] .. start[g + 1] */
+	uint8_t ci[256];       /* phase slot -> its number among the communication phases */
 	uint32_t ncomm;
-	uint8_t *slow;          /* [instance: ci[p] * W + g] */
-	float *gratio;          /* [instance] */
+	uint8_t *slow;             /* [instance: ci[p] * W + g] */
+	float *gratio;             /* [instance] */
 	uint32_t *pair_i, *pair_h; /* a slow instance and a node in it */
 	size_t npair, cap;
 	uint32_t *all, *in_slow, *late, *seen; /* [node]; seen: the last instance counted */
@@ -1066,8 +1061,8 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 	while (cap < 2 * (size_t)W)
 		cap *= 2;
 	uint32_t *key = malloc(cap * sizeof(uint32_t)), *num = malloc(cap * sizeof(uint32_t));
-	if (!c.hid || !c.ord || !c.start || !c.cursor || !c.x || !c.gval || !c.gbase || !c.slow ||
-	    !c.gratio || !key || !num) {
+	if (!c.hid || !c.ord || !c.start || !c.cursor || !c.x || !c.gval || !c.gbase || !c.slow || !c.gratio || !key ||
+	    !num) {
 		free(key);
 		free(num);
 		goto out;
@@ -1140,8 +1135,7 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 		for (uint32_t h = 1; h < c.nh; h++)
 			if (left[h] > left[best])
 				best = h;
-		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total ||
-		    c.in_slow[best] * 2 < c.all[best])
+		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total || c.in_slow[best] * 2 < c.all[best])
 			break;
 		/* its ranks shorter than their instances: it arrives late, the others wait */
 		uint32_t members = 0;
@@ -1229,14 +1223,16 @@ static void victim_phases(struct work *w)
 /* what the top evidence compares with, for a summary */
 static const char *basis_words(const struct report_evidence *e)
 {
-	return e->fallback ? "its own baseline against the job's" : e->by_stage ? "their pipeline stage"
-	       : e->kind == RECORD_KIND_COMM ? "the other members of the collective" : "their role group";
+	return e->fallback                   ? "its own baseline against the job's"
+	       : e->by_stage                 ? "their pipeline stage"
+	       : e->kind == RECORD_KIND_COMM ? "the other members of the collective"
+					     : "their role group";
 }
 
 /* The finding of the ranks of kind k: culprits with evidence and kernels (L3), the
  * category, what it costs and its summary. */
-static int make_finding(struct work *w, struct report_finding *f, const uint8_t *kind,
-			enum fault_kind k, uint32_t *list, size_t nlate, size_t nvict)
+static int make_finding(struct work *w, struct report_finding *f, const uint8_t *kind, enum fault_kind k,
+			uint32_t *list, size_t nlate, size_t nvict)
 {
 	static const struct {
 		const char *category, *what;
@@ -1298,14 +1294,13 @@ static int make_finding(struct work *w, struct report_finding *f, const uint8_t 
 	}
 	char ev[200] = "";
 	if (e && k == FK_LATE)
-		snprintf(ev, sizeof(ev), "%.48s %.2fx %s (shorter: they arrive last and wait least)",
-			 e->phase, e->ratio, basis_words(e));
+		snprintf(ev, sizeof(ev), "%.48s %.2fx %s (shorter: they arrive last and wait least)", e->phase,
+			 e->ratio, basis_words(e));
 	else if (e)
 		snprintf(ev, sizeof(ev), "%.48s %.2fx %s", e->phase, e->ratio, basis_words(e));
 	snprintf(f->summary, sizeof(f->summary),
-		 "%s on %zu rank%s (%u%s) on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late",
-		 what, nc, nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", hosts, ev, kern,
-		 nvict, nlate);
+		 "%s on %zu rank%s (%u%s) on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late", what, nc,
+		 nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", hosts, ev, kern, nvict, nlate);
 	return 0;
 }
 
@@ -1425,8 +1420,7 @@ static int advise(struct work *w, const struct diagnose_config *cfg)
 
 /* The analysed part of the window and its baseline, within the ring: w->first, w->last,
  * w->kfirst, the wall-clock span; the baseline into *bfirst..*blast (empty: blast < bfirst) */
-static void window_bounds(struct work *w, const struct diagnose_input *in, uint32_t *bfirst,
-			  uint32_t *blast)
+static void window_bounds(struct work *w, const struct diagnose_input *in, uint32_t *bfirst, uint32_t *blast)
 {
 	const struct store *s = w->s;
 	uint32_t R = store_config(s)->ring_iters, maxit = store_max_iter(s);
@@ -1659,8 +1653,8 @@ static int fill_verdict(struct work *w, int late_only, size_t nlate, size_t nvic
 	return 0;
 }
 
-int diagnose_run(const struct store *s, const struct diagnose_input *in,
-		 const struct diagnose_config *cfgp, struct report *rep)
+int diagnose_run(const struct store *s, const struct diagnose_input *in, const struct diagnose_config *cfgp,
+		 struct report *rep)
 {
 	struct diagnose_config cfg;
 	if (cfgp)

@@ -47,20 +47,11 @@ void engine_destroy(struct engine *e)
 	free(e);
 }
 
-struct store *engine_store(struct engine *e)
-{
-	return e->store;
-}
+struct store *engine_store(struct engine *e) { return e->store; }
 
-const struct l1 *engine_l1(const struct engine *e)
-{
-	return &e->l1;
-}
+const struct l1 *engine_l1(const struct engine *e) { return &e->l1; }
 
-uint32_t engine_windows(const struct engine *e)
-{
-	return e->l1.windows;
-}
+uint32_t engine_windows(const struct engine *e) { return e->l1.windows; }
 
 void engine_resume_window(struct engine *e, uint32_t first_iter, double baseline_ms)
 {
@@ -138,8 +129,8 @@ int engine_finish(struct engine *e, struct report *out)
 	store_flush(e->store);
 	engine_poll(e);
 	int64_t now = store_latest_us(e->store);
-	if (!e->l1.windows && e->n_iter &&
-	    (e->n_iter < ENGINE_SHORT_INPUT || e->cfg.whole_input) && !engine_hung(e, now, NULL, 0)) {
+	if (!e->l1.windows && e->n_iter && (e->n_iter < ENGINE_SHORT_INPUT || e->cfg.whole_input) &&
+	    !engine_hung(e, now, NULL, 0)) {
 		/* input too short for a baseline worth the name (one profiled step per rank, a
 		 * trace of a few steps recorded to be looked at), or a whole-input analysis: L2
 		 * and attribution over all of it as one window, without a baseline

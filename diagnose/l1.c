@@ -52,10 +52,7 @@ double l1_baseline(const struct l1 *l)
 	return med;
 }
 
-double l1_window_ms(const struct l1 *l)
-{
-	return l->window_n ? l->window_sum_ms / l->window_n : NAN;
-}
+double l1_window_ms(const struct l1 *l) { return l->window_n ? l->window_sum_ms / l->window_n : NAN; }
 
 /* drift allowance per iteration and alarm level of the CUSUM (in log units), and the
  * largest step one iteration may add. A step over L1_DRIFT_SPIKE x the reference is a
@@ -67,8 +64,7 @@ double l1_window_ms(const struct l1 *l)
 #define L1_DRIFT_SPIKE 1.5
 #define L1_DRIFT_RECENT 8
 
-static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_t iter,
-			double baseline_ms)
+static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_t iter, double baseline_ms)
 {
 	l->open = 1;
 	l->open_rel = l->cfg.rel_threshold;
@@ -92,10 +88,7 @@ static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_
 }
 
 /* the k-th most recent entry of the ring of every iteration (k = 0 is the newest) */
-static uint32_t all_at(const struct l1 *l, uint32_t k)
-{
-	return (l->apos + L1_HISTORY_MAX - 1 - k) % L1_HISTORY_MAX;
-}
+static uint32_t all_at(const struct l1 *l, uint32_t k) { return (l->apos + L1_HISTORY_MAX - 1 - k) % L1_HISTORY_MAX; }
 
 /* Intermittent: spread_k or more of the last spread_m iterations are high, their share is
  * at least three times the share before them (so a job whose eval steps are always high
@@ -227,7 +220,6 @@ static uint32_t shifted(const struct l1 *l, double med, double mad, double *relp
 	}
 	return above >= L1_SHIFT_N - 1 ? first : UINT32_MAX;
 }
-
 
 /* Gradual: the CUSUM passed its alarm level and the median of the last few iterations is
  * past the reference by rel_threshold. */

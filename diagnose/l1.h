@@ -23,14 +23,14 @@ enum l1_mode {
 };
 
 struct l1_config {
-	uint32_t history;     /* baseline length (default 32) */
-	uint32_t min_history; /* iterations needed before anything opens (default 3) */
+	uint32_t history;        /* baseline length (default 32) */
+	uint32_t min_history;    /* iterations needed before anything opens (default 3) */
 	uint32_t open_k, open_m; /* default 3 of 4 */
-	uint32_t close_k;     /* default 5 */
-	double rel_threshold; /* default 0.15 */
-	double mad_k;         /* default 5 */
-	uint32_t spread_m;    /* intermittent: the last spread_m iterations (default 16) ... */
-	uint32_t spread_k;    /* ... hold at least spread_k high ones (default 4) */
+	uint32_t close_k;        /* default 5 */
+	double rel_threshold;    /* default 0.15 */
+	double mad_k;            /* default 5 */
+	uint32_t spread_m;       /* intermittent: the last spread_m iterations (default 16) ... */
+	uint32_t spread_k;       /* ... hold at least spread_k high ones (default 4) */
 };
 
 /* L1_REOPENED: a sudden rise on top of an open step or gradual window ended it and opened
@@ -50,11 +50,11 @@ struct l1 {
 	double baseline_ms;             /* frozen when a window opens */
 	double window_sum_ms;           /* iterations first_iter .. last_iter */
 	uint32_t window_n;
-	double pending_sum_ms;          /* normal iterations after last_iter */
+	double pending_sum_ms; /* normal iterations after last_iter */
 	uint32_t pending_n;
-	uint32_t windows;               /* windows opened so far */
-	enum l1_mode mode;              /* of the current or last window */
-	double open_rel;                /* while open: high = above baseline * (1 + open_rel) */
+	uint32_t windows;  /* windows opened so far */
+	enum l1_mode mode; /* of the current or last window */
+	double open_rel;   /* while open: high = above baseline * (1 + open_rel) */
 	/* every iteration (high ones too): the k-of-m rule, the share of high ones before and now */
 	uint8_t all_high[L1_HISTORY_MAX];
 	double all_ms[L1_HISTORY_MAX];
@@ -64,7 +64,7 @@ struct l1 {
 	 * only while the sum is at zero, so a slow drift cannot drag it along */
 	double ref_ms, cusum;
 	uint32_t cusum_start; /* the iteration where the sum last left zero */
-	uint64_t updates;               /* iterations fed so far */
+	uint64_t updates;     /* iterations fed so far */
 };
 
 /* cfg may be NULL (defaults). */

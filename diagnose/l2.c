@@ -57,7 +57,7 @@ static double median_small(const double *x, uint32_t n)
 	return (a + b) / 2;
 }
 
-#define L2_BLOCKS 8 /* median8() is written for 8 */
+#define L2_BLOCKS 8      /* median8() is written for 8 */
 #define L2_MAX_SPAN 4096 /* iterations in one window or baseline (the ring bounds it) */
 
 /* A rank's robust value of one phase over a window: the median of L2_BLOCKS block means
@@ -145,8 +145,8 @@ static double mean_of(const double *x, uint32_t n)
 	return t / n;
 }
 
-static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P, int mean,
-		    double *out, uint32_t *buf /* n * P */, uint64_t *present /* P */)
+static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P, int mean, double *out,
+		    uint32_t *buf /* n * P */, uint64_t *present /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
 	memset(present, 0, P * sizeof(*present));
@@ -179,7 +179,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 					if (buf[(size_t)k * P + p] != STORE_ABSENT)
 						tmp[m++] = buf[(size_t)k * P + p];
 				present[p] += m;
-				out[(size_t)r * P + p] = m ? (mean ? mean_of(tmp, m) : median_small(tmp, m)) / 1000.0 : NAN;
+				out[(size_t)r * P + p] =
+					m ? (mean ? mean_of(tmp, m) : median_small(tmp, m)) / 1000.0 : NAN;
 			}
 			continue;
 		}
@@ -245,8 +246,7 @@ struct cmp {
 	double z, ratio, ref_ms;
 };
 
-static void compare(struct cmp *k, double x, int ok, double med, double mad, double ref_scale,
-		    double floor)
+static void compare(struct cmp *k, double x, int ok, double med, double mad, double ref_scale, double floor)
 {
 	k->ok = ok && isfinite(x) && isfinite(med) && med > 0;
 	if (!k->ok) {
@@ -283,8 +283,8 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 		    (by < 0 || k[i].z > k[by].z))
 			by = i;
 		subtle += k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio && delta > floor;
-		if (i < 2 && k[i].z < -cfg->z_threshold && k[i].ratio < cfg->ratio_low &&
-		    -delta > cfg->min_delta_ms && (low < 0 || k[i].z < k[low].z))
+		if (i < 2 && k[i].z < -cfg->z_threshold && k[i].ratio < cfg->ratio_low && -delta > cfg->min_delta_ms &&
+		    (low < 0 || k[i].z < k[low].z))
 			low = i;
 	}
 	/* the own change alone decides past z_threshold and subtle_ratio when the peers do
@@ -359,7 +359,7 @@ static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct 
 	/* a collective no longer than its own past did not cause this window: it was so
 	 * before (a stage whose transfers always take longer) */
 	if (isfinite(b) && b > 0 && v < b * cfg->subtle_ratio)
-		l->flag[c] &= (uint8_t)~(L2_HIGH | L2_HINT);
+		l->flag[c] &= (uint8_t) ~(L2_HIGH | L2_HINT);
 	if (isfinite(b) && v > b * cfg->ratio_high && v - b > cfg->min_delta_ms)
 		l->flag[c] |= L2_SELF_HIGH;
 }
@@ -367,23 +367,18 @@ static void judge_comm(struct l2 *l, size_t c, double v, double b, const struct 
 enum topo_dim l2_collective_dim(uint8_t group)
 {
 	switch (group) {
-	case RECORD_GROUP_TP:
-		return TOPO_TP;
-	case RECORD_GROUP_CP:
-		return TOPO_CP;
-	case RECORD_GROUP_EP:
-		return TOPO_EP;
-	case RECORD_GROUP_PP:
-		return TOPO_PP;
-	default:
-		return TOPO_DP; /* dp, or a phase without a group: the role group */
+	case RECORD_GROUP_TP: return TOPO_TP;
+	case RECORD_GROUP_CP: return TOPO_CP;
+	case RECORD_GROUP_EP: return TOPO_EP;
+	case RECORD_GROUP_PP: return TOPO_PP;
+	default: return TOPO_DP; /* dp, or a phase without a group: the role group */
 	}
 }
 
 /* statistics of a phase over the ranks members[0..n) that hold it, from its column (col[rank]:
  * the phase's values, contiguous; xs, scratch: n doubles) */
-static void members_stats(const double *col, const uint32_t *members, size_t n,
-			  double *xs, double *scratch, struct stats_group *out)
+static void members_stats(const double *col, const uint32_t *members, size_t n, double *xs, double *scratch,
+			  struct stats_group *out)
 {
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -458,8 +453,8 @@ static void carve(void *p, char *base, size_t *off, size_t n)
 	*off += (n + 63) & ~(size_t)63;
 }
 
-int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
-	   uint32_t blast, const struct l2_config *cfgp)
+int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst, uint32_t blast,
+	   const struct l2_config *cfgp)
 {
 	struct l2_config cfg;
 	if (cfgp)
@@ -649,8 +644,8 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 					cfg.mad_floor_rel * sg->median);
 				/* own change against the job's: v / b over the pooled v / b */
 				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
-					own_n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread,
-					b, cfg.mad_floor_rel * own_ref);
+					own_n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread, b,
+					cfg.mad_floor_rel * own_ref);
 				judge(l, c, v, b, k, l->presence[p], &cfg);
 			}
 		}

@@ -53,7 +53,7 @@ struct l2 {
 	double *presence;  /* [p] share of the window's (rank, iteration) cells holding phase p */
 	uint32_t *role;    /* [rank] role group */
 	int has_base;
-	void *mem;         /* every array above and l2_run's scratch: kept between runs */
+	void *mem; /* every array above and l2_run's scratch: kept between runs */
 	size_t mem_size;
 };
 
@@ -62,8 +62,8 @@ void l2_config_default(struct l2_config *c);
  * run's results, whose memory this run reuses (a job's diagnoses keep one struct l2: fresh
  * arrays cost a page fault per 4 KiB each pass). Returns 0, -1 when out of memory (*out is
  * then freed). l2_free() frees it. */
-int l2_run(struct l2 *out, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst,
-	   uint32_t blast, const struct l2_config *cfg);
+int l2_run(struct l2 *out, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst, uint32_t blast,
+	   const struct l2_config *cfg);
 void l2_free(struct l2 *l);
 /* The dimension a communication phase's collective runs along, from its record group
  * (enum record_group; a phase without one: the role group, TOPO_DP). */

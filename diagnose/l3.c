@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-int l3_pool(const struct store *s, const uint32_t *peers, size_t npeers, uint32_t first,
-	    uint32_t last, struct sketch *pools)
+int l3_pool(const struct store *s, const uint32_t *peers, size_t npeers, uint32_t first, uint32_t last,
+	    struct sketch *pools)
 {
 	uint32_t K = store_kernel_count(s);
 	for (size_t i = 0; i < npeers; i++)
@@ -20,8 +20,8 @@ static double score(const struct l3_result *r)
 	return (r->degraded || r->stall ? 1000 : 0) + (r->stall ? r->max_ratio / 1000 : 0) + r->ratio;
 }
 
-int l3_compare(const struct store *s, uint32_t rank, const struct sketch *pools, uint32_t first,
-	       uint32_t last, struct l3_result *out, size_t cap)
+int l3_compare(const struct store *s, uint32_t rank, const struct sketch *pools, uint32_t first, uint32_t last,
+	       struct l3_result *out, size_t cap)
 {
 	uint32_t K = store_kernel_count(s);
 	struct sketch mine;

@@ -24,11 +24,11 @@ struct l3_result {
 
 /* Pools, for each kernel slot k < store_kernel_count(), the window sketches of peers into
  * pools[k] (initialized by the caller). Returns 0, -1 when out of memory. */
-int l3_pool(const struct store *s, const uint32_t *peers, size_t npeers, uint32_t first,
-	    uint32_t last, struct sketch *pools);
+int l3_pool(const struct store *s, const uint32_t *peers, size_t npeers, uint32_t first, uint32_t last,
+	    struct sketch *pools);
 /* Compares rank against pools; writes up to cap results (kernels with data on both sides),
  * degraded and stalled first, by decreasing ratio. Returns the number written, -1 on OOM. */
-int l3_compare(const struct store *s, uint32_t rank, const struct sketch *pools, uint32_t first,
-	       uint32_t last, struct l3_result *out, size_t cap);
+int l3_compare(const struct store *s, uint32_t rank, const struct sketch *pools, uint32_t first, uint32_t last,
+	       struct l3_result *out, size_t cap);
 
 #endif

@@ -45,35 +45,34 @@ static json_t *suspect_json(const struct report_suspect *s)
 	json_t *ev = json_array(), *ks = json_array();
 	for (size_t e = 0; e < s->nev; e++) {
 		const struct report_evidence *x = &s->ev[e];
-		json_t *je = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "phase", x->phase, "kind",
-				       record_kind_name(x->kind), "ratio", num(x->ratio, 100), "z",
-				       num(x->z, 10), "group_cv", num(x->group_cv, 100), "value_ms",
-				       num(x->value_ms, 10), "peer_ms", num(x->peer_ms, 10));
+		json_t *je =
+			json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "phase", x->phase, "kind", record_kind_name(x->kind),
+				  "ratio", num(x->ratio, 100), "z", num(x->z, 10), "group_cv", num(x->group_cv, 100),
+				  "value_ms", num(x->value_ms, 10), "peer_ms", num(x->peer_ms, 10));
 		if (je)
 			json_object_set_new(je, "own_ratio", num(x->own_ratio, 100));
 		if (je && x->fallback)
 			json_object_set_new(je, "fallback", json_string("own_history"));
 		if (je)
 			json_object_set_new(je, "basis",
-					    json_string(x->fallback ? "own_history" : x->by_stage ? "stage"
-							: x->kind == RECORD_KIND_COMM ? "collective" : "role_group"));
+					    json_string(x->fallback                   ? "own_history"
+							: x->by_stage                 ? "stage"
+							: x->kind == RECORD_KIND_COMM ? "collective"
+										      : "role_group"));
 		json_array_append_new(ev, je);
 	}
 	for (size_t k = 0; k < s->nk; k++) {
 		const struct report_kernel *x = &s->k[k];
 		json_array_append_new(ks, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", x->name, "kind",
-						    record_kind_name(x->kind), "ratio",
-						    num(x->ratio, 100), "ks", num(x->ks, 100),
-						    "max_ratio", num(x->max_ratio, 10)));
+						    record_kind_name(x->kind), "ratio", num(x->ratio, 100), "ks",
+						    num(x->ks, 100), "max_ratio", num(x->max_ratio, 10)));
 	}
-	json_t *js = json_pack("{s:i,s:s,s:{s:i,s:i,s:i,s:i,s:i},s:s,s:o,s:s,s:o,s:o}", "rank",
-			       (json_int_t)s->rank, "host", s->host, "coords", "tp",
-			       (json_int_t)s->coords.tp, "cp", (json_int_t)s->coords.cp, "ep",
-			       (json_int_t)s->coords.ep, "dp", (json_int_t)s->coords.dp, "pp",
-			       (json_int_t)s->coords.pp, "role",
-			       s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", "score",
-			       num(s->score, 100), "level", s->level ? s->level : "L2", "evidence",
-			       ev, "kernels", ks);
+	json_t *js =
+		json_pack("{s:i,s:s,s:{s:i,s:i,s:i,s:i,s:i},s:s,s:o,s:s,s:o,s:o}", "rank", (json_int_t)s->rank, "host",
+			  s->host, "coords", "tp", (json_int_t)s->coords.tp, "cp", (json_int_t)s->coords.cp, "ep",
+			  (json_int_t)s->coords.ep, "dp", (json_int_t)s->coords.dp, "pp", (json_int_t)s->coords.pp,
+			  "role", s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", "score", num(s->score, 100),
+			  "level", s->level ? s->level : "L2", "evidence", ev, "kernels", ks);
 	if (js && s->role == REPORT_LATE_ARRIVER)
 		json_object_set_new(js, "consistent_with_culprits", json_boolean(s->consistent));
 	return js;
@@ -132,8 +131,8 @@ static json_t *actions_json(const struct report_finding *f)
 		for (size_t k = 0; ranks && k < x->nranks; k++)
 			json_array_append_new(ranks, json_integer(x->ranks[k]));
 		json_t *ja = json_pack("{s:s,s:s,s:o,s:s,s:o}", "kind", x->kind, "target", x->target, "ranks",
-				       ranks ? ranks : json_array(), "text", x->text,
-				       "expected_gain_ms_per_iter", integer_ms(x->gain_ms));
+				       ranks ? ranks : json_array(), "text", x->text, "expected_gain_ms_per_iter",
+				       integer_ms(x->gain_ms));
 		if (ja && x->stage >= 0)
 			json_object_set_new(ja, "stage", json_integer(x->stage));
 		if (ja && x->command[0])
@@ -165,10 +164,9 @@ json_t *report_to_json(const struct report *r)
 	json_object_set_new(o, "job", json_string(r->job));
 	if (r->has_window)
 		json_object_set_new(o, "window",
-				    json_pack("{s:i,s:i,s:o,s:o}", "first_iter", (json_int_t)r->first_iter,
-					      "last_iter", (json_int_t)r->last_iter, "baseline_iter_ms",
-					      integer_ms(r->baseline_ms), "window_iter_ms",
-					      integer_ms(r->window_ms)));
+				    json_pack("{s:i,s:i,s:o,s:o}", "first_iter", (json_int_t)r->first_iter, "last_iter",
+					      (json_int_t)r->last_iter, "baseline_iter_ms", integer_ms(r->baseline_ms),
+					      "window_iter_ms", integer_ms(r->window_ms)));
 	else
 		json_object_set_new(o, "window", json_null());
 	if (r->has_window && r->onset) {
@@ -187,19 +185,17 @@ json_t *report_to_json(const struct report *r)
 	json_t *vp = json_array();
 	for (size_t i = 0; i < r->nvictim_phases; i++)
 		json_array_append_new(vp, json_string(r->victim_phases[i]));
-	json_object_set_new(o, "victims",
-			    json_pack("{s:i,s:o}", "ranks", (json_int_t)r->victims, "phases", vp));
+	json_object_set_new(o, "victims", json_pack("{s:i,s:o}", "ranks", (json_int_t)r->victims, "phases", vp));
 	json_object_set_new(o, "late_arrivers",
-			    json_pack("{s:i,s:b}", "ranks", (json_int_t)r->late_total,
-				      "consistent_with_culprits", r->late_consistent));
+			    json_pack("{s:i,s:b}", "ranks", (json_int_t)r->late_total, "consistent_with_culprits",
+				      r->late_consistent));
 	json_object_set_new(o, "culprits_total", json_integer((json_int_t)r->culprits_total));
 
 	json_t *evs = json_array();
 	for (size_t i = 0; i < r->nevents; i++) {
 		const struct report_event *e = &r->events[i];
-		json_array_append_new(evs, json_pack("{s:s,s:s,s:s,s:s}", "host", e->host, "kind",
-						     e->kind, "verdict", e->verdict, "reason",
-						     e->reason));
+		json_array_append_new(evs, json_pack("{s:s,s:s,s:s,s:s}", "host", e->host, "kind", e->kind, "verdict",
+						     e->verdict, "reason", e->reason));
 	}
 	json_object_set_new(o, "events", evs);
 	json_object_set_new(o, "lost_ms_per_iter", integer_ms(isfinite(r->lost_ms) ? r->lost_ms : 0));
@@ -207,10 +203,10 @@ json_t *report_to_json(const struct report *r)
 	json_t *fs = json_array();
 	for (size_t i = 0; i < r->nfindings; i++) {
 		const struct report_finding *f = &r->findings[i];
-		json_t *jf = json_pack("{s:s,s:s,s:o,s:i,s:o}", "category", f->category, "summary",
-				       f->summary, "suspects", suspects_json(f->suspects, f->nsuspects),
-				       "culprits_total", (json_int_t)f->culprits_total,
-				       "lost_ms_per_iter", integer_ms(isfinite(f->lost_ms) ? f->lost_ms : 0));
+		json_t *jf = json_pack("{s:s,s:s,s:o,s:i,s:o}", "category", f->category, "summary", f->summary,
+				       "suspects", suspects_json(f->suspects, f->nsuspects), "culprits_total",
+				       (json_int_t)f->culprits_total, "lost_ms_per_iter",
+				       integer_ms(isfinite(f->lost_ms) ? f->lost_ms : 0));
 		if (jf && f->stage >= 0)
 			json_object_set_new(jf, "stage", json_integer(f->stage));
 		if (jf)
@@ -221,9 +217,8 @@ json_t *report_to_json(const struct report *r)
 	json_t *as = json_array();
 	for (size_t i = 0; i < r->nadvisories; i++) {
 		const struct report_advisory *a = &r->advisories[i];
-		json_t *ja = json_pack("{s:s,s:s,s:o,s:o}", "kind", a->kind, "summary", a->summary,
-				       "ratio", num(a->ratio, 100), "cost_ms_per_iter",
-				       integer_ms(a->cost_ms));
+		json_t *ja = json_pack("{s:s,s:s,s:o,s:o}", "kind", a->kind, "summary", a->summary, "ratio",
+				       num(a->ratio, 100), "cost_ms_per_iter", integer_ms(a->cost_ms));
 		if (ja && a->stage >= 0)
 			json_object_set_new(ja, "stage", json_integer(a->stage));
 		if (ja && a->rank >= 0) {
@@ -244,13 +239,14 @@ char *report_to_text(const struct report *r)
 	if (r->nfindings)
 		actions_text(&b, &r->findings[0]);
 	if (r->has_window && isfinite(r->baseline_ms))
-		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter against a baseline of %.0f ms; "
-			      "about %.0f ms lost per iteration\n",
+		sb_printf(&b,
+			  "window: iterations %u-%u, %.0f ms/iter against a baseline of %.0f ms; "
+			  "about %.0f ms lost per iteration\n",
 			  r->first_iter, r->last_iter, r->window_ms, r->baseline_ms,
 			  isfinite(r->lost_ms) ? r->lost_ms : 0);
 	else if (r->has_window)
-		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter, no baseline before it\n",
-			  r->first_iter, r->last_iter, r->window_ms);
+		sb_printf(&b, "window: iterations %u-%u, %.0f ms/iter, no baseline before it\n", r->first_iter,
+			  r->last_iter, r->window_ms);
 	else
 		sb_printf(&b, "window: none (no persistent regression of the iteration time)\n");
 	if (r->stage >= 0)
@@ -261,13 +257,14 @@ char *report_to_text(const struct report *r)
 	for (size_t i = 0; i < r->nsuspects; i++) {
 		const struct report_suspect *s = &r->suspects[i];
 		sb_printf(&b, "  %-12s rank %u on %s (tp %u cp %u ep %u dp %u pp %u) score %.2f [%s]%s\n",
-			  s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", s->rank, s->host,
-			  s->coords.tp, s->coords.cp, s->coords.ep, s->coords.dp, s->coords.pp, s->score,
-			  s->level ? s->level : "L2",
+			  s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", s->rank, s->host, s->coords.tp,
+			  s->coords.cp, s->coords.ep, s->coords.dp, s->coords.pp, s->score, s->level ? s->level : "L2",
 			  s->role == REPORT_LATE_ARRIVER && s->consistent ? " explained by the culprits" : "");
 		for (size_t e = 0; e < s->nev; e++) {
 			const struct report_evidence *x = &s->ev[e];
-			sb_printf(&b, "      phase %-20s %-7s %8.1f ms vs %8.1f ms peers, ratio %.2f, z %.1f, group cv %.2f%s\n",
+			sb_printf(&b,
+				  "      phase %-20s %-7s %8.1f ms vs %8.1f ms peers, ratio %.2f, z %.1f, group cv "
+				  "%.2f%s\n",
 				  x->phase, record_kind_name(x->kind), x->value_ms, x->peer_ms, x->ratio, x->z,
 				  x->group_cv, x->fallback ? " (own history)" : "");
 		}

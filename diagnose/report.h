@@ -17,22 +17,22 @@ enum report_role { REPORT_CULPRIT = 0, REPORT_LATE_ARRIVER = 1 };
 
 struct report_evidence {
 	char phase[REPORT_NAME_MAX];
-	uint8_t kind;      /* enum record_kind */
-	double ratio;      /* to the group median (or the fallback's pooled ratio) */
-	double z;          /* robust z */
-	double group_cv;   /* NaN when the group was too small */
+	uint8_t kind;    /* enum record_kind */
+	double ratio;    /* to the group median (or the fallback's pooled ratio) */
+	double z;        /* robust z */
+	double group_cv; /* NaN when the group was too small */
 	double value_ms, peer_ms;
-	int fallback;      /* scored by its own change against the job's (own history) */
-	int by_stage;      /* scored against its pipeline stage */
-	double own_ratio;  /* to the rank's own baseline (its individual score), NaN without one */
+	int fallback;     /* scored by its own change against the job's (own history) */
+	int by_stage;     /* scored against its pipeline stage */
+	double own_ratio; /* to the rank's own baseline (its individual score), NaN without one */
 };
 
 struct report_kernel {
 	char name[REPORT_NAME_MAX];
 	uint8_t kind;
-	double ratio;      /* median ratio suspect / pooled peers */
-	double ks;         /* two-sample Kolmogorov-Smirnov statistic */
-	double max_ratio;  /* suspect max / peers' p99 */
+	double ratio;     /* median ratio suspect / pooled peers */
+	double ks;        /* two-sample Kolmogorov-Smirnov statistic */
+	double max_ratio; /* suspect max / peers' p99 */
 };
 
 struct report_suspect {
@@ -56,15 +56,15 @@ struct report_suspect {
 #define REPORT_ACTION_RANKS 16
 
 struct report_action {
-	const char *kind;    /* "drain_node", "check_network", "rebalance_stage", "inspect_host",
+	const char *kind;             /* "drain_node", "check_network", "rebalance_stage", "inspect_host",
 			      * "inspect_kernel", "investigate_hang", "avoid" */
 	char target[REPORT_NAME_MAX]; /* the node or host, "pp 2", the kernel's name */
-	int stage;           /* rebalance_stage: the stage, else -1 */
+	int stage;                    /* rebalance_stage: the stage, else -1 */
 	uint32_t ranks[REPORT_ACTION_RANKS];
-	size_t nranks;       /* the ranks it concerns (the first REPORT_ACTION_RANKS) */
+	size_t nranks; /* the ranks it concerns (the first REPORT_ACTION_RANKS) */
 	char text[480];
-	char command[640];   /* a command line to paste, or "" */
-	double gain_ms;      /* expected gain per iteration; NaN: not in ms per iteration */
+	char command[640]; /* a command line to paste, or "" */
+	double gain_ms;    /* expected gain per iteration; NaN: not in ms per iteration */
 };
 
 /* One independent fault: its category, its culprits (with their evidence and kernels)
@@ -77,17 +77,17 @@ struct report_finding {
 	struct report_suspect *suspects; /* culprits only */
 	size_t nsuspects, culprits_total;
 	double lost_ms;
-	double ratio;                    /* stage_imbalance: the stage over the others' median */
+	double ratio; /* stage_imbalance: the stage over the others' median */
 	struct report_action actions[REPORT_MAX_ACTIONS];
 	size_t nactions;
 };
 
 /* A standing cost that needs no page: nothing regressed, yet it costs every step. */
 struct report_advisory {
-	const char *kind;  /* "stage_imbalance", "slow_rank" */
+	const char *kind; /* "stage_imbalance", "slow_rank" */
 	char summary[400];
-	int stage;         /* or -1 */
-	int64_t rank;      /* or -1 */
+	int stage;    /* or -1 */
+	int64_t rank; /* or -1 */
 	char host[REPORT_NAME_MAX];
 	double ratio, cost_ms;
 };
@@ -110,18 +110,18 @@ struct report {
 	double baseline_ms, window_ms;
 	const char *category; /* a verdict category (docs/report.md) */
 	char summary[512];
-	int stage;            /* stage_imbalance: the heavier pp stage, else -1 */
+	int stage; /* stage_imbalance: the heavier pp stage, else -1 */
 	struct report_suspect *suspects;
 	size_t nsuspects;
 	size_t culprits_total, late_total;
-	int late_consistent;  /* every late arriver is explained by the culprits */
+	int late_consistent; /* every late arriver is explained by the culprits */
 	size_t victims;
 	char victim_phases[REPORT_MAX_VICTIM_PHASES][REPORT_NAME_MAX];
 	size_t nvictim_phases;
 	struct report_event *events;
 	size_t nevents;
 	double lost_ms;
-	const char *onset;    /* how the window opened: "sudden", "intermittent", "gradual" */
+	const char *onset;      /* how the window opened: "sudden", "intermittent", "gradual" */
 	uint32_t detected_iter; /* the iteration at which it opened (with onset) */
 	struct report_finding findings[REPORT_MAX_FINDINGS]; /* [0] is the verdict above */
 	size_t nfindings;

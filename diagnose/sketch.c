@@ -6,15 +6,9 @@
 #include <string.h>
 
 /* log(gamma) with gamma = (1 + a) / (1 - a) */
-static double log_gamma(void)
-{
-	return log1p(2 * SKETCH_ALPHA / (1 - SKETCH_ALPHA));
-}
+static double log_gamma(void) { return log1p(2 * SKETCH_ALPHA / (1 - SKETCH_ALPHA)); }
 
-static int32_t bucket_of(double v)
-{
-	return (int32_t)ceil(log(v) / log_gamma());
-}
+static int32_t bucket_of(double v) { return (int32_t)ceil(log(v) / log_gamma()); }
 
 /* representative value of bucket i: 2 gamma^i / (gamma + 1), within alpha of any member */
 static double bucket_value(int32_t i)
@@ -294,8 +288,7 @@ int sketch_deserialize(struct sketch *s, const uint8_t *buf, size_t len)
 	uint64_t zeros, zlo, n;
 	if (len < 2 || buf[0] != 0xD5 || buf[1] != 2)
 		return -1;
-	if (get_varint(buf, len, &pos, &zeros) || get_varint(buf, len, &pos, &zlo) ||
-	    get_varint(buf, len, &pos, &n))
+	if (get_varint(buf, len, &pos, &zeros) || get_varint(buf, len, &pos, &zlo) || get_varint(buf, len, &pos, &n))
 		return -1;
 	if (n > SKETCH_MAX_BINS || n > len - pos || zeros > UINT32_MAX)
 		return -1;

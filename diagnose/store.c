@@ -156,15 +156,9 @@ static void *dup_array(const void *p, size_t bytes)
 	return q;
 }
 
-static size_t ring_cells(const struct store *s)
-{
-	return (size_t)s->topo.world * s->cfg.ring_iters;
-}
+static size_t ring_cells(const struct store *s) { return (size_t)s->topo.world * s->cfg.ring_iters; }
 
-static size_t kcells(const struct store *s)
-{
-	return (size_t)s->topo.world * s->cfg.max_kernels * s->nb;
-}
+static size_t kcells(const struct store *s) { return (size_t)s->topo.world * s->cfg.max_kernels * s->nb; }
 
 struct store *store_create(const struct topo *t, const struct store_config *cfg)
 {
@@ -206,9 +200,9 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	s->kernel_name = calloc(s->cfg.max_kernels, sizeof(*s->kernel_name));
 	s->kernel_kind = calloc(s->cfg.max_kernels, 1);
 	sketch_init(&s->scratch);
-	if (!s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
-	    !s->jtag || !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name ||
-	    !s->phase_kind || !s->phase_group || !s->kernel_name || !s->kernel_kind) {
+	if (!s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag || !s->jcount ||
+	    !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind || !s->phase_group ||
+	    !s->kernel_name || !s->kernel_kind) {
 		store_destroy(s);
 		return NULL;
 	}
@@ -375,9 +369,9 @@ struct store *store_snapshot(const struct store *src)
 	s->phase_group = dup_array(src->phase_group, P);
 	s->kernel_name = dup_array(src->kernel_name, K * sizeof(uint32_t));
 	s->kernel_kind = dup_array(src->kernel_kind, K);
-	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
-		  !s->jtag || !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name ||
-		  !s->phase_kind || !s->phase_group || !s->kernel_name || !s->kernel_kind ||
+	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag ||
+		  !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind ||
+		  !s->phase_group || !s->kernel_name || !s->kernel_kind ||
 		  (src->map_cap && (!s->phase_of_name || !s->kernel_of_name));
 	if (!bad && src->job)
 		bad = !(s->job = strdup(src->job));
@@ -426,9 +420,9 @@ struct store *store_snapshot_blank(const struct store *src)
 	s->phase_group = malloc(P);
 	s->kernel_name = malloc(K * sizeof(uint32_t));
 	s->kernel_kind = malloc(K);
-	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of ||
-		  !s->jtag || !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name ||
-		  !s->phase_kind || !s->phase_group || !s->kernel_name || !s->kernel_kind;
+	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag ||
+		  !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind ||
+		  !s->phase_group || !s->kernel_name || !s->kernel_kind;
 	if (!bad && src->ks) {
 		/* room for a full ring of the kernels known now, their buckets per sketch as in
 		 * the first cells (a scan of all took 45 ms at 100,000 ranks) */
@@ -470,10 +464,9 @@ void store_snapshot_touch(struct store *s)
 
 struct store *store_snapshot_reuse(struct store *d, const struct store *src)
 {
-	if (!d || !d->frozen || d->topo.world != src->topo.world ||
-	    d->cfg.ring_iters != src->cfg.ring_iters || d->cfg.max_phases != src->cfg.max_phases ||
-	    d->cfg.max_kernels != src->cfg.max_kernels || d->names.n > src->names.n ||
-	    d->hosts.n > src->hosts.n) {
+	if (!d || !d->frozen || d->topo.world != src->topo.world || d->cfg.ring_iters != src->cfg.ring_iters ||
+	    d->cfg.max_phases != src->cfg.max_phases || d->cfg.max_kernels != src->cfg.max_kernels ||
+	    d->names.n > src->names.n || d->hosts.n > src->hosts.n) {
 		store_destroy(d);
 		return store_snapshot(src);
 	}
@@ -560,15 +553,9 @@ size_t store_memory(const struct store *s)
 	return m;
 }
 
-const struct topo *store_topo(const struct store *s)
-{
-	return &s->topo;
-}
+const struct topo *store_topo(const struct store *s) { return &s->topo; }
 
-const struct store_config *store_config(const struct store *s)
-{
-	return &s->cfg;
-}
+const struct store_config *store_config(const struct store *s) { return &s->cfg; }
 
 void store_set_job(struct store *s, const char *job)
 {
@@ -579,10 +566,7 @@ void store_set_job(struct store *s, const char *job)
 	}
 }
 
-const char *store_job(const struct store *s)
-{
-	return s->job ? s->job : "";
-}
+const char *store_job(const struct store *s) { return s->job ? s->job : ""; }
 
 int store_intern_name(struct store *s, const char *name)
 {
@@ -608,20 +592,11 @@ int store_intern_name(struct store *s, const char *name)
 	return (int)id;
 }
 
-int store_find_name(const struct store *s, const char *name)
-{
-	return (int)intern_find(&s->names, name);
-}
+int store_find_name(const struct store *s, const char *name) { return (int)intern_find(&s->names, name); }
 
-uint32_t store_name_count(const struct store *s)
-{
-	return s->names.n;
-}
+uint32_t store_name_count(const struct store *s) { return s->names.n; }
 
-const char *store_name(const struct store *s, uint32_t id)
-{
-	return id < s->names.n ? s->names.str[id] : "?";
-}
+const char *store_name(const struct store *s, uint32_t id) { return id < s->names.n ? s->names.str[id] : "?"; }
 
 int store_set_host(struct store *s, uint32_t rank, const char *host)
 {
@@ -798,8 +773,7 @@ static int add_summary(struct sketch *sk, const struct record_kernel *rec)
 	return rc;
 }
 
-int store_add_kernel(struct store *s, const struct record_kernel *rec, const int64_t *durs,
-		     size_t ndurs)
+int store_add_kernel(struct store *s, const struct record_kernel *rec, const int64_t *durs, size_t ndurs)
 {
 	if (s->frozen || rec->rank >= s->topo.world || rec->name >= s->names.n || rec->iter >= UINT32_MAX - 1) {
 		s->dropped++;
@@ -857,13 +831,10 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 	return add_summary(sk, rec) ? -1 : 0;
 }
 
-static char *dup_or_empty(const char *s)
-{
-	return strdup(s ? s : "");
-}
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
-int store_add_event(struct store *s, const char *host, const char *kind, int64_t ts_us,
-		    const char *source, const char *detail)
+int store_add_event(struct store *s, const char *host, const char *kind, int64_t ts_us, const char *source,
+		    const char *detail)
 {
 	if (s->nevents == s->events_cap) {
 		size_t cap = s->events_cap ? s->events_cap * 2 : 8;
@@ -890,20 +861,14 @@ int store_add_event(struct store *s, const char *host, const char *kind, int64_t
 	return 0;
 }
 
-size_t store_event_count(const struct store *s)
-{
-	return s->nevents;
-}
+size_t store_event_count(const struct store *s) { return s->nevents; }
 
 const struct store_event *store_event_at(const struct store *s, size_t i)
 {
 	return i < s->nevents ? &s->events[i] : NULL;
 }
 
-uint64_t store_dropped(const struct store *s)
-{
-	return s->dropped;
-}
+uint64_t store_dropped(const struct store *s) { return s->dropped; }
 
 int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 {
@@ -955,45 +920,21 @@ int store_next_complete(struct store *s, uint32_t *iter, double *mean_ms)
 	return 0;
 }
 
-void store_flush(struct store *s)
-{
-	s->flushing = 1;
-}
+void store_flush(struct store *s) { s->flushing = 1; }
 
-uint32_t store_phase_count(const struct store *s)
-{
-	return s->nphase;
-}
+uint32_t store_phase_count(const struct store *s) { return s->nphase; }
 
-uint32_t store_phase_name(const struct store *s, uint32_t slot)
-{
-	return s->phase_name[slot];
-}
+uint32_t store_phase_name(const struct store *s, uint32_t slot) { return s->phase_name[slot]; }
 
-uint8_t store_phase_kind(const struct store *s, uint32_t slot)
-{
-	return s->phase_kind[slot];
-}
+uint8_t store_phase_kind(const struct store *s, uint32_t slot) { return s->phase_kind[slot]; }
 
-uint8_t store_phase_group(const struct store *s, uint32_t slot)
-{
-	return s->phase_group[slot];
-}
+uint8_t store_phase_group(const struct store *s, uint32_t slot) { return s->phase_group[slot]; }
 
-uint32_t store_kernel_count(const struct store *s)
-{
-	return s->nkernel;
-}
+uint32_t store_kernel_count(const struct store *s) { return s->nkernel; }
 
-uint32_t store_kernel_name(const struct store *s, uint32_t slot)
-{
-	return s->kernel_name[slot];
-}
+uint32_t store_kernel_name(const struct store *s, uint32_t slot) { return s->kernel_name[slot]; }
 
-uint8_t store_kernel_kind(const struct store *s, uint32_t slot)
-{
-	return s->kernel_kind[slot];
-}
+uint8_t store_kernel_kind(const struct store *s, uint32_t slot) { return s->kernel_kind[slot]; }
 
 int store_has_iter(const struct store *s, uint32_t rank, uint32_t iter)
 {
@@ -1032,15 +973,9 @@ void store_ring_view(const struct store *s, struct store_ring *out)
 	out->phases = s->cfg.max_phases;
 }
 
-uint32_t store_max_iter(const struct store *s)
-{
-	return s->max_iter;
-}
+uint32_t store_max_iter(const struct store *s) { return s->max_iter; }
 
-int store_any(const struct store *s)
-{
-	return s->any;
-}
+int store_any(const struct store *s) { return s->any; }
 
 int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_t *end_us)
 {
@@ -1061,13 +996,10 @@ int store_iter_span(const struct store *s, uint32_t iter, int64_t *start_us, int
 	return 1;
 }
 
-int64_t store_latest_us(const struct store *s)
-{
-	return s->latest;
-}
+int64_t store_latest_us(const struct store *s) { return s->latest; }
 
-int store_kernel_pool(const struct store *s, uint32_t rank, uint32_t kslot, uint32_t first,
-		      uint32_t last, struct sketch *out)
+int store_kernel_pool(const struct store *s, uint32_t rank, uint32_t kslot, uint32_t first, uint32_t last,
+		      struct sketch *out)
 {
 	if (!s->ks || kslot >= s->nkernel || rank >= s->topo.world)
 		return 0;

@@ -28,12 +28,12 @@
 #define STORE_NO_SLOT UINT32_MAX
 
 struct store_config {
-	uint32_t ring_iters;          /* iterations kept per rank (default 64) */
-	uint32_t max_phases;          /* distinct phase names per job (default 16) */
-	uint32_t max_kernels;         /* distinct kernel names per job (default 16) */
-	uint32_t kernel_block_iters;  /* iterations pooled in one kernel sketch (default 8) */
-	double quorum;                /* fraction of ranks that completes an iteration (0.95) */
-	int live;                     /* a live stream, where each rank reports its iterations in
+	uint32_t ring_iters;         /* iterations kept per rank (default 64) */
+	uint32_t max_phases;         /* distinct phase names per job (default 16) */
+	uint32_t max_kernels;        /* distinct kernel names per job (default 16) */
+	uint32_t kernel_block_iters; /* iterations pooled in one kernel sketch (default 8) */
+	double quorum;               /* fraction of ranks that completes an iteration (0.95) */
+	int live;                    /* a live stream, where each rank reports its iterations in
 				       * order: an iteration some ranks reported, but not a quorum, is
 				       * skipped once a later one is complete (its other reports are not
 				       * coming: stored before a restart of the server, not resent).
@@ -96,10 +96,9 @@ uint32_t store_host_id(const struct store *s, uint32_t rank);
  * present, else from durs[0..ndurs) when given, else from its summary fields. */
 int store_add_iter(struct store *s, const struct record_iter *rec);
 int store_add_phase(struct store *s, const struct record_phase *rec);
-int store_add_kernel(struct store *s, const struct record_kernel *rec, const int64_t *durs,
-		     size_t ndurs);
-int store_add_event(struct store *s, const char *host, const char *kind, int64_t ts_us,
-		    const char *source, const char *detail);
+int store_add_kernel(struct store *s, const struct record_kernel *rec, const int64_t *durs, size_t ndurs);
+int store_add_event(struct store *s, const char *host, const char *kind, int64_t ts_us, const char *source,
+		    const char *detail);
 size_t store_event_count(const struct store *s);
 const struct store_event *store_event_at(const struct store *s, size_t i);
 uint64_t store_dropped(const struct store *s);
@@ -158,7 +157,7 @@ int64_t store_latest_us(const struct store *s);
 
 /* Pool into out the kernel sketches of (rank, kernel slot) whose blocks lie within
  * [first, last]. Returns the number of sketches merged, -1 when out of memory. */
-int store_kernel_pool(const struct store *s, uint32_t rank, uint32_t kslot, uint32_t first,
-		      uint32_t last, struct sketch *out);
+int store_kernel_pool(const struct store *s, uint32_t rank, uint32_t kslot, uint32_t first, uint32_t last,
+		      struct sketch *out);
 
 #endif

@@ -13,8 +13,8 @@ static int fail(char *err, size_t errlen, const char *msg, const char *arg)
 	return -1;
 }
 
-int topo_init(struct topo *t, uint32_t world, uint32_t tp, uint32_t cp, uint32_t pp, uint32_t dp,
-	      uint32_t ep, const char *order, uint32_t gpus_per_node, char *err, size_t errlen)
+int topo_init(struct topo *t, uint32_t world, uint32_t tp, uint32_t cp, uint32_t pp, uint32_t dp, uint32_t ep,
+	      const char *order, uint32_t gpus_per_node, char *err, size_t errlen)
 {
 	memset(t, 0, sizeof(*t));
 	if (!tp || !cp || !pp || !dp)
@@ -105,15 +105,9 @@ uint32_t topo_rank(const struct topo *t, const struct topo_coords *c)
 	return r;
 }
 
-uint32_t topo_node(const struct topo *t, uint32_t rank)
-{
-	return rank / t->gpus_per_node;
-}
+uint32_t topo_node(const struct topo *t, uint32_t rank) { return rank / t->gpus_per_node; }
 
-uint32_t topo_role_group_count(const struct topo *t)
-{
-	return t->pp * t->cp * t->tp;
-}
+uint32_t topo_role_group_count(const struct topo *t) { return t->pp * t->cp * t->tp; }
 
 uint32_t topo_role_group(const struct topo *t, uint32_t rank)
 {
@@ -121,10 +115,7 @@ uint32_t topo_role_group(const struct topo *t, uint32_t rank)
 	return (c.pp * t->cp + c.cp) * t->tp + c.tp;
 }
 
-uint32_t topo_ep_group_count(const struct topo *t)
-{
-	return topo_role_group_count(t) * (t->dp / t->ep);
-}
+uint32_t topo_ep_group_count(const struct topo *t) { return topo_role_group_count(t) * (t->dp / t->ep); }
 
 uint32_t topo_ep_group(const struct topo *t, uint32_t rank)
 {
@@ -132,10 +123,7 @@ uint32_t topo_ep_group(const struct topo *t, uint32_t rank)
 	return ((c.pp * t->cp + c.cp) * t->tp + c.tp) * (t->dp / t->ep) + c.dp / t->ep;
 }
 
-uint32_t topo_pp_chain_count(const struct topo *t)
-{
-	return t->dp * t->cp * t->tp;
-}
+uint32_t topo_pp_chain_count(const struct topo *t) { return t->dp * t->cp * t->tp; }
 
 uint32_t topo_pp_chain(const struct topo *t, uint32_t rank)
 {
@@ -146,16 +134,11 @@ uint32_t topo_pp_chain(const struct topo *t, uint32_t rank)
 uint32_t topo_collective_group_count(const struct topo *t, enum topo_dim dim)
 {
 	switch (dim) {
-	case TOPO_TP:
-		return t->pp * t->cp * t->dp;
-	case TOPO_CP:
-		return t->pp * t->tp * t->dp;
-	case TOPO_EP:
-		return topo_ep_group_count(t);
-	case TOPO_PP:
-		return topo_pp_chain_count(t);
-	default:
-		return topo_role_group_count(t);
+	case TOPO_TP: return t->pp * t->cp * t->dp;
+	case TOPO_CP: return t->pp * t->tp * t->dp;
+	case TOPO_EP: return topo_ep_group_count(t);
+	case TOPO_PP: return topo_pp_chain_count(t);
+	default: return topo_role_group_count(t);
 	}
 }
 
@@ -163,16 +146,11 @@ uint32_t topo_collective_group(const struct topo *t, uint32_t rank, enum topo_di
 {
 	struct topo_coords c = topo_coords(t, rank);
 	switch (dim) {
-	case TOPO_TP:
-		return (c.pp * t->cp + c.cp) * t->dp + c.dp;
-	case TOPO_CP:
-		return (c.pp * t->tp + c.tp) * t->dp + c.dp;
-	case TOPO_EP:
-		return topo_ep_group(t, rank);
-	case TOPO_PP:
-		return topo_pp_chain(t, rank);
-	default:
-		return topo_role_group(t, rank);
+	case TOPO_TP: return (c.pp * t->cp + c.cp) * t->dp + c.dp;
+	case TOPO_CP: return (c.pp * t->tp + c.tp) * t->dp + c.dp;
+	case TOPO_EP: return topo_ep_group(t, rank);
+	case TOPO_PP: return topo_pp_chain(t, rank);
+	default: return topo_role_group(t, rank);
 	}
 }
 

@@ -20,18 +20,18 @@ struct topo_coords {
 
 struct topo {
 	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
-	uint32_t ndims;                 /* entries of order[] */
-	uint32_t ep_in_order;           /* "ep" appears in the order */
-	uint8_t order[TOPO_DIM_COUNT];  /* enum topo_dim, fastest first */
-	uint32_t size[TOPO_DIM_COUNT];  /* size of each order entry as laid out */
+	uint32_t ndims;                /* entries of order[] */
+	uint32_t ep_in_order;          /* "ep" appears in the order */
+	uint8_t order[TOPO_DIM_COUNT]; /* enum topo_dim, fastest first */
+	uint32_t size[TOPO_DIM_COUNT]; /* size of each order entry as laid out */
 	uint32_t stride[TOPO_DIM_COUNT];
 };
 
 /* Fills *t. order may be NULL or "" (Megatron's default). gpus_per_node 0 means 8.
  * Returns 0, or -1 with a message in err (world != tp*cp*pp*dp, ep not dividing dp,
  * unknown or repeated dimension in order, a dimension of size > 1 missing from order). */
-int topo_init(struct topo *t, uint32_t world, uint32_t tp, uint32_t cp, uint32_t pp, uint32_t dp,
-	      uint32_t ep, const char *order, uint32_t gpus_per_node, char *err, size_t errlen);
+int topo_init(struct topo *t, uint32_t world, uint32_t tp, uint32_t cp, uint32_t pp, uint32_t dp, uint32_t ep,
+	      const char *order, uint32_t gpus_per_node, char *err, size_t errlen);
 
 /* Coordinates of rank (< world). */
 struct topo_coords topo_coords(const struct topo *t, uint32_t rank);

@@ -7,8 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t *body_len,
-			      const char **why)
+enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t *body_len, const char **why)
 {
 	uint32_t be;
 
@@ -60,12 +59,9 @@ static size_t scalar_size(ProtobufCType t)
 	case PROTOBUF_C_TYPE_FIXED64:
 	case PROTOBUF_C_TYPE_DOUBLE:
 	case PROTOBUF_C_TYPE_STRING:
-	case PROTOBUF_C_TYPE_MESSAGE:
-		return 8;
-	case PROTOBUF_C_TYPE_BYTES:
-		return sizeof(ProtobufCBinaryData);
-	default:
-		return 4;
+	case PROTOBUF_C_TYPE_MESSAGE: return 8;
+	case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+	default: return 4;
 	}
 }
 
@@ -99,8 +95,7 @@ static size_t message_cost(const ProtobufCMessageDescriptor *desc, const uint8_t
 			if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p))
 				return SIZE_MAX;
 			break;
-		default:
-			return SIZE_MAX; /* groups and wire types protobuf-c does not take */
+		default: return SIZE_MAX; /* groups and wire types protobuf-c does not take */
 		}
 		data = p;
 		p += len;
@@ -206,16 +201,11 @@ uint32_t frame_field_tag(const ProtobufCMessageDescriptor *d, const char *name)
 			break;
 		case PROTOBUF_C_TYPE_FIXED64:
 		case PROTOBUF_C_TYPE_SFIXED64:
-		case PROTOBUF_C_TYPE_DOUBLE:
-			wire = 1;
-			break;
+		case PROTOBUF_C_TYPE_DOUBLE: wire = 1; break;
 		case PROTOBUF_C_TYPE_FIXED32:
 		case PROTOBUF_C_TYPE_SFIXED32:
-		case PROTOBUF_C_TYPE_FLOAT:
-			wire = 5;
-			break;
-		default:
-			break;
+		case PROTOBUF_C_TYPE_FLOAT: wire = 5; break;
+		default: break;
 		}
 	return f->id << 3 | wire;
 }

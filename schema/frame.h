@@ -25,8 +25,7 @@ enum frame_status {
 /* Looks at the first len bytes of a stream. FRAME_OK: a whole frame is there, its body
  * length in *body_len. FRAME_NEED_MORE: not yet (when the header is complete *body_len says
  * how much body to expect). FRAME_MALFORMED: the length is 0 or over max_body; *why says so. */
-enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t *body_len,
-			      const char **why);
+enum frame_status frame_check(const uint8_t *buf, size_t len, uint32_t max_body, uint32_t *body_len, const char **why);
 
 /* About the bytes frame_unpack() allocates for body (its message structures, arrays, strings
  * and protobuf-c's work space), read off the wire format without unpacking; SIZE_MAX when the

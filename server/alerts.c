@@ -44,14 +44,11 @@ struct alerts {
 	struct storage_op *pending[ALERTS_PENDING_MAX]; /* FIFO ring of ops the writer refused (full) */
 	size_t head, n;
 	uint64_t dropped;
-	uint64_t stored; /* ops handed to the writer */
+	uint64_t stored;    /* ops handed to the writer */
 	struct strmap jobs; /* job name -> struct job_alert */
 };
 
-static void wake_delivery(void *arg)
-{
-	deliver_wake(arg);
-}
+static void wake_delivery(void *arg) { deliver_wake(arg); }
 
 /* the report writer made room: retry what waits (on the loop) */
 static void writer_wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -61,10 +58,7 @@ static void writer_wake_cb(evutil_socket_t fd, short what, void *arg)
 	alerts_tick(arg);
 }
 
-static void writer_wake(void *arg)
-{
-	event_active(arg, EV_READ, 0);
-}
+static void writer_wake(void *arg) { event_active(arg, EV_READ, 0); }
 
 int alerts_start(struct server *s)
 {
@@ -128,8 +122,8 @@ int alerts_start(struct server *s)
 			free(a);
 			return -1;
 		}
-		static const char *const url_settings[DELIVER_TARGETS] = {"alertmanager_url", "webhook_url", "slack_url",
-									   "pagerduty_url"};
+		static const char *const url_settings[DELIVER_TARGETS] = {"alertmanager_url", "webhook_url",
+									  "slack_url", "pagerduty_url"};
 		char shown[2048];
 
 		for (int t = 0; t < DELIVER_TARGETS; t++)
@@ -259,7 +253,8 @@ static void note_actions_json(struct job_alert *ja, json_t *report)
 	size_t i;
 
 	ja->action[0] = ja->avoid[0] = '\0';
-	json_array_foreach(acts, i, x) {
+	json_array_foreach(acts, i, x)
+	{
 		const char *kind = json_string_value(json_object_get(x, "kind"));
 		const char *text = json_string_value(json_object_get(x, "text"));
 		char *to = kind && strcmp(kind, "avoid") == 0 ? ja->avoid : ja->action;
@@ -278,7 +273,8 @@ static void note_suspects_json(struct job_alert *ja, json_t *report)
 
 	if (!v)
 		return;
-	json_array_foreach(sus, i, x) {
+	json_array_foreach(sus, i, x)
+	{
 		const char *host = json_string_value(json_object_get(x, "host"));
 		const char *role = json_string_value(json_object_get(x, "role"));
 
@@ -387,10 +383,7 @@ static const char *keep(struct strings *ss, const char *s)
 	return s;
 }
 
-static char *dup_in(struct storage_op *op, const char *s)
-{
-	return s ? storage_op_strdup(op, s) : NULL;
-}
+static char *dup_in(struct storage_op *op, const char *s) { return s ? storage_op_strdup(op, s) : NULL; }
 
 static void submit(struct server *s, struct alerts *a, struct storage_op *op)
 {
@@ -455,24 +448,26 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 				json_t *now = am_alert(job, ja, report_url, incidents_url);
 
 				/* labels changed (category, host): the old alert ends */
-				if (ja->am && !json_equal(json_object_get(ja->am, "labels"), json_object_get(now, "labels")))
+				if (ja->am &&
+				    !json_equal(json_object_get(ja->am, "labels"), json_object_get(now, "labels")))
 					json_array_append_new(arr, ended(ja->am, inc->changed_us));
 				json_array_append(arr, now);
 				am_keep = json_dumps(now, JSON_COMPACT | JSON_REAL_PRECISION(10));
 				json_decref(ja->am);
 				ja->am = now;
 			}
-			payload[DELIVER_ALERTMANAGER] = json_array_size(arr) ? json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+			payload[DELIVER_ALERTMANAGER] =
+				json_array_size(arr) ? json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(arr);
 		}
 		if (a->on[DELIVER_WEBHOOK]) {
-			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
-					      "dedup_key", dedup, "state", incident_change_name(change), "incident",
-					      "key", inc->key, "job", job->name, "category", inc->category, "state", state,
-					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
-					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
-					      "host", ja->host, "suspects", ja->suspects, "action", ja->action, "avoid",
-					      ja->avoid, "report_url", report_url);
+			json_t *o = json_pack(
+				"{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
+				"dedup_key", dedup, "state", incident_change_name(change), "incident", "key", inc->key,
+				"job", job->name, "category", inc->category, "state", state, "summary", inc->summary,
+				"first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
+				"opened", opened, "changed", changed, "host", ja->host, "suspects", ja->suspects,
+				"action", ja->action, "avoid", ja->avoid, "report_url", report_url);
 			char *rest = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 
 			json_decref(o);
@@ -492,14 +487,17 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 			json_t *o;
 
 			if (change == INCIDENT_RESOLVED)
-				snprintf(text, sizeof(text), ":white_check_mark: *resolved*: job `%s` is back to its baseline (%s)\n%s",
+				snprintf(text, sizeof(text),
+					 ":white_check_mark: *resolved*: job `%s` is back to its baseline (%s)\n%s",
 					 job->name, inc->category, report_url);
 			else
-				snprintf(text, sizeof(text), ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
+				snprintf(text, sizeof(text),
+					 ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
 					 "action: %s\n%s%s%s%s",
 					 incident_change_name(change), job->name, inc->category,
 					 ja->host[0] ? ja->host : "?", inc->summary, ja->suspects, ja->action,
-					 ja->avoid[0] ? "not this: " : "", ja->avoid, ja->avoid[0] ? "\n" : "", report_url);
+					 ja->avoid[0] ? "not this: " : "", ja->avoid, ja->avoid[0] ? "\n" : "",
+					 report_url);
 			o = json_pack("{s:s}", "text", text);
 			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
@@ -510,14 +508,15 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 
 			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job->name,
 				 ja->host[0] ? ja->host : "?", inc->summary);
-			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}, s:[{s:s, s:s}]}",
+			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}, "
+				      "s:[{s:s, s:s}]}",
 				      "routing_key", s->cfg.pagerduty_routing_key, "event_action",
-				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key, "payload",
-				      "summary", summary, "source", ja->host[0] ? ja->host : job->name, "severity",
-				      severity(inc->category), "component", job->name, "group", inc->category,
-				      "custom_details", "suspects", ja->suspects, "action", ja->action, "avoid", ja->avoid,
-				      "report_url", report_url, "state", dedup,
-				      "links", "href", report_url, "text", "culprit report");
+				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key,
+				      "payload", "summary", summary, "source", ja->host[0] ? ja->host : job->name,
+				      "severity", severity(inc->category), "component", job->name, "group",
+				      inc->category, "custom_details", "suspects", ja->suspects, "action", ja->action,
+				      "avoid", ja->avoid, "report_url", report_url, "state", dedup, "links", "href",
+				      report_url, "text", "culprit report");
 			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
 		}
@@ -540,7 +539,8 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 			keep(&ss, dedup);
 			keep(&ss, payload[t]);
 		}
-	op = storage_op_new(STORAGE_OP_REPORT, ss.bytes + 16 * ss.n + DELIVER_TARGETS * sizeof(struct storage_outbox_row) + 64);
+	op = storage_op_new(STORAGE_OP_REPORT,
+			    ss.bytes + 16 * ss.n + DELIVER_TARGETS * sizeof(struct storage_outbox_row) + 64);
 	if (!op) {
 		log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
 		goto out;

@@ -63,8 +63,7 @@ static void shared_cleanup(const void *data, size_t len, void *arg)
 	shared_unref(arg);
 }
 
-void api_reply_shared(struct server *s, struct evhttp_request *req, const char *key, uint64_t version,
-		      const char *text)
+void api_reply_shared(struct server *s, struct evhttp_request *req, const char *key, uint64_t version, const char *text)
 {
 	struct api *a = s->api;
 	struct shared_text *t = strmap_get(&a->latest, key);
@@ -222,8 +221,8 @@ void api_query(struct api_req *r, int ok_status, const char *not_found, enum sto
 	submit(r, ok_status, not_found, stmt, params, NULL, NULL, NULL, NULL);
 }
 
-int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done,
-		   void *ctx, void (*ctx_free)(void *ctx))
+int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done, void *ctx,
+		   void (*ctx_free)(void *ctx))
 {
 	return submit(r, 200, NULL, stmt, params, done, ctx, ctx_free, NULL);
 }
@@ -443,7 +442,11 @@ void api_routes_print(FILE *f)
 		enum evhttp_cmd_type m = routes[i].method;
 
 		/* a method method_allowed() cannot name in Allow prints as "?": test_openapi fails */
-		fprintf(f, "%s %s\n", m == EVHTTP_REQ_GET ? "GET" : m == EVHTTP_REQ_POST ? "POST" : "?", routes[i].path);
+		fprintf(f, "%s %s\n",
+			m == EVHTTP_REQ_GET    ? "GET"
+			: m == EVHTTP_REQ_POST ? "POST"
+					       : "?",
+			routes[i].path);
 	}
 }
 

@@ -25,7 +25,7 @@ struct api_req {
 	enum evhttp_cmd_type method;
 	char *seg[API_MAX_SEGMENTS]; /* decoded path segments after /api/v1 */
 	int nseg;
-	struct evkeyvalq query;      /* decoded query parameters */
+	struct evkeyvalq query; /* decoded query parameters */
 };
 
 /* Starts the query workers (when there is a database) and their wake-up event. */
@@ -64,8 +64,8 @@ struct pg_conn;
  * NOT taken. */
 typedef void (*api_done_fn)(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
 			    void *ctx);
-int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done,
-		   void *ctx, void (*ctx_free)(void *ctx));
+int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done, void *ctx,
+		   void (*ctx_free)(void *ctx));
 /* Like api_query_then, but fn runs on a query worker with its connection (storage/query.h):
  * for answers built from several statements or in another format than one JSON text. ctx
  * is read by fn on the worker and freed (ctx_free) on the loop after done. */

@@ -56,8 +56,8 @@ static void apply_job(const char *name, void *value, void *arg)
 
 		if ((e->job && strcmp(e->job, name) != 0) || !strmap_get(&on, e->host))
 			continue;
-		if (store_event_count(st) >= EVENTS_PER_JOB_MAX || store_add_event(st, e->host, e->kind, e->ts_us,
-										    e->source, e->detail) < 0) {
+		if (store_event_count(st) >= EVENTS_PER_JOB_MAX ||
+		    store_add_event(st, e->host, e->kind, e->ts_us, e->source, e->detail) < 0) {
 			a->not_kept++;
 			continue;
 		}
@@ -112,8 +112,9 @@ static void reply_applied(struct server *s, struct evhttp_request *req, const st
 		api_reply_error(req, 500, "internal error", "out of memory");
 		return;
 	}
-	api_reply_json(req, 202, json_pack("{s:I, s:o, s:o}", "accepted", (json_int_t)b->n, "ids", ids ? ids : json_null(),
-					   "events", events));
+	api_reply_json(req, 202,
+		       json_pack("{s:I, s:o, s:o}", "accepted", (json_int_t)b->n, "ids", ids ? ids : json_null(),
+				 "events", events));
 }
 
 /* the events are stored: only now do they reach the jobs' windows */
@@ -148,17 +149,21 @@ void api_events_post(struct api_req *r)
 		api_reply_error(r->req, 500, "internal error", "out of memory");
 		return;
 	}
-	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, clock_wall_us(), b, err, sizeof(err));
+	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, clock_wall_us(), b, err,
+				  sizeof(err));
 	if (status) {
-		api_reply_error(r->req, status, status == 413 ? "too many events" : status == 400 ? "bad event" : "internal error",
+		api_reply_error(r->req, status,
+				status == 413   ? "too many events"
+				: status == 400 ? "bad event"
+						: "internal error",
 				"%s", err);
 		free(b);
 		return;
 	}
 	for (size_t i = 0; i < b->n; i++)
 		if (b->ev[i].job && !strmap_get(&r->s->jobs, b->ev[i].job)) {
-			api_reply_error(r->req, 404, "unknown job", "event %zu: no job \"%.127s\" is known to this culpritd",
-					i, b->ev[i].job);
+			api_reply_error(r->req, 404, "unknown job",
+					"event %zu: no job \"%.127s\" is known to this culpritd", i, b->ev[i].job);
 			body_free(b);
 			return;
 		}
@@ -173,8 +178,8 @@ void api_events_post(struct api_req *r)
 		const struct event_in *e = &b->ev[i];
 
 		json_array_append_new(rows, json_pack("{s:s?, s:s, s:s, s:I, s:s, s:s}", "job", e->job, "host", e->host,
-						      "kind", e->kind, "ts_us", (json_int_t)e->ts_us, "source", e->source,
-						      "detail", e->detail));
+						      "kind", e->kind, "ts_us", (json_int_t)e->ts_us, "source",
+						      e->source, "detail", e->detail));
 	}
 	rows_text = rows ? json_dumps(rows, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 	json_decref(rows);
@@ -197,8 +202,10 @@ void api_events_list(struct api_req *r)
 
 	if (api_param_int(r, "limit", 1, EVENTS_LIMIT_MAX, 100, &limit) < 0)
 		return;
-	if ((host && strlen(host) > 255) || (kind && strlen(kind) > 63) || (since && (!since[0] || strlen(since) > 64))) {
-		api_reply_error(r->req, 400, "bad parameter", "host (up to 255 bytes), kind (63), since (64) are too long or empty");
+	if ((host && strlen(host) > 255) || (kind && strlen(kind) > 63) ||
+	    (since && (!since[0] || strlen(since) > 64))) {
+		api_reply_error(r->req, 400, "bad parameter",
+				"host (up to 255 bytes), kind (63), since (64) are too long or empty");
 		return;
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);

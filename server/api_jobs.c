@@ -26,8 +26,8 @@ static json_t *incident_json(const struct incident *inc)
 		return json_null();
 	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "key", inc->key, "state",
 			 inc->open ? "open" : "resolved", "category", inc->category, "summary", inc->summary,
-			 "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
-			 "opened_us", (json_int_t)inc->opened_us, "changed_us", (json_int_t)inc->changed_us);
+			 "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates, "opened_us",
+			 (json_int_t)inc->opened_us, "changed_us", (json_int_t)inc->changed_us);
 }
 
 static json_t *job_json(const struct job *job, int detail)
@@ -37,9 +37,9 @@ static json_t *job_json(const struct job *job, int detail)
 	json_t *o;
 
 	snprintf(url, sizeof(url), "/api/v1/jobs/%s/reports/latest", job->name);
-	o = json_pack("{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}, s:I, s:I, s:o, s:o, s:s?}", "job",
-		      job->name, "topology", "world", (json_int_t)job->topo.world, "tp", (json_int_t)job->wire_topo.tp,
-		      "cp", (json_int_t)job->wire_topo.cp, "pp", (json_int_t)job->wire_topo.pp, "dp",
+	o = json_pack("{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}, s:I, s:I, s:o, s:o, s:s?}", "job", job->name,
+		      "topology", "world", (json_int_t)job->topo.world, "tp", (json_int_t)job->wire_topo.tp, "cp",
+		      (json_int_t)job->wire_topo.cp, "pp", (json_int_t)job->wire_topo.pp, "dp",
 		      (json_int_t)job->wire_topo.dp, "ep", (json_int_t)job->wire_topo.ep, "gpus_per_node",
 		      (json_int_t)job->wire_topo.gpus_per_node, "order", job->wire_topo.order, "records",
 		      (json_int_t)job->records, "diagnoses", (json_int_t)job->diagnoses, "window",
@@ -150,10 +150,7 @@ static void jobs_elsewhere(struct server *s, struct evhttp_request *req, const s
 	api_reply_json(req, 200, json_pack("{s:O,s:o}", "jobs", (json_t *)ctx, "elsewhere", others));
 }
 
-static void jobs_free(void *ctx)
-{
-	json_decref(ctx);
-}
+static void jobs_free(void *ctx) { json_decref(ctx); }
 
 void api_jobs_list(struct api_req *r)
 {
@@ -191,7 +188,8 @@ void api_jobs_latest(struct api_req *r)
 	}
 	if (!r->s->writer) {
 		if (job)
-			api_reply_error(r->req, 404, "no report", "job \"%.200s\" has not been diagnosed yet", job->name);
+			api_reply_error(r->req, 404, "no report", "job \"%.200s\" has not been diagnosed yet",
+					job->name);
 		else
 			find_job(r); /* 404 */
 		return;
@@ -266,8 +264,8 @@ static int iter_range(struct api_req *r, int64_t span, int64_t *from, int64_t *t
 	if (!has_to)
 		*to = *from + span - 1 > INT32_MAX ? INT32_MAX : *from + span - 1;
 	if (*to < *from) {
-		api_reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")", *to,
-				*from);
+		api_reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")",
+				*to, *from);
 		return -1;
 	}
 	if (*to - *from + 1 > span) {
@@ -287,7 +285,8 @@ void api_jobs_iterations(struct api_req *r)
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	rank = strtoll(r->seg[3], &end, 10);
 	if (!r->seg[3][0] || *end || rank < 0) {
-		api_reply_error(r->req, 400, "bad rank", "rank must be a non-negative integer, not \"%.64s\"", r->seg[3]);
+		api_reply_error(r->req, 400, "bad rank", "rank must be a non-negative integer, not \"%.64s\"",
+				r->seg[3]);
 		return;
 	}
 	if (rank > INT32_MAX || (job && rank >= job->topo.world)) {
@@ -322,8 +321,8 @@ void api_jobs_phases(struct api_req *r)
 	    api_param_int(r, "to_rank", 0, INT32_MAX, job ? (int64_t)job->topo.world - 1 : INT32_MAX, &rto) < 0)
 		return;
 	if (rto < rfrom) {
-		api_reply_error(r->req, 400, "bad range", "to_rank (%" PRId64 ") is before from_rank (%" PRId64 ")", rto,
-				rfrom);
+		api_reply_error(r->req, 400, "bad range", "to_rank (%" PRId64 ") is before from_rank (%" PRId64 ")",
+				rto, rfrom);
 		return;
 	}
 	snprintf(f, sizeof(f), "%" PRId64, from);

@@ -148,10 +148,11 @@ static void trace_done(struct server *s, struct evhttp_request *req, const struc
 		return;
 	}
 	if (c->status == 413) {
-		api_reply_error(req, 413, "too large",
-				"the trace would hold more than %zu slices (iterations, phases, kernels); ask for fewer "
-				"ranks or iterations",
-				c->req.max_slices);
+		api_reply_error(
+			req, 413, "too large",
+			"the trace would hold more than %zu slices (iterations, phases, kernels); ask for fewer "
+			"ranks or iterations",
+			c->req.max_slices);
 		return;
 	}
 	if (!res->text) {
@@ -203,8 +204,8 @@ void api_trace(struct api_req *r)
 		return;
 	}
 	ranks = evhttp_find_header(&r->query, "ranks");
-	rc = api_parse_ranks(ranks, job ? job->topo.world : UINT32_MAX, TRACE_MAX_RANKS, &c->req.ranks,
-			     &c->req.n_ranks, err, sizeof(err));
+	rc = api_parse_ranks(ranks, job ? job->topo.world : UINT32_MAX, TRACE_MAX_RANKS, &c->req.ranks, &c->req.n_ranks,
+			     err, sizeof(err));
 	if (rc < 0) {
 		api_reply_error(r->req, rc == -2 ? 404 : 400, rc == -2 ? "unknown rank" : "bad parameter", "%s", err);
 		ctx_free(c);

@@ -8,10 +8,10 @@
 
 struct api_req;
 
-#define TRACE_MAX_RANKS 256          /* ranks per trace */
-#define TRACE_MAX_ITERATIONS 1000    /* iterations per trace (400 beyond) */
-#define TRACE_DEFAULT_ITERATIONS 10  /* when from_iter or to_iter is absent */
-#define TRACE_MAX_SLICES 200000      /* iterations + phases + kernels per trace (413 beyond) */
+#define TRACE_MAX_RANKS 256         /* ranks per trace */
+#define TRACE_MAX_ITERATIONS 1000   /* iterations per trace (400 beyond) */
+#define TRACE_DEFAULT_ITERATIONS 10 /* when from_iter or to_iter is absent */
+#define TRACE_MAX_SLICES 200000     /* iterations + phases + kernels per trace (413 beyond) */
 
 void api_trace(struct api_req *r);
 

@@ -41,15 +41,9 @@ struct auth {
 	char job_tokens_file[512]; /* for the summary */
 };
 
-static void digest(const char *s, uint8_t out[DIGEST])
-{
-	SHA256((const unsigned char *)s, strlen(s), out);
-}
+static void digest(const char *s, uint8_t out[DIGEST]) { SHA256((const unsigned char *)s, strlen(s), out); }
 
-static bool digest_equal(const uint8_t a[DIGEST], const uint8_t b[DIGEST])
-{
-	return CRYPTO_memcmp(a, b, DIGEST) == 0;
-}
+static bool digest_equal(const uint8_t a[DIGEST], const uint8_t b[DIGEST]) { return CRYPTO_memcmp(a, b, DIGEST) == 0; }
 
 /* got is one of g's tokens. Every slot is compared, set or not: the time says nothing of
  * which token matched. */
@@ -91,7 +85,6 @@ bool auth_token_valid(const char *token)
 	return true;
 }
 
-
 /* value: empty, or 1 to MAX_KEYS tokens separated by commas (any of them accepted). */
 static int set_guard(struct guard *g, const char *name, const char *value, char *err, size_t err_size)
 {
@@ -115,10 +108,11 @@ static int set_guard(struct guard *g, const char *name, const char *value, char 
 	OPENSSL_cleanse(token, sizeof(token));
 	if (rc < 0) {
 		memset(g, 0, sizeof(*g));
-		config_fail(err, err_size,
-			    "invalid value for setting \"%s\": a token is 1 to %d visible ASCII characters without spaces "
-			    "or commas; up to %d tokens separated by commas",
-			    name, MAX_TOKEN, MAX_KEYS);
+		config_fail(
+			err, err_size,
+			"invalid value for setting \"%s\": a token is 1 to %d visible ASCII characters without spaces "
+			"or commas; up to %d tokens separated by commas",
+			name, MAX_TOKEN, MAX_KEYS);
 	}
 	return rc;
 }
@@ -158,13 +152,14 @@ int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job
 		}
 		if (!auth_token_valid(token)) {
 			/* the token itself is not repeated in the message */
-			config_fail(err, err_size, "line %d: the token of job \"%s\" is not 1 to %d visible ASCII characters", lineno,
-			     job, MAX_TOKEN);
+			config_fail(err, err_size,
+				    "line %d: the token of job \"%s\" is not 1 to %d visible ASCII characters", lineno,
+				    job, MAX_TOKEN);
 			return -1;
 		}
 		if (fn(arg, job, token) < 0) {
-			config_fail(err, err_size, "line %d: job \"%s\" listed more than %d times, or out of memory", lineno, job,
-				    MAX_KEYS);
+			config_fail(err, err_size, "line %d: job \"%s\" listed more than %d times, or out of memory",
+				    lineno, job, MAX_KEYS);
 			return -1;
 		}
 	}
@@ -208,7 +203,9 @@ static char *read_file(const char *path, char *err, size_t err_size)
 	len = fread(buf, 1, MAX_JOB_TOKENS_FILE + 1, f);
 	if (ferror(f) || len > MAX_JOB_TOKENS_FILE || memchr(buf, '\0', len)) {
 		config_fail(err, err_size, "could not read \"%s\": %s", path,
-		     ferror(f) ? strerror(errno) : len > MAX_JOB_TOKENS_FILE ? "larger than 16 MiB" : "contains a NUL byte");
+			    ferror(f)                   ? strerror(errno)
+			    : len > MAX_JOB_TOKENS_FILE ? "larger than 16 MiB"
+							: "contains a NUL byte");
 		fclose(f);
 		free(buf);
 		return NULL;
@@ -269,7 +266,8 @@ struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 			goto fail;
 		}
 		if (auth_parse_job_tokens(text, add_job, a, msg, sizeof(msg)) < 0) {
-			config_fail(err, err_size, "setting \"job_tokens_file\": \"%s\", %s", cfg->job_tokens_file, msg);
+			config_fail(err, err_size, "setting \"job_tokens_file\": \"%s\", %s", cfg->job_tokens_file,
+				    msg);
 			OPENSSL_cleanse(text, strlen(text));
 			free(text);
 			goto fail;
@@ -304,10 +302,7 @@ void auth_log_summary(const struct auth *a)
 
 _Static_assert(AUTH_DIGEST == DIGEST, "AUTH_DIGEST is SHA-256's");
 
-void auth_token_digest(const char *token, unsigned char out[AUTH_DIGEST])
-{
-	digest(token ? token : "", out);
-}
+void auth_token_digest(const char *token, unsigned char out[AUTH_DIGEST]) { digest(token ? token : "", out); }
 
 bool auth_agent(const struct auth *a, const char *job, const char *token)
 {
@@ -334,13 +329,15 @@ void auth_agent_refused(struct server *s, const char *peer, const char *job, con
 
 	s->m.agent_auth_failures++;
 	if (log_limit_allow(&limit))
-		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", peer, LOG_ESC(job), LOG_ESC(agent));
+		log_warning("agent %s: job \"%s\" agent \"%s\": authentication failed", peer, LOG_ESC(job),
+			    LOG_ESC(agent));
 }
 
 /* The token of "Bearer TOKEN" (scheme case-insensitive), or NULL. */
 static const char *bearer(const char *authorization)
 {
-	if (!authorization || strncasecmp(authorization, "Bearer", 6) != 0 || (authorization[6] != ' ' && authorization[6] != '\t'))
+	if (!authorization || strncasecmp(authorization, "Bearer", 6) != 0 ||
+	    (authorization[6] != ' ' && authorization[6] != '\t'))
 		return NULL;
 	authorization += 6;
 	while (*authorization == ' ' || *authorization == '\t')
@@ -416,7 +413,9 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 	if (log_limit_allow(&limit))
 		log_info("http %s:%u: %s %s refused: %s", peer ? peer : "?", (unsigned)port, method_name(m),
 			 LOG_ESC(evhttp_request_get_uri(req)),
-			 r == AUTH_HTTP_FORBIDDEN ? "read token on a write request" : h ? "invalid token" : "no token");
+			 r == AUTH_HTTP_FORBIDDEN ? "read token on a write request"
+			 : h                      ? "invalid token"
+						  : "no token");
 	snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n", error, detail);
 	evhttp_add_header(out, "Content-Type", "application/json");
 	buf = evhttp_request_get_output_buffer(req);

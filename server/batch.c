@@ -12,11 +12,11 @@
 #include "sketch.h"
 #include "writer.h"
 
-#define MAX_NAME_LEN 256        /* bytes in a phase or kernel name */
-#define MAX_NAMES 65536         /* names in one batch's dictionary; name ids on one connection */
-#define MAX_SKETCH 65536        /* bytes in one kernel sketch */
+#define MAX_NAME_LEN 256                   /* bytes in a phase or kernel name */
+#define MAX_NAMES 65536                    /* names in one batch's dictionary; name ids on one connection */
+#define MAX_SKETCH 65536                   /* bytes in one kernel sketch */
 #define MAX_DUR_US (7LL * 86400 * 1000000) /* a week: longer is not a duration we believe */
-#define MAX_KERNEL_COUNT INT32_MAX /* calls of one kernel in one iteration; above: a wrapped negative */
+#define MAX_KERNEL_COUNT INT32_MAX         /* calls of one kernel in one iteration; above: a wrapped negative */
 
 static int serves_in(const uint32_t *ranks, size_t n_ranks, uint32_t rank)
 {
@@ -45,8 +45,8 @@ int batch_name_ok(const char *s, size_t max)
 	if (n == 0 || n > max)
 		return 0;
 	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f || ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 &&
-								 (unsigned char)s[1] <= 0x9f))
+		if ((unsigned char)*s < 0x20 || *s == 0x7f ||
+		    ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f))
 			return 0;
 	return 1;
 }
@@ -183,7 +183,8 @@ int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culpr
 				continue;
 			if (bn->n == cap) {
 				uint32_t *ids = realloc(bn->ids, (cap ? cap * 2 : 64) * sizeof(*ids));
-				const char **strs = ids ? realloc(bn->strs, (cap ? cap * 2 : 64) * sizeof(*strs)) : NULL;
+				const char **strs =
+					ids ? realloc(bn->strs, (cap ? cap * 2 : 64) * sizeof(*strs)) : NULL;
 
 				if (ids)
 					bn->ids = ids;
@@ -208,8 +209,7 @@ int batch_names_intern(struct batch_names *bn, struct job *job, uint32_t max_nam
 	if (!(bn->ids = malloc((bn->n + 1) * sizeof(uint32_t))))
 		return -1;
 	for (size_t i = 0; i < bn->n; i++)
-		if ((bn->ids[i] = jobs_intern(job, bn->strs[i], max_names)) >=
-		    JOBS_NAMES_FULL) {
+		if ((bn->ids[i] = jobs_intern(job, bn->strs[i], max_names)) >= JOBS_NAMES_FULL) {
 			*full = bn->ids[i] == JOBS_NAMES_FULL;
 			return -1;
 		}
@@ -256,7 +256,8 @@ static int raw_ok(const Culprit__V1__Batch *b, size_t n_dict, const uint32_t *ra
 		if (k->dur_us < 0 || k->dur_us > MAX_DUR_US)
 			return bad(err, size, "raw kernel duration negative or over a week", i);
 		if (k->start_us < BATCH_MIN_START_US || k->start_us > now_us + BATCH_MAX_AHEAD_US)
-			return bad(err, size, "raw kernel start before 2000 or more than a day ahead of the server's clock", i);
+			return bad(err, size,
+				   "raw kernel start before 2000 or more than a day ahead of the server's clock", i);
 		if (k->stream > BATCH_MAX_STREAM)
 			return bad(err, size, "raw kernel stream over 65535", i);
 	}
@@ -281,7 +282,8 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 		if (b->iter_iter[i] > max_iter)
 			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
 		if (b->iter_start_us[i] < BATCH_MIN_START_US || b->iter_start_us[i] > lim->now_us + BATCH_MAX_AHEAD_US)
-			return bad(err, size, "iteration start before 2000 or more than a day ahead of the server's clock", i);
+			return bad(err, size,
+				   "iteration start before 2000 or more than a day ahead of the server's clock", i);
 	}
 
 	n = b->n_phase_rank;
@@ -304,9 +306,9 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 	}
 
 	n = b->n_kernel_name;
-	if (!col_ok(b->n_kernel_rank, n, true) || !col_ok(b->n_kernel_iter, n, true) || !col_ok(b->n_kernel_kind, n, false) ||
-	    b->n_kernel_count != n || b->n_kernel_sum_us != n || b->n_kernel_min_us != n ||
-	    b->n_kernel_max_us != n || !col_ok(b->n_kernel_p50_us, n, false) ||
+	if (!col_ok(b->n_kernel_rank, n, true) || !col_ok(b->n_kernel_iter, n, true) ||
+	    !col_ok(b->n_kernel_kind, n, false) || b->n_kernel_count != n || b->n_kernel_sum_us != n ||
+	    b->n_kernel_min_us != n || b->n_kernel_max_us != n || !col_ok(b->n_kernel_p50_us, n, false) ||
 	    b->n_kernel_p99_us != b->n_kernel_p50_us || !col_ok(b->n_kernel_sketch_len, n, false))
 		return bad(err, size, "kernel columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
@@ -470,7 +472,8 @@ struct storage_op *batch_to_op(const Culprit__V1__Batch *b, const struct batch_n
 		r->rank = KCOL(b, rank, i);
 		r->iter = KCOL(b, iter, i);
 		r->name = batch_name(bn, b->kernel_name[i], b->n_phase_name + i);
-		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i] : record_kernel_kind_of(jobs_name(job, r->name)));
+		r->kind = (uint8_t)(b->n_kernel_kind ? b->kernel_kind[i]
+						     : record_kernel_kind_of(jobs_name(job, r->name)));
 		r->count = b->kernel_count[i];
 		r->sum_us = b->kernel_sum_us[i];
 		r->min_us = b->kernel_min_us[i];
@@ -497,10 +500,14 @@ struct storage_op *batch_to_op(const Culprit__V1__Batch *b, const struct batch_n
 	for (size_t i = 0; i < op->n_raw_kernels; i++) {
 		const Culprit__V1__RawKernel *k = b->raw_kernels[i];
 
-		op->raw_kernels[i] = (struct record_raw_kernel){.rank = k->rank, .iter = k->iter,
-								.name = batch_name(bn, k->name, b->n_phase_name + b->n_kernel_name + i), .kind = (uint8_t)k->kind,
-								.stream = k->stream, .start_us = k->start_us,
-								.dur_us = k->dur_us};
+		op->raw_kernels[i] = (struct record_raw_kernel){
+			.rank = k->rank,
+			.iter = k->iter,
+			.name = batch_name(bn, k->name, b->n_phase_name + b->n_kernel_name + i),
+			.kind = (uint8_t)k->kind,
+			.stream = k->stream,
+			.start_us = k->start_us,
+			.dur_us = k->dur_us};
 	}
 	free(starts.keys);
 	free(starts.starts);

@@ -23,10 +23,10 @@ struct batch_limits {
 };
 
 #define BATCH_MAX_ITER_JUMP 1000000
-#define BATCH_MIN_START_US 946684800000000LL /* 2000-01-01: a start before is no clock we believe */
+#define BATCH_MIN_START_US 946684800000000LL   /* 2000-01-01: a start before is no clock we believe */
 #define BATCH_MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
-#define BATCH_MAX_RAW 65536    /* raw kernels in one batch (Reject beyond) */
-#define BATCH_MAX_STREAM 65535 /* stream ids of raw kernels */
+#define BATCH_MAX_RAW 65536                    /* raw kernels in one batch (Reject beyond) */
+#define BATCH_MAX_STREAM 65535                 /* stream ids of raw kernels */
 
 /* Checks a batch against the protocol's and the job's rules for an agent serving ranks
  * (sorted), its phase, kernel and raw kernel names indexing a dictionary of n_dict names

@@ -54,8 +54,10 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 
 	root = len ? json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr) : NULL;
 	if (!root || !json_is_object(root)) {
-		api_reply_error(r->req, 400, "bad body", "%s", root ? "the body is not a JSON object"
-								: len ? jerr.text : "a JSON body is required");
+		api_reply_error(r->req, 400, "bad body", "%s",
+				root  ? "the body is not a JSON object"
+				: len ? jerr.text
+				      : "a JSON body is required");
 		json_decref(root);
 		return 400;
 	}
@@ -63,7 +65,8 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 	ji = json_object_get(root, "iterations");
 	jm = json_object_get(root, "max_events");
 	if (!json_is_integer(ji) || json_integer_value(ji) < 1 || json_integer_value(ji) > CAPTURE_MAX_ITERATIONS) {
-		api_reply_error(r->req, 400, "bad body", "iterations must be an integer in [1, %d]", CAPTURE_MAX_ITERATIONS);
+		api_reply_error(r->req, 400, "bad body", "iterations must be an integer in [1, %d]",
+				CAPTURE_MAX_ITERATIONS);
 		json_decref(root);
 		return 400;
 	}
@@ -71,7 +74,8 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 	*max_events = CAPTURE_DEFAULT_MAX_EVENTS;
 	if (jm) {
 		if (!json_is_integer(jm) || json_integer_value(jm) < 1 || json_integer_value(jm) > CAPTURE_MAX_EVENTS) {
-			api_reply_error(r->req, 400, "bad body", "max_events must be an integer in [1, %d]", CAPTURE_MAX_EVENTS);
+			api_reply_error(r->req, 400, "bad body", "max_events must be an integer in [1, %d]",
+					CAPTURE_MAX_EVENTS);
 			json_decref(root);
 			return 400;
 		}
@@ -86,7 +90,8 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 		json_t *v;
 
 		rc = 0;
-		json_array_foreach(jr, i, v) {
+		json_array_foreach(jr, i, v)
+		{
 			if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX) {
 				snprintf(err, sizeof(err), "ranks[%zu] is not a rank number", i);
 				rc = -1;
@@ -98,7 +103,8 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 		if (rc == 0)
 			rc = api_parse_ranks(list, world, CAPTURE_MAX_RANKS, ranks, n_ranks, err, sizeof(err));
 	} else {
-		snprintf(err, sizeof(err), "ranks must be a list of 1 to %d ranks, or a string like \"10352-10359,10336\"",
+		snprintf(err, sizeof(err),
+			 "ranks must be a list of 1 to %d ranks, or a string like \"10352-10359,10336\"",
 			 CAPTURE_MAX_RANKS);
 		rc = -1;
 	}
@@ -152,7 +158,8 @@ void api_capture(struct api_req *r)
 	}
 	n_sent = ingest_send_command(r->s, job, &cmd, each_agent, &st);
 	if (n_sent == 0) {
-		api_reply_error(r->req, 409, "no agent", "no connected agent of job \"%.200s\" serves these ranks", job->name);
+		api_reply_error(r->req, 409, "no agent", "no connected agent of job \"%.200s\" serves these ranks",
+				job->name);
 		json_decref(st.agents);
 		free(st.served);
 		free(ranks);
@@ -164,8 +171,8 @@ void api_capture(struct api_req *r)
 	for (size_t i = 0; i < n_ranks; i++)
 		if (!st.served[i])
 			json_array_append_new(unserved, json_integer(ranks[i]));
-	log_info("job \"%s\": capture %" PRId64 " of %zu ranks for %" PRIu32 " iterations sent to %zu agents", job->name,
-		 id, n_ranks, iterations, n_sent);
+	log_info("job \"%s\": capture %" PRId64 " of %zu ranks for %" PRIu32 " iterations sent to %zu agents",
+		 job->name, id, n_ranks, iterations, n_sent);
 	snprintf(url, sizeof(url), "/api/v1/jobs/%s/trace?ranks=", job->name);
 	{
 		/* the trace URL of what is captured: the ranks as a compact list */

@@ -15,10 +15,10 @@
 
 struct api_req;
 
-#define CAPTURE_MAX_RANKS 256             /* ranks per capture */
-#define CAPTURE_MAX_ITERATIONS 100        /* iterations per capture */
-#define CAPTURE_DEFAULT_MAX_EVENTS 20000  /* raw kernels per capture and agent, unless asked */
-#define CAPTURE_MAX_EVENTS 200000         /* the most a request may ask */
+#define CAPTURE_MAX_RANKS 256            /* ranks per capture */
+#define CAPTURE_MAX_ITERATIONS 100       /* iterations per capture */
+#define CAPTURE_DEFAULT_MAX_EVENTS 20000 /* raw kernels per capture and agent, unless asked */
+#define CAPTURE_MAX_EVENTS 200000        /* the most a request may ask */
 /* POST /api/v1/jobs/{job}/capture */
 void api_capture(struct api_req *r);
 

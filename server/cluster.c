@@ -26,21 +26,21 @@
 #include "query.h"
 #include "server.h"
 
-#define OTHER_TTL_MS 1000  /* another's lease (or a failed lookup) is believed this long */
-#define MAX_WAITING 4096   /* Hellos waiting for one job's lease lookup; more are told to retry */
-#define RENEW_TOKEN 0      /* result token of a renewal; an acquisition's is its lease */
+#define OTHER_TTL_MS 1000 /* another's lease (or a failed lookup) is believed this long */
+#define MAX_WAITING 4096  /* Hellos waiting for one job's lease lookup; more are told to retry */
+#define RENEW_TOKEN 0     /* result token of a renewal; an acquisition's is its lease */
 
 enum lease_state { LEASE_NONE, LEASE_ASKING, LEASE_OWNED, LEASE_OTHER, LEASE_FAILED, LEASE_RELEASING };
 
 struct lease {
 	enum lease_state state;
 	uint64_t epoch;
-	uint64_t acquired_tick; /* the tick when the acquisition was taken */
-	int64_t until_ms;       /* OTHER, FAILED: believed until (clock_mono_ms) */
-	char agent_addr[256];   /* OTHER: where its agents are sent */
-	int agent_room;         /* OTHER: agent connections the owner takes (0: relay them) */
+	uint64_t acquired_tick;       /* the tick when the acquisition was taken */
+	int64_t until_ms;             /* OTHER, FAILED: believed until (clock_mono_ms) */
+	char agent_addr[256];         /* OTHER: where its agents are sent */
+	int agent_room;               /* OTHER: agent connections the owner takes (0: relay them) */
 	struct storage_lease_req req; /* ASKING: the statement's */
-	uint64_t *waiting;      /* ASKING: connection ids of the Hellos waiting */
+	uint64_t *waiting;            /* ASKING: connection ids of the Hellos waiting */
 	size_t n_waiting, cap_waiting;
 };
 
@@ -49,16 +49,13 @@ struct cluster {
 	char api_url[256];
 	struct storage_query *q;
 	struct event *wake, *renew_timer;
-	struct strmap leases;          /* job -> struct lease */
-	struct storage_lease_req renew;  /* the renewal's (one at a time) */
+	struct strmap leases;           /* job -> struct lease */
+	struct storage_lease_req renew; /* the renewal's (one at a time) */
 	bool renewing;
 	uint64_t tick, renew_tick;
 };
 
-const char *cluster_owner(const struct server *s)
-{
-	return s->cluster->owner;
-}
+const char *cluster_owner(const struct server *s) { return s->cluster->owner; }
 
 static struct lease *lease_of(const struct server *s, const char *job)
 {
@@ -74,7 +71,8 @@ uint64_t cluster_epoch(const struct server *s, const char *job)
 
 static void lost(struct server *s, const char *job, struct lease *l)
 {
-	log_warning("job \"%s\": its lease (epoch %" PRIu64 ") is another instance's now; closing its agents' connections",
+	log_warning("job \"%s\": its lease (epoch %" PRIu64
+		    ") is another instance's now; closing its agents' connections",
 		    job, l->epoch);
 	l->state = LEASE_NONE;
 	l->epoch = 0;
@@ -105,18 +103,15 @@ enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t co
 	if ((l->state == LEASE_OTHER || l->state == LEASE_FAILED) && clock_mono_ms() >= l->until_ms)
 		l->state = LEASE_NONE;
 	switch (l->state) {
-	case LEASE_OWNED:
-		*epoch = l->epoch;
-		return CLUSTER_OWNED;
-	case LEASE_OTHER:
-		*to = l->agent_addr;
-		return l->agent_room > 0 ? CLUSTER_REDIRECT : CLUSTER_RELAY;
+	case LEASE_OWNED: *epoch = l->epoch; return CLUSTER_OWNED;
+	case LEASE_OTHER: *to = l->agent_addr; return l->agent_room > 0 ? CLUSTER_REDIRECT : CLUSTER_RELAY;
 	case LEASE_FAILED:
-	case LEASE_RELEASING:
-		return CLUSTER_BUSY;
+	case LEASE_RELEASING: return CLUSTER_BUSY;
 	case LEASE_NONE:
-		l->req = (struct storage_lease_req){.owner = c->owner, .agent_addr = s->cfg.advertise_agent_addr,
-						    .api_url = c->api_url, .lease_s = (int)s->cfg.lease_s,
+		l->req = (struct storage_lease_req){.owner = c->owner,
+						    .agent_addr = s->cfg.advertise_agent_addr,
+						    .api_url = c->api_url,
+						    .lease_s = (int)s->cfg.lease_s,
 						    .window_iters = (uint32_t)s->cfg.window_iters,
 						    .agent_room = ingest_agent_room(s)};
 		snprintf(l->req.job, sizeof(l->req.job), "%s", job);
@@ -217,8 +212,8 @@ static void judge(const char *job, void *value, void *arg)
 	struct renew_scan *rs = arg;
 	struct lease *l = value;
 
-	if (l->state == LEASE_OWNED && l->acquired_tick < rs->s->cluster->renew_tick && !holds(rs->held, job, l->epoch) &&
-	    rs->n_lost < 16)
+	if (l->state == LEASE_OWNED && l->acquired_tick < rs->s->cluster->renew_tick &&
+	    !holds(rs->held, job, l->epoch) && rs->n_lost < 16)
 		snprintf(rs->lost[rs->n_lost++], sizeof(rs->lost[0]), "%s", job);
 }
 
@@ -248,7 +243,8 @@ void cluster_release(struct server *s, const char *job)
 	if (!l || l->state != LEASE_OWNED)
 		return;
 	l->req.epoch = l->epoch; /* job and owner as acquired */
-	if (storage_query_submit_fn(s->cluster->q, (uint64_t)(uintptr_t)l | RELEASE_BIT, storage_lease_release, &l->req) < 0) {
+	if (storage_query_submit_fn(s->cluster->q, (uint64_t)(uintptr_t)l | RELEASE_BIT, storage_lease_release,
+				    &l->req) < 0) {
 		log_warning("job \"%s\": its lease is not given back (queue full); it expires", job);
 		l->state = LEASE_NONE; /* no longer renewed */
 		return;
@@ -280,8 +276,8 @@ static void note_stale(const char *job, void *value, void *arg)
 	struct prune_scan *ps = arg;
 	struct lease *l = value;
 
-	if (ps->n < 64 && (l->state == LEASE_NONE || ((l->state == LEASE_OTHER || l->state == LEASE_FAILED) &&
-						      clock_mono_ms() >= l->until_ms)))
+	if (ps->n < 64 && (l->state == LEASE_NONE ||
+			   ((l->state == LEASE_OTHER || l->state == LEASE_FAILED) && clock_mono_ms() >= l->until_ms)))
 		snprintf(ps->names[ps->n++], sizeof(ps->names[0]), "%s", job);
 }
 
@@ -311,17 +307,15 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
 			if (res[i].token == RENEW_TOKEN)
 				renewed(s, &res[i]);
 			else if (res[i].token & RELEASE_BIT)
-				released(s, (struct lease *)(uintptr_t)(res[i].token & ~(uint64_t)RELEASE_BIT), &res[i]);
+				released(s, (struct lease *)(uintptr_t)(res[i].token & ~(uint64_t)RELEASE_BIT),
+					 &res[i]);
 			else
 				acquired(s, (struct lease *)(uintptr_t)res[i].token, &res[i]);
 		}
 	}
 }
 
-static void wake(void *arg)
-{
-	event_active(((struct server *)arg)->cluster->wake, 0, 0);
-}
+static void wake(void *arg) { event_active(((struct server *)arg)->cluster->wake, 0, 0); }
 
 static void renew_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -333,8 +327,8 @@ static void renew_cb(evutil_socket_t fd, short what, void *arg)
 	prune(c);
 	if (c->renewing)
 		return;
-	c->renew = (struct storage_lease_req){.owner = c->owner, .lease_s = (int)s->cfg.lease_s,
-					      .agent_room = ingest_agent_room(s)};
+	c->renew = (struct storage_lease_req){
+		.owner = c->owner, .lease_s = (int)s->cfg.lease_s, .agent_room = ingest_agent_room(s)};
 	if (storage_query_submit_fn(c->q, RENEW_TOKEN, storage_lease_renew, &c->renew) == 0) {
 		c->renewing = true;
 		c->renew_tick = ++c->tick;
@@ -362,13 +356,18 @@ int cluster_start(struct server *s)
 		snprintf(c->api_url, sizeof(c->api_url), "http://%s", s->cfg.http_listen);
 	c->wake = event_new(s->base, -1, 0, wake_cb, s);
 	c->renew_timer = event_new(s->base, -1, EV_PERSIST, renew_cb, s);
-	c->q = storage_query_start(&(struct storage_query_config){.dsn = s->db_dsn, .threads = 1, .queue_max = 1024,
-								  .statement_timeout_ms = 5000, .wake = wake, .wake_arg = s});
+	c->q = storage_query_start(&(struct storage_query_config){.dsn = s->db_dsn,
+								  .threads = 1,
+								  .queue_max = 1024,
+								  .statement_timeout_ms = 5000,
+								  .wake = wake,
+								  .wake_arg = s});
 	if (!c->wake || !c->renew_timer || !c->q || event_add(c->renew_timer, &every) < 0) {
 		log_error("could not start the job leases");
 		return -1;
 	}
-	log_info("instance \"%s\": jobs are owned through leases of %lld s; agents of this instance's jobs are sent to %s",
+	log_info("instance \"%s\": jobs are owned through leases of %lld s; agents of this instance's jobs are sent to "
+		 "%s",
 		 c->owner, (long long)s->cfg.lease_s, s->cfg.advertise_agent_addr);
 	return 0;
 }
@@ -393,7 +392,8 @@ void cluster_stop(struct server *s)
 	if (c->q)
 		storage_query_stop(c->q);
 	if (storage_lease_release_all(s->db_dsn, c->owner, err, sizeof(err)) < 0)
-		log_warning("could not give the job leases back: %s; they expire within %lld s", err, (long long)s->cfg.lease_s);
+		log_warning("could not give the job leases back: %s; they expire within %lld s", err,
+			    (long long)s->cfg.lease_s);
 	else
 		log_info("job leases given back");
 	if (c->wake)

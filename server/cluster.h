@@ -29,7 +29,8 @@ enum cluster_answer {
 	CLUSTER_RELAY,    /* another instance owns it and takes no more agents: relay to *to */
 	CLUSTER_BUSY,     /* the lease cannot be looked up now (database, queue full): retry later */
 };
-enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t conn_id, uint64_t *epoch, const char **to);
+enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t conn_id, uint64_t *epoch,
+				  const char **to);
 /* The epoch of the job's lease while this instance owns it; 0 without a cluster or lease. */
 uint64_t cluster_epoch(const struct server *s, const char *job);
 /* The job was forgotten (its agents left): its lease is given back. */

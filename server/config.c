@@ -32,18 +32,26 @@ struct setting {
 	const char *help;
 };
 
-#define STRF(field, def, reload, flags, help)                                                                        \
-	{#field, SETTING_STRING, offsetof(struct config, field), def, 0, 0, reload, flags, help}
+#define STRF(field, def, reload, flags, help)                                                          \
+	{                                                                                              \
+#field, SETTING_STRING, offsetof(struct config, field), def, 0, 0, reload, flags, help \
+	}
 #define STR(field, def, reload, help) STRF(field, def, reload, 0, help)
-#define INT(field, def, lo, hi, reload, help) {#field, SETTING_INT, offsetof(struct config, field), #def, lo, hi, reload, 0, help}
-#define BOOL(field, def, reload, help) {#field, SETTING_BOOL, offsetof(struct config, field), def, 0, 1, reload, 0, help}
+#define INT(field, def, lo, hi, reload, help)                                                      \
+	{                                                                                          \
+#field, SETTING_INT, offsetof(struct config, field), #def, lo, hi, reload, 0, help \
+	}
+#define BOOL(field, def, reload, help)                                                           \
+	{                                                                                        \
+#field, SETTING_BOOL, offsetof(struct config, field), def, 0, 1, reload, 0, help \
+	}
 
 static const struct setting settings[] = {
 	STR(data_dir, "./var", false,
 	    "Directory for culpritd's own files: the embedded PostgreSQL cluster (pg/) and its socket."),
 	STRF(db, "", false, CREDENTIALS,
-	    "PostgreSQL connection string (postgresql://... or key=value). Empty: run a private, embedded "
-	    "PostgreSQL under data_dir/pg."),
+	     "PostgreSQL connection string (postgresql://... or key=value). Empty: run a private, embedded "
+	     "PostgreSQL under data_dir/pg."),
 	BOOL(storage, "true", false,
 	     "Store records in PostgreSQL. false keeps everything in memory only (benchmarks, dry runs): "
 	     "agents are acknowledged at once and nothing survives a restart."),
@@ -100,38 +108,38 @@ static const struct setting settings[] = {
 	INT(max_http_connections, 1024, 1, 1000000, true,
 	    "Most REST connections at once; more are accepted and closed at once (counted, logged once in a while)."),
 	STRF(agent_token, "", true, SECRET,
-	    "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead); up to 4 "
-	    "separated by commas during a rotation. With neither set, agents are not authenticated (a warning at "
-	    "start-up). On SIGHUP, agents whose token is no longer accepted are disconnected."),
+	     "Token agents present in Hello (jobs listed in job_tokens_file present theirs instead); up to 4 "
+	     "separated by commas during a rotation. With neither set, agents are not authenticated (a warning at "
+	     "start-up). On SIGHUP, agents whose token is no longer accepted are disconnected."),
 	STR(job_tokens_file, "", true,
 	    "File of \"JOB TOKEN\" lines ('#' comments): an agent of a listed job must present that job's token "
 	    "(a job listed up to 4 times: any of them); a job not listed needs agent_token, and is refused when "
 	    "that is empty. Re-read on SIGHUP."),
 	STRF(http_read_token, "", true, SECRET,
-	    "Bearer token for REST reads (GET, HEAD) and /metrics (up to 4, separated by commas); the write "
-	    "token also reads. Empty: reads are open. Needs http_write_token. /healthz and /readyz stay open."),
+	     "Bearer token for REST reads (GET, HEAD) and /metrics (up to 4, separated by commas); the write "
+	     "token also reads. Empty: reads are open. Needs http_write_token. /healthz and /readyz stay open."),
 	STRF(http_write_token, "", true, SECRET,
-	    "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...; up to 4, separated by "
-	    "commas). Empty: the REST API is open (a warning at start-up)."),
+	     "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...; up to 4, separated by "
+	     "commas). Empty: the REST API is open (a warning at start-up)."),
 	STR(tls_cert, "", true,
 	    "PEM file of the server certificate (and its chain). With tls_key: agents and the REST API speak "
 	    "TLS (1.2 or later) only. SIGHUP re-reads the files; turning TLS on or off needs a restart."),
 	STR(tls_key, "", true, "PEM file of the private key of tls_cert."),
 	STRF(alertmanager_url, "", false, HTTP_URL | CREDENTIALS,
-	    "Prometheus Alertmanager base URL (http or https); incidents are POSTed to its /api/v2/alerts. "
-	    "Empty: off."),
+	     "Prometheus Alertmanager base URL (http or https); incidents are POSTed to its /api/v2/alerts. "
+	     "Empty: off."),
 	STRF(webhook_url, "", false, HTTP_URL | CREDENTIALS,
 	     "URL (http or https) of a generic JSON webhook receiving every incident change. Empty: off."),
 	STRF(webhook_secret, "", false, SECRET,
-	    "Key of the webhook's X-Culprit-Signature header (sha256=<hex HMAC-SHA256 of the body>). Empty: unsigned."),
-	STRF(slack_url, "", false, HTTP_URL | SECRET,
-	     "Slack incoming-webhook URL (its path is the key). Empty: off."),
+	     "Key of the webhook's X-Culprit-Signature header (sha256=<hex HMAC-SHA256 of the body>). Empty: "
+	     "unsigned."),
+	STRF(slack_url, "", false, HTTP_URL | SECRET, "Slack incoming-webhook URL (its path is the key). Empty: off."),
 	STRF(pagerduty_url, "https://events.pagerduty.com/v2/enqueue", false, HTTP_URL | CREDENTIALS,
 	     "PagerDuty Events API v2 endpoint."),
 	STRF(pagerduty_routing_key, "", false, SECRET, "PagerDuty integration (routing) key. Empty: PagerDuty off."),
 	STRF(public_url, "", false, HTTP_URL | CREDENTIALS,
-	    "Base URL of this culpritd's REST API as on-call reaches it, for the links in alerts. Empty: "
-	    "http://<http_listen>."),
+	     "Base URL of this culpritd's REST API as on-call reaches it, for the links in alerts. Empty: "
+	     "http://<http_listen>."),
 	INT(alert_resend_s, 60, 5, 3600, false,
 	    "Interval at which open incidents are re-sent to Alertmanager (which resolves alerts not re-sent)."),
 	INT(alert_backoff_max_s, 60, 1, 86400, false,
@@ -219,13 +227,14 @@ static int set_one(struct config *cfg, const struct setting *s, const char *valu
 		int64_t v;
 
 		if (parse_int(value, &v) < 0) {
-			config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not an integer", s->name, value);
+			config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not an integer",
+				    s->name, value);
 			return -1;
 		}
 		if (v < s->min || v > s->max) {
 			config_fail(err, err_size,
-			     "invalid value for setting \"%s\": %lld is outside the allowed range %lld .. %lld", s->name,
-			     (long long)v, (long long)s->min, (long long)s->max);
+				    "invalid value for setting \"%s\": %lld is outside the allowed range %lld .. %lld",
+				    s->name, (long long)v, (long long)s->min, (long long)s->max);
 			return -1;
 		}
 		*(int64_t *)field = v;
@@ -234,10 +243,12 @@ static int set_one(struct config *cfg, const struct setting *s, const char *valu
 	case SETTING_BOOL:
 		if (!strcmp(value, "true") || !strcmp(value, "on") || !strcmp(value, "yes") || !strcmp(value, "1"))
 			*(bool *)field = true;
-		else if (!strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no") || !strcmp(value, "0"))
+		else if (!strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no") ||
+			 !strcmp(value, "0"))
 			*(bool *)field = false;
 		else {
-			config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not true or false", s->name, value);
+			config_fail(err, err_size, "invalid value for setting \"%s\": \"%s\" is not true or false",
+				    s->name, value);
 			return -1;
 		}
 		return 0;
@@ -311,7 +322,8 @@ int config_set(struct config *cfg, const char *name, const char *value, bool rel
 			same = *(bool *)field == *(bool *)((char *)&probe + s->offset);
 		config_free(&probe);
 		if (!same) {
-			config_fail(err, err_size, "setting \"%s\" cannot be changed without restarting culpritd", name);
+			config_fail(err, err_size, "setting \"%s\" cannot be changed without restarting culpritd",
+				    name);
 			return -1;
 		}
 		return 0;
@@ -371,8 +383,8 @@ int config_load_file(struct config *cfg, const char *path, bool reload, char *er
 			value++;
 		}
 		if ((s = find(name)) && set_on[s - settings]) {
-			config_fail(err, err_size, "%s:%d: setting \"%s\" is set twice, on lines %d and %d", path, lineno,
-				    name, set_on[s - settings], lineno);
+			config_fail(err, err_size, "%s:%d: setting \"%s\" is set twice, on lines %d and %d", path,
+				    lineno, name, set_on[s - settings], lineno);
 			fclose(f);
 			return -1;
 		}
@@ -413,29 +425,34 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	    check_hostport("http_listen", cfg->http_listen, err, err_size) < 0)
 		return -1;
 	if (log_level_parse(cfg->log_level) < 0) {
-		config_fail(err, err_size, "invalid value for setting \"log_level\": \"%s\" is not debug, info, warning or error",
-		     cfg->log_level);
+		config_fail(err, err_size,
+			    "invalid value for setting \"log_level\": \"%s\" is not debug, info, warning or error",
+			    cfg->log_level);
 		return -1;
 	}
 	if (cfg->max_input_buffer_bytes / 4 < cfg->max_frame) {
 		/* a quarter of it stays for connections that are read: a whole frame must fit */
-		config_fail(err, err_size, "setting \"max_input_buffer_bytes\" (%lld) must be at least 4 times \"max_frame\" (%lld)",
+		config_fail(err, err_size,
+			    "setting \"max_input_buffer_bytes\" (%lld) must be at least 4 times \"max_frame\" (%lld)",
 			    (long long)cfg->max_input_buffer_bytes, (long long)cfg->max_frame);
 		return -1;
 	}
 	if (cfg->max_frame_before_hello > cfg->max_frame) {
-		config_fail(err, err_size, "setting \"max_frame_before_hello\" (%lld) must not exceed \"max_frame\" (%lld)",
-		     (long long)cfg->max_frame_before_hello, (long long)cfg->max_frame);
+		config_fail(err, err_size,
+			    "setting \"max_frame_before_hello\" (%lld) must not exceed \"max_frame\" (%lld)",
+			    (long long)cfg->max_frame_before_hello, (long long)cfg->max_frame);
 		return -1;
 	}
 	if (cfg->writer_txn_records > cfg->writer_queue_records) {
 		config_fail(err, err_size, "setting \"writer_txn_records\" must not exceed \"writer_queue_records\"");
 		return -1;
 	}
-	if (cfg->advertise_agent_addr[0] && check_hostport("advertise_agent_addr", cfg->advertise_agent_addr, err, err_size) < 0)
+	if (cfg->advertise_agent_addr[0] &&
+	    check_hostport("advertise_agent_addr", cfg->advertise_agent_addr, err, err_size) < 0)
 		return -1;
 	if (cfg->advertise_agent_addr[0] && !cfg->storage) {
-		config_fail(err, err_size, "setting \"advertise_agent_addr\" needs \"storage\": the leases are in the database");
+		config_fail(err, err_size,
+			    "setting \"advertise_agent_addr\" needs \"storage\": the leases are in the database");
 		return -1;
 	}
 	if (strlen(cfg->instance_id) > 127) {
@@ -447,7 +464,8 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 		return -1;
 	}
 	for (size_t i = 0; i < N_SETTINGS; i++) {
-		const char *v = settings[i].flags & HTTP_URL ? *(char *const *)((const char *)cfg + settings[i].offset) : "";
+		const char *v =
+			settings[i].flags & HTTP_URL ? *(char *const *)((const char *)cfg + settings[i].offset) : "";
 
 		/* the value is not echoed: it may be a secret */
 		if (v[0] && strncasecmp(v, "http://", 7) != 0 && strncasecmp(v, "https://", 8) != 0) {
@@ -506,7 +524,8 @@ void config_print_doc(FILE *out)
 		     "Generated from the settings table in `server/config.c` by `culpritd --config-doc`; "
 		     "do not edit by hand.\n\n"
 		     "Settings come from the file given with `--config FILE` (lines `name = value`, `#` starts a "
-		     "comment), then from the command line, where `--name value` or `--name=value` sets a setting (underscores "
+		     "comment), then from the command line, where `--name value` or `--name=value` sets a setting "
+		     "(underscores "
 		     "written as dashes: `--agent-listen 0.0.0.0:7433`). `culpritd -t` checks the result, prints it "
 		     "and exits: 0 when valid, 2 with a message naming the setting otherwise. Integers accept the "
 		     "suffixes k, M and G (powers of 1024). SIGHUP re-reads the file: settings marked reloadable "
@@ -526,7 +545,7 @@ void config_print_doc(FILE *out)
 			snprintf(allowed, sizeof(allowed), "empty, `http://...`, `https://...`");
 		fprintf(out, "| `%s` | %s | `%s` | %s | %s | %s%s |\n", s->name, type_name(s->type), s->def, allowed,
 			s->reloadable ? "yes" : "no", s->help,
-			s->flags & SECRET	 ? " Secret: `-t` and the log show only whether it is set."
+			s->flags & SECRET        ? " Secret: `-t` and the log show only whether it is set."
 			: s->flags & CREDENTIALS ? " `-t` and the log mask the passwords in it."
 						 : "");
 	}

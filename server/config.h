@@ -72,8 +72,7 @@ void config_defaults(struct config *cfg);
 void config_free(struct config *cfg);
 /* Sets one setting from text. Returns 0, or -1 with a message in err naming the setting and
  * what is allowed. reload: refuse settings that cannot change at run time. */
-int config_set(struct config *cfg, const char *name, const char *value, bool reload, char *err,
-	       size_t err_size);
+int config_set(struct config *cfg, const char *name, const char *value, bool reload, char *err, size_t err_size);
 /* Reads a file of "name = value" lines. -1 with "FILE:LINE: message" in err. */
 int config_load_file(struct config *cfg, const char *path, bool reload, char *err, size_t err_size);
 /* Cross-setting checks after everything is set. */

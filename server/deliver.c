@@ -212,7 +212,8 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 
 	curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &code);
 	if (cc == CURLE_OK && code >= 200 && code < 300) {
-		log_release(&d->target_down[q->target], LOG_INFO, "alerts: delivering to %s again", target_names[q->target]);
+		log_release(&d->target_down[q->target], LOG_INFO, "alerts: delivering to %s again",
+			    target_names[q->target]);
 		if (d->failing[q->target])
 			target_back(d, q->target);
 		d->failing[q->target] = 0;
@@ -432,10 +433,7 @@ static void *deliver_main(void *arg)
 	return NULL;
 }
 
-static char *dup_or_empty(const char *s)
-{
-	return strdup(s ? s : "");
-}
+static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
 struct deliver *deliver_start(const struct deliver_config *cfg)
 {

@@ -9,13 +9,7 @@
 
 #include <stdint.h>
 
-enum deliver_target {
-	DELIVER_ALERTMANAGER,
-	DELIVER_WEBHOOK,
-	DELIVER_SLACK,
-	DELIVER_PAGERDUTY,
-	DELIVER_TARGETS
-};
+enum deliver_target { DELIVER_ALERTMANAGER, DELIVER_WEBHOOK, DELIVER_SLACK, DELIVER_PAGERDUTY, DELIVER_TARGETS };
 
 struct deliver_config {
 	const char *dsn;

@@ -142,8 +142,8 @@ static int submit(struct diagnosis *d, const char *job, struct store *snapshot, 
 	return 0;
 }
 
-int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot,
-		     const struct diagnose_input *in, uint64_t token)
+int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot, const struct diagnose_input *in,
+		     uint64_t token)
 {
 	return submit(d, job, snapshot, in, token, 0);
 }

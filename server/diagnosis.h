@@ -21,10 +21,10 @@ struct diagnosis;
 
 struct diagnosis_result {
 	char job[128];
-	struct report report; /* report_free() it */
-	int failed;           /* out of memory: report is empty */
-	double run_ms;        /* time diagnose_run took */
-	uint64_t token;       /* the submitter's */
+	struct report report;   /* report_free() it */
+	int failed;             /* out of memory: report is empty */
+	double run_ms;          /* time diagnose_run took */
+	uint64_t token;         /* the submitter's */
 	struct store *snapshot; /* handed back for store_snapshot_reuse(); the caller owns it */
 	int prepared;           /* from diagnosis_prepare: snapshot is the written blank, no report */
 };
@@ -33,8 +33,8 @@ struct diagnosis *diagnosis_start(size_t queue_max, void (*wake)(void *arg), voi
 /* Stops the worker after the request it is running; pending requests are dropped. */
 void diagnosis_stop(struct diagnosis *d);
 /* Takes ownership of snapshot when it returns 0; -1 when the queue is full. */
-int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot,
-		     const struct diagnose_input *in, uint64_t token);
+int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot, const struct diagnose_input *in,
+		     uint64_t token);
 /* Writes every page of a blank snapshot (store_snapshot_blank) on the worker, so that a
  * job's first diagnosis copies into memory already there instead of faulting it in on the
  * loop; it comes back as a result with prepared set. Ownership and queue as diagnosis_submit. */

@@ -45,7 +45,8 @@ static int one(json_t *o, size_t i, int64_t now_us, struct event_in *e, char *er
 	ts = json_object_get(o, "ts_us");
 	if (ts && !json_is_null(ts)) {
 		if (!json_is_integer(ts) || json_integer_value(ts) <= 0 || json_integer_value(ts) > EVENT_TS_MAX) {
-			snprintf(err, err_size, "event %zu: \"ts_us\" must be a positive integer (epoch microseconds)", i);
+			snprintf(err, err_size, "event %zu: \"ts_us\" must be a positive integer (epoch microseconds)",
+				 i);
 			return -1;
 		}
 		e->ts_us = json_integer_value(ts);
@@ -59,8 +60,7 @@ static int one(json_t *o, size_t i, int64_t now_us, struct event_in *e, char *er
 	return 0;
 }
 
-int event_body_parse(const char *body, size_t len, int64_t now_us, struct event_body *out, char *err,
-		     size_t err_size)
+int event_body_parse(const char *body, size_t len, int64_t now_us, struct event_body *out, char *err, size_t err_size)
 {
 	json_error_t jerr;
 	size_t n;
@@ -89,8 +89,8 @@ int event_body_parse(const char *body, size_t len, int64_t now_us, struct event_
 	}
 	out->n = n;
 	for (size_t i = 0; i < n; i++)
-		if (one(json_is_array(out->root) ? json_array_get(out->root, i) : out->root, i, now_us, &out->ev[i], err,
-			err_size) < 0) {
+		if (one(json_is_array(out->root) ? json_array_get(out->root, i) : out->root, i, now_us, &out->ev[i],
+			err, err_size) < 0) {
 			event_body_free(out);
 			return 400;
 		}

@@ -119,12 +119,15 @@ static void metrics(struct evhttp_request *req, void *arg)
 			"# HELP culprit_writer_queue_limit_records Bound of the storage writer's queue.\n"
 			"# TYPE culprit_writer_queue_limit_records gauge\nculprit_writer_queue_limit_records %lld\n"
 			"# HELP culprit_writer_committed_records_total Records committed to PostgreSQL.\n"
-			"# TYPE culprit_writer_committed_records_total counter\nculprit_writer_committed_records_total %llu\n"
+			"# TYPE culprit_writer_committed_records_total counter\nculprit_writer_committed_records_total "
+			"%llu\n"
 			"# HELP culprit_writer_transactions_total Transactions committed by the storage writer.\n"
 			"# TYPE culprit_writer_transactions_total counter\nculprit_writer_transactions_total %llu\n"
-			"# HELP culprit_writer_refused_full_total Submissions refused because the writer queue was full.\n"
+			"# HELP culprit_writer_refused_full_total Submissions refused because the writer queue was "
+			"full.\n"
 			"# TYPE culprit_writer_refused_full_total counter\nculprit_writer_refused_full_total %llu\n"
-			"# HELP culprit_writer_conflicts_total Batches that met a key conflict and were stored as no-ops.\n"
+			"# HELP culprit_writer_conflicts_total Batches that met a key conflict and were stored as "
+			"no-ops.\n"
 			"# TYPE culprit_writer_conflicts_total counter\nculprit_writer_conflicts_total %llu\n"
 			"# HELP culprit_writer_reconnects_total Times the writer reconnected to PostgreSQL.\n"
 			"# TYPE culprit_writer_reconnects_total counter\nculprit_writer_reconnects_total %llu\n"
@@ -153,7 +156,8 @@ static const char *bad_framing(struct evhttp_request *req)
 	const char *length = NULL;
 	int encodings = 0;
 
-	TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next) {
+	TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next)
+	{
 		if (evutil_ascii_strcasecmp(kv->key, "Content-Length") == 0) {
 			if (length && strcmp(length, kv->value) != 0)
 				return "conflicting Content-Length headers";
@@ -245,7 +249,7 @@ int http_start(struct server *s)
 	http_apply_limits(s);
 	/* every method reaches the routes, which answer 405 with Allow in JSON */
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-						   EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+						    EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
 	evhttp_set_default_content_type(s->http, "application/json");
 	evhttp_set_gencb(s->http, route, s);
 	bound = evhttp_bind_socket_with_handle(s->http, host, (uint16_t)atoi(colon + 1));

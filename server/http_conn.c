@@ -112,7 +112,8 @@ static void settle(struct hconn *c)
 	evhttp_connection_set_closecb(c->evcon, closed, c);
 	if (c->over) {
 		hs->refused++;
-		log_complain(&hs->over, LOG_WARNING, "http: max_http_connections (%lld) reached; closing new connections at accept",
+		log_complain(&hs->over, LOG_WARNING,
+			     "http: max_http_connections (%lld) reached; closing new connections at accept",
 			     (long long)hs->s->cfg.max_http_connections);
 		evhttp_connection_free(c->evcon); /* closed() frees c */
 		return;
@@ -156,8 +157,8 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
 {
 	struct server *s = arg;
 	struct http_conns *hs = s->http_conns;
-	struct bufferevent *bev = s->tls ? tls_http_bufferevent(s, base)
-					 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *bev =
+		s->tls ? tls_http_bufferevent(s, base) : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	struct hconn *c = bev ? calloc(1, sizeof(*c)) : NULL;
 
 	if (hs->listening)
@@ -262,7 +263,8 @@ void http_conn_metrics(const struct server *s, FILE *f)
 		"# TYPE culprit_http_bad_requests_total counter\nculprit_http_bad_requests_total %llu\n"
 		"# HELP culprit_accept_errors_total Failed accepts (out of file descriptors), by listener.\n"
 		"# TYPE culprit_accept_errors_total counter\n"
-		"culprit_accept_errors_total{listener=\"http\"} %llu\nculprit_accept_errors_total{listener=\"agent\"} %llu\n",
+		"culprit_accept_errors_total{listener=\"http\"} %llu\nculprit_accept_errors_total{listener=\"agent\"} "
+		"%llu\n",
 		hs->open, hs->refused, hs->expired, hs->bad_requests, hs->pause.errors, s->agent_pause.errors);
 }
 

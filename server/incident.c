@@ -53,8 +53,8 @@ void incident_restore(struct incident *inc, const char *key, const char *categor
 	fingerprint_of(category, ranks, n, inc->fingerprint, sizeof(inc->fingerprint));
 }
 
-enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r,
-				     int window_open, int64_t now_us)
+enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r, int window_open,
+				     int64_t now_us)
 {
 	char fp[sizeof(inc->fingerprint)];
 
@@ -95,14 +95,10 @@ enum incident_change incident_recover(struct incident *inc, int64_t now_us)
 const char *incident_change_name(enum incident_change c)
 {
 	switch (c) {
-	case INCIDENT_FIRING:
-		return "firing";
-	case INCIDENT_UPDATED:
-		return "updated";
-	case INCIDENT_RESOLVED:
-		return "resolved";
-	case INCIDENT_NONE:
-		break;
+	case INCIDENT_FIRING: return "firing";
+	case INCIDENT_UPDATED: return "updated";
+	case INCIDENT_RESOLVED: return "resolved";
+	case INCIDENT_NONE: break;
 	}
 	return "none";
 }

@@ -30,8 +30,8 @@ struct incident {
 };
 
 /* A new report for the job. window_open: L1 still sees the window. Returns the change. */
-enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r,
-				     int window_open, int64_t now_us);
+enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r, int window_open,
+				     int64_t now_us);
 /* The window closed (or hung ranks came back): resolves an open incident. */
 enum incident_change incident_recover(struct incident *inc, int64_t now_us);
 /* An incident a previous culpritd left open, as stored: key, category, summary, updates and

@@ -42,12 +42,12 @@
 #include "writer.h"
 #include "cmp.h"
 
-#define MAX_OUTPUT (1u << 20)   /* unsent bytes to one agent before we give up on it */
-#define MAX_RESUME_GAP 65536    /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
-#define MAX_UNPACK_FACTOR 16    /* a frame may cost this many times its size to unpack ... */
+#define MAX_OUTPUT (1u << 20)       /* unsent bytes to one agent before we give up on it */
+#define MAX_RESUME_GAP 65536        /* sequences a Hello's resume_seq may skip (batches rejected unrecorded) */
+#define MAX_UNPACK_FACTOR 16        /* a frame may cost this many times its size to unpack ... */
 #define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
-#define RELAY_CONNS 64          /* many instances: connections beyond max_connections kept for relays */
-#define RELAY_SLACK 1024        /* a Relay around a max_frame agent frame */
+#define RELAY_CONNS 64              /* many instances: connections beyond max_connections kept for relays */
+#define RELAY_SLACK 1024            /* a Relay around a max_frame agent frame */
 
 enum conn_state { CONN_HELLO, CONN_LEASE, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
@@ -81,10 +81,10 @@ struct conn {
 	 * to Relay messages. On the relaying instance: an agent relayed through up. */
 	bool relay;
 	char relay_job[128];
-	struct strmap virt;   /* relay: agent id -> struct conn */
-	uint64_t parent_id;   /* virtual: its relay connection */
-	struct relay *up;     /* relayed: the relay to the job's owner */
-	bool held;            /* not read: a virtual connection of its is blocked, or its relay is full */
+	struct strmap virt; /* relay: agent id -> struct conn */
+	uint64_t parent_id; /* virtual: its relay connection */
+	struct relay *up;   /* relayed: the relay to the job's owner */
+	bool held;          /* not read: a virtual connection of its is blocked, or its relay is full */
 };
 
 /* ---- state ---- */
@@ -100,14 +100,10 @@ static uint64_t *state_gauge(struct conn *c, enum conn_state st)
 	switch (st) {
 	case CONN_HELLO:
 	case CONN_LEASE:
-	case CONN_REFUSING:
-		return &s->m.conns_hello;
-	case CONN_ACTIVE:
-		return &s->m.conns_active;
-	case CONN_BLOCKED:
-		return &s->m.conns_blocked;
-	case CONN_CLOSING:
-		return NULL;
+	case CONN_REFUSING: return &s->m.conns_hello;
+	case CONN_ACTIVE: return &s->m.conns_active;
+	case CONN_BLOCKED: return &s->m.conns_blocked;
+	case CONN_CLOSING: return NULL;
 	}
 	return NULL;
 }
@@ -147,21 +143,11 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 	case CONN_HELLO:
 		assert(to == CONN_LEASE || to == CONN_ACTIVE || to == CONN_REFUSING || to == CONN_CLOSING);
 		break;
-	case CONN_LEASE:
-		assert(to == CONN_ACTIVE || to == CONN_REFUSING || to == CONN_CLOSING);
-		break;
-	case CONN_REFUSING:
-		assert(to == CONN_CLOSING);
-		break;
-	case CONN_ACTIVE:
-		assert(to == CONN_BLOCKED || to == CONN_REFUSING || to == CONN_CLOSING);
-		break;
-	case CONN_BLOCKED:
-		assert(to == CONN_ACTIVE || to == CONN_CLOSING);
-		break;
-	case CONN_CLOSING:
-		assert(!"a closing connection changes state no more");
-		break;
+	case CONN_LEASE: assert(to == CONN_ACTIVE || to == CONN_REFUSING || to == CONN_CLOSING); break;
+	case CONN_REFUSING: assert(to == CONN_CLOSING); break;
+	case CONN_ACTIVE: assert(to == CONN_BLOCKED || to == CONN_REFUSING || to == CONN_CLOSING); break;
+	case CONN_BLOCKED: assert(to == CONN_ACTIVE || to == CONN_CLOSING); break;
+	case CONN_CLOSING: assert(!"a closing connection changes state no more"); break;
 	}
 	if ((g = state_gauge(c, from)))
 		(*g)--;
@@ -698,8 +684,7 @@ static bool job_here(struct conn *c, const Culprit__V1__Hello *h)
 	const char *to = NULL;
 
 	switch (cluster_hello(s, h->job, c->id, &c->lease_epoch, &to)) {
-	case CLUSTER_OWNED:
-		return true;
+	case CLUSTER_OWNED: return true;
 	case CLUSTER_WAIT:
 		if (c->parent_id)
 			break; /* a relayed agent does not wait (its relay's frames go on): it retries */
@@ -717,14 +702,14 @@ static bool job_here(struct conn *c, const Culprit__V1__Hello *h)
 		static struct log_limit limit = {.what = "redirected hellos"};
 
 		if (log_limit_allow(&limit))
-			log_info("agent %s: job \"%s\" is owned by the instance at %s; redirected", c->peer, LOG_ESC(h->job), to);
+			log_info("agent %s: job \"%s\" is owned by the instance at %s; redirected", c->peer,
+				 LOG_ESC(h->job), to);
 		s->m.hellos_redirected++;
 		send_hello_ack(c, 0, "another culpritd owns this job", 0, to);
 		close_after_write(c);
 		return false;
 	}
-	case CLUSTER_BUSY:
-		break;
+	case CLUSTER_BUSY: break;
 	}
 	refuse_hello(c, "the job's lease cannot be looked up now; retry");
 	return false;
@@ -764,8 +749,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
 
 	if (h->protocol_version != FRAME_PROTOCOL_VERSION) {
-		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)", h->protocol_version,
-			 FRAME_PROTOCOL_VERSION);
+		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)",
+			 h->protocol_version, FRAME_PROTOCOL_VERSION);
 		refuse_hello(c, err);
 		return;
 	}
@@ -777,19 +762,23 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, "a relayed hello's agent_id is not its relay's");
 		return;
 	}
-	if (s->cluster && !c->parent_id && ingest_open_connections(s) > (uint64_t)s->cfg.max_connections + s->m.relay_conns) {
+	if (s->cluster && !c->parent_id &&
+	    ingest_open_connections(s) > (uint64_t)s->cfg.max_connections + s->m.relay_conns) {
 		/* the connections kept for relays (RELAY_CONNS) take no agent */
 		static struct log_limit limit = {.what = "hellos over max_connections"};
 
 		s->m.over_limit[LIMIT_CONNECTIONS]++;
 		if (log_limit_allow(&limit))
-			log_warning("agent %s: over max_connections (%lld) with the connections kept for relays; closing",
-				    c->peer, (long long)s->cfg.max_connections);
+			log_warning(
+				"agent %s: over max_connections (%lld) with the connections kept for relays; closing",
+				c->peer, (long long)s->cfg.max_connections);
 		conn_close(c, CLOSE_LIMIT);
 		return;
 	}
-	if (!batch_name_ok(h->job, 127) || !batch_name_ok(h->agent_id, 127) || (h->host[0] && !batch_name_ok(h->host, 127))) {
-		refuse_hello(c, "job and agent_id must be 1 to 127 bytes, host at most 127, without control characters");
+	if (!batch_name_ok(h->job, 127) || !batch_name_ok(h->agent_id, 127) ||
+	    (h->host[0] && !batch_name_ok(h->host, 127))) {
+		refuse_hello(c,
+			     "job and agent_id must be 1 to 127 bytes, host at most 127, without control characters");
 		return;
 	}
 	auth_token_digest(h->token, c->token_digest);
@@ -816,8 +805,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	}
 	strcpy(topo.order, h->topology->order);
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
-		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu", (long long)s->cfg.max_ranks_per_agent,
-			 h->n_ranks);
+		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu",
+			 (long long)s->cfg.max_ranks_per_agent, h->n_ranks);
 		refuse_hello(c, err);
 		return;
 	}
@@ -838,7 +827,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		}
 	}
 	if (topo.world > (uint64_t)s->cfg.max_world) {
-		snprintf(err, sizeof(err), "world %u is over max_world (%lld)", topo.world, (long long)s->cfg.max_world);
+		snprintf(err, sizeof(err), "world %u is over max_world (%lld)", topo.world,
+			 (long long)s->cfg.max_world);
 		refuse_hello(c, err);
 		return;
 	}
@@ -891,7 +881,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 		p->conn_id = c->id; /* first: closing the old one must not forget the agent */
 		if (old && old != c) {
-			log_info("agent %s: replaces the connection %s of agent \"%s\"", c->peer, old->peer, LOG_ESC(c->agent));
+			log_info("agent %s: replaces the connection %s of agent \"%s\"", c->peer, old->peer,
+				 LOG_ESC(c->agent));
 			conn_close(old, CLOSE_REPLACED);
 		}
 	}
@@ -899,15 +890,20 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	c->acked_seq = p->durable_seq;
 
 	if (s->writer) {
-		struct storage_op *op = storage_op_new(STORAGE_OP_JOB, 256 + c->n_ranks * (sizeof(struct storage_rank)) +
-								       strlen(c->host) + 1);
+		struct storage_op *op = storage_op_new(
+			STORAGE_OP_JOB, 256 + c->n_ranks * (sizeof(struct storage_rank)) + strlen(c->host) + 1);
 
 		if (op) {
 			op->job = storage_op_strdup(op, job->name);
 			const struct job_topology *t = &job->wire_topo;
 
-			op->topo = (struct storage_topology){.world = t->world, .tp = t->tp, .cp = t->cp, .pp = t->pp,
-							     .dp = t->dp, .ep = t->ep, .gpus_per_node = t->gpus_per_node};
+			op->topo = (struct storage_topology){.world = t->world,
+							     .tp = t->tp,
+							     .cp = t->cp,
+							     .pp = t->pp,
+							     .dp = t->dp,
+							     .ep = t->ep,
+							     .gpus_per_node = t->gpus_per_node};
 			snprintf(op->topo.order, sizeof op->topo.order, "%s", t->order);
 			op->ranks = storage_op_alloc(op, c->n_ranks * sizeof(struct storage_rank));
 			char *host = storage_op_strdup(op, c->host);
@@ -915,8 +911,13 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 				for (size_t i = 0; i < c->n_ranks; i++) {
 					struct topo_coords xy = topo_coords(&job->topo, c->ranks[i]);
 
-					op->ranks[i] = (struct storage_rank){.rank = c->ranks[i], .tp = xy.tp, .cp = xy.cp,
-									     .ep = xy.ep, .dp = xy.dp, .pp = xy.pp, .host = host};
+					op->ranks[i] = (struct storage_rank){.rank = c->ranks[i],
+									     .tp = xy.tp,
+									     .cp = xy.cp,
+									     .ep = xy.ep,
+									     .dp = xy.dp,
+									     .pp = xy.pp,
+									     .host = host};
 				}
 				op->n_ranks = c->n_ranks;
 				op->source = c->id;
@@ -933,7 +934,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	if (c->bev)
 		bufferevent_set_timeouts(c->bev, &idle, NULL);
 	log_debug("agent %s: hello: job \"%s\" agent \"%s\" host \"%s\", %zu ranks, durable %llu", c->peer,
-		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks, (unsigned long long)p->durable_seq);
+		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks,
+		  (unsigned long long)p->durable_seq);
 	send_hello_ack(c, 1, NULL, p->durable_seq, NULL);
 }
 
@@ -1013,8 +1015,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	struct storage_op *op;
 	const struct store *st = engine_store(c->job->engine);
 	struct batch_limits lim = {.now_us = clock_wall_us(),
-				    .job_iter = store_any(st) ? (int64_t)store_max_iter(st) : -1,
-				    .window = (uint32_t)s->cfg.window_iters};
+				   .job_iter = store_any(st) ? (int64_t)store_max_iter(st) : -1,
+				   .window = (uint32_t)s->cfg.window_iters};
 	uint32_t max_names = (uint32_t)s->cfg.max_names_per_job;
 	bool full = false;
 
@@ -1026,8 +1028,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 	 * next batch. Anything else (0, 2^64 - 1, a jump ahead) would make the agent's own
 	 * batches look like resends from then on: a protocol violation, nothing stored. */
 	if (b->seq == 0 || b->seq > p->last_seq + 1 || b->seq > INT64_MAX) {
-		snprintf(err, sizeof(err), "batch sequence %llu out of order (the next is %llu)", (unsigned long long)b->seq,
-			 (unsigned long long)p->last_seq + 1);
+		snprintf(err, sizeof(err), "batch sequence %llu out of order (the next is %llu)",
+			 (unsigned long long)b->seq, (unsigned long long)p->last_seq + 1);
 		protocol_error(c, err, NULL, 0);
 		return;
 	}
@@ -1050,7 +1052,8 @@ static void handle_batch(struct conn *c, Culprit__V1__Batch *b)
 		batch_names_free(&bn);
 		return;
 	}
-	op = batch_names_intern(&bn, c->job, max_names, &full) == 0 ? batch_to_op(b, &bn, c->job, c->agent, c->id) : NULL;
+	op = batch_names_intern(&bn, c->job, max_names, &full) == 0 ? batch_to_op(b, &bn, c->job, c->agent, c->id)
+								    : NULL;
 	batch_names_free(&bn);
 	if (op)
 		op->lease_epoch = c->lease_epoch;
@@ -1121,14 +1124,14 @@ static struct conn *virtual_new(struct conn *relay, const char *agent)
 	struct conn *c;
 	uint32_t slot;
 
-	if (s->n_free == 0 || s->m.agents_via_relay >= (uint64_t)s->cfg.max_relayed_agents || !batch_name_ok(agent, 127) ||
-	    !(c = calloc(1, sizeof(*c)))) {
+	if (s->n_free == 0 || s->m.agents_via_relay >= (uint64_t)s->cfg.max_relayed_agents ||
+	    !batch_name_ok(agent, 127) || !(c = calloc(1, sizeof(*c)))) {
 		static struct log_limit limit = {.what = "relayed agents refused"};
 
 		s->m.over_limit[LIMIT_CONNECTIONS]++;
 		if (log_limit_allow(&limit))
-			log_warning("agent %s: relayed agent \"%s\" over max_relayed_agents (%lld); closing it", relay->peer,
-				    LOG_ESC(agent), (long long)s->cfg.max_relayed_agents);
+			log_warning("agent %s: relayed agent \"%s\" over max_relayed_agents (%lld); closing it",
+				    relay->peer, LOG_ESC(agent), (long long)s->cfg.max_relayed_agents);
 		relay_send(relay, agent, NULL, 0);
 		return NULL;
 	}
@@ -1213,9 +1216,7 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 		log_debug("agent %s: goodbye: %s", c->peer, LOG_ESC(env->goodbye->reason));
 		conn_close(c, CLOSE_PEER);
 		return;
-	default:
-		protocol_error(c, "message an agent does not send", NULL, 0);
-		return;
+	default: protocol_error(c, "message an agent does not send", NULL, 0); return;
 	}
 }
 
@@ -1339,7 +1340,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	struct conn *c;
 	char addr[48] = "?";
 	int port = 0, one = 1;
-	struct timeval hello = {(time_t)(s->cfg.hello_timeout_ms / 1000), (suseconds_t)(s->cfg.hello_timeout_ms % 1000) * 1000};
+	struct timeval hello = {(time_t)(s->cfg.hello_timeout_ms / 1000),
+				(suseconds_t)(s->cfg.hello_timeout_ms % 1000) * 1000};
 	uint32_t slot;
 
 	(void)l;
@@ -1357,12 +1359,14 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	s->m.accepted++;
 	listen_pause_ok(&s->agent_pause);
-	if (s->n_free == 0 || ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections + (s->cluster ? RELAY_CONNS : 0)) {
+	if (s->n_free == 0 ||
+	    ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections + (s->cluster ? RELAY_CONNS : 0)) {
 		over_limit(s, fd, LIMIT_CONNECTIONS, addr, port, "max_connections", s->cfg.max_connections);
 		return;
 	}
 	if ((intptr_t)strmap_get(&s->per_addr, addr) >= s->cfg.max_connections_per_addr) {
-		over_limit(s, fd, LIMIT_PER_ADDR, addr, port, "max_connections_per_addr", s->cfg.max_connections_per_addr);
+		over_limit(s, fd, LIMIT_PER_ADDR, addr, port, "max_connections_per_addr",
+			   s->cfg.max_connections_per_addr);
 		return;
 	}
 	if (s->m.conns_hello >= (uint64_t)s->cfg.max_connections_before_hello) {
@@ -1472,7 +1476,8 @@ void ingest_close_all(struct server *s)
 }
 
 size_t ingest_send_command(struct server *s, const struct job *job, const Culprit__V1__Command *cmd,
-			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks, size_t n),
+			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks,
+					size_t n),
 			   void *arg)
 {
 	uint32_t *mine = malloc((cmd->n_ranks + 1) * sizeof(uint32_t));
@@ -1665,8 +1670,8 @@ void ingest_close_job(struct server *s, const char *job)
 	for (size_t i = 0; i < s->n_slots; i++) {
 		struct conn *c = s->slots[i];
 
-		if (c && c->state != CONN_CLOSING && ((c->job && strcmp(c->job->name, job) == 0) ||
-							 (c->relay && strcmp(c->relay_job, job) == 0)))
+		if (c && c->state != CONN_CLOSING &&
+		    ((c->job && strcmp(c->job->name, job) == 0) || (c->relay && strcmp(c->relay_job, job) == 0)))
 			conn_close(c, CLOSE_REFUSED);
 	}
 }

@@ -39,7 +39,8 @@ int ingest_load_progress(struct server *s);
  * cmd.ranks narrowed to those; each (may be NULL) is told who got which. Returns how many
  * connections it was sent to. */
 size_t ingest_send_command(struct server *s, const struct job *job, const Culprit__V1__Command *cmd,
-			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks, size_t n),
+			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks,
+					size_t n),
 			   void *arg);
 /* Many instances (cluster.c): handles again the Hello of a connection that waited for its
  * job's lease; closes every connection of a job whose lease was lost; sets an agent's durable

@@ -48,9 +48,9 @@ static void announce(struct server *s, struct job *job, enum incident_change cha
 /* An incident left open by the previous culpritd, waiting for its job to come back. */
 struct restored {
 	struct incident inc;
-	double baseline_ms; /* of its latest report's window (NaN: none) */
-	char *alert;        /* Alertmanager alert (JSON) or NULL */
-	json_t *report;     /* its latest report or NULL */
+	double baseline_ms;            /* of its latest report's window (NaN: none) */
+	char *alert;                   /* Alertmanager alert (JSON) or NULL */
+	json_t *report;                /* its latest report or NULL */
 	struct storage_window *window; /* taken over from another instance: its window's records (or NULL) */
 };
 
@@ -78,7 +78,8 @@ static void restored_row(const struct storage_open_incident *row, void *arg)
 	}
 	r->report = row->report_json ? json_loads(row->report_json, 0, NULL) : NULL;
 	r->alert = row->alert ? strdup(row->alert) : NULL;
-	json_array_foreach(json_object_get(r->report, "suspects"), i, x) {
+	json_array_foreach(json_object_get(r->report, "suspects"), i, x)
+	{
 		const char *role = json_string_value(json_object_get(x, "role"));
 
 		if (n < 64 && role && strcmp(role, "culprit") == 0)
@@ -174,8 +175,8 @@ static int same_topology(const struct job_topology *a, const struct job_topology
 	       a->ep == b->ep && a->gpus_per_node == b->gpus_per_node && strcmp(a->order, b->order) == 0;
 }
 
-struct job *jobs_get_or_create(struct server *s, const char *name, const struct job_topology *wire,
-			       char *err, size_t err_size)
+struct job *jobs_get_or_create(struct server *s, const char *name, const struct job_topology *wire, char *err,
+			       size_t err_size)
 {
 	struct job *job = strmap_get(&s->jobs, name);
 	struct engine_config ec;
@@ -236,10 +237,7 @@ uint32_t jobs_intern(struct job *job, const char *name, uint32_t max_names)
 	return id < 0 ? UINT32_MAX : (uint32_t)id;
 }
 
-const char *jobs_name(const struct job *job, uint32_t id)
-{
-	return store_name(engine_store(job->engine), id);
-}
+const char *jobs_name(const struct job *job, uint32_t id) { return store_name(engine_store(job->engine), id); }
 
 void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host)
 {
@@ -414,9 +412,10 @@ void jobs_diagnosis_results(struct server *s)
 				job->latest_report = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
 				json_decref(j);
 			}
-			change = incident_report(&job->incident, job->name, &res[i].report,
-						 engine_l1(job->engine)->open || !strcmp(res[i].report.category, "hang"),
-						 clock_wall_us());
+			change =
+				incident_report(&job->incident, job->name, &res[i].report,
+						engine_l1(job->engine)->open || !strcmp(res[i].report.category, "hang"),
+						clock_wall_us());
 			announce(s, job, change, &res[i].report);
 			alerts_report(s, job, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);
@@ -598,7 +597,8 @@ void jobs_taken_over(struct server *s, const char *name, struct storage_lease *l
 
 	/* what this instance had of the job before another took it over is stale */
 	if (job && job->diagnosing) {
-		log_warning("job \"%s\": taken back while a diagnosis of its old window runs; its incident goes on from memory",
+		log_warning("job \"%s\": taken back while a diagnosis of its old window runs; its incident goes on "
+			    "from memory",
 			    name);
 		return; /* the job stays: nothing is restored into it */
 	}
@@ -644,7 +644,8 @@ void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
 				snprintf(job->name, sizeof(job->name), "%s", names[i]);
 				job->incident = r->inc;
 				alerts_restore(s, job, r->alert, r->report);
-				snprintf(why, sizeof(why), "its agents did not come back within %lld s of culpritd's start",
+				snprintf(why, sizeof(why),
+					 "its agents did not come back within %lld s of culpritd's start",
 					 (long long)after_s);
 				resolve_left(s, job, wall_now_us, why);
 				alerts_forget(s, job->name);

@@ -36,24 +36,24 @@ struct job {
 	struct l2 l2;            /* L2's memory, kept between diagnoses (the worker's while one runs) */
 	uint32_t last_diag_iter; /* store_max_iter when the last one was submitted */
 	uint64_t diagnoses;
-	char *latest_report;     /* JSON text of the latest report (NULL: none yet) */
+	char *latest_report; /* JSON text of the latest report (NULL: none yet) */
 	struct incident incident;
 
 	/* hang check: the job's clock runs on from its median rank's last iteration end at wall speed */
-	uint32_t live_agents;    /* connections of this job past Hello */
-	int64_t clock_end_us;    /* the median rank's last iteration end (the agents' clock) */
-	int64_t clock_wall_us;   /* when it last moved (ours) */
-	int64_t hang_now_us;     /* job time of a due hang diagnosis (0: none) */
+	uint32_t live_agents;      /* connections of this job past Hello */
+	int64_t clock_end_us;      /* the median rank's last iteration end (the agents' clock) */
+	int64_t clock_wall_us;     /* when it last moved (ours) */
+	int64_t hang_now_us;       /* job time of a due hang diagnosis (0: none) */
 	int64_t next_hang_diag_us; /* no hang diagnosis before this (wall) */
-	int64_t *heard_us;       /* [rank]: when its agent's connection last delivered a batch (wall) */
-	int64_t alone_since_us;  /* since when no agent has been connected (wall; 0: some are): set by ingest */
-	int deposed;             /* another instance took its lease: forgotten soon, its incident left alone */
+	int64_t *heard_us;         /* [rank]: when its agent's connection last delivered a batch (wall) */
+	int64_t alone_since_us;    /* since when no agent has been connected (wall; 0: some are): set by ingest */
+	int deposed;               /* another instance took its lease: forgotten soon, its incident left alone */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
  * differs from the job's, or out of memory. */
-struct job *jobs_get_or_create(struct server *s, const char *name, const struct job_topology *topo,
-			       char *err, size_t err_size);
+struct job *jobs_get_or_create(struct server *s, const char *name, const struct job_topology *topo, char *err,
+			       size_t err_size);
 /* Job-wide id of a name (interned on first use); JOBS_NAMES_FULL when it is new and the job
  * already has max_names names, UINT32_MAX out of memory. */
 #define JOBS_NAMES_FULL (UINT32_MAX - 1)

@@ -37,7 +37,7 @@
 #include "writer.h"
 
 #define DRAIN_TIMEOUT_MS 30000 /* from SIGTERM to exit (docs/operations.md, "Signals") */
-#define DIAGNOSIS_QUEUE 64 /* jobs waiting for the diagnosis worker */
+#define DIAGNOSIS_QUEUE 64     /* jobs waiting for the diagnosis worker */
 
 static struct embedded *pg;
 static int64_t watchdog_us, watchdog_sent_us; /* systemd's WatchdogSec (0: none) */
@@ -98,7 +98,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *check_only)
 			config_print_help(stdout);
 			exit(0);
 		} else if (strcmp(arg, "--version") == 0) {
-			printf("culpritd %s (commit %s, %s build)\n", CULPRIT_VERSION, CULPRIT_COMMIT, CULPRIT_BUILD_TYPE);
+			printf("culpritd %s (commit %s, %s build)\n", CULPRIT_VERSION, CULPRIT_COMMIT,
+			       CULPRIT_BUILD_TYPE);
 			exit(0);
 		} else if (strcmp(arg, "--config-doc") == 0) {
 			config_print_doc(stdout);
@@ -143,7 +144,8 @@ static void raise_nofile(const struct config *cfg)
 		getrlimit(RLIMIT_NOFILE, &rl);
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
-		log_warning("open-file limit is %llu, below max_connections + max_http_connections + 1024 = %llu: raise it (ulimit -n, "
+		log_warning("open-file limit is %llu, below max_connections + max_http_connections + 1024 = %llu: "
+			    "raise it (ulimit -n, "
 			    "LimitNOFILE= in the systemd unit)",
 			    (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 	}
@@ -440,8 +442,9 @@ static void shutdown_all(struct server *s)
 		storage_writer_stats(s->writer, &st);
 		lost = storage_writer_stop(s->writer, stop_left_ms(s));
 		if (lost)
-			log_warning("%llu received records were not committed (the agents still hold them and will resend)",
-				    (unsigned long long)lost);
+			log_warning(
+				"%llu received records were not committed (the agents still hold them and will resend)",
+				(unsigned long long)lost);
 	}
 	alerts_stop(s, stop_left_ms(s));
 	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
@@ -506,7 +509,9 @@ int main(int argc, char **argv)
 		log_info("TLS on: agents and the REST API use the certificate \"%s\"", s.cfg.tls_cert);
 	else
 		log_warning("TLS is off: records%s travel in clear text (set tls_cert and tls_key)",
-			    s.cfg.agent_token[0] || s.cfg.job_tokens_file[0] || s.cfg.http_write_token[0] ? " and tokens" : "");
+			    s.cfg.agent_token[0] || s.cfg.job_tokens_file[0] || s.cfg.http_write_token[0]
+				    ? " and tokens"
+				    : "");
 	raise_nofile(&s.cfg);
 	if (evthread_use_pthreads() < 0) {
 		log_error("could not enable libevent's thread support");
@@ -517,7 +522,8 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
+	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
+	    http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
 	watchdog_us = notify_watchdog_us();

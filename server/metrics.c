@@ -38,7 +38,8 @@ static void per_target(FILE *out, const char *name, const char *help, const uint
 {
 	fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
 	for (int t = 0; t < DELIVER_TARGETS; t++)
-		fprintf(out, "%s{target=\"%s\"} %" PRIu64 "\n", name, deliver_target_name((enum deliver_target)t), v[t]);
+		fprintf(out, "%s{target=\"%s\"} %" PRIu64 "\n", name, deliver_target_name((enum deliver_target)t),
+			v[t]);
 }
 
 static void render_alerts(const struct metrics *m, FILE *out)
@@ -52,16 +53,18 @@ static void render_alerts(const struct metrics *m, FILE *out)
 	    "Reports and incident changes dropped because too many were waiting for the writer.", m->alert_ops_dropped);
 	per_target(out, "culprit_alert_deliveries_total", "Alerts delivered (2xx), by target.", m->alert_sent);
 	per_target(out, "culprit_alert_delivery_failures_total",
-		   "Alert delivery attempts that failed (error, timeout, status not 2xx), by target.", m->alert_failures);
+		   "Alert delivery attempts that failed (error, timeout, status not 2xx), by target.",
+		   m->alert_failures);
 	per_target(out, "culprit_alert_given_up_total", "Alerts given up after alert_give_up_s, by target.",
 		   m->alert_given_up);
 	one(out, "culprit_alert_resends_total", "counter",
 	    "Re-sends of the open incidents to Alertmanager (keeps them firing).", m->alert_resends);
 	one(out, "culprit_alert_resend_failures_total", "counter", "Re-sends to Alertmanager that failed.",
 	    m->alert_resend_failures);
-	fprintf(out, "# HELP culprit_alert_outbox_pending Alert outbox rows not yet delivered (-1: unknown).\n"
-		     "# TYPE culprit_alert_outbox_pending gauge\n"
-		     "culprit_alert_outbox_pending %" PRId64 "\n",
+	fprintf(out,
+		"# HELP culprit_alert_outbox_pending Alert outbox rows not yet delivered (-1: unknown).\n"
+		"# TYPE culprit_alert_outbox_pending gauge\n"
+		"culprit_alert_outbox_pending %" PRId64 "\n",
 		m->alert_pending);
 }
 
@@ -70,35 +73,39 @@ void metrics_render(const struct metrics *m, FILE *out)
 	static const char *const record_names[4] = {"iteration", "phase", "kernel", "raw_kernel"};
 
 	one(out, "culprit_agent_connections_accepted_total", "counter", "Agent connections accepted.", m->accepted);
-	fprintf(out, "# HELP culprit_agent_connections_over_limit_total Agent connections closed at accept, by the limit "
-		     "they exceeded (max_connections, max_connections_per_addr, max_connections_before_hello).\n"
-		     "# TYPE culprit_agent_connections_over_limit_total counter\n"
-		     "culprit_agent_connections_over_limit_total{limit=\"connections\"} %" PRIu64 "\n"
-		     "culprit_agent_connections_over_limit_total{limit=\"per_address\"} %" PRIu64 "\n"
-		     "culprit_agent_connections_over_limit_total{limit=\"before_hello\"} %" PRIu64 "\n",
+	fprintf(out,
+		"# HELP culprit_agent_connections_over_limit_total Agent connections closed at accept, by the limit "
+		"they exceeded (max_connections, max_connections_per_addr, max_connections_before_hello).\n"
+		"# TYPE culprit_agent_connections_over_limit_total counter\n"
+		"culprit_agent_connections_over_limit_total{limit=\"connections\"} %" PRIu64 "\n"
+		"culprit_agent_connections_over_limit_total{limit=\"per_address\"} %" PRIu64 "\n"
+		"culprit_agent_connections_over_limit_total{limit=\"before_hello\"} %" PRIu64 "\n",
 		m->over_limit[LIMIT_CONNECTIONS], m->over_limit[LIMIT_PER_ADDR], m->over_limit[LIMIT_BEFORE_HELLO]);
 	fprintf(out, "# HELP culprit_agent_connections_closed_total Agent connections closed, by reason.\n"
 		     "# TYPE culprit_agent_connections_closed_total counter\n");
 	for (int r = 0; r < CLOSE_REASONS; r++)
 		fprintf(out, "culprit_agent_connections_closed_total{reason=\"%s\"} %" PRIu64 "\n", close_names[r],
 			m->closed[r]);
-	fprintf(out, "# HELP culprit_agent_connections Agent connections open, by state.\n"
-		     "# TYPE culprit_agent_connections gauge\n"
-		     "culprit_agent_connections{state=\"hello\"} %" PRIu64 "\n"
-		     "culprit_agent_connections{state=\"active\"} %" PRIu64 "\n"
-		     "culprit_agent_connections{state=\"blocked\"} %" PRIu64 "\n",
+	fprintf(out,
+		"# HELP culprit_agent_connections Agent connections open, by state.\n"
+		"# TYPE culprit_agent_connections gauge\n"
+		"culprit_agent_connections{state=\"hello\"} %" PRIu64 "\n"
+		"culprit_agent_connections{state=\"active\"} %" PRIu64 "\n"
+		"culprit_agent_connections{state=\"blocked\"} %" PRIu64 "\n",
 		m->conns_hello, m->conns_active, m->conns_blocked);
-	fprintf(out, "# HELP culprit_agent_frames_total Agent frames received, by outcome.\n"
-		     "# TYPE culprit_agent_frames_total counter\n"
-		     "culprit_agent_frames_total{outcome=\"ok\"} %" PRIu64 "\n"
-		     "culprit_agent_frames_total{outcome=\"malformed\"} %" PRIu64 "\n",
+	fprintf(out,
+		"# HELP culprit_agent_frames_total Agent frames received, by outcome.\n"
+		"# TYPE culprit_agent_frames_total counter\n"
+		"culprit_agent_frames_total{outcome=\"ok\"} %" PRIu64 "\n"
+		"culprit_agent_frames_total{outcome=\"malformed\"} %" PRIu64 "\n",
 		m->frames_ok, m->frames_malformed);
 	one(out, "culprit_agent_received_bytes_total", "counter", "Bytes read from agents.", m->bytes_in);
-	fprintf(out, "# HELP culprit_agent_batches_total Agent batches, by outcome.\n"
-		     "# TYPE culprit_agent_batches_total counter\n"
-		     "culprit_agent_batches_total{outcome=\"accepted\"} %" PRIu64 "\n"
-		     "culprit_agent_batches_total{outcome=\"rejected\"} %" PRIu64 "\n"
-		     "culprit_agent_batches_total{outcome=\"duplicate\"} %" PRIu64 "\n",
+	fprintf(out,
+		"# HELP culprit_agent_batches_total Agent batches, by outcome.\n"
+		"# TYPE culprit_agent_batches_total counter\n"
+		"culprit_agent_batches_total{outcome=\"accepted\"} %" PRIu64 "\n"
+		"culprit_agent_batches_total{outcome=\"rejected\"} %" PRIu64 "\n"
+		"culprit_agent_batches_total{outcome=\"duplicate\"} %" PRIu64 "\n",
 		m->batches_ok, m->batches_rejected, m->batches_duplicate);
 	fprintf(out, "# HELP culprit_records_total Records received from agents, by type and outcome.\n"
 		     "# TYPE culprit_records_total counter\n");
@@ -128,9 +135,11 @@ void metrics_render(const struct metrics *m, FILE *out)
 	    "Times the embedded PostgreSQL was started again after its postmaster exited.", m->embedded_restarts);
 	one(out, "culprit_backpressure_events_total", "counter",
 	    "Times a connection stopped being read because the storage queue was full.", m->backpressure_events);
-	fprintf(out, "# HELP culprit_backpressure_seconds_total Time connections spent unread because the storage queue was full.\n"
-		     "# TYPE culprit_backpressure_seconds_total counter\n"
-		     "culprit_backpressure_seconds_total %.6f\n",
+	fprintf(out,
+		"# HELP culprit_backpressure_seconds_total Time connections spent unread because the storage queue was "
+		"full.\n"
+		"# TYPE culprit_backpressure_seconds_total counter\n"
+		"culprit_backpressure_seconds_total %.6f\n",
 		(double)m->backpressure_us / 1e6);
 	one(out, "culprit_agent_input_buffer_bytes", "gauge",
 	    "Bytes of agent frames received and not yet processed, all connections together (bounded by "
@@ -169,21 +178,23 @@ void metrics_render(const struct metrics *m, FILE *out)
 		"# TYPE culprit_diagnosis_snapshot_seconds_total counter\n"
 		"culprit_diagnosis_snapshot_seconds_total %.6f\n",
 		m->snapshot_ms_sum / 1000.0);
-	fprintf(out, "# HELP culprit_incident_changes_total Incident state changes, by state.\n"
-		     "# TYPE culprit_incident_changes_total counter\n"
-		     "culprit_incident_changes_total{state=\"firing\"} %" PRIu64 "\n"
-		     "culprit_incident_changes_total{state=\"updated\"} %" PRIu64 "\n"
-		     "culprit_incident_changes_total{state=\"resolved\"} %" PRIu64 "\n",
+	fprintf(out,
+		"# HELP culprit_incident_changes_total Incident state changes, by state.\n"
+		"# TYPE culprit_incident_changes_total counter\n"
+		"culprit_incident_changes_total{state=\"firing\"} %" PRIu64 "\n"
+		"culprit_incident_changes_total{state=\"updated\"} %" PRIu64 "\n"
+		"culprit_incident_changes_total{state=\"resolved\"} %" PRIu64 "\n",
 		m->incident_changes[1], m->incident_changes[2], m->incident_changes[3]);
 	render_alerts(m, out);
 	one(out, "culprit_agent_auth_failures_total", "counter",
 	    "Agent Hellos refused with \"authentication failed\" (wrong or missing token, or a job without one), "
 	    "and connections closed because SIGHUP removed their token.",
 	    m->agent_auth_failures);
-	fprintf(out, "# HELP culprit_http_auth_failures_total REST requests refused by authentication, by status.\n"
-		     "# TYPE culprit_http_auth_failures_total counter\n"
-		     "culprit_http_auth_failures_total{code=\"401\"} %" PRIu64 "\n"
-		     "culprit_http_auth_failures_total{code=\"403\"} %" PRIu64 "\n",
+	fprintf(out,
+		"# HELP culprit_http_auth_failures_total REST requests refused by authentication, by status.\n"
+		"# TYPE culprit_http_auth_failures_total counter\n"
+		"culprit_http_auth_failures_total{code=\"401\"} %" PRIu64 "\n"
+		"culprit_http_auth_failures_total{code=\"403\"} %" PRIu64 "\n",
 		m->http_auth_failures, m->http_auth_forbidden);
 }
 
@@ -224,38 +235,45 @@ void metrics_render_process(FILE *out, int64_t started_us)
 	struct rlimit rl;
 	long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
 
-	fprintf(out, "# HELP culprit_build_info culpritd's version, git commit and build type.\n"
-		     "# TYPE culprit_build_info gauge\n"
-		     "culprit_build_info{version=\"%s\",commit=\"%s\",build_type=\"%s\"} 1\n",
+	fprintf(out,
+		"# HELP culprit_build_info culpritd's version, git commit and build type.\n"
+		"# TYPE culprit_build_info gauge\n"
+		"culprit_build_info{version=\"%s\",commit=\"%s\",build_type=\"%s\"} 1\n",
 		CULPRIT_VERSION, CULPRIT_COMMIT, CULPRIT_BUILD_TYPE);
 	/* /proc/self/stat: fields after the command (which may hold spaces) in parentheses */
 	if (proc_line("stat", line, sizeof(line)) == 0 && (p = strrchr(line, ')'))) {
 		unsigned long utime = 0, stime = 0, vs = 0;
 		long rs = 0;
 
-		if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %lu %ld",
-			   &utime, &stime, &vs, &rs) == 4 && tck > 0) {
+		if (sscanf(p + 2,
+			   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %lu %ld",
+			   &utime, &stime, &vs, &rs) == 4 &&
+		    tck > 0) {
 			cpu = (double)(utime + stime) / (double)tck;
 			vsize = (double)vs;
 			rss = (double)rs * (double)page;
 		}
 	}
 	if (cpu >= 0)
-		fprintf(out, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
-			     "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n"
-			     "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
-			     "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %.0f\n"
-			     "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
-			     "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %.0f\n",
+		fprintf(out,
+			"# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+			"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n"
+			"# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+			"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %.0f\n"
+			"# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+			"# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %.0f\n",
 			cpu, rss, vsize);
-	fprintf(out, "# HELP process_open_fds Number of open file descriptors.\n"
-		     "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+	fprintf(out,
+		"# HELP process_open_fds Number of open file descriptors.\n"
+		"# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
 		open_fds());
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
-		fprintf(out, "# HELP process_max_fds Maximum number of open file descriptors.\n"
-			     "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
+		fprintf(out,
+			"# HELP process_max_fds Maximum number of open file descriptors.\n"
+			"# TYPE process_max_fds gauge\nprocess_max_fds %llu\n",
 			(unsigned long long)rl.rlim_cur);
-	fprintf(out, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
-		     "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.3f\n",
+	fprintf(out,
+		"# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+		"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.3f\n",
 		(double)started_us / 1e6);
 }

@@ -25,8 +25,8 @@ struct relay {
 	char job[128];
 	char addr[256];
 	struct bufferevent *bev;
-	bool accepted; /* the owner answered the relay's Hello */
-	bool full;     /* the queue to the owner went over RELAY_MAX_QUEUE: agents not read */
+	bool accepted;        /* the owner answered the relay's Hello */
+	bool full;            /* the queue to the owner went over RELAY_MAX_QUEUE: agents not read */
 	struct strmap agents; /* agent id -> connection id (uintptr_t) */
 };
 
@@ -107,10 +107,7 @@ static void relay_end_now(struct relay *r, const char *why, bool now)
 		free_cb(-1, 0, r); /* a relay ends without one at shutdown only */
 }
 
-static void relay_end(struct relay *r, const char *why)
-{
-	relay_end_now(r, why, false);
-}
+static void relay_end(struct relay *r, const char *why) { relay_end_now(r, why, false); }
 
 static void handle(struct relay *r, const frame_envelope *env)
 {
@@ -231,7 +228,8 @@ static struct relay *relay_open(struct server *s, const char *job, const char *a
 	snprintf(r->job, sizeof(r->job), "%s", job);
 	snprintf(r->addr, sizeof(r->addr), "%s", addr);
 	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
-		log_warning("job \"%s\": cannot relay to its owner at \"%s\" (relays need a numeric address)", job, addr);
+		log_warning("job \"%s\": cannot relay to its owner at \"%s\" (relays need a numeric address)", job,
+			    addr);
 		free(r);
 		return NULL;
 	}

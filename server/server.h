@@ -34,7 +34,7 @@ struct agent_progress {
 
 struct server {
 	struct config cfg;
-	const char *config_path;     /* NULL without --config */
+	const char *config_path; /* NULL without --config */
 	struct event_base *base;
 	struct evconnlistener *agent_listener;
 	struct listen_pause agent_pause; /* accept errors on agent_listener (listen.c) */
@@ -44,16 +44,16 @@ struct server {
 	struct storage_writer *writer; /* NULL when cfg.storage is false */
 	struct event *writer_wake;
 	struct storage_retention *retention; /* partitions ahead, old ones dropped (own thread) */
-	struct event *reclaim;         /* frees closed connections after the loop pass */
-	struct diagnosis *diagnosis;   /* the worker that runs diagnoses off the loop */
+	struct event *reclaim;               /* frees closed connections after the loop pass */
+	struct diagnosis *diagnosis;         /* the worker that runs diagnoses off the loop */
 	struct event *diagnosis_wake;
-	struct event *tick;            /* once a second: due diagnoses, hang checks */
-	struct alerts *alerts;         /* reports, incidents and the alert outbox (alerts.c) */
-	struct auth *auth;             /* token guards, rebuilt on SIGHUP (auth.c) */
-	struct ssl_ctx_st *tls;        /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
-	struct cluster *cluster;       /* job leases (cluster.c); NULL: a single instance owns every job */
+	struct event *tick;      /* once a second: due diagnoses, hang checks */
+	struct alerts *alerts;   /* reports, incidents and the alert outbox (alerts.c) */
+	struct auth *auth;       /* token guards, rebuilt on SIGHUP (auth.c) */
+	struct ssl_ctx_st *tls;  /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
+	struct cluster *cluster; /* job leases (cluster.c); NULL: a single instance owns every job */
 	struct event *signals[4];
-	char *db_dsn;                  /* the DSN in use (embedded or configured) */
+	char *db_dsn; /* the DSN in use (embedded or configured) */
 	bool embedded;
 
 	/* connections: a slot table; a connection's id is (generation << 32) | slot */
@@ -70,15 +70,16 @@ struct server {
 	struct strmap jobs;   /* name -> struct job */
 	struct strmap agents; /* "job\x1fagent" -> struct agent_progress */
 	struct strmap relays; /* job -> struct relay: jobs of other instances this one relays (relay.c) */
-	struct strmap restored; /* job name -> incident the previous culpritd left open, until the job returns (jobs.c) */
+	struct strmap
+		restored; /* job name -> incident the previous culpritd left open, until the job returns (jobs.c) */
 
 	uint8_t *scratch; /* frame packing buffer, event loop only */
 	size_t scratch_size;
 
 	struct metrics m;
-	int64_t last_capture_id; /* POST .../capture: ids increase (capture.c) */
-	int64_t started_us;      /* wall clock at start (restored incidents wait job_retire_s from it) */
-	int stopping; /* 0 running, 1 draining after SIGTERM, 2 exit now */
+	int64_t last_capture_id;  /* POST .../capture: ids increase (capture.c) */
+	int64_t started_us;       /* wall clock at start (restored incidents wait job_retire_s from it) */
+	int stopping;             /* 0 running, 1 draining after SIGTERM, 2 exit now */
 	int64_t stop_deadline_ms; /* clock_mono_ms(): the whole stop (drain, writers, PostgreSQL) ends by then */
 };
 

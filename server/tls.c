@@ -16,7 +16,6 @@
 #include "log.h"
 #include "server.h"
 
-
 /* OpenSSL's latest error as text, the queue cleared */
 static const char *ssl_reason(char *buf, size_t size)
 {
@@ -30,10 +29,7 @@ static const char *ssl_reason(char *buf, size_t size)
 	return buf;
 }
 
-bool tls_wanted(const struct config *cfg)
-{
-	return cfg->tls_cert[0] || cfg->tls_key[0];
-}
+bool tls_wanted(const struct config *cfg) { return cfg->tls_cert[0] || cfg->tls_key[0]; }
 
 struct ssl_ctx_st *tls_context_new(const struct config *cfg, char *err, size_t err_size)
 {
@@ -42,7 +38,7 @@ struct ssl_ctx_st *tls_context_new(const struct config *cfg, char *err, size_t e
 
 	if (!cfg->tls_cert[0] || !cfg->tls_key[0]) {
 		config_fail(err, err_size, "setting \"%s\" must be set too: TLS needs a certificate and its key",
-		     cfg->tls_cert[0] ? "tls_key" : "tls_cert");
+			    cfg->tls_cert[0] ? "tls_key" : "tls_cert");
 		return NULL;
 	}
 	ctx = SSL_CTX_new(TLS_server_method());
@@ -54,17 +50,17 @@ struct ssl_ctx_st *tls_context_new(const struct config *cfg, char *err, size_t e
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1) {
 		config_fail(err, err_size, "setting \"tls_cert\": could not load \"%s\": %s", cfg->tls_cert,
-		     ssl_reason(why, sizeof(why)));
+			    ssl_reason(why, sizeof(why)));
 		goto bad;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) != 1) {
 		config_fail(err, err_size, "setting \"tls_key\": could not load \"%s\": %s", cfg->tls_key,
-		     ssl_reason(why, sizeof(why)));
+			    ssl_reason(why, sizeof(why)));
 		goto bad;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		config_fail(err, err_size, "setting \"tls_key\": \"%s\" is not the key of the certificate in \"%s\"", cfg->tls_key,
-		     cfg->tls_cert);
+		config_fail(err, err_size, "setting \"tls_key\": \"%s\" is not the key of the certificate in \"%s\"",
+			    cfg->tls_key, cfg->tls_cert);
 		ERR_clear_error();
 		goto bad;
 	}
@@ -83,7 +79,7 @@ int tls_check_reload(const struct config *old, const struct config *next, char *
 {
 	if (tls_wanted(old) != tls_wanted(next)) {
 		config_fail(err, err_size, "setting \"tls_cert\": turning TLS %s needs a restart of culpritd",
-		     tls_wanted(next) ? "on" : "off");
+			    tls_wanted(next) ? "on" : "off");
 		return -1;
 	}
 	return 0;

@@ -14,15 +14,12 @@
 /* Track uuids (Perfetto): a kind in the top byte, the id below. */
 #define UUID_HOST(h) ((UINT64_C(1) << 56) | (uint64_t)(h))
 #define UUID_RANK(r) ((UINT64_C(2) << 56) | (uint64_t)(r))
-#define UUID_KERNELS(r, s) ((UINT64_C(3) << 56) | ((uint64_t)(r) << 20) | (uint64_t)((s) & 0xfffff))
+#define UUID_KERNELS(r, s) ((UINT64_C(3) << 56) | ((uint64_t)(r) << 20) | (uint64_t)((s)&0xfffff))
 #define UUID_INCIDENTS (UINT64_C(4) << 56)
 #define SEQUENCE_ID 1
 #define MAX_STREAM_TID 98 /* streams above share the last kernel thread id in Chrome JSON */
 
-int trace_export_tid(uint32_t rank)
-{
-	return (int)(1000000 + (int64_t)rank * 100);
-}
+int trace_export_tid(uint32_t rank) { return (int)(1000000 + (int64_t)rank * 100); }
 
 int trace_export_kernel_tid(uint32_t rank, uint32_t stream)
 {
@@ -69,10 +66,7 @@ static void put(struct obuf *b, const void *data, size_t n)
 	}
 }
 
-static void puts_(struct obuf *b, const char *s)
-{
-	put(b, s, strlen(s));
-}
+static void puts_(struct obuf *b, const char *s) { put(b, s, strlen(s)); }
 
 static void printf_(struct obuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void printf_(struct obuf *b, const char *fmt, ...)
@@ -198,7 +192,7 @@ static int layout(struct trace_data *d, struct laid **out)
 struct hosts {
 	const char **name; /* per host */
 	size_t n;
-	size_t *of_rank;   /* per d->ranks index */
+	size_t *of_rank; /* per d->ranks index */
 };
 
 static int hosts_build(const struct trace_data *d, struct hosts *h)
@@ -289,12 +283,12 @@ static void chrome(const struct trace_data *d, const struct hosts *h, const stru
 		const struct trace_rank *r = &d->ranks[i];
 		char tn[160];
 
-		snprintf(tn, sizeof(tn), "rank %" PRIu32 " (tp %u cp %u ep %u dp %u pp %u)", r->rank, r->tp, r->cp, r->ep,
-			 r->dp, r->pp);
+		snprintf(tn, sizeof(tn), "rank %" PRIu32 " (tp %u cp %u ep %u dp %u pp %u)", r->rank, r->tp, r->cp,
+			 r->ep, r->dp, r->pp);
 		chrome_meta(b, "thread_name", (int)h->of_rank[i] + 1, trace_export_tid(r->rank), "name",
 			    tn /* coordinates 0 when unknown */, 0);
-		chrome_meta(b, "thread_sort_index", (int)h->of_rank[i] + 1, trace_export_tid(r->rank), "sort_index", NULL,
-			    (int64_t)r->rank * 100);
+		chrome_meta(b, "thread_sort_index", (int)h->of_rank[i] + 1, trace_export_tid(r->rank), "sort_index",
+			    NULL, (int64_t)r->rank * 100);
 	}
 	/* kernel threads: one per (rank, stream) seen */
 	for (size_t i = 0; i < d->n_slices; i++) {
@@ -302,16 +296,18 @@ static void chrome(const struct trace_data *d, const struct hosts *h, const stru
 		size_t ri;
 		char tn[96];
 
-		if (s->type != TRACE_SLICE_KERNEL || (i > 0 && d->slices[i - 1].type == TRACE_SLICE_KERNEL &&
-						      d->slices[i - 1].rank == s->rank && track_of(&d->slices[i - 1]) == track_of(s)))
+		if (s->type != TRACE_SLICE_KERNEL ||
+		    (i > 0 && d->slices[i - 1].type == TRACE_SLICE_KERNEL && d->slices[i - 1].rank == s->rank &&
+		     track_of(&d->slices[i - 1]) == track_of(s)))
 			continue;
 		if (!rank_info(d, s->rank, &ri))
 			continue;
 		snprintf(tn, sizeof(tn), "rank %" PRIu32 " kernels (stream %" PRIu32 ")", s->rank, s->stream);
-		chrome_meta(b, "thread_name", (int)h->of_rank[ri] + 1, trace_export_kernel_tid(s->rank, s->stream), "name",
-			    tn, 0);
-		chrome_meta(b, "thread_sort_index", (int)h->of_rank[ri] + 1, trace_export_kernel_tid(s->rank, s->stream),
-			    "sort_index", NULL, (int64_t)s->rank * 100 + 1 + (s->stream < MAX_STREAM_TID ? s->stream : MAX_STREAM_TID));
+		chrome_meta(b, "thread_name", (int)h->of_rank[ri] + 1, trace_export_kernel_tid(s->rank, s->stream),
+			    "name", tn, 0);
+		chrome_meta(b, "thread_sort_index", (int)h->of_rank[ri] + 1,
+			    trace_export_kernel_tid(s->rank, s->stream), "sort_index", NULL,
+			    (int64_t)s->rank * 100 + 1 + (s->stream < MAX_STREAM_TID ? s->stream : MAX_STREAM_TID));
 	}
 	for (size_t i = 0; i < d->n_slices; i++) {
 		const struct trace_slice *s = &d->slices[i];
@@ -430,10 +426,7 @@ static void track(struct obuf *b, bool *first, uint64_t uuid, uint64_t parent, c
 	packet(b, &p, first);
 }
 
-static uint64_t ns(int64_t us)
-{
-	return us > 0 ? (uint64_t)us * 1000 : 0;
-}
+static uint64_t ns(int64_t us) { return us > 0 ? (uint64_t)us * 1000 : 0; }
 
 static void ann_int(Perfetto__Protos__DebugAnnotation *a, const char *name, int64_t v)
 {
@@ -537,8 +530,8 @@ static void perfetto(const struct trace_data *d, const struct hosts *h, const st
 		Perfetto__Protos__ThreadDescriptor td = PERFETTO__PROTOS__THREAD_DESCRIPTOR__INIT;
 		char tn[160];
 
-		snprintf(tn, sizeof(tn), "rank %" PRIu32 " (tp %u cp %u ep %u dp %u pp %u)", r->rank, r->tp, r->cp, r->ep,
-			 r->dp, r->pp);
+		snprintf(tn, sizeof(tn), "rank %" PRIu32 " (tp %u cp %u ep %u dp %u pp %u)", r->rank, r->tp, r->cp,
+			 r->ep, r->dp, r->pp);
 		td.has_pid = 1;
 		td.pid = (int32_t)h->of_rank[i] + 1;
 		td.has_tid = 1;
@@ -550,8 +543,8 @@ static void perfetto(const struct trace_data *d, const struct hosts *h, const st
 		const struct trace_slice *s = &d->slices[i];
 		char tn[96];
 
-		if (s->type != TRACE_SLICE_KERNEL || (i > 0 && d->slices[i - 1].rank == s->rank &&
-						      track_of(&d->slices[i - 1]) == track_of(s)))
+		if (s->type != TRACE_SLICE_KERNEL ||
+		    (i > 0 && d->slices[i - 1].rank == s->rank && track_of(&d->slices[i - 1]) == track_of(s)))
 			continue;
 		snprintf(tn, sizeof(tn), "kernels (stream %" PRIu32 ")", s->stream);
 		track(b, &first, UUID_KERNELS(s->rank, s->stream), UUID_RANK(s->rank), tn, NULL, NULL);

@@ -10,8 +10,8 @@ PGconn *storage_connect(const char *dsn, const char *application_name, int conne
 			size_t err_size)
 {
 	char timeout[16];
-	const char *kw[] = {"connect_timeout", "application_name", "keepalives_idle", "keepalives_interval",
-			    "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+	const char *kw[] = {"connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
+			    "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
 	const char *val[] = {timeout, application_name, "30", "10", "3", "60000", dsn, NULL};
 	PGconn *c;
 

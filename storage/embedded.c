@@ -151,7 +151,7 @@ static void child_become(const struct ident *id)
 
 /* fork + exec argv as the server's user with stdout/stderr to log_path; returns the pid. */
 static pid_t spawn(const struct ident *id, const char *const argv[], const char *log_path, bool daemon, char *err,
-                   size_t err_size)
+		   size_t err_size)
 {
 	int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (logfd < 0) {
@@ -276,8 +276,18 @@ static int run_initdb(const struct embedded *e, char *err, size_t err_size)
 	char exe[PATH_MAX + 16], log_path[PATH_MAX + 16];
 	snprintf(exe, sizeof exe, "%s/initdb", e->bindir);
 	snprintf(log_path, sizeof log_path, "%s/initdb.log", e->dir);
-	const char *argv[] = {exe, "-D", e->data, "-U", "culprit", "-A", "trust", "-E", "UTF8",
-	                "--locale=C", e->fast ? "--no-sync" : NULL, NULL};
+	const char *argv[] = {exe,
+			      "-D",
+			      e->data,
+			      "-U",
+			      "culprit",
+			      "-A",
+			      "trust",
+			      "-E",
+			      "UTF8",
+			      "--locale=C",
+			      e->fast ? "--no-sync" : NULL,
+			      NULL};
 	log_info("embedded: initializing a new cluster in \"%s\"", e->data);
 	pid_t pid = spawn(&e->id, argv, log_path, false, err, err_size);
 	if (pid < 0)
@@ -354,7 +364,7 @@ static int wait_ready(struct embedded *e, int timeout_ms, char *err, size_t err_
 	char ping_dsn[sizeof e->dsn + 32], qdir[2 * PATH_MAX + 3];
 	conninfo_quote(e->dir, qdir, sizeof qdir);
 	snprintf(ping_dsn, sizeof ping_dsn, "host=%s port=%d user=culprit dbname=postgres connect_timeout=5", qdir,
-	         PG_PORT);
+		 PG_PORT);
 	long long deadline = clock_mono_ms() + timeout_ms;
 	for (;;) {
 		if (PQping(ping_dsn) == PQPING_OK)
@@ -528,8 +538,9 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	if (cfg->bindir)
 		snprintf(e->bindir, sizeof e->bindir, "%s", cfg->bindir);
 	else if (find_bindir(e->bindir, sizeof e->bindir) < 0) {
-		fail(err, err_size, "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
-		                    "install the Debian package postgresql");
+		fail(err, err_size,
+		     "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
+		     "install the Debian package postgresql");
 		goto fail;
 	}
 	if (mkdir(cfg->data_dir, 0755) < 0 && errno != EEXIST) {
@@ -549,8 +560,10 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	snprintf(e->log_path, sizeof e->log_path, "%s/postgres.log", e->dir);
 	/* libpq reads host=... as a comma-separated list, even quoted */
 	if (strchr(e->dir, ',')) {
-		fail(err, err_size, "data directory \"%s\" contains a comma, which libpq cannot use in a socket path: "
-		                    "use another data_dir", abs);
+		fail(err, err_size,
+		     "data directory \"%s\" contains a comma, which libpq cannot use in a socket path: "
+		     "use another data_dir",
+		     abs);
 		goto fail;
 	}
 	/* the socket path must fit sockaddr_un.sun_path */
@@ -585,7 +598,8 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		goto fail;
 	}
 	if (flock(e->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		fail(err, err_size, "data directory \"%s\" is in use by another culpritd (lock \"%s\")", abs, lock_path);
+		fail(err, err_size, "data directory \"%s\" is in use by another culpritd (lock \"%s\")", abs,
+		     lock_path);
 		goto fail;
 	}
 
@@ -603,11 +617,11 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		if (is_postgres(old)) {
 			/* left by a culpritd that died (it got SIGINT then, and may still be shutting
 			 * down) or started by hand: stopped, so that the server is our child */
-			log_warning("embedded: waiting for postgres (pid %ld) left running on \"%s\" to stop", (long)old,
-			            e->data);
+			log_warning("embedded: waiting for postgres (pid %ld) left running on \"%s\" to stop",
+				    (long)old, e->data);
 			if (!signal_wait(old, false, SIGINT, timeout)) {
-				fail(err, err_size, "postgres (pid %ld) left running on \"%s\" did not stop in %d ms", (long)old,
-				     e->data, timeout);
+				fail(err, err_size, "postgres (pid %ld) left running on \"%s\" did not stop in %d ms",
+				     (long)old, e->data, timeout);
 				goto fail;
 			}
 		} else {
@@ -621,8 +635,10 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	/* the backends of a killed postmaster exit by themselves, soon */
 	while (shm_in_use(e)) {
 		if (clock_mono_ms() > deadline) {
-			fail(err, err_size, "processes of an earlier postgres still use its shared memory after %d ms "
-			                    "(ps -u %s)", timeout, id.drop ? id.name : "$USER");
+			fail(err, err_size,
+			     "processes of an earlier postgres still use its shared memory after %d ms "
+			     "(ps -u %s)",
+			     timeout, id.drop ? id.name : "$USER");
 			goto fail;
 		}
 		sleep_ms(50);
@@ -630,7 +646,8 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 
 	if (spawn_postgres(e, err, err_size) < 0)
 		goto fail;
-	if (wait_ready(e, (int)(deadline - clock_mono_ms() > 1000 ? deadline - clock_mono_ms() : 1000), err, err_size) < 0)
+	if (wait_ready(e, (int)(deadline - clock_mono_ms() > 1000 ? deadline - clock_mono_ms() : 1000), err, err_size) <
+	    0)
 		goto fail_stop;
 	if (create_database(e, err, err_size) < 0)
 		goto fail_stop;
@@ -667,7 +684,7 @@ int embedded_supervise(struct embedded *e)
 		else
 			snprintf(how, sizeof how, "is gone");
 		log_error("embedded: postgres (pid %ld) %s after %lld ms (see \"%s\"); starting it again in %d ms",
-		          (long)e->pid, how, now - e->started_ms, e->log_path, e->delay_ms);
+			  (long)e->pid, how, now - e->started_ms, e->log_path, e->delay_ms);
 		e->pid = 0;
 		e->exited_ms = now;
 		e->next_start_ms = now + e->delay_ms;

@@ -28,11 +28,11 @@
 struct embedded;
 
 struct embedded_config {
-	const char *data_dir;    /* required; created if missing */
-	const char *bindir;      /* NULL: found as described above */
-	const char *run_as;      /* user to run as when root; NULL: "postgres" */
-	int start_timeout_ms;    /* wait for readiness (crash recovery can be long); 0: 120000 */
-	int fast;                /* tests: initdb --no-sync, fsync off */
+	const char *data_dir; /* required; created if missing */
+	const char *bindir;   /* NULL: found as described above */
+	const char *run_as;   /* user to run as when root; NULL: "postgres" */
+	int start_timeout_ms; /* wait for readiness (crash recovery can be long); 0: 120000 */
+	int fast;             /* tests: initdb --no-sync, fsync off */
 };
 
 /* Starts (initialising when new, or adopting) the cluster under data_dir/pg and waits until

@@ -16,16 +16,17 @@ PGresult *storage_open_incidents_query(PGconn *c, const char *job)
 {
 	const char *params[1] = {job};
 
-	return PQexecParams(c,
-			    "SELECT j.name, i.key, i.category, i.summary, i.updates,"
-			    " (extract(epoch FROM i.opened) * 1e6)::bigint, (extract(epoch FROM i.updated) * 1e6)::bigint,"
-			    " i.alert::text, rp.json::text"
-			    /* its latest report of its category (the last one may say "none") */
-			    " FROM incidents i JOIN jobs j ON j.id = i.job_id LEFT JOIN LATERAL (SELECT r.json FROM reports r"
-			    " WHERE r.job_id = i.job_id AND r.category = i.category AND r.created >= i.opened - interval '1 hour'"
-			    " ORDER BY r.id DESC LIMIT 1) rp ON true"
-			    " WHERE i.state = 'open' AND i.key IS NOT NULL AND ($1::text IS NULL OR j.name = $1) ORDER BY i.id",
-			    1, NULL, params, NULL, NULL, 0);
+	return PQexecParams(
+		c,
+		"SELECT j.name, i.key, i.category, i.summary, i.updates,"
+		" (extract(epoch FROM i.opened) * 1e6)::bigint, (extract(epoch FROM i.updated) * 1e6)::bigint,"
+		" i.alert::text, rp.json::text"
+		/* its latest report of its category (the last one may say "none") */
+		" FROM incidents i JOIN jobs j ON j.id = i.job_id LEFT JOIN LATERAL (SELECT r.json FROM reports r"
+		" WHERE r.job_id = i.job_id AND r.category = i.category AND r.created >= i.opened - interval '1 hour'"
+		" ORDER BY r.id DESC LIMIT 1) rp ON true"
+		" WHERE i.state = 'open' AND i.key IS NOT NULL AND ($1::text IS NULL OR j.name = $1) ORDER BY i.id",
+		1, NULL, params, NULL, NULL, 0);
 }
 
 void storage_open_incident_row(const PGresult *r, int i, struct storage_open_incident *inc)

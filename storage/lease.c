@@ -53,8 +53,8 @@ static void incidents_put(const PGresult *res, char *p)
 	}
 }
 
-void storage_lease_incidents(const struct storage_lease *l, void (*cb)(const struct storage_open_incident *inc, void *arg),
-			     void *arg)
+void storage_lease_incidents(const struct storage_lease *l,
+			     void (*cb)(const struct storage_open_incident *inc, void *arg), void *arg)
 {
 	const char *p = l->data + l->incidents_at;
 
@@ -66,10 +66,15 @@ void storage_lease_incidents(const struct storage_lease *l, void (*cb)(const str
 			p += strlen(p + 1) + 2;
 		}
 		struct storage_open_incident inc = {
-			.job = v[0], .key = v[1], .category = v[2], .summary = v[3],
+			.job = v[0],
+			.key = v[1],
+			.category = v[2],
+			.summary = v[3],
 			.updates = (uint32_t)strtoul(v[4], NULL, 10),
-			.opened_us = strtoll(v[5], NULL, 10), .changed_us = strtoll(v[6], NULL, 10),
-			.alert = v[7], .report_json = v[8],
+			.opened_us = strtoll(v[5], NULL, 10),
+			.changed_us = strtoll(v[6], NULL, 10),
+			.alert = v[7],
+			.report_json = v[8],
 		};
 		cb(&inc, arg);
 	}
@@ -95,7 +100,8 @@ static long key_first_iter(const char *key)
 static bool end(PGconn *conn, bool commit)
 {
 	PGresult *res = PQexec(conn, commit ? "COMMIT" : "ROLLBACK");
-	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK && strcmp(PQcmdStatus(res), commit ? "COMMIT" : "ROLLBACK") == 0;
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK &&
+		  strcmp(PQcmdStatus(res), commit ? "COMMIT" : "ROLLBACK") == 0;
 
 	PQclear(res);
 	return ok;
@@ -124,22 +130,24 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 		PQclear(res);
 		/* every acquisition raises the epoch, even a re-acquisition by the same owner id (a
 		 * restarted process must not pass for the one it replaces) */
-		res = PQexecParams(conn,
-				   "INSERT INTO job_leases AS l (job, owner, epoch, agent_addr, api_url, expires_at, agent_room)"
-				   " VALUES ($1, $2, 1, $3, $4, clock_timestamp() + $5::int * interval '1 second', $6::int)"
-				   " ON CONFLICT (job) DO UPDATE SET owner = excluded.owner, epoch = l.epoch + 1,"
-				   " agent_addr = excluded.agent_addr, api_url = excluded.api_url, expires_at = excluded.expires_at,"
-				   " agent_room = excluded.agent_room"
-				   " WHERE l.expires_at < now() OR l.owner = excluded.owner"
-				   " RETURNING epoch, owner, agent_addr, agent_room",
-				   6, NULL, params, NULL, NULL, 0);
+		res = PQexecParams(
+			conn,
+			"INSERT INTO job_leases AS l (job, owner, epoch, agent_addr, api_url, expires_at, agent_room)"
+			" VALUES ($1, $2, 1, $3, $4, clock_timestamp() + $5::int * interval '1 second', $6::int)"
+			" ON CONFLICT (job) DO UPDATE SET owner = excluded.owner, epoch = l.epoch + 1,"
+			" agent_addr = excluded.agent_addr, api_url = excluded.api_url, expires_at = "
+			"excluded.expires_at,"
+			" agent_room = excluded.agent_room"
+			" WHERE l.expires_at < now() OR l.owner = excluded.owner"
+			" RETURNING epoch, owner, agent_addr, agent_room",
+			6, NULL, params, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 		head.owned = 1;
 	} else if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
-		res = PQexecParams(conn, "SELECT epoch, owner, agent_addr, agent_room FROM job_leases WHERE job = $1", 1, NULL,
-				   params, NULL, NULL, 0);
+		res = PQexecParams(conn, "SELECT epoch, owner, agent_addr, agent_room FROM job_leases WHERE job = $1",
+				   1, NULL, params, NULL, NULL, 0);
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
 		storage_query_fail(r, res, conn);
@@ -222,10 +230,11 @@ void storage_lease_renew(PGconn *conn, void *ctx, struct storage_query_result *r
 
 	snprintf(secs, sizeof(secs), "%d", q->lease_s);
 	snprintf(room, sizeof(room), "%d", q->agent_room);
-	res = PQexecParams(conn,
-			   "UPDATE job_leases SET expires_at = now() + $2::int * interval '1 second', agent_room = $3::int"
-			   " WHERE owner = $1 RETURNING job, epoch",
-			   3, NULL, params, NULL, NULL, 0);
+	res = PQexecParams(
+		conn,
+		"UPDATE job_leases SET expires_at = now() + $2::int * interval '1 second', agent_room = $3::int"
+		" WHERE owner = $1 RETURNING job, epoch",
+		3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		storage_query_fail(r, res, conn);
 		PQclear(res);
@@ -250,9 +259,10 @@ void storage_lease_release(PGconn *conn, void *ctx, struct storage_query_result 
 
 	snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)q->epoch);
 	/* expired, not deleted: the epoch must never be handed out twice */
-	res = PQexecParams(conn,
-			   "UPDATE job_leases SET expires_at = '-infinity' WHERE job = $1 AND owner = $2 AND epoch = $3::bigint",
-			   3, NULL, params, NULL, NULL, 0);
+	res = PQexecParams(
+		conn,
+		"UPDATE job_leases SET expires_at = '-infinity' WHERE job = $1 AND owner = $2 AND epoch = $3::bigint",
+		3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		storage_query_fail(r, res, conn);
 	PQclear(res);
@@ -267,8 +277,8 @@ int storage_lease_release_all(const char *dsn, const char *owner, char *err, siz
 	int rc = -1;
 
 	if (PQstatus(conn) == CONNECTION_OK)
-		res = PQexecParams(conn, "UPDATE job_leases SET expires_at = '-infinity' WHERE owner = $1", 1, NULL, params,
-				   NULL, NULL, 0);
+		res = PQexecParams(conn, "UPDATE job_leases SET expires_at = '-infinity' WHERE owner = $1", 1, NULL,
+				   params, NULL, NULL, 0);
 	if (PQresultStatus(res) == PGRES_COMMAND_OK)
 		rc = 0;
 	else

@@ -28,12 +28,12 @@ struct storage_lease_req {
 /* The answer to storage_lease_acquire (r->text points to one, r->len its size; one block,
  * free() frees it). */
 struct storage_lease {
-	int owned;           /* 1: the lease is this instance's now, with epoch */
+	int owned; /* 1: the lease is this instance's now, with epoch */
 	uint64_t epoch;
-	char owner[128];     /* owned == 0: who holds it, and where its agents are sent */
+	char owner[128]; /* owned == 0: who holds it, and where its agents are sent */
 	char agent_addr[256];
-	int agent_room;      /* the owner's agent_room (the last it wrote) */
-	size_t n_incidents;  /* owned == 1: the job's open incidents (storage_lease_incidents) */
+	int agent_room;     /* the owner's agent_room (the last it wrote) */
+	size_t n_incidents; /* owned == 1: the job's open incidents (storage_lease_incidents) */
 	/* owned == 1 with an open incident (not a hang): the records of its window, from its first
 	 * iteration on (at most window_iters); the taker frees it (NULL: none) */
 	struct storage_window *window;
@@ -45,8 +45,8 @@ struct storage_lease {
 /* Calls cb for each open incident l carries, oldest first (what storage_open_incidents_load
  * gives at start-up, for the job taken over). */
 struct storage_open_incident;
-void storage_lease_incidents(const struct storage_lease *l, void (*cb)(const struct storage_open_incident *inc, void *arg),
-			     void *arg);
+void storage_lease_incidents(const struct storage_lease *l,
+			     void (*cb)(const struct storage_open_incident *inc, void *arg), void *arg);
 
 /* Takes the lease of req->job when nobody holds it or it has expired (epoch + 1), and reads
  * what the new owner goes on from: the agents' durable sequences, the open incidents and the

@@ -75,7 +75,8 @@ const char *storage_migrations_dir(void)
 		 * the prefix was put (cmake --install --prefix, DESTDIR, a copied tree) */
 		for (int up = 0; up < 2 && (slash = strrchr(exe, '/')); up++)
 			*slash = '\0';
-		if (slash && (size_t)snprintf(beside, sizeof(beside), "%s/share/culprit/migrations", exe) < sizeof(beside) &&
+		if (slash &&
+		    (size_t)snprintf(beside, sizeof(beside), "%s/share/culprit/migrations", exe) < sizeof(beside) &&
 		    is_dir(beside))
 			return beside;
 	}
@@ -142,7 +143,8 @@ static int list_migrations(const char *dir, struct migration **out, size_t *n_ou
 	qsort(list, n, sizeof *list, cmp_migration);
 	for (size_t i = 1; i < n; i++) {
 		if (list[i].version == list[i - 1].version) {
-			fail(err, err_size, "migrations \"%s\" and \"%s\" have the same number", list[i - 1].name, list[i].name);
+			fail(err, err_size, "migrations \"%s\" and \"%s\" have the same number", list[i - 1].name,
+			     list[i].name);
 			free_list(list, n);
 			return -1;
 		}
@@ -225,8 +227,8 @@ static int apply(PGconn *conn, const char *dir, const struct migration *m, char 
 	char ver[32];
 	snprintf(ver, sizeof ver, "%ld", m->version);
 	const char *params[2] = {ver, m->name};
-	PGresult *r = PQexecParams(conn, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-	                           2, NULL, params, NULL, NULL, 0);
+	PGresult *r = PQexecParams(conn, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, NULL,
+				   params, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		fail(err, err_size, "%s: could not record it: %s", what, PQerrorMessage(conn));
 		PQclear(r);
@@ -265,10 +267,10 @@ int storage_migrate_conn(PGconn *conn, const char *dir, char *err, size_t err_si
 	/* Quiet the NOTICE of IF NOT EXISTS. */
 	PQclear(PQexec(conn, "SET client_min_messages = warning"));
 	if (exec_ok(conn,
-	            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-	            " version integer PRIMARY KEY, name text NOT NULL,"
-	            " applied timestamptz NOT NULL DEFAULT now())",
-	            "could not create schema_migrations", err, err_size) < 0) {
+		    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+		    " version integer PRIMARY KEY, name text NOT NULL,"
+		    " applied timestamptz NOT NULL DEFAULT now())",
+		    "could not create schema_migrations", err, err_size) < 0) {
 		applied = -1;
 		goto out;
 	}
@@ -296,7 +298,7 @@ int storage_migrate_conn(PGconn *conn, const char *dir, char *err, size_t err_si
 		long newest = atol(PQgetvalue(r, nrows - 1, 0));
 		if (newest > list[n - 1].version)
 			log_warning("migrate: database has migration %ld, newer than the newest known here (%ld)",
-			                    newest, list[n - 1].version);
+				    newest, list[n - 1].version);
 	}
 out:
 	PQclear(r);

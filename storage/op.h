@@ -11,8 +11,8 @@
 #include "record.h"
 
 enum storage_op_type {
-	STORAGE_OP_JOB,   /* create or update a job and its ranks (topology, hosts, coordinates) */
-	STORAGE_OP_BATCH, /* one agent batch: iterations, phases, kernels, raw kernels of a capture */
+	STORAGE_OP_JOB,    /* create or update a job and its ranks (topology, hosts, coordinates) */
+	STORAGE_OP_BATCH,  /* one agent batch: iterations, phases, kernels, raw kernels of a capture */
 	STORAGE_OP_REPORT, /* a diagnosis report, its job's incident and alert outbox rows (storage/reports.c) */
 };
 
@@ -32,7 +32,7 @@ struct storage_incident {
 	char *summary;
 	uint32_t updates;
 	int64_t opened_us, changed_us; /* epoch us */
-	char *alert; /* JSON kept to re-send while open (NULL: keep the stored one) */
+	char *alert;                   /* JSON kept to re-send while open (NULL: keep the stored one) */
 };
 
 struct storage_topology {
@@ -52,25 +52,25 @@ struct storage_rank {
  * arena for the op and everything it points to). */
 struct storage_op {
 	enum storage_op_type type;
-	char *job;        /* job name */
+	char *job;            /* job name */
 	uint64_t lease_epoch; /* BATCH, REPORT: written only while the job's lease row has this epoch
 	                       * and the writer's lease_owner (0: unchecked; see "fencing" in writer.c) */
-	uint64_t source;  /* opaque producer id returned in done notifications (e.g. conn id) */
+	uint64_t source;      /* opaque producer id returned in done notifications (e.g. conn id) */
 	/* STORAGE_OP_JOB */
 	struct storage_topology topo;
 	struct storage_rank *ranks;
 	size_t n_ranks;
 	/* STORAGE_OP_BATCH */
-	char *agent;      /* agent id: sequences are per (job, agent) */
+	char *agent; /* agent id: sequences are per (job, agent) */
 	uint64_t seq;
-	char **names;     /* the names the batch's records use ... */
+	char **names;       /* the names the batch's records use ... */
 	uint32_t *name_ids; /* ... and the producer's ids of them (NULL: names[i] has id i), which
 	                     * the records' name fields hold; an id is the same name in every batch
 	                     * of the job (the writer keeps id -> database id per batch) */
 	size_t n_names;
 	struct record_iter *iters;
 	size_t n_iters;
-	struct record_phase *phases; /* ts of a phase = its iteration's start, see below */
+	struct record_phase *phases;  /* ts of a phase = its iteration's start, see below */
 	int64_t *phase_iter_start_us; /* per phase: its iteration's start (epoch us), for partitioning */
 	size_t n_phases;
 	struct record_kernel *kernels;
@@ -83,7 +83,7 @@ struct storage_op {
 	 * the outbox rows. durable(durable_arg) is called on the writer thread after the commit. */
 	char *report_json;
 	uint32_t first_iter, last_iter;
-	char *category;       /* of the report */
+	char *category;                   /* of the report */
 	struct storage_incident incident; /* key NULL: none */
 	struct storage_outbox_row *outbox;
 	size_t n_outbox;

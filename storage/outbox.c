@@ -52,10 +52,7 @@ void storage_outbox_close(struct storage_outbox *o)
 	free(o);
 }
 
-int storage_outbox_connected(struct storage_outbox *o)
-{
-	return atomic_load(&o->connected);
-}
+int storage_outbox_connected(struct storage_outbox *o) { return atomic_load(&o->connected); }
 
 static int ready(struct storage_outbox *o)
 {

@@ -22,8 +22,8 @@ struct storage_outbox_due {
 	const char *target; /* as stored: the caller checks it */
 	const char *dedup_key;
 	const char *payload;
-	int attempts;       /* this one included */
-	double age_s;       /* since the row was made */
+	int attempts; /* this one included */
+	double age_s; /* since the row was made */
 };
 
 /* NULL when out of memory. Does not connect yet. */

@@ -56,7 +56,7 @@ void pgbuf_be16(struct pgbuf *b, uint16_t v)
 void pgbuf_be32(struct pgbuf *b, uint32_t v)
 {
 	unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-	                      (unsigned char)v};
+			      (unsigned char)v};
 	pgbuf_put(b, x, 4);
 }
 
@@ -122,7 +122,7 @@ void pgbuf_copy_null(struct pgbuf *b) { pgbuf_be32(b, UINT32_MAX); }
 void pgbuf_copy_trailer(struct pgbuf *b) { pgbuf_be16(b, 0xFFFF); }
 
 void pgbuf_copy_array(struct pgbuf *b, uint32_t elem_oid, uint32_t elem_bytes, int ndim, const uint32_t *dims,
-                      size_t n_null)
+		      size_t n_null)
 {
 	size_t n = 1;
 	for (int i = 0; i < ndim; i++)

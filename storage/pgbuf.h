@@ -47,7 +47,7 @@ void pgbuf_copy_trailer(struct pgbuf *b);
 #define PGBUF_INT4OID 23
 #define PGBUF_INT8OID 20
 void pgbuf_copy_array(struct pgbuf *b, uint32_t elem_oid, uint32_t elem_bytes, int ndim, const uint32_t *dims,
-                      size_t n_null);
+		      size_t n_null);
 
 /* One element of an array literal ("{...}"), always quoted: "a\"b" for a"b. NULL is "". */
 void pgbuf_array_str(struct pgbuf *b, const char *s);

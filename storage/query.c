@@ -63,7 +63,8 @@ static PGconn *connection(struct storage_query *q, PGconn **conn, struct storage
 	/* a dead server must not hold a worker for long: 5 s unless the DSN says otherwise */
 	*conn = storage_connect(q->dsn, "culprit-query", 5, msg, sizeof msg);
 	if (!*conn) {
-		snprintf(r->error, sizeof(r->error), "could not connect to the database: %.*s", (int)sizeof(r->error) - 40, msg);
+		snprintf(r->error, sizeof(r->error), "could not connect to the database: %.*s",
+			 (int)sizeof(r->error) - 40, msg);
 		pthread_mutex_lock(&q->mu);
 		log_complain(&q->down, LOG_WARNING, "query: %s", r->error);
 		pthread_mutex_unlock(&q->mu);
@@ -120,7 +121,7 @@ static void run(struct storage_query *q, PGconn **conn, struct request *rq, stru
 		PQclear(res);
 		if (PQstatus(c) == CONNECTION_OK)
 			return; /* the statement's own error */
-		/* the connection broke: once more on a fresh one */
+				/* the connection broke: once more on a fresh one */
 	}
 }
 

@@ -19,19 +19,19 @@ struct storage_query;
 
 struct storage_query_config {
 	const char *dsn;
-	int threads;             /* 1..8 (default 2) */
-	size_t queue_max;        /* statements waiting (default 256) */
+	int threads;              /* 1..8 (default 2) */
+	size_t queue_max;         /* statements waiting (default 256) */
 	int statement_timeout_ms; /* per statement (default 10000) */
-	void (*wake)(void *arg); /* called on a worker thread when a result is ready */
+	void (*wake)(void *arg);  /* called on a worker thread when a result is ready */
 	void *wake_arg;
 };
 
 struct storage_query_result {
-	uint64_t token;     /* the submitter's */
-	char *text;         /* the row's text (malloc'd, free it); NULL: no row, or failed */
-	size_t len;         /* bytes in text (a storage_query_fn may return binary data) */
-	int failed;         /* 1: the statement failed (error and sqlstate say why) */
-	char sqlstate[6];   /* "" when the database could not be reached */
+	uint64_t token;   /* the submitter's */
+	char *text;       /* the row's text (malloc'd, free it); NULL: no row, or failed */
+	size_t len;       /* bytes in text (a storage_query_fn may return binary data) */
+	int failed;       /* 1: the statement failed (error and sqlstate say why) */
+	char sqlstate[6]; /* "" when the database could not be reached */
 	char error[256];
 };
 

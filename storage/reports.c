@@ -29,8 +29,9 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 		snprintf(first, sizeof first, "%" PRIu32, op->first_iter);
 		snprintf(last, sizeof last, "%" PRIu32, op->last_iter);
 		*what = "report insert";
-		r = exec(c, "INSERT INTO reports (job_id, first_iter, last_iter, category, json)"
-			    " VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
+		r = exec(c,
+			 "INSERT INTO reports (job_id, first_iter, last_iter, category, json)"
+			 " VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING id",
 			 5, p, &failed);
 		if (!r)
 			return failed;
@@ -53,17 +54,18 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 		snprintf(opened, sizeof opened, "%" PRId64, inc->opened_us);
 		snprintf(changed, sizeof changed, "%" PRId64, inc->changed_us);
 		*what = "incident upsert";
-		r = exec(c,
-			 "INSERT INTO incidents (job_id, key, category, state, summary, report_id, opened, updated,"
-			 " resolved, updates, alert) VALUES ($1, $2, $3, $4::text, $5, $6::bigint,"
-			 " to_timestamp($7::float8 / 1e6), to_timestamp($8::float8 / 1e6),"
-			 " CASE WHEN $4::text = 'resolved' THEN to_timestamp($8::float8 / 1e6) END, $9, $10::jsonb)"
-			 " ON CONFLICT (job_id, key) DO UPDATE SET category = EXCLUDED.category, state = EXCLUDED.state,"
-			 " summary = EXCLUDED.summary, report_id = COALESCE(EXCLUDED.report_id, incidents.report_id),"
-			 " updated = EXCLUDED.updated, resolved = EXCLUDED.resolved,"
-			 " updates = GREATEST(EXCLUDED.updates, incidents.updates),"
-			 " alert = COALESCE(EXCLUDED.alert, incidents.alert)",
-			 10, p, &failed);
+		r = exec(
+			c,
+			"INSERT INTO incidents (job_id, key, category, state, summary, report_id, opened, updated,"
+			" resolved, updates, alert) VALUES ($1, $2, $3, $4::text, $5, $6::bigint,"
+			" to_timestamp($7::float8 / 1e6), to_timestamp($8::float8 / 1e6),"
+			" CASE WHEN $4::text = 'resolved' THEN to_timestamp($8::float8 / 1e6) END, $9, $10::jsonb)"
+			" ON CONFLICT (job_id, key) DO UPDATE SET category = EXCLUDED.category, state = EXCLUDED.state,"
+			" summary = EXCLUDED.summary, report_id = COALESCE(EXCLUDED.report_id, incidents.report_id),"
+			" updated = EXCLUDED.updated, resolved = EXCLUDED.resolved,"
+			" updates = GREATEST(EXCLUDED.updates, incidents.updates),"
+			" alert = COALESCE(EXCLUDED.alert, incidents.alert)",
+			10, p, &failed);
 		if (!r)
 			return failed;
 		PQclear(r);
@@ -73,8 +75,9 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 		const char *p[3] = {o->target, o->dedup_key, o->payload};
 
 		*what = "alert outbox insert";
-		r = exec(c, "INSERT INTO alert_outbox (target, dedup_key, payload) VALUES ($1, $2, $3::jsonb)"
-			    " ON CONFLICT (target, dedup_key) DO NOTHING",
+		r = exec(c,
+			 "INSERT INTO alert_outbox (target, dedup_key, payload) VALUES ($1, $2, $3::jsonb)"
+			 " ON CONFLICT (target, dedup_key) DO NOTHING",
 			 3, p, &failed);
 		if (!r)
 			return failed;

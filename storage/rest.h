@@ -14,7 +14,7 @@ enum storage_rest {
 	STORAGE_REST_PHASES,        /* job name, phase name, from_iter, to_iter, from_rank, to_rank, limit */
 	STORAGE_REST_EVENTS_INSERT, /* JSON array of {job, host, kind, ts_us, source, detail}: their ids */
 	STORAGE_REST_EVENTS_LIST,   /* host, kind, since (epoch us or a timestamp), limit (NULL: any) */
-	STORAGE_REST_JOB_OWNER,     /* job name, this instance's id: {api_url} of the instance that owns it now, if another */
+	STORAGE_REST_JOB_OWNER, /* job name, this instance's id: {api_url} of the instance that owns it now, if another */
 	STORAGE_REST_JOBS_ELSEWHERE, /* this instance's id: [{name, instance, api_url}] of the jobs other instances own now */
 	STORAGE_REST_STATEMENTS
 };

@@ -36,7 +36,7 @@ int storage_retention_run(const char *dsn, int retention_days, int ahead_days, c
 	snprintf(d, sizeof d, "%d", retention_days);
 	const char *params[2] = {a, d};
 	PGresult *r = PQexecParams(c, "SELECT action, target FROM culprit_maintain_partitions($1, $2)", 2, NULL, params,
-	                           NULL, NULL, 0);
+				   NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		set_err(err, err_size, "could not maintain partitions", PQerrorMessage(c));
 		PQclear(r);
@@ -53,11 +53,12 @@ int storage_retention_run(const char *dsn, int retention_days, int ahead_days, c
 	}
 	changed = created + dropped;
 	if (changed)
-		log_info("retention: %d partitions created, %d dropped (keeping %d days)", created, dropped, retention_days);
+		log_info("retention: %d partitions created, %d dropped (keeping %d days)", created, dropped,
+			 retention_days);
 	PQclear(r);
 	/* captured raw kernels are few (bounded per capture) and not partitioned: deleted by age */
 	r = PQexecParams(c, "DELETE FROM raw_kernels WHERE ts < now() - make_interval(days => $1::int)", 1, NULL,
-	                 params + 1, NULL, NULL, 0);
+			 params + 1, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 		set_err(err, err_size, "could not delete old captured kernels", PQerrorMessage(c));
 		PQclear(r);
@@ -77,7 +78,7 @@ struct storage_retention {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int retention_days; /* under mu */
+	int retention_days;  /* under mu */
 	bool stopping, kick; /* under mu */
 };
 

@@ -43,8 +43,8 @@ static int grow(void **p, size_t *cap, size_t n, size_t size)
 }
 
 struct steps_col {
-	int32_t id;  /* database name id */
-	uint32_t i;  /* the first phase of the row with that producer name */
+	int32_t id; /* database name id */
+	uint32_t i; /* the first phase of the row with that producer name */
 };
 
 static int col_cmp(const void *pa, const void *pb)
@@ -59,7 +59,7 @@ static bool fits_int4(int64_t v) { return v == NONE || (v >= INT32_MIN && v <= I
 
 /* The cells [rank][1 + phase][2]: (start, duration) pairs, NONE as NULL. */
 static void copy_cells(struct pgbuf *b, const int64_t *starts, const int64_t *durs, uint32_t n_ranks, uint32_t width,
-                       bool wide)
+		       bool wide)
 {
 	size_t n = (size_t)n_ranks * width, nulls = 0;
 	for (size_t k = 0; k < n; k++)
@@ -79,7 +79,7 @@ static void copy_cells(struct pgbuf *b, const int64_t *starts, const int64_t *du
 
 /* The row of refs [a, end) with n_cols phase columns (s->col_of). */
 static void copy_row(struct steps *s, struct pgbuf *b, const struct storage_op *op, int32_t job_id, int64_t set_id,
-                     const struct steps_ref *refs, size_t a, size_t end, size_t n_cols)
+		     const struct steps_ref *refs, size_t a, size_t end, size_t n_cols)
 {
 	uint32_t ranks[STEPS_RANK_SPAN];
 	size_t n_ranks = 0, width = 1 + n_cols;
@@ -145,8 +145,8 @@ static void copy_row(struct steps *s, struct pgbuf *b, const struct storage_op *
 		pgbuf_copy_null(b);
 }
 
-long steps_copy(struct steps *s, struct pgbuf *b, const struct storage_op *op, int32_t job_id,
-                const int32_t *name_ids, size_t n_name_ids, steps_set_fn set_id, void *arg)
+long steps_copy(struct steps *s, struct pgbuf *b, const struct storage_op *op, int32_t job_id, const int32_t *name_ids,
+		size_t n_name_ids, steps_set_fn set_id, void *arg)
 {
 	size_t n = op->n_iters + op->n_phases;
 	if (n == 0)
@@ -169,7 +169,8 @@ long steps_copy(struct steps *s, struct pgbuf *b, const struct storage_op *op, i
 	long rows = 0;
 	for (size_t a = 0, end; a < n; a = end) {
 		size_t n_ranks = 0, n_names = 0, n_cols = 0;
-		for (end = a; end < n && refs[end].iter == refs[a].iter && refs[end].rank - refs[a].rank < STEPS_RANK_SPAN;
+		for (end = a;
+		     end < n && refs[end].iter == refs[a].iter && refs[end].rank - refs[a].rank < STEPS_RANK_SPAN;
 		     end++) {
 			n_ranks += end == a || refs[end].rank != refs[end - 1].rank;
 			if (refs[end].phase) {

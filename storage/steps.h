@@ -46,8 +46,8 @@ struct steps {
  * set_id for each row's phase set; with b NULL only asks (to resolve the sets before a COPY).
  * name_ids maps the producer's name ids to database ids (all present: checked before).
  * Returns the number of rows, or -1 when out of memory or set_id failed (b may hold part). */
-long steps_copy(struct steps *s, struct pgbuf *b, const struct storage_op *op, int32_t job_id,
-                const int32_t *name_ids, size_t n_name_ids, steps_set_fn set_id, void *arg);
+long steps_copy(struct steps *s, struct pgbuf *b, const struct storage_op *op, int32_t job_id, const int32_t *name_ids,
+		size_t n_name_ids, steps_set_fn set_id, void *arg);
 void steps_free(struct steps *s);
 
 #endif

@@ -195,22 +195,25 @@ static void place_phases(struct trace_data *d, size_t first, size_t end, const i
 
 /* the rows of steps that can hold the ranks of array p (their first rank is at most
  * STEPS_RANK_SPAN - 1 below): the primary key's range, which a filter on rank cannot use */
-#define RANK0_IN(p) "rank0 BETWEEN (SELECT min(x) FROM unnest(" p "::int[]) x) - 63 AND (SELECT max(x) FROM unnest(" p "::int[]) x)"
+#define RANK0_IN(p)                                                                                                    \
+	"rank0 BETWEEN (SELECT min(x) FROM unnest(" p "::int[]) x) - 63 AND (SELECT max(x) FROM unnest(" p "::int[]) " \
+													   "x)"
 
-static const char iters_sql[] =
-	"SELECT rank, iter, " EPOCH_US("ts") ", dur_us FROM iterations"
-	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2") " AND iter BETWEEN $3::int AND $4::int"
-	" ORDER BY rank, iter LIMIT $5::int";
+static const char iters_sql[] = "SELECT rank, iter, " EPOCH_US(
+	"ts") ", dur_us FROM iterations"
+	      " WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2") " AND iter BETWEEN $3::int AND $4::int"
+										 " ORDER BY rank, iter LIMIT $5::int";
 
-static const char phases_sql[] =
-	"SELECT rank, iter, name_id, kind, grp, start_us, dur_us, " EPOCH_US("ts") " FROM phases"
-	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2") " AND iter BETWEEN $3::int AND $4::int"
-	" ORDER BY rank, iter, start_us NULLS LAST, name_id LIMIT $5::int";
+static const char phases_sql[] = "SELECT rank, iter, name_id, kind, grp, start_us, dur_us, " EPOCH_US(
+	"ts") " FROM phases"
+	      " WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN(
+		      "$2") " AND iter BETWEEN $3::int AND $4::int"
+			    " ORDER BY rank, iter, start_us NULLS LAST, name_id LIMIT $5::int";
 
-static const char kernels_sql[] =
-	"SELECT rank, iter, name_id, kind, " EPOCH_US("ts") ", dur_us, stream FROM raw_kernels"
-	" WHERE job_id = $1 AND rank = ANY($2::int[]) AND iter BETWEEN $3::int AND $4::int"
-	" ORDER BY rank, stream, ts LIMIT $5::int";
+static const char kernels_sql[] = "SELECT rank, iter, name_id, kind, " EPOCH_US(
+	"ts") ", dur_us, stream FROM raw_kernels"
+	      " WHERE job_id = $1 AND rank = ANY($2::int[]) AND iter BETWEEN $3::int AND $4::int"
+	      " ORDER BY rank, stream, ts LIMIT $5::int";
 
 /* incidents whose first iteration is in the range: their key is "<job>/<first iter>/<category>" */
 static const char incidents_sql[] =
@@ -218,10 +221,11 @@ static const char incidents_sql[] =
 	" WHERE job_id = $1 AND substring(key FROM '/([0-9]+)/[^/]*$')::int BETWEEN $2::int AND $3::int"
 	" ORDER BY id LIMIT $4::int";
 
-static const char events_sql[] =
-	"SELECT id, kind, source || ': ' || detail, " EPOCH_US("ts") ", host FROM events"
-	" WHERE host = ANY($1::text[]) AND ts BETWEEN to_timestamp($2::bigint / 1e6) AND to_timestamp($3::bigint / 1e6)"
-	" AND (job_id IS NULL OR job_id = $5::int) ORDER BY ts LIMIT $4::int";
+static const char events_sql[] = "SELECT id, kind, source || ': ' || detail, " EPOCH_US(
+	"ts") ", host FROM events"
+	      " WHERE host = ANY($1::text[]) AND ts BETWEEN to_timestamp($2::bigint / 1e6) AND to_timestamp($3::bigint "
+	      "/ 1e6)"
+	      " AND (job_id IS NULL OR job_id = $5::int) ORDER BY ts LIMIT $4::int";
 
 int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
 		       struct storage_query_result *r)
@@ -240,8 +244,9 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	d->to_iter = req->to_iter;
 
 	res = query(conn, r,
-		    "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US("min(ts)") " FROM iterations i WHERE i.job_id = j.id)"
-		    " FROM jobs j WHERE name = $1",
+		    "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US(
+			    "min(ts)") " FROM iterations i WHERE i.job_id = j.id)"
+				       " FROM jobs j WHERE name = $1",
 		    1, (const char *const[]){req->job});
 	if (!res)
 		return -1;
@@ -269,8 +274,9 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 		d->ranks[i].rank = req->ranks[i];
 		snprintf(d->ranks[i].host, sizeof(d->ranks[i].host), "unknown host");
 	}
-	res = query(conn, r, "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])",
-		    2, (const char *const[]){l.job_id, arr.p});
+	res = query(conn, r,
+		    "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])", 2,
+		    (const char *const[]){l.job_id, arr.p});
 	if (!res)
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -294,8 +300,11 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 
 	/* the iteration range: the last `span` stored for these ranks when not given */
 	if (d->from_iter < 0 || d->to_iter < 0) {
-		res = query(conn, r, "SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2"), 2,
-			    (const char *const[]){l.job_id, arr.p});
+		res = query(
+			conn, r,
+			"SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN(
+				"$2"),
+			2, (const char *const[]){l.job_id, arr.p});
 		if (!res)
 			goto out;
 		int64_t last = num(res, 0, 0);
@@ -340,7 +349,8 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	n_iters = d->n_slices;
 
 	/* phases, ordered by (rank, iter, start) */
-	res = query_slices(conn, r, phases_sql, (const char *const[]){l.job_id, arr.p, from, to}, req->max_slices - n_iters, d);
+	res = query_slices(conn, r, phases_sql, (const char *const[]){l.job_id, arr.p, from, to},
+			   req->max_slices - n_iters, d);
 	if (!res) {
 		rc = d->too_many ? 2 : rc;
 		goto out;
@@ -394,7 +404,8 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	PQclear(res);
 
 	/* captured raw kernels (migration 006) */
-	res = query_slices(conn, r, kernels_sql, (const char *const[]){l.job_id, arr.p, from, to}, req->max_slices - d->n_slices, d);
+	res = query_slices(conn, r, kernels_sql, (const char *const[]){l.job_id, arr.p, from, to},
+			   req->max_slices - d->n_slices, d);
 	if (!res) {
 		rc = d->too_many ? 2 : rc;
 		goto out;

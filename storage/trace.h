@@ -25,12 +25,12 @@ struct trace_slice {
 	uint32_t iter;
 	int64_t start_us; /* us since the epoch (agents' clock) */
 	int64_t dur_us;
-	uint32_t name;    /* index into trace_data.names (unused for TRACE_SLICE_ITER) */
-	uint8_t type;     /* enum trace_slice_type */
-	uint8_t kind;     /* enum record_kind */
-	uint8_t group;    /* enum record_group (phases) */
+	uint32_t name;       /* index into trace_data.names (unused for TRACE_SLICE_ITER) */
+	uint8_t type;        /* enum trace_slice_type */
+	uint8_t kind;        /* enum record_kind */
+	uint8_t group;       /* enum record_group (phases) */
 	uint8_t start_known; /* phases: 0 when the agent sent no start offset (placed after the previous) */
-	uint32_t stream;  /* kernels */
+	uint32_t stream;     /* kernels */
 };
 
 struct trace_rank {
@@ -41,11 +41,11 @@ struct trace_rank {
 };
 
 struct trace_instant {
-	int64_t ts_us;  /* us since the epoch */
-	char *name;     /* incident category / event kind (malloc'd) */
-	char *detail;   /* summary / "source: detail" (malloc'd) */
-	char *host;     /* an out-of-band event's host; NULL for an incident (job-wide) */
-	int64_t id;     /* incident or event id */
+	int64_t ts_us; /* us since the epoch */
+	char *name;    /* incident category / event kind (malloc'd) */
+	char *detail;  /* summary / "source: detail" (malloc'd) */
+	char *host;    /* an out-of-band event's host; NULL for an incident (job-wide) */
+	int64_t id;    /* incident or event id */
 };
 
 /* What to read. ranks sorted ascending, no repeats. */

@@ -32,7 +32,10 @@ static size_t name_index(const int32_t *ids, size_t n, const char *value)
 
 static int hex_digit(char c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
 }
 
 /* A bytea in PostgreSQL's hex output ("\x0a1b..."): its length, and its bytes into out
@@ -56,9 +59,9 @@ static size_t bytea_hex(const PGresult *r, int row, int col, uint8_t *out)
 }
 
 /* j: the job's id; lo.it: the first iteration read (the last max_iters from from_iter on) */
-#define WINDOW_WITH                                                                                                    \
-	"WITH j AS (SELECT id FROM jobs WHERE name = $1),"                                                             \
-	" lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it"                               \
+#define WINDOW_WITH                                                                      \
+	"WITH j AS (SELECT id FROM jobs WHERE name = $1),"                               \
+	" lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it" \
 	"  FROM iterations i, j WHERE i.job_id = j.id)"
 
 struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32_t from_iter, uint32_t max_iters,
@@ -73,9 +76,8 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 	snprintf(max, sizeof(max), "%u", max_iters);
 	/* the last max_iters iterations from from_iter on; phases by their iteration */
 	it = PQexecParams(conn,
-			  WINDOW_WITH
-			  " SELECT i.rank, i.iter, (extract(epoch FROM i.ts) * 1000000)::bigint, i.dur_us"
-			  " FROM iterations i, j, lo WHERE i.job_id = j.id AND i.iter >= lo.it",
+			  WINDOW_WITH " SELECT i.rank, i.iter, (extract(epoch FROM i.ts) * 1000000)::bigint, i.dur_us"
+				      " FROM iterations i, j, lo WHERE i.job_id = j.id AND i.iter >= lo.it",
 			  3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(it) != PGRES_TUPLES_OK) {
 		fail(err, err_size, "iterations", conn);
@@ -83,14 +85,15 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 		return NULL;
 	}
 	ph = PQexecParams(conn,
-			  WINDOW_WITH
-			  " SELECT p.rank, p.iter, p.name_id, p.kind, p.grp, p.start_us, p.dur_us"
-			  " FROM phases p, j, lo WHERE p.job_id = j.id AND p.iter >= lo.it",
+			  WINDOW_WITH " SELECT p.rank, p.iter, p.name_id, p.kind, p.grp, p.start_us, p.dur_us"
+				      " FROM phases p, j, lo WHERE p.job_id = j.id AND p.iter >= lo.it",
 			  3, NULL, params, NULL, NULL, 0);
 	nm = PQresultStatus(ph) == PGRES_TUPLES_OK
-		     ? PQexecParams(conn, "SELECT n.name_id, n.name FROM names n JOIN jobs j ON j.id = n.job_id WHERE j.name = $1"
-				    " ORDER BY n.name_id",
-				    1, NULL, params, NULL, NULL, 0)
+		     ? PQexecParams(
+			       conn,
+			       "SELECT n.name_id, n.name FROM names n JOIN jobs j ON j.id = n.job_id WHERE j.name = $1"
+			       " ORDER BY n.name_id",
+			       1, NULL, params, NULL, NULL, 0)
 		     : NULL;
 	if (PQresultStatus(ph) != PGRES_TUPLES_OK || PQresultStatus(nm) != PGRES_TUPLES_OK) {
 		fail(err, err_size, PQresultStatus(ph) != PGRES_TUPLES_OK ? "phases" : "names", conn);
@@ -137,11 +140,11 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 	}
 	w->n_names = nn;
 	for (size_t k = 0; k < ni; k++)
-		w->iters[w->n_iters++] = (struct record_iter){
-			.rank = (uint32_t)strtoul(PQgetvalue(it, (int)k, 0), NULL, 10),
-			.iter = (uint32_t)strtoul(PQgetvalue(it, (int)k, 1), NULL, 10),
-			.start_us = strtoll(PQgetvalue(it, (int)k, 2), NULL, 10),
-			.dur_us = strtoll(PQgetvalue(it, (int)k, 3), NULL, 10)};
+		w->iters[w->n_iters++] =
+			(struct record_iter){.rank = (uint32_t)strtoul(PQgetvalue(it, (int)k, 0), NULL, 10),
+					     .iter = (uint32_t)strtoul(PQgetvalue(it, (int)k, 1), NULL, 10),
+					     .start_us = strtoll(PQgetvalue(it, (int)k, 2), NULL, 10),
+					     .dur_us = strtoll(PQgetvalue(it, (int)k, 3), NULL, 10)};
 	for (size_t k = 0; k < np; k++) {
 		size_t name = name_index(ids, nn, PQgetvalue(ph, (int)k, 2));
 
@@ -153,7 +156,8 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 			.name = (uint32_t)name,
 			.kind = (uint8_t)atoi(PQgetvalue(ph, (int)k, 3)),
 			.group = (uint8_t)atoi(PQgetvalue(ph, (int)k, 4)),
-			.start_us = PQgetisnull(ph, (int)k, 5) ? RECORD_NO_START : strtoll(PQgetvalue(ph, (int)k, 5), NULL, 10),
+			.start_us = PQgetisnull(ph, (int)k, 5) ? RECORD_NO_START
+							       : strtoll(PQgetvalue(ph, (int)k, 5), NULL, 10),
 			.dur_us = strtoll(PQgetvalue(ph, (int)k, 6), NULL, 10)};
 	}
 	for (size_t k = 0; k < nk; k++) {
@@ -161,19 +165,19 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 
 		if (name == nn)
 			continue;
-		w->kernels[w->n_kernels++] = (struct record_kernel){
-			.rank = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 0), NULL, 10),
-			.iter = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 1), NULL, 10),
-			.name = (uint32_t)name,
-			.kind = (uint8_t)atoi(PQgetvalue(kn, (int)k, 3)),
-			.count = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 4), NULL, 10),
-			.sum_us = strtoll(PQgetvalue(kn, (int)k, 5), NULL, 10),
-			.min_us = strtoll(PQgetvalue(kn, (int)k, 6), NULL, 10),
-			.max_us = strtoll(PQgetvalue(kn, (int)k, 7), NULL, 10),
-			.p50_us = strtoll(PQgetvalue(kn, (int)k, 8), NULL, 10),
-			.p99_us = strtoll(PQgetvalue(kn, (int)k, 9), NULL, 10),
-			.sketch = len ? sk : NULL,
-			.sketch_len = (uint32_t)len};
+		w->kernels[w->n_kernels++] =
+			(struct record_kernel){.rank = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 0), NULL, 10),
+					       .iter = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 1), NULL, 10),
+					       .name = (uint32_t)name,
+					       .kind = (uint8_t)atoi(PQgetvalue(kn, (int)k, 3)),
+					       .count = (uint32_t)strtoul(PQgetvalue(kn, (int)k, 4), NULL, 10),
+					       .sum_us = strtoll(PQgetvalue(kn, (int)k, 5), NULL, 10),
+					       .min_us = strtoll(PQgetvalue(kn, (int)k, 6), NULL, 10),
+					       .max_us = strtoll(PQgetvalue(kn, (int)k, 7), NULL, 10),
+					       .p50_us = strtoll(PQgetvalue(kn, (int)k, 8), NULL, 10),
+					       .p99_us = strtoll(PQgetvalue(kn, (int)k, 9), NULL, 10),
+					       .sketch = len ? sk : NULL,
+					       .sketch_len = (uint32_t)len};
 		sk += len;
 	}
 out:

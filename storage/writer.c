@@ -64,9 +64,9 @@ struct job_cache {
 struct op_state {
 	int32_t job_id;
 	struct job_cache *job;
-	bool skip;       /* resend of something durable */
-	bool invalid;    /* rejected for its content (or fenced) */
-	bool fenced;     /* not written: the job's lease is not op->lease_epoch */
+	bool skip;         /* resend of something durable */
+	bool invalid;      /* rejected for its content (or fenced) */
+	bool fenced;       /* not written: the job's lease is not op->lease_epoch */
 	int32_t *name_ids; /* [the producer's name id]: database id, -1 for none */
 	size_t n_name_ids;
 };
@@ -95,7 +95,7 @@ struct storage_writer {
 	/* writer thread only */
 	PGconn *conn;
 	bool staging_ready;
-	bool connected_once;   /* the first connection is not a reconnection */
+	bool connected_once; /* the first connection is not a reconnection */
 	struct log_complaint down;
 	struct job_cache **jobs;
 	size_t n_jobs, cap_jobs;
@@ -158,7 +158,8 @@ static enum txn_result classify(struct storage_writer *w, PGresult *r, const cha
 {
 	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
 	char msg[512];
-	snprintf(msg, sizeof msg, "%s", r && PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(w->conn));
+	snprintf(msg, sizeof msg, "%s",
+		 r && PQresultErrorMessage(r)[0] ? PQresultErrorMessage(r) : PQerrorMessage(w->conn));
 	msg[strcspn(msg, "\n")] = '\0';
 	if (state && PQstatus(w->conn) == CONNECTION_OK) {
 		if (strcmp(state, "23505") == 0)
@@ -181,7 +182,7 @@ static enum txn_result classify(struct storage_writer *w, PGresult *r, const cha
 
 /* Runs a statement expecting COMMAND_OK or TUPLES_OK; returns the result or NULL (*res set). */
 static PGresult *run(struct storage_writer *w, enum txn_result *res, const char *what, const char *sql, int n,
-                     const char *const *params)
+		     const char *const *params)
 {
 	PGresult *r = n ? PQexecParams(w->conn, sql, n, NULL, params, NULL, NULL, 0) : PQexec(w->conn, sql);
 	ExecStatusType s = PQresultStatus(r);
@@ -201,9 +202,9 @@ static struct job_cache *job_get(struct storage_writer *w, const char *name, enu
 		return w->jobs[e->num];
 	const char *p[1] = {name};
 	PGresult *r = run(w, res, "job lookup",
-	                  "INSERT INTO jobs (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name "
-	                  "RETURNING id",
-	                  1, p);
+			  "INSERT INTO jobs (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name "
+			  "RETURNING id",
+			  1, p);
 	if (!r)
 		return NULL;
 	int32_t id = (int32_t)atol(PQgetvalue(r, 0, 0));
@@ -242,7 +243,7 @@ static int64_t progress_get(struct storage_writer *w, struct job_cache *j, const
 	snprintf(id, sizeof id, "%" PRId32, j->id);
 	const char *p[2] = {id, agent};
 	PGresult *r = run(w, res, "progress lookup",
-	                  "SELECT durable_seq FROM agent_progress WHERE job_id = $1 AND agent = $2", 2, p);
+			  "SELECT durable_seq FROM agent_progress WHERE job_id = $1 AND agent = $2", 2, p);
 	if (!r)
 		return -2;
 	int64_t v = PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
@@ -300,12 +301,12 @@ static int names_resolve(struct storage_writer *w, struct storage_op *op, struct
 		snprintf(id, sizeof id, "%" PRId32, j->id);
 		const char *p[2] = {id, b->p};
 		PGresult *r = run(w, res, "name lookup",
-		                  "WITH input AS (SELECT DISTINCT unnest($2::text[]) AS name),"
-		                  " ins AS (INSERT INTO names (job_id, name) SELECT $1, name FROM input"
-		                  "  ON CONFLICT (job_id, name) DO NOTHING RETURNING name, name_id)"
-		                  " SELECT name, name_id FROM ins UNION ALL"
-		                  " SELECT n.name, n.name_id FROM names n JOIN input USING (name) WHERE n.job_id = $1",
-		                  2, p);
+				  "WITH input AS (SELECT DISTINCT unnest($2::text[]) AS name),"
+				  " ins AS (INSERT INTO names (job_id, name) SELECT $1, name FROM input"
+				  "  ON CONFLICT (job_id, name) DO NOTHING RETURNING name, name_id)"
+				  " SELECT name, name_id FROM ins UNION ALL"
+				  " SELECT n.name, n.name_id FROM names n JOIN input USING (name) WHERE n.job_id = $1",
+				  2, p);
 		if (!r)
 			return -1;
 		for (int k = 0; k < PQntuples(r); k++) {
@@ -332,12 +333,12 @@ static int job_apply(struct storage_writer *w, struct storage_op *op, enum txn_r
 	order[sizeof t->order] = '\0';
 	const char *p[9] = {op->job, v[0], v[1], v[2], v[3], v[4], v[5], v[6], order};
 	PGresult *r = run(w, res, "job update",
-	                  "INSERT INTO jobs (name, world, tp, cp, pp, dp, ep, gpus_per_node, rank_order)"
-	                  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO UPDATE SET"
-	                  " world = EXCLUDED.world, tp = EXCLUDED.tp, cp = EXCLUDED.cp, pp = EXCLUDED.pp,"
-	                  " dp = EXCLUDED.dp, ep = EXCLUDED.ep, gpus_per_node = EXCLUDED.gpus_per_node,"
-	                  " rank_order = EXCLUDED.rank_order, updated = now() RETURNING id",
-	                  9, p);
+			  "INSERT INTO jobs (name, world, tp, cp, pp, dp, ep, gpus_per_node, rank_order)"
+			  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (name) DO UPDATE SET"
+			  " world = EXCLUDED.world, tp = EXCLUDED.tp, cp = EXCLUDED.cp, pp = EXCLUDED.pp,"
+			  " dp = EXCLUDED.dp, ep = EXCLUDED.ep, gpus_per_node = EXCLUDED.gpus_per_node,"
+			  " rank_order = EXCLUDED.rank_order, updated = now() RETURNING id",
+			  9, p);
 	if (!r)
 		return -1;
 	int32_t id = (int32_t)atol(PQgetvalue(r, 0, 0));
@@ -355,8 +356,12 @@ static int job_apply(struct storage_writer *w, struct storage_op *op, enum txn_r
 			const struct storage_rank *rk = &op->ranks[i];
 			if (i)
 				pgbuf_put(b, ",", 1);
-			uint32_t x = col == 0 ? rk->rank : col == 1 ? rk->tp : col == 2 ? rk->cp : col == 3 ? rk->ep
-			             : col == 4 ? rk->dp : rk->pp;
+			uint32_t x = col == 0   ? rk->rank
+				     : col == 1 ? rk->tp
+				     : col == 2 ? rk->cp
+				     : col == 3 ? rk->ep
+				     : col == 4 ? rk->dp
+						: rk->pp;
 			if (col == 6)
 				pgbuf_array_str(b, rk->host ? rk->host : "");
 			else
@@ -375,11 +380,12 @@ static int job_apply(struct storage_writer *w, struct storage_op *op, enum txn_r
 	for (int col = 0; col < 7; col++)
 		q[col + 1] = b->p + off[col];
 	r = run(w, res, "ranks update",
-	        "INSERT INTO ranks (job_id, rank, tp, cp, ep, dp, pp, host)"
-	        " SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::text[])"
-	        " ON CONFLICT (job_id, rank) DO UPDATE SET tp = EXCLUDED.tp, cp = EXCLUDED.cp, ep = EXCLUDED.ep,"
-	        " dp = EXCLUDED.dp, pp = EXCLUDED.pp, host = EXCLUDED.host",
-	        8, q);
+		"INSERT INTO ranks (job_id, rank, tp, cp, ep, dp, pp, host)"
+		" SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], "
+		"$8::text[])"
+		" ON CONFLICT (job_id, rank) DO UPDATE SET tp = EXCLUDED.tp, cp = EXCLUDED.cp, ep = EXCLUDED.ep,"
+		" dp = EXCLUDED.dp, pp = EXCLUDED.pp, host = EXCLUDED.host",
+		8, q);
 	if (!r)
 		return -1;
 	PQclear(r);
@@ -458,7 +464,9 @@ static int64_t set_resolve(void *arg, const struct steps_set *set)
 		pgbuf_put(b, "{", 1);
 		for (size_t i = 0; i < set->n; i++)
 			pgbuf_printf(b, "%s%d", i ? "," : "",
-			             col == 0 ? (int)set->names[i] : col == 1 ? set->kinds[i] : set->grps[i]);
+				     col == 0   ? (int)set->names[i]
+				     : col == 1 ? set->kinds[i]
+						: set->grps[i]);
 		pgbuf_put(b, "}", 2);
 	}
 	const char *key = set_key(w, set);
@@ -469,10 +477,11 @@ static int64_t set_resolve(void *arg, const struct steps_set *set)
 	char jid[16];
 	snprintf(jid, sizeof jid, "%" PRId32, c->j->id);
 	const char *p[4] = {jid, b->p + off[0], b->p + off[1], b->p + off[2]};
-	PGresult *r = run(w, &c->res, "phase set lookup",
-	                  "INSERT INTO phase_sets (job_id, names, kinds, grps) VALUES ($1, $2, $3, $4)"
-	                  " ON CONFLICT (job_id, names, kinds, grps) DO UPDATE SET job_id = EXCLUDED.job_id RETURNING set_id",
-	                  4, p);
+	PGresult *r =
+		run(w, &c->res, "phase set lookup",
+		    "INSERT INTO phase_sets (job_id, names, kinds, grps) VALUES ($1, $2, $3, $4)"
+		    " ON CONFLICT (job_id, names, kinds, grps) DO UPDATE SET job_id = EXCLUDED.job_id RETURNING set_id",
+		    4, p);
 	if (!r)
 		return -1;
 	id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
@@ -549,8 +558,8 @@ static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op,
 }
 
 /* COPYs one table's rows of the group into target (the table or its staging table). */
-static enum txn_result copy_table(struct storage_writer *w, enum table t, const char *target,
-                                  struct storage_op **ops, struct op_state *sts, size_t n)
+static enum txn_result copy_table(struct storage_writer *w, enum table t, const char *target, struct storage_op **ops,
+				  struct op_state *sts, size_t n)
 {
 	size_t rows = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -579,7 +588,8 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 			continue;
 		if (t == T_STEP) {
 			struct set_ctx c = {w, sts[i].job, TXN_OK};
-			if (steps_copy(&w->steps, b, op, sts[i].job_id, sts[i].name_ids, sts[i].n_name_ids, set_find, &c) < 0)
+			if (steps_copy(&w->steps, b, op, sts[i].job_id, sts[i].name_ids, sts[i].n_name_ids, set_find,
+				       &c) < 0)
 				b->failed = true; /* out of memory (every set was resolved) */
 			ok = copy_flush(w, false);
 			continue;
@@ -643,11 +653,11 @@ static enum txn_result progress_upsert(struct storage_writer *w)
 	const char *p[3] = {b->p + off[0], b->p + off[1], b->p + off[2]};
 	enum txn_result res = TXN_OK;
 	PGresult *r = run(w, &res, "progress update",
-	                  "INSERT INTO agent_progress (job_id, agent, durable_seq)"
-	                  " SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[])"
-	                  " ON CONFLICT (job_id, agent) DO UPDATE SET"
-	                  " durable_seq = GREATEST(agent_progress.durable_seq, EXCLUDED.durable_seq), updated = now()",
-	                  3, p);
+			  "INSERT INTO agent_progress (job_id, agent, durable_seq)"
+			  " SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[])"
+			  " ON CONFLICT (job_id, agent) DO UPDATE SET"
+			  " durable_seq = GREATEST(agent_progress.durable_seq, EXCLUDED.durable_seq), updated = now()",
+			  3, p);
 	if (!r)
 		return res;
 	PQclear(r);
@@ -660,12 +670,12 @@ static enum txn_result ensure_staging(struct storage_writer *w)
 		return TXN_OK;
 	enum txn_result res = TXN_OK;
 	PGresult *r = run(w, &res, "staging tables",
-	                  "SET client_min_messages = warning;"
-	                  "CREATE TEMP TABLE IF NOT EXISTS stage_steps (LIKE steps) ON COMMIT DELETE ROWS;"
-	                  "CREATE TEMP TABLE IF NOT EXISTS stage_kernels (LIKE kernels) ON COMMIT DELETE ROWS;"
-	                  "CREATE TEMP TABLE IF NOT EXISTS stage_raw_kernels (LIKE raw_kernels) ON COMMIT DELETE ROWS;"
-	                  "RESET client_min_messages",
-	                  0, NULL);
+			  "SET client_min_messages = warning;"
+			  "CREATE TEMP TABLE IF NOT EXISTS stage_steps (LIKE steps) ON COMMIT DELETE ROWS;"
+			  "CREATE TEMP TABLE IF NOT EXISTS stage_kernels (LIKE kernels) ON COMMIT DELETE ROWS;"
+			  "CREATE TEMP TABLE IF NOT EXISTS stage_raw_kernels (LIKE raw_kernels) ON COMMIT DELETE ROWS;"
+			  "RESET client_min_messages",
+			  0, NULL);
 	if (!r)
 		return res;
 	PQclear(r);
@@ -706,7 +716,7 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 		const char *why = batch_invalid(op);
 		if (why) {
 			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job,
-			          op->agent ? op->agent : "", op->seq, why);
+				  op->agent ? op->agent : "", op->seq, why);
 			st->invalid = true;
 			continue;
 		}
@@ -738,15 +748,16 @@ static enum txn_result resolve(struct storage_writer *w, struct storage_op **ops
 			if (names_resolve(w, op, st, &res) < 0) {
 				if (res != TXN_DATA)
 					return res;
-				log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: its names were refused",
-				          op->job, op->agent, op->seq);
+				log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64
+					  ": batch rejected: its names were refused",
+					  op->job, op->agent, op->seq);
 				st->invalid = true;
 				continue;
 			}
 		}
 		if ((why = names_missing(op, st))) {
-			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job, op->agent,
-			          op->seq, why);
+			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected: %s", op->job,
+				  op->agent, op->seq, why);
 			st->invalid = true;
 			continue;
 		}
@@ -778,12 +789,14 @@ static enum txn_result fence(struct storage_writer *w, struct storage_op **ops, 
 			continue;
 		for (size_t k = 0; k < i && !checked; k++) /* once per job (groups are small) */
 			checked = ops[k]->lease_epoch && !sts[k].skip && ops[k]->type != STORAGE_OP_JOB &&
-				  ops[k]->lease_epoch == ops[i]->lease_epoch && strcmp(ops[k]->job, ops[i]->job) == 0 && !sts[k].invalid;
+				  ops[k]->lease_epoch == ops[i]->lease_epoch && strcmp(ops[k]->job, ops[i]->job) == 0 &&
+				  !sts[k].invalid;
 		if (checked)
 			continue;
 		const char *params[2] = {ops[i]->job, w->lease_owner};
-		PGresult *r = run(w, &res, "lease check", "SELECT epoch FROM job_leases WHERE job = $1 AND owner = $2 FOR KEY SHARE",
-				  2, params);
+		PGresult *r =
+			run(w, &res, "lease check",
+			    "SELECT epoch FROM job_leases WHERE job = $1 AND owner = $2 FOR KEY SHARE", 2, params);
 		if (!r)
 			return res;
 		snprintf(epoch, sizeof epoch, "%" PRIu64, ops[i]->lease_epoch);
@@ -791,10 +804,12 @@ static enum txn_result fence(struct storage_writer *w, struct storage_op **ops, 
 		PQclear(r);
 		if (ours)
 			continue;
-		log_warning("writer: job \"%s\": lease epoch %s is no longer this instance's; its records are not written",
-			    ops[i]->job, epoch);
+		log_warning(
+			"writer: job \"%s\": lease epoch %s is no longer this instance's; its records are not written",
+			ops[i]->job, epoch);
 		for (size_t k = i; k < n; k++) {
-			if (ops[k]->type != STORAGE_OP_JOB && !sts[k].invalid && !sts[k].skip && strcmp(ops[k]->job, ops[i]->job) == 0)
+			if (ops[k]->type != STORAGE_OP_JOB && !sts[k].invalid && !sts[k].skip &&
+			    strcmp(ops[k]->job, ops[i]->job) == 0)
 				sts[k].invalid = sts[k].fenced = fenced = true;
 		}
 	}
@@ -803,7 +818,7 @@ static enum txn_result fence(struct storage_writer *w, struct storage_op **ops, 
 
 /* One attempt at the group's transaction. */
 static enum txn_result write_txn(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n,
-                                 bool staged)
+				 bool staged)
 {
 	enum txn_result res = TXN_OK;
 	if (staged && (res = ensure_staging(w)) != TXN_OK)
@@ -821,7 +836,7 @@ static enum txn_result write_txn(struct storage_writer *w, struct storage_op **o
 		if (res == TXN_OK && staged) {
 			char sql[256];
 			snprintf(sql, sizeof sql, "INSERT INTO %s SELECT * FROM stage_%s ON CONFLICT DO NOTHING",
-			         table_names[t], table_names[t]);
+				 table_names[t], table_names[t]);
 			r = run(w, &res, "insert from staging", sql, 0, NULL);
 			if (r)
 				PQclear(r);
@@ -881,8 +896,9 @@ static void push_done(struct storage_writer *w, const struct storage_op *op, int
 			size_t nc = w->done_cap ? w->done_cap * 2 : 256;
 			struct storage_done *nd = realloc(w->done, nc * sizeof *nd);
 			if (!nd) {
-				log_error("writer: out of memory: done notification for job \"%s\" seq %" PRIu64 " lost",
-				          op->job, op->seq);
+				log_error("writer: out of memory: done notification for job \"%s\" seq %" PRIu64
+					  " lost",
+					  op->job, op->seq);
 				return;
 			}
 			w->done = nd;
@@ -900,7 +916,7 @@ static void push_done(struct storage_writer *w, const struct storage_op *op, int
 
 /* Releases a finished group: done items, caches, queue space, stats, wake. */
 static void finish(struct storage_writer *w, struct storage_op **ops, struct op_state *sts, size_t n, bool committed,
-                   bool staged)
+		   bool staged)
 {
 	if (committed) {
 		for (size_t i = 0; i < n; i++) {
@@ -925,7 +941,8 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 			else if (sts[i].skip)
 				w->st.skipped_batches++;
 			else
-				written += ops[i]->n_iters + ops[i]->n_phases + ops[i]->n_kernels + ops[i]->n_raw_kernels;
+				written +=
+					ops[i]->n_iters + ops[i]->n_phases + ops[i]->n_kernels + ops[i]->n_raw_kernels;
 		}
 	}
 	w->st.committed_records += written;
@@ -999,7 +1016,7 @@ static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 		if (n == 1) {
 			sts[0].invalid = true;
 			log_error("writer: job \"%s\" agent \"%s\" seq %" PRIu64 ": batch rejected by the database",
-			          ops[0]->job ? ops[0]->job : "", ops[0]->agent ? ops[0]->agent : "", ops[0]->seq);
+				  ops[0]->job ? ops[0]->job : "", ops[0]->agent ? ops[0]->agent : "", ops[0]->seq);
 			finish(w, ops, sts, n, false, false);
 			free(sts);
 			return 0;
@@ -1195,7 +1212,7 @@ void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats 
 }
 
 int storage_progress_load(const char *dsn, void (*cb)(const char *, const char *, uint64_t, void *), void *arg,
-                          char *err, size_t err_size)
+			  char *err, size_t err_size)
 {
 	PGconn *c = PQconnectdb(dsn);
 	if (PQstatus(c) != CONNECTION_OK) {
@@ -1205,7 +1222,7 @@ int storage_progress_load(const char *dsn, void (*cb)(const char *, const char *
 		return -1;
 	}
 	PGresult *r = PQexec(c, "SELECT j.name, p.agent, p.durable_seq FROM agent_progress p"
-	                        " JOIN jobs j ON j.id = p.job_id ORDER BY j.name, p.agent");
+				" JOIN jobs j ON j.id = p.job_id ORDER BY j.name, p.agent");
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		snprintf(err, err_size, "could not read agent progress: %s", PQerrorMessage(c));
 		err[strcspn(err, "\n")] = '\0';

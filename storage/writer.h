@@ -26,9 +26,9 @@ struct storage_writer_config {
 	void (*wake)(void *arg);  /* called on the writer thread when done items or queue space appear */
 	void *wake_arg;
 	/* Optional (0: default). */
-	int reconnect_min_ms;     /* first retry delay after the database went away (100) */
-	int reconnect_max_ms;     /* delay doubles up to this (5000) */
-	const char *lease_owner;  /* this instance's id in job_leases (NULL: ops are not fenced) */
+	int reconnect_min_ms;    /* first retry delay after the database went away (100) */
+	int reconnect_max_ms;    /* delay doubles up to this (5000) */
+	const char *lease_owner; /* this instance's id in job_leases (NULL: ops are not fenced) */
 };
 
 struct storage_done {
@@ -47,12 +47,12 @@ struct storage_done {
 struct storage_writer_stats {
 	uint64_t queued_records, queued_ops;
 	uint64_t committed_records, committed_txns;
-	uint64_t refused_full;       /* submissions refused because the queue was full */
-	uint64_t conflicts;          /* batches that hit a key conflict and were redone as no-ops */
+	uint64_t refused_full; /* submissions refused because the queue was full */
+	uint64_t conflicts;    /* batches that hit a key conflict and were redone as no-ops */
 	uint64_t reconnects;
-	uint64_t skipped_batches;    /* batches whose seq was already durable (resends), reported done */
-	uint64_t failed_batches;     /* batches rejected for their content, reported done with failed=1 */
-	uint64_t fenced_batches;     /* batches of a lease lost, reported done with failed=STORAGE_FENCED */
+	uint64_t skipped_batches; /* batches whose seq was already durable (resends), reported done */
+	uint64_t failed_batches;  /* batches rejected for their content, reported done with failed=1 */
+	uint64_t fenced_batches;  /* batches of a lease lost, reported done with failed=STORAGE_FENCED */
 	int connected;
 };
 
@@ -71,7 +71,8 @@ void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats 
 
 /* Synchronous (use once at start-up, before the event loop runs): calls cb for every
  * (job, agent, durable_seq) stored. Returns 0, or -1 with a message in err. */
-int storage_progress_load(const char *dsn, void (*cb)(const char *job, const char *agent, uint64_t durable_seq, void *arg),
-                          void *arg, char *err, size_t err_size);
+int storage_progress_load(const char *dsn,
+			  void (*cb)(const char *job, const char *agent, uint64_t durable_seq, void *arg), void *arg,
+			  char *err, size_t err_size);
 
 #endif

@@ -114,10 +114,12 @@ int main(int argc, char **argv)
 			nh = rx_hits(rx, &hits);
 			for (size_t i = 0; i < nh && hook < 0; i++) {
 				json_t *j = json_loads(hits[i].body, 0, NULL);
-				const char *cat = json_string_value(json_object_get(json_object_get(j, "incident"), "category"));
+				const char *cat =
+					json_string_value(json_object_get(json_object_get(j, "incident"), "category"));
 				const char *state = json_string_value(json_object_get(j, "state"));
 
-				if (cat && strcmp(cat, "compute_degradation") == 0 && state && strcmp(state, "resolved") != 0) {
+				if (cat && strcmp(cat, "compute_degradation") == 0 && state &&
+				    strcmp(state, "resolved") != 0) {
 					hook = hits[i].at_us;
 					last_iter = (long)json_integer_value(json_object_get(
 						json_object_get(json_object_get(j, "report"), "window"), "last_iter"));

@@ -141,7 +141,8 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}
-	printf("median of %d runs: %d idle agents, culpritd RSS %.1f MiB, %.1f KiB per idle connection (target <= 32 KiB)\n",
+	printf("median of %d runs: %d idle agents, culpritd RSS %.1f MiB, %.1f KiB per idle connection (target <= 32 "
+	       "KiB)\n",
 	       runs, n, median(total_mib, runs), median(per_conn, runs) / 1024.0);
 	return 0;
 }

@@ -53,8 +53,7 @@ struct fill_stats {
 	double ms;
 };
 
-static struct fill_stats fill(struct store *s, uint32_t iters, uint32_t slow_lo, uint32_t slow_n,
-			      int kernels)
+static struct fill_stats fill(struct store *s, uint32_t iters, uint32_t slow_lo, uint32_t slow_n, int kernels)
 {
 	const struct topo *t = store_topo(s);
 	uint32_t ph[NPHASES], kn[NKERNELS];
@@ -79,9 +78,12 @@ static struct fill_stats fill(struct store *s, uint32_t iters, uint32_t slow_lo,
 					ms *= 5.7;
 				if (bad && !culprit && p == NPHASES - 1)
 					ms += 4000;
-				struct record_phase rec = {r, it, ph[p],
+				struct record_phase rec = {r,
+							   it,
+							   ph[p],
 							   p < 8 ? RECORD_KIND_COMPUTE : RECORD_KIND_COMM,
-							   p < 8 ? RECORD_GROUP_NONE : RECORD_GROUP_DP, 0,
+							   p < 8 ? RECORD_GROUP_NONE : RECORD_GROUP_DP,
+							   0,
 							   (int64_t)(ms * 1000)};
 				store_add_phase(s, &rec);
 				fs.records++;
@@ -171,8 +173,8 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 	printf("  full L2+L3+attribution pass over the %u-iteration window: median %.1f ms of %d runs "
 	       "(min %.1f)\n",
 	       in.last_iter - in.first_iter + 1, median(times, runs), runs, t_min);
-	printf("  verdict %s, %zu culprits (first %u), %zu late, %zu victims\n", rep.category,
-	       rep.culprits_total, rep.nsuspects ? rep.suspects[0].rank : 0, rep.late_total, rep.victims);
+	printf("  verdict %s, %zu culprits (first %u), %zu late, %zu victims\n", rep.category, rep.culprits_total,
+	       rep.nsuspects ? rep.suspects[0].rank : 0, rep.late_total, rep.victims);
 	/* what culpritd holds for the job: its store, its kept L2 memory and a snapshot */
 	long rss = status_kib(getpid(), "VmRSS");
 	{
@@ -231,8 +233,8 @@ static int off_job(void *ctx, const struct jsonl_job *j, const char **why)
 	static char msg[128];
 	if (o->e)
 		return 0;
-	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, msg,
-		      sizeof(msg)) < 0) {
+	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, msg, sizeof(msg)) <
+	    0) {
 		*why = msg;
 		return -1;
 	}
@@ -265,8 +267,8 @@ static int off_phase(void *ctx, const struct record_phase *r, const char *name, 
 	return 0;
 }
 
-static int off_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *d,
-		      size_t n, const char **why)
+static int off_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *d, size_t n,
+		      const char **why)
 {
 	struct offline *o = ctx;
 	(void)why;
@@ -276,8 +278,8 @@ static int off_kernel(void *ctx, const struct record_kernel *r, const char *name
 	return 0;
 }
 
-static int off_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
-		     const char *detail, const char **why)
+static int off_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source, const char *detail,
+		     const char **why)
 {
 	struct offline *o = ctx;
 	(void)why;
@@ -302,9 +304,8 @@ static int bench_file(const char *path)
 	double s = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("%s: %llu lines in %.2f s wall = %.0f lines/s, peak RSS %.1f MiB; verdict %s, %zu culprits\n",
-	       path, (unsigned long long)lines, s, lines / s, ru.ru_maxrss / 1024.0, rep.category,
-	       rep.culprits_total);
+	printf("%s: %llu lines in %.2f s wall = %.0f lines/s, peak RSS %.1f MiB; verdict %s, %zu culprits\n", path,
+	       (unsigned long long)lines, s, lines / s, ru.ru_maxrss / 1024.0, rep.category, rep.culprits_total);
 	report_free(&rep);
 	engine_destroy(o.e);
 	return 0;

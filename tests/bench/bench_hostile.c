@@ -61,8 +61,8 @@
 #include "frame.h"
 
 #define PHASES 8
-#define DEPTH 2          /* batches in flight per healthy agent */
-#define PER_SRC 100      /* healthy agents per source address */
+#define DEPTH 2     /* batches in flight per healthy agent */
+#define PER_SRC 100 /* healthy agents per source address */
 #define INBUF 4096
 
 static int agent_port, http_port;
@@ -78,8 +78,8 @@ static int connect_from(int net, int host, bool nb)
 	if (fd < 0)
 		return -1;
 	src.sin_family = AF_INET;
-	src.sin_addr.s_addr = htonl((127u << 24) | ((unsigned)net << 16) | ((unsigned)host / 256 << 8) |
-				    ((unsigned)host % 256 + 1));
+	src.sin_addr.s_addr =
+		htonl((127u << 24) | ((unsigned)net << 16) | ((unsigned)host / 256 << 8) | ((unsigned)host % 256 + 1));
 	dst.sin_family = AF_INET;
 	dst.sin_port = htons((uint16_t)agent_port);
 	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -177,10 +177,10 @@ static struct {
 	uint64_t acked_records, lost, write_short;
 	int64_t t0_us;
 	uint8_t batch_buf[2048];
-	double rate;          /* paced: batches a second over all agents; 0: each as fast as Acks come */
-	double pace_t0;       /* paced: when batch number 0 was due */
-	uint64_t scheduled;   /* paced: batches made due so far, agent scheduled % n each */
-	float *lat;           /* Ack latencies (seconds) of the window being counted */
+	double rate;        /* paced: batches a second over all agents; 0: each as fast as Acks come */
+	double pace_t0;     /* paced: when batch number 0 was due */
+	uint64_t scheduled; /* paced: batches made due so far, agent scheduled % n each */
+	float *lat;         /* Ack latencies (seconds) of the window being counted */
 	size_t n_lat, cap_lat;
 } H;
 
@@ -188,7 +188,8 @@ static int healthy_send_batch(struct healthy *h, uint32_t rank)
 {
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
-	static char n0[] = "p0", n1[] = "p1", n2[] = "p2", n3[] = "p3", n4[] = "p4", n5[] = "p5", n6[] = "p6", n7[] = "p7";
+	static char n0[] = "p0", n1[] = "p1", n2[] = "p2", n3[] = "p3", n4[] = "p4", n5[] = "p5", n6[] = "p6",
+		    n7[] = "p7";
 	char *names[PHASES] = {n0, n1, n2, n3, n4, n5, n6, n7};
 	uint32_t ir = rank, ii, pr[PHASES], pi[PHASES], pn[PHASES], pk[PHASES], pg[PHASES];
 	int64_t is, id = 1000000, ps[PHASES], pd[PHASES];
@@ -389,8 +390,8 @@ static const char *const kind_names[KINDS] = {"slowloris", "oversized", "garbage
 struct hostile {
 	int fd;
 	enum hostile_kind kind;
-	double next;     /* time of the next action */
-	size_t sent;     /* slowloris: bytes of the Hello sent */
+	double next; /* time of the next action */
+	size_t sent; /* slowloris: bytes of the Hello sent */
 	int addr;
 };
 
@@ -469,7 +470,8 @@ static void hostile_main(uint32_t n, int n_addrs, double pause_s, unsigned kinds
 			}
 			switch (h->kind) {
 			case SLOWLORIS:
-				if (h->sent < hello_len && send(h->fd, hello + h->sent, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+				if (h->sent < hello_len &&
+				    send(h->fd, hello + h->sent, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
 					h->sent++;
 				h->next = t + 0.1;
 				break;
@@ -493,15 +495,14 @@ static void hostile_main(uint32_t n, int n_addrs, double pause_s, unsigned kinds
 				}
 				h->next = t + 0.05;
 				break;
-			case HALF_OPEN:
-				h->next = t + 0.1;
-				break;
+			case HALF_OPEN: h->next = t + 0.1; break;
 			case HELLO_FLOOD: {
 				uint8_t fh[256];
 				char agent[32];
 				size_t len;
 
-				snprintf(agent, sizeof(agent), "f%u-%llu", i, (unsigned long long)connects[HELLO_FLOOD]);
+				snprintf(agent, sizeof(agent), "f%u-%llu", i,
+					 (unsigned long long)connects[HELLO_FLOOD]);
 				len = pack_hello(fh, "flood", agent, 64, i % 64);
 				send(h->fd, fh, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 				close(h->fd);
@@ -509,8 +510,7 @@ static void hostile_main(uint32_t n, int n_addrs, double pause_s, unsigned kinds
 				h->next = t + pause_s;
 				break;
 			}
-			case KINDS:
-				break;
+			case KINDS: break;
 			}
 		}
 	}
@@ -519,7 +519,8 @@ static void hostile_main(uint32_t n, int n_addrs, double pause_s, unsigned kinds
 	for (int k = 0; k < KINDS; k++)
 		fprintf(stderr, " %s %llu", kind_names[k], (unsigned long long)connects[k]);
 	fprintf(stderr, "; %llu could not connect; its CPU %.1f s\n", (unsigned long long)refused,
-		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+		(double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+			(double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	_exit(0);
 }
 
@@ -596,7 +597,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bench_hostile CULPRITD [--healthy N] [--hostile N] [--runs R] [--seconds S]\n"
 			"                     [--hostile-addrs K] [--hostile-pause-ms MS] [--per-addr-limit L]\n"
-			"                     [--hello-timeout-ms T] [--before-hello-limit B] [--kinds slowloris,oversized,garbage,half-open,flood]\n"
+			"                     [--hello-timeout-ms T] [--before-hello-limit B] [--kinds "
+			"slowloris,oversized,garbage,half-open,flood]\n"
 			"                     [--rate BATCHES_PER_S] [--pin] [--check]\n");
 	exit(2);
 }
@@ -604,23 +606,31 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"healthy", required_argument, NULL, 'n'},       {"hostile", required_argument, NULL, 'x'},
-		{"runs", required_argument, NULL, 'r'},          {"seconds", required_argument, NULL, 's'},
-		{"hostile-addrs", required_argument, NULL, 'a'}, {"hostile-pause-ms", required_argument, NULL, 'p'},
-		{"per-addr-limit", required_argument, NULL, 'l'}, {"hello-timeout-ms", required_argument, NULL, 't'},
-		{"before-hello-limit", required_argument, NULL, 'b'}, {"kinds", required_argument, NULL, 'k'},
-		{"rate", required_argument, NULL, 'R'},          {"pin", no_argument, NULL, 'P'},
+		{"healthy", required_argument, NULL, 'n'},
+		{"hostile", required_argument, NULL, 'x'},
+		{"runs", required_argument, NULL, 'r'},
+		{"seconds", required_argument, NULL, 's'},
+		{"hostile-addrs", required_argument, NULL, 'a'},
+		{"hostile-pause-ms", required_argument, NULL, 'p'},
+		{"per-addr-limit", required_argument, NULL, 'l'},
+		{"hello-timeout-ms", required_argument, NULL, 't'},
+		{"before-hello-limit", required_argument, NULL, 'b'},
+		{"kinds", required_argument, NULL, 'k'},
+		{"rate", required_argument, NULL, 'R'},
+		{"pin", no_argument, NULL, 'P'},
 		{"check", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
-	long n_healthy = 10000, n_hostile = 1000, runs = 3, n_addrs = 5, pause_ms = 100, per_addr = 256, hello_ms = 5000, before_hello = 4096;
+	long n_healthy = 10000, n_hostile = 1000, runs = 3, n_addrs = 5, pause_ms = 100, per_addr = 256,
+	     hello_ms = 5000, before_hello = 4096;
 	double secs = 10, without[32], with[32], cpu_alone[32], cpu_with[32];
 	double p50_alone[32], p50_with[32], p99_alone[32], p99_with[32];
 	bool check = false, pinned = false;
 	unsigned kinds = (1u << KINDS) - 1;
 	int c, failed = 0;
 	struct rlimit rl;
-	char agent[64], http[64], maxc[32], per_addr_s[32], hello_s[32], before_s[32], log_path[] = "/tmp/bench_hostile.XXXXXX";
+	char agent[64], http[64], maxc[32], per_addr_s[32], hello_s[32], before_s[32],
+		log_path[] = "/tmp/bench_hostile.XXXXXX";
 	long rss0, rss1, rss_alone = 0, rss_with = 0;
 	char *m;
 	int status;
@@ -654,9 +664,9 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
-	if (optind + 1 != argc || n_healthy < 1 || n_hostile < 0 || runs < 1 || runs > 32 || secs <= 0 ||
-	    n_addrs < 1 || n_addrs > 250 || pause_ms < 0 || per_addr < 1 || hello_ms < 100 || before_hello < 2 ||
-	    H.rate < 0 || (pinned && sysconf(_SC_NPROCESSORS_ONLN) < 2))
+	if (optind + 1 != argc || n_healthy < 1 || n_hostile < 0 || runs < 1 || runs > 32 || secs <= 0 || n_addrs < 1 ||
+	    n_addrs > 250 || pause_ms < 0 || per_addr < 1 || hello_ms < 100 || before_hello < 2 || H.rate < 0 ||
+	    (pinned && sysconf(_SC_NPROCESSORS_ONLN) < 2))
 		usage();
 	getrlimit(RLIMIT_NOFILE, &rl);
 	rl.rlim_cur = rl.rlim_max;
@@ -696,10 +706,8 @@ int main(int argc, char **argv)
 		dup2(log_fd, 1);
 		dup2(log_fd, 2);
 		execl(argv[optind], argv[optind], "--storage", "false", "--agent-listen", agent, "--http-listen", http,
-		      "--max-connections", maxc, "--max-connections-per-addr", per_addr_s, "--hello-timeout-ms", hello_s,
-		      "--max-connections-before-hello", before_s,
-		      "--log-level", "info",
-		      (char *)NULL);
+		      "--max-connections", maxc, "--max-connections-per-addr", per_addr_s, "--hello-timeout-ms",
+		      hello_s, "--max-connections-before-hello", before_s, "--log-level", "info", (char *)NULL);
 		_exit(127);
 	}
 	if (pinned)
@@ -719,13 +727,15 @@ int main(int argc, char **argv)
 	}
 	healthy_run(2); /* warm up */
 	rss0 = rss_kib(culpritd_pid);
-	printf("bench_hostile: %ld healthy agents (1 iteration + %d phases a batch, %d in flight, ", n_healthy, PHASES, DEPTH);
+	printf("bench_hostile: %ld healthy agents (1 iteration + %d phases a batch, %d in flight, ", n_healthy, PHASES,
+	       DEPTH);
 	if (H.rate > 0)
 		printf("paced at %.0f batches/s = %.0f records/s in all)", H.rate, H.rate * (1 + PHASES));
 	else
 		printf("each as fast as its Acks come)");
 	printf(", %ld hostile connections from %ld addresses (pause %ld ms), culpritd --storage false "
-	       "--hello-timeout-ms %ld --max-connections-per-addr %ld --max-connections-before-hello %ld, %ld runs of %.0f s%s, culpritd log %s\n",
+	       "--hello-timeout-ms %ld --max-connections-per-addr %ld --max-connections-before-hello %ld, %ld runs of "
+	       "%.0f s%s, culpritd log %s\n",
 	       n_hostile, n_addrs, pause_ms, hello_ms, per_addr, before_hello, runs, secs,
 	       pinned ? ", culpritd pinned to CPU 1 and the clients to CPU 0" : "", log_path);
 	for (int r = 0; r < runs; r++) {
@@ -751,10 +761,11 @@ int main(int argc, char **argv)
 		while (waitpid(hp, NULL, WNOHANG) == 0)
 			healthy_run(0.05);
 		healthy_run(1); /* culpritd closes what is left of them */
-		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%); Ack latency p50/p99 "
+		printf("run %d: healthy records/s alone %.0f, with hostile connections %.0f (%.1f%%); Ack latency "
+		       "p50/p99 "
 		       "%.2f/%.2f and %.2f/%.2f ms; culpritd CPU %.2f and %.2f cores, RSS %.1f and %.1f MiB\n",
-		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], p50_alone[r], p99_alone[r], p50_with[r],
-		       p99_with[r], cpu_alone[r], cpu_with[r], rss_alone / 1024.0, rss_with / 1024.0);
+		       r + 1, without[r], with[r], 100.0 * with[r] / without[r], p50_alone[r], p99_alone[r],
+		       p50_with[r], p99_with[r], cpu_alone[r], cpu_with[r], rss_alone / 1024.0, rss_with / 1024.0);
 		fflush(stdout);
 	}
 	rss1 = rss_kib(culpritd_pid);
@@ -768,7 +779,8 @@ int main(int argc, char **argv)
 	double mw = median(without, (int)runs), mh = median(with, (int)runs);
 	printf("median healthy records/s: alone %.0f, with %ld hostile connections %.0f; ratio %.3f (target >= 0.90)\n",
 	       mw, n_hostile, mh, mh / mw);
-	printf("healthy Ack latency (medians of the runs): p50 %.2f ms alone, %.2f ms with; p99 %.2f ms alone, %.2f ms with\n",
+	printf("healthy Ack latency (medians of the runs): p50 %.2f ms alone, %.2f ms with; p99 %.2f ms alone, %.2f ms "
+	       "with\n",
 	       median(p50_alone, (int)runs), median(p50_with, (int)runs), median(p99_alone, (int)runs),
 	       median(p99_with, (int)runs));
 	printf("culpritd CPU per healthy record (median): %.2f us alone, %.2f us with the hostile connections\n",
@@ -812,7 +824,8 @@ int main(int argc, char **argv)
 		    metric(m, "culprit_agent_connections_over_limit_total{limit=\"per_address\"}") <= 0)
 			failed = complain("no connection over max_connections_per_addr counted");
 		/* every healthy batch is more than 100 bytes on the wire */
-		if (m && metric(m, "culprit_agent_received_bytes_total") < 100.0 * (double)H.acked_records / (1 + PHASES))
+		if (m &&
+		    metric(m, "culprit_agent_received_bytes_total") < 100.0 * (double)H.acked_records / (1 + PHASES))
 			failed = complain("culprit_agent_received_bytes_total is below what the healthy agents sent");
 		if (rss1 - rss0 > 64 * 1024)
 			failed = complain("culpritd grew by %ld KiB", rss1 - rss0);

@@ -34,8 +34,7 @@ static int c_phase(void *c, const struct record_phase *r, const char *n, const c
 	nrec++;
 	return 0;
 }
-static int c_kernel(void *c, const struct record_kernel *r, const char *n, const int64_t *d, size_t nd,
-		    const char **w)
+static int c_kernel(void *c, const struct record_kernel *r, const char *n, const int64_t *d, size_t nd, const char **w)
 {
 	(void)c, (void)r, (void)n, (void)d, (void)nd, (void)w;
 	nrec++;
@@ -60,32 +59,42 @@ static int gen(const char *path, double mb)
 	srand(1);
 	while (written < target) {
 		if (i % 20000 == 0) {
-			written += (uint64_t)fprintf(f,
+			written += (uint64_t)fprintf(
+				f,
 				"  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%u\", "
-				"\"pid\": 100, \"tid\": 100, \"ts\": %" PRId64 ", \"dur\": %d, \"args\": {\"External id\": %u}},\n",
+				"\"pid\": 100, \"tid\": 100, \"ts\": %" PRId64
+				", \"dur\": %d, \"args\": {\"External id\": %u}},\n",
 				step++, ts, 20000 * 12, i);
 		}
 		int k = rand() % 5;
 		int cpu = i % 2;
 		if (cpu)
-			written += (uint64_t)fprintf(f,
-				"  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add_\", \"pid\": 100, \"tid\": 100, "
-				"\"ts\": %" PRId64 ", \"dur\": %d, \"args\": {\"External id\": %u, \"Sequence number\": %u, "
+			written += (uint64_t)fprintf(
+				f,
+				"  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add_\", \"pid\": 100, "
+				"\"tid\": 100, "
+				"\"ts\": %" PRId64
+				", \"dur\": %d, \"args\": {\"External id\": %u, \"Sequence number\": %u, "
 				"\"Fwd thread id\": 0, \"Record function id\": 0, \"Ev Idx\": %u}},\n",
 				ts, 5 + rand() % 10, i, i, i);
 		else
-			written += (uint64_t)fprintf(f,
+			written += (uint64_t)fprintf(
+				f,
 				"  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"pid\": 0, \"tid\": 7, "
 				"\"ts\": %" PRId64 ", \"dur\": %d, \"args\": {\"External id\": %u, \"queued\": 0, "
-				"\"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": %u, \"registers per thread\": 32, "
-				"\"shared memory\": 0, \"blocks per SM\": 1.6, \"warps per SM\": 6.4, \"grid\": [128, 1, 1], "
+				"\"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": %u, \"registers per "
+				"thread\": 32, "
+				"\"shared memory\": 0, \"blocks per SM\": 1.6, \"warps per SM\": 6.4, \"grid\": [128, "
+				"1, 1], "
 				"\"block\": [128, 1, 1], \"est. achieved occupancy %%\": 8}},\n",
 				kern[k], ts, 3 + rand() % 20, i, i);
 		ts += 12;
 		i++;
 	}
-	fprintf(f, "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", "
-		   "\"ts\": %" PRId64 "}\n], \"traceName\": \"gen\"}\n", ts);
+	fprintf(f,
+		"  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", "
+		"\"ts\": %" PRId64 "}\n], \"traceName\": \"gen\"}\n",
+		ts);
 	return fclose(f);
 }
 

@@ -55,10 +55,13 @@ static void *worker_main(void *arg)
 			for (uint32_t r = a * 8; r < a * 8 + 8; r++)
 				for (int p = 0; p < PHASES; p++)
 					ph[n++] = (struct record_phase){
-						.rank = r, .iter = it, .name = (uint32_t)b->names[a][p],
+						.rank = r,
+						.iter = it,
+						.name = (uint32_t)b->names[a][p],
 						.kind = p % 2 ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE,
 						.group = p % 2 ? RECORD_GROUP_DP : RECORD_GROUP_NONE,
-						.start_us = p * 1000, .dur_us = 1000 + (r + it + (uint32_t)p) % 500};
+						.start_us = p * 1000,
+						.dur_us = 1000 + (r + it + (uint32_t)p) % 500};
 			if (agent_add_phases(b->agents[a], ph, n) != 0) {
 				fprintf(stderr, "bench_ingest: append failed\n");
 				exit(1);
@@ -80,9 +83,12 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"server", required_argument, NULL, 's'}, {"agents", required_argument, NULL, 'a'},
-		{"threads", required_argument, NULL, 't'}, {"loops", required_argument, NULL, 'l'},
-		{"seconds", required_argument, NULL, 'S'}, {"batch", required_argument, NULL, 'b'},
+		{"server", required_argument, NULL, 's'},
+		{"agents", required_argument, NULL, 'a'},
+		{"threads", required_argument, NULL, 't'},
+		{"loops", required_argument, NULL, 'l'},
+		{"seconds", required_argument, NULL, 'S'},
+		{"batch", required_argument, NULL, 'b'},
 		{NULL, 0, NULL, 0},
 	};
 	struct bench b = {.n_agents = 1620, .n_threads = 1, .n_loops = 2, .seconds = 10, .batch = 8192};
@@ -103,8 +109,8 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
-	if (!b.server || !b.n_agents || b.n_agents > 100000 || !b.n_threads || b.n_threads > b.n_agents ||
-	    !b.n_loops || b.n_loops > 64 || !b.seconds)
+	if (!b.server || !b.n_agents || b.n_agents > 100000 || !b.n_threads || b.n_threads > b.n_agents || !b.n_loops ||
+	    b.n_loops > 64 || !b.seconds)
 		usage();
 	b.loops = calloc(b.n_loops, sizeof(*b.loops));
 	b.agents = calloc(b.n_agents, sizeof(*b.agents));
@@ -126,8 +132,13 @@ int main(int argc, char **argv)
 			ranks[r] = a * 8 + r;
 		cfg.server = b.server;
 		cfg.job = "bench-ingest";
-		cfg.topo = (struct agent_topology){.world = b.n_agents * 8, .tp = 1, .cp = 1, .pp = 1,
-						   .dp = b.n_agents * 8, .ep = 1, .gpus_per_node = 8};
+		cfg.topo = (struct agent_topology){.world = b.n_agents * 8,
+						   .tp = 1,
+						   .cp = 1,
+						   .pp = 1,
+						   .dp = b.n_agents * 8,
+						   .ep = 1,
+						   .gpus_per_node = 8};
 		cfg.host = host;
 		cfg.ranks = ranks;
 		cfg.n_ranks = 8;
@@ -155,8 +166,10 @@ int main(int argc, char **argv)
 			agent_get_stats(b.agents[a], &st);
 			up += st.connected;
 			if (st.refused) {
-				fprintf(stderr, "bench_ingest: culpritd refused agent node-%u (%s): start it with "
-						"--max-connections-per-addr %u or more\n", a, st.refusal, b.n_agents);
+				fprintf(stderr,
+					"bench_ingest: culpritd refused agent node-%u (%s): start it with "
+					"--max-connections-per-addr %u or more\n",
+					a, st.refusal, b.n_agents);
 				return 1;
 			}
 		}
@@ -198,8 +211,9 @@ int main(int argc, char **argv)
 	printf("bench_ingest: %llu phase records from %u agents (%u producer threads, %u network threads) "
 	       "acknowledged in %.2f s: %.0f records/s end to end (appended at %.0f/s; %llu batches, "
 	       "%llu resent; client CPU %.1f s)\n",
-	       (unsigned long long)sent, b.n_agents, b.n_threads, b.n_loops, t_acked - t0, (double)sent / (t_acked - t0),
-	       (double)sent / (t_append - t0), (unsigned long long)batches, (unsigned long long)resent, cpu_s(getpid()) - c0);
+	       (unsigned long long)sent, b.n_agents, b.n_threads, b.n_loops, t_acked - t0,
+	       (double)sent / (t_acked - t0), (double)sent / (t_append - t0), (unsigned long long)batches,
+	       (unsigned long long)resent, cpu_s(getpid()) - c0);
 	for (uint32_t a = 0; a < b.n_agents; a++)
 		agent_close(b.agents[a], 1000);
 	for (uint32_t i = 0; i < b.n_loops; i++)

@@ -31,8 +31,9 @@
 #define MAX_RUNS 32
 #define PG_EPOCH_US INT64_C(946684800000000)
 
-static const char *const names[NAMES] = {"fwd", "bwd", "mlp", "attn", "ep_dispatch", "ep_combine",
-                                         "dp_reduce_scatter", "dp_all_gather", "pp_send", "optimizer"};
+static const char *const names[NAMES] = {
+	"fwd",           "bwd",     "mlp",      "attn", "ep_dispatch", "ep_combine", "dp_reduce_scatter",
+	"dp_all_gather", "pp_send", "optimizer"};
 static const int64_t base_us = INT64_C(1764633600000000);
 
 static void die(const char *what, PGconn *c)
@@ -109,7 +110,7 @@ static void put16(struct buf *b, uint16_t v)
 static void put32(struct buf *b, uint32_t v)
 {
 	unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-	                      (unsigned char)v};
+			      (unsigned char)v};
 	put(b, x, 4);
 }
 
@@ -135,12 +136,12 @@ static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary)
 	const char *table = "raw_phases";
 	exec(c, "DROP TABLE IF EXISTS raw_phases");
 	exec(c, "CREATE TABLE raw_phases (job_id integer NOT NULL, rank integer NOT NULL, iter integer NOT NULL,"
-	        " name_id integer NOT NULL, ts timestamptz NOT NULL, kind smallint NOT NULL, grp smallint NOT NULL,"
-	        " start_us bigint, dur_us bigint NOT NULL, PRIMARY KEY (job_id, rank, iter, name_id, ts))");
+		" name_id integer NOT NULL, ts timestamptz NOT NULL, kind smallint NOT NULL, grp smallint NOT NULL,"
+		" start_us bigint, dur_us bigint NOT NULL, PRIMARY KEY (job_id, rank, iter, name_id, ts))");
 	exec(c, "CHECKPOINT");
 	char sql[256];
 	snprintf(sql, sizeof sql, "COPY %s (job_id, rank, iter, name_id, ts, kind, grp, start_us, dur_us) FROM STDIN%s",
-	         table, binary ? " (FORMAT binary)" : "");
+		 table, binary ? " (FORMAT binary)" : "");
 	double t0 = now_s();
 	exec(c, "BEGIN");
 	PGresult *r = PQexec(c, sql);
@@ -169,10 +170,11 @@ static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary)
 			gmtime_r(&sec, &tm);
 			char line[160];
 			int n = snprintf(line, sizeof line,
-			                 "1\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32 "\t%04d-%02d-%02d %02d:%02d:%02d.%06d+00\t%u\t%u\t%u\t%" PRId64 "\n",
-			                 w.rank, w.iter, w.name + 1, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-			                 tm.tm_min, tm.tm_sec, (int)(w.iter_start % 1000000), w.name % 4, w.name % 6,
-			                 w.name * 1000, w.dur);
+					 "1\t%" PRIu32 "\t%" PRIu32 "\t%" PRIu32
+					 "\t%04d-%02d-%02d %02d:%02d:%02d.%06d+00\t%u\t%u\t%u\t%" PRId64 "\n",
+					 w.rank, w.iter, w.name + 1, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+					 tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(w.iter_start % 1000000), w.name % 4,
+					 w.name % 6, w.name * 1000, w.dur);
 			put(&b, line, (size_t)n);
 		}
 		flush(c, &b, false);
@@ -242,9 +244,13 @@ static struct storage_op *make_batch(size_t first_row, size_t n, uint64_t seq, s
 	op->n_phases = n;
 	for (size_t i = 0; i < n; i++) {
 		struct row w = row_at(first_row + i, batch_rows);
-		op->phases[i] = (struct record_phase){.rank = w.rank, .iter = w.iter, .name = w.name,
-		                                      .kind = (uint8_t)(w.name % 4), .group = (uint8_t)(w.name % 6),
-		                                      .start_us = (int64_t)w.name * 1000, .dur_us = w.dur};
+		op->phases[i] = (struct record_phase){.rank = w.rank,
+						      .iter = w.iter,
+						      .name = w.name,
+						      .kind = (uint8_t)(w.name % 4),
+						      .group = (uint8_t)(w.name % 6),
+						      .start_us = (int64_t)w.name * 1000,
+						      .dur_us = w.dur};
 		op->phase_iter_start_us[i] = w.iter_start;
 	}
 	return op;
@@ -256,8 +262,8 @@ static double writer_run(const char *dsn, PGconn *c, size_t rows, size_t batch_r
 	struct sink s = {.wakes = 0};
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cv, NULL);
-	struct storage_writer_config cfg = {.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn,
-	                                    .wake = wake, .wake_arg = &s};
+	struct storage_writer_config cfg = {
+		.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn, .wake = wake, .wake_arg = &s};
 	struct storage_writer *w = storage_writer_start(&cfg);
 	if (!w)
 		die("storage_writer_start", NULL);
@@ -317,16 +323,18 @@ int main(int argc, char **argv)
 		else if (argv[i][0] != '-' && !dsn)
 			dsn = argv[i];
 		else {
-			fprintf(stderr, "usage: bench_writer [--rows N] [--runs R] [--batch B] [--txn T] [--queue Q] DSN\n");
+			fprintf(stderr,
+				"usage: bench_writer [--rows N] [--runs R] [--batch B] [--txn T] [--queue Q] DSN\n");
 			return 2;
 		}
 	}
 	if (!dsn)
 		dsn = getenv("CULPRIT_TEST_DSN");
 	if (!dsn || runs < 1 || runs > MAX_RUNS || batch < NAMES || batch % NAMES || rows == 0) {
-		fprintf(stderr, "usage: bench_writer [--rows N] [--runs 1..%d] [--batch B (multiple of %d)] [--txn T] "
-		                "[--queue Q] DSN\n",
-		        MAX_RUNS, NAMES);
+		fprintf(stderr,
+			"usage: bench_writer [--rows N] [--runs 1..%d] [--batch B (multiple of %d)] [--txn T] "
+			"[--queue Q] DSN\n",
+			MAX_RUNS, NAMES);
 		return 2;
 	}
 	PGconn *admin = PQconnectdb(dsn);
@@ -335,8 +343,8 @@ int main(int argc, char **argv)
 	exec(admin, "SET client_min_messages = warning");
 	char bdsn[2048];
 	snprintf(bdsn, sizeof bdsn, "%s dbname=bench_writer", dsn);
-	printf("bench_writer: %zu phase rows a run, batches of %zu, transactions of <= %zu, queue %zu, %d runs\n",
-	       rows, batch, txn, queue, runs);
+	printf("bench_writer: %zu phase rows a run, batches of %zu, transactions of <= %zu, queue %zu, %d runs\n", rows,
+	       batch, txn, queue, runs);
 	double raw_b[MAX_RUNS], raw_t[MAX_RUNS], wr[MAX_RUNS], ratio[MAX_RUNS];
 	for (int run = 0; run < runs; run++) {
 		exec(admin, "DROP DATABASE IF EXISTS bench_writer");
@@ -355,8 +363,8 @@ int main(int argc, char **argv)
 		wr[run] = writer_run(bdsn, c, rows, batch, txn, queue);
 		double best = raw_b[run] > raw_t[run] ? raw_b[run] : raw_t[run];
 		ratio[run] = wr[run] / best;
-		printf("run %d: raw COPY binary %.0f, text %.0f; writer %.0f rows/s (%.0f%% of the best raw)\n", run + 1,
-		       raw_b[run], raw_t[run], wr[run], 100.0 * ratio[run]);
+		printf("run %d: raw COPY binary %.0f, text %.0f; writer %.0f rows/s (%.0f%% of the best raw)\n",
+		       run + 1, raw_b[run], raw_t[run], wr[run], 100.0 * ratio[run]);
 		fflush(stdout);
 		PQfinish(c);
 	}

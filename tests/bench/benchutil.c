@@ -12,10 +12,7 @@
 
 #include "clock.h"
 
-double now_s(void)
-{
-	return clock_mono_s();
-}
+double now_s(void) { return clock_mono_s(); }
 
 int free_port(void)
 {
@@ -49,10 +46,7 @@ long status_kib(pid_t pid, const char *field)
 	return kib;
 }
 
-long rss_kib(pid_t pid)
-{
-	return status_kib(pid, "VmRSS");
-}
+long rss_kib(pid_t pid) { return status_kib(pid, "VmRSS"); }
 
 double cpu_s(pid_t pid)
 {

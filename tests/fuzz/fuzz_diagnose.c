@@ -42,10 +42,7 @@ struct input {
 };
 
 /* the next byte, 0 once the input is used up */
-static uint32_t u8(struct input *in)
-{
-	return in->i < in->n ? in->p[in->i++] : 0;
-}
+static uint32_t u8(struct input *in) { return in->i < in->n ? in->p[in->i++] : 0; }
 
 static uint32_t u16(struct input *in)
 {
@@ -98,8 +95,8 @@ static void check(const struct report *r, uint32_t world, const char *where)
 }
 
 /* the duration of (rank, iter, what) after the faults that hit it; *skip when missing */
-static int64_t faulted(const struct job *j, uint32_t kind_lo, uint32_t rank, uint32_t it,
-		       uint32_t what, int64_t d, int *skip)
+static int64_t faulted(const struct job *j, uint32_t kind_lo, uint32_t rank, uint32_t it, uint32_t what, int64_t d,
+		       int *skip)
 {
 	for (uint32_t i = 0; i < j->nf; i++) {
 		const struct fault *f = &j->f[i];
@@ -107,8 +104,8 @@ static int64_t faulted(const struct job *j, uint32_t kind_lo, uint32_t rank, uin
 			continue;
 		if (f->kind == F_MISSING)
 			*skip = 1;
-		else if ((f->kind == F_SLOW_RANK || (f->kind == kind_lo && f->what == what)) &&
-			 d < INT64_MAX / 256 && d > -INT64_MAX / 256)
+		else if ((f->kind == F_SLOW_RANK || (f->kind == kind_lo && f->what == what)) && d < INT64_MAX / 256 &&
+			 d > -INT64_MAX / 256)
 			d = d * f->factor / 16;
 		else if (f->kind == F_ZERO && f->what == what)
 			d = 0;
@@ -120,8 +117,7 @@ static int64_t faulted(const struct job *j, uint32_t kind_lo, uint32_t rank, uin
 	return d;
 }
 
-static int feed_rank(struct store *s, const struct job *j, struct noise *z, uint32_t r,
-		     uint32_t it, int64_t t0)
+static int feed_rank(struct store *s, const struct job *j, struct noise *z, uint32_t r, uint32_t it, int64_t t0)
 {
 	int skip = 0;
 	int64_t off = 0;
@@ -134,8 +130,8 @@ static int feed_rank(struct store *s, const struct job *j, struct noise *z, uint
 	}
 	for (uint32_t k = 0; k < j->nk; k++) {
 		int64_t base = faulted(j, F_SLOW_KERNEL, r, it, k, j->k_us[k], &skip), durs[SAMPLES];
-		struct record_kernel kr = {.rank = r, .iter = it, .name = j->k_name[k],
-					   .kind = j->k_kind[k], .count = j->k_count[k]};
+		struct record_kernel kr = {
+			.rank = r, .iter = it, .name = j->k_name[k], .kind = j->k_kind[k], .count = j->k_count[k]};
 		kr.min_us = INT64_MAX;
 		for (size_t i = 0; i < SAMPLES; i++) {
 			durs[i] = base + jitter(z, base);
@@ -149,8 +145,8 @@ static int feed_rank(struct store *s, const struct job *j, struct noise *z, uint
 			kr.sketch = j->k_wire[k];
 			kr.sketch_len = j->k_wire_len[k];
 		}
-		if (!skip && store_add_kernel(s, &kr, j->k_mode[k] == 0 ? durs : NULL,
-					      j->k_mode[k] == 0 ? SAMPLES : 0) < 0)
+		if (!skip &&
+		    store_add_kernel(s, &kr, j->k_mode[k] == 0 ? durs : NULL, j->k_mode[k] == 0 ? SAMPLES : 0) < 0)
 			return -1;
 	}
 	int64_t dur = off + jitter(z, off);

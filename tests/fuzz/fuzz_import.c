@@ -37,8 +37,7 @@ static int s_phase(void *c, const struct record_phase *r, const char *n, const c
 	(void)c, (void)w;
 	return n && r->kind < 4 ? 0 : -1;
 }
-static int s_kernel(void *c, const struct record_kernel *r, const char *n, const int64_t *d, size_t nd,
-		    const char **w)
+static int s_kernel(void *c, const struct record_kernel *r, const char *n, const int64_t *d, size_t nd, const char **w)
 {
 	(void)c, (void)r, (void)w;
 	int64_t sum = 0;

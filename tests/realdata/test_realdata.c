@@ -65,8 +65,10 @@ static void flush_step(struct col *c)
 {
 	if (!c->have_it)
 		return;
-	size_t steady = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, NULL, 0, (const char *const *)c->nm.s);
-	size_t first = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, c->fresh, c->nfresh, (const char *const *)c->nm.s);
+	size_t steady =
+		kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, NULL, 0, (const char *const *)c->nm.s);
+	size_t first = kernel_summary_wire_bytes(&c->it, 1, c->ph, c->nph, c->k, c->nk, c->fresh, c->nfresh,
+						 (const char *const *)c->nm.s);
 	c->steps++;
 	size_t kb = kernel_summary_wire_bytes(&c->it, 0, c->ph, 0, c->k, c->nk, NULL, 0, (const char *const *)c->nm.s);
 	c->bytes_kernels += kb;
@@ -128,8 +130,8 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int on_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *durs,
-		     size_t nd, const char **why)
+static int on_kernel(void *ctx, const struct record_kernel *r, const char *name, const int64_t *durs, size_t nd,
+		     const char **why)
 {
 	struct col *c = ctx;
 	c->kernels++;
@@ -180,8 +182,8 @@ static int on_kernel(void *ctx, const struct record_kernel *r, const char *name,
 	return 0;
 }
 
-static struct col *collect(const char *const *paths, size_t n, enum import_format fmt, int expect_ok,
-			   char *err, size_t errlen)
+static struct col *collect(const char *const *paths, size_t n, enum import_format fmt, int expect_ok, char *err,
+			   size_t errlen)
 {
 	struct col *c = calloc(1, sizeof(*c));
 	kernel_summary_init(&c->ks);
@@ -342,8 +344,8 @@ static void bad_files(void **state)
 		int gz;
 		const char *needle;
 	} not_traces[] = {
-		{"x_et.json", "{\n  \"schema\": \"1.0.1\", \"pid\": 5,\n  \"nodes\": [{\"name\": \"x\", \"id\": 2}]}\n", 1,
-		 "a PyTorch execution trace, not a profiler trace"},
+		{"x_et.json", "{\n  \"schema\": \"1.0.1\", \"pid\": 5,\n  \"nodes\": [{\"name\": \"x\", \"id\": 2}]}\n",
+		 1, "a PyTorch execution trace, not a profiler trace"},
 		{"memory_timeline.raw", "[[-1, 1, 37888, 7], [-1, 1, 512, 7]]", 0, "a memory-profiler timeline"},
 		{"other.json", "{\n  \"hello\": 1\n}\n", 0, "not a trace"},
 	};

@@ -29,8 +29,8 @@ static int feed_job(void *ctx, const struct jsonl_job *j)
 	struct feed *f = ctx;
 	struct topo t;
 	char err[128];
-	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, err,
-		      sizeof(err)) < 0)
+	if (topo_init(&t, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->order, j->gpus_per_node, err, sizeof(err)) <
+	    0)
 		return -1;
 	struct engine_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
@@ -55,15 +55,13 @@ static int feed_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 	return 0;
 }
 
-static int feed_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source,
-		      const char *detail)
+static int feed_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source, const char *detail)
 {
 	struct feed *f = ctx;
 	return store_add_event(engine_store(f->e), host, kind, ts, source, detail);
 }
 
-static void run_scenario(const char *name, uint32_t iters, uint32_t kernels, struct feed *f,
-			 struct report *rep)
+static void run_scenario(const char *name, uint32_t iters, uint32_t kernels, struct feed *f, struct report *rep)
 {
 	memset(f, 0, sizeof(*f));
 	struct sim_options opt = {.scenario = name, .seed = 7, .iters = iters, .kernels = kernels};
@@ -91,9 +89,8 @@ static size_t culprits(const struct report *r, uint32_t *out, size_t cap)
 
 /* The verdict's finding has an action of kind on target that names the ranks lo..lo+n-1
  * (n 0: names none), and an "avoid" on avoid_target when that is not NULL. Returns the action. */
-static const struct report_action *expect_action(const struct report *r, const char *kind,
-						  const char *target, uint32_t lo, uint32_t n,
-						  const char *avoid_target)
+static const struct report_action *expect_action(const struct report *r, const char *kind, const char *target,
+						 uint32_t lo, uint32_t n, const char *avoid_target)
 {
 	assert_true(r->nfindings >= 1);
 	const struct report_finding *f = &r->findings[0];
@@ -122,8 +119,8 @@ static const struct report_action *expect_action(const struct report *r, const c
 	return a;
 }
 
-static void expect_kernels(const char *scenario, uint32_t iters, uint32_t kernels,
-			   const char *category, uint32_t lo, uint32_t n, const char *host)
+static void expect_kernels(const char *scenario, uint32_t iters, uint32_t kernels, const char *category, uint32_t lo,
+			   uint32_t n, const char *host)
 {
 	struct feed f;
 	struct report rep;
@@ -148,8 +145,8 @@ static void expect_kernels(const char *scenario, uint32_t iters, uint32_t kernel
 	engine_destroy(f.e);
 }
 
-static void expect(const char *scenario, uint32_t iters, const char *category, uint32_t lo,
-		   uint32_t n, const char *host)
+static void expect(const char *scenario, uint32_t iters, const char *category, uint32_t lo, uint32_t n,
+		   const char *host)
 {
 	expect_kernels(scenario, iters, 0, category, lo, n, host);
 }
@@ -288,8 +285,8 @@ static void many_kernels(void **state)
 		{"hang", 20, "hang", 777, 1, "node-97"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++)
-		expect_kernels(cases[i].scenario, 40, cases[i].kernels, cases[i].category, cases[i].lo,
-			       cases[i].n, cases[i].host);
+		expect_kernels(cases[i].scenario, 40, cases[i].kernels, cases[i].category, cases[i].lo, cases[i].n,
+			       cases[i].host);
 }
 
 static void healthy_small(void **state)

@@ -15,8 +15,8 @@
 int at_sim(const char *scenario, int iters, int recover_at, int port, const char *log)
 {
 	char it[16], rec[16], server[64];
-	const char *argv[] = {CULPRIT_BIN, "sim", "--scenario", scenario, "--iters", it, "--recover-at", rec,
-			      "--server", server, "--quiet", "--timeout", "300", NULL};
+	const char *argv[] = {CULPRIT_BIN, "sim",      "--scenario", scenario,  "--iters",   it,    "--recover-at",
+			      rec,         "--server", server,       "--quiet", "--timeout", "300", NULL};
 	int status;
 	pid_t pid;
 

@@ -123,8 +123,9 @@ static void serve(struct rx *r, int c)
 	pthread_mutex_unlock(&r->mu);
 	{
 		char resp[128];
-		int n = snprintf(resp, sizeof(resp), "HTTP/1.1 %d %s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
-				 hit.status, hit.status == 200 ? "OK" : "Internal Server Error");
+		int n = snprintf(resp, sizeof(resp),
+				 "HTTP/1.1 %d %s\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", hit.status,
+				 hit.status == 200 ? "OK" : "Internal Server Error");
 
 		if (write(c, resp, (size_t)n) < 0)
 			return;
@@ -134,8 +135,8 @@ static void serve(struct rx *r, int c)
 /* A listening socket on 127.0.0.1:port (0: any), or -1. */
 static int listen_on(int port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				.sin_port = htons((uint16_t)port)};
+	struct sockaddr_in a = {
+		.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons((uint16_t)port)};
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (fd < 0)
@@ -207,10 +208,7 @@ struct rx *rx_start(int *port)
 	return r;
 }
 
-void rx_down(struct rx *r, int down)
-{
-	atomic_store(&r->down, down);
-}
+void rx_down(struct rx *r, int down) { atomic_store(&r->down, down); }
 
 void rx_fail(struct rx *r, int n)
 {

@@ -112,7 +112,8 @@ static int active_alerts(json_t **first)
 	arr = json_loads(body, 0, NULL);
 	free(body);
 	H_CHECK(json_is_array(arr), &proc);
-	json_array_foreach(arr, i, a) {
+	json_array_foreach(arr, i, a)
+	{
 		json_t *labels = json_object_get(a, "labels");
 		const char *state = json_string_value(json_object_get(json_object_get(a, "status"), "state"));
 
@@ -175,16 +176,19 @@ int main(void)
 			const char *host = json_string_value(json_object_get(labels, "host"));
 
 			if (cat && strcmp(cat, "compute_degradation") == 0) {
-				const char *report_url =
-					json_string_value(json_object_get(json_object_get(a, "annotations"), "report_url"));
-				const char *suspects =
-					json_string_value(json_object_get(json_object_get(a, "annotations"), "suspects"));
+				const char *report_url = json_string_value(
+					json_object_get(json_object_get(a, "annotations"), "report_url"));
+				const char *suspects = json_string_value(
+					json_object_get(json_object_get(a, "annotations"), "suspects"));
 
-				fprintf(stderr, "alertmanager: %d active alert(s) for %s: category %s, host %s, suspects %.80s\n",
+				fprintf(stderr,
+					"alertmanager: %d active alert(s) for %s: category %s, host %s, suspects "
+					"%.80s\n",
 					n, JOB, cat, host ? host : "(none)", suspects ? suspects : "(none)");
 				H_CHECK(n == 1, &proc);
 				H_CHECK(host && strcmp(host, "node-1294") == 0, &proc);
-				H_CHECK(strcmp(json_string_value(json_object_get(labels, "alertname")), "CulpritIncident") == 0,
+				H_CHECK(strcmp(json_string_value(json_object_get(labels, "alertname")),
+					       "CulpritIncident") == 0,
 					&proc);
 				H_CHECK(json_object_get(labels, "severity") != NULL, &proc);
 				H_CHECK(report_url && strstr(report_url, "/api/v1/jobs/" JOB "/reports/latest"), &proc);

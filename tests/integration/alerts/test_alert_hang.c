@@ -38,8 +38,15 @@ static int64_t wall_us(void)
 static int agent(const char *host, uint32_t first_rank)
 {
 	int fd = h_connect(proc.agent_port);
-	struct h_hello h = {.job = JOB, .agent = host, .host = host, .world = 16, .pp = 1, .dp = 16, .ep = 1,
-			    .first_rank = first_rank, .n_ranks = 8};
+	struct h_hello h = {.job = JOB,
+			    .agent = host,
+			    .host = host,
+			    .world = 16,
+			    .pp = 1,
+			    .dp = 16,
+			    .ep = 1,
+			    .first_rank = first_rank,
+			    .n_ranks = 8};
 
 	H_CHECK(fd >= 0 && h_hello_ok(fd, &h), &proc);
 	return fd;
@@ -47,8 +54,13 @@ static int agent(const char *host, uint32_t first_rank)
 
 static void send_iter(int fd, uint64_t *seq, uint32_t first_rank, uint32_t iter, int64_t t0)
 {
-	struct h_batch b = {.seq = ++*seq, .first_rank = first_rank, .n_ranks = 8, .iter = iter,
-			    .start_us = t0 + (int64_t)iter * STEP_US, .dur_us = STEP_US, .kernel_count = 1};
+	struct h_batch b = {.seq = ++*seq,
+			    .first_rank = first_rank,
+			    .n_ranks = 8,
+			    .iter = iter,
+			    .start_us = t0 + (int64_t)iter * STEP_US,
+			    .dur_us = STEP_US,
+			    .kernel_count = 1};
 
 	h_send_batch(fd, &b);
 }
@@ -133,10 +145,11 @@ int main(void)
 			sus = json_string_value(json_object_get(json_object_get(j, "incident"), "suspects"));
 			if (sus) {
 				fprintf(stderr, "suspects: %s\n", sus);
-				H_CHECK(strncmp(sus, "8 (node-b, culprit), 9 (node-b, culprit), 10 (node-b, culprit)", 60) == 0,
+				H_CHECK(strncmp(sus, "8 (node-b, culprit), 9 (node-b, culprit), 10 (node-b, culprit)",
+						60) == 0,
 					&proc);
-				H_CHECK(json_integer_value(json_object_get(json_object_get(j, "incident"), "first_iter")) ==
-						(json_int_t)b_last,
+				H_CHECK(json_integer_value(json_object_get(json_object_get(j, "incident"),
+									   "first_iter")) == (json_int_t)b_last,
 					&proc);
 			}
 			json_decref(j);

@@ -35,8 +35,17 @@ int main(void)
 	h_tmpdir("alert_outbox", dir, sizeof(dir));
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", rx_port);
 	{
-		const char *extra[] = {"--db", dsn, "--webhook-url", url, "--webhook-secret", SECRET,
-				       "--alert-give-up-s", "60", "--alert-backoff-max-s", "300", NULL};
+		const char *extra[] = {"--db",
+				       dsn,
+				       "--webhook-url",
+				       url,
+				       "--webhook-secret",
+				       SECRET,
+				       "--alert-give-up-s",
+				       "60",
+				       "--alert-backoff-max-s",
+				       "300",
+				       NULL};
 
 		H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 	}
@@ -108,8 +117,8 @@ int main(void)
 		accepted += hits[i].status == 200;
 	}
 	rx_hits_free(hits, n);
-	fprintf(stderr, "outbox: new row tried %d times, accepted %zu; attempts 1 to 3 %.2f s apart\n", tries_b, accepted,
-		(double)(t_last - t_first) / 1e6);
+	fprintf(stderr, "outbox: new row tried %d times, accepted %zu; attempts 1 to 3 %.2f s apart\n", tries_b,
+		accepted, (double)(t_last - t_first) / 1e6);
 	H_CHECK(accepted == 1, NULL);
 	/* delays after attempts 1 and 2: [0.5, 1] s + [1, 2] s, plus up to a second of polling each */
 	H_CHECK(t_last - t_first >= 1500000 && t_last - t_first <= 6000000, NULL);

@@ -28,8 +28,21 @@ static struct h_proc proc;
 static void start(const char *dir, const char *dsn, int rx_port)
 {
 	char url[128], slack[128], pd[128];
-	const char *extra[] = {"--db", dsn, "--webhook-url", url, "--webhook-secret", SECRET, "--alert-backoff-max-s", "2",
-			       "--slack-url", slack, "--pagerduty-url", pd, "--pagerduty-routing-key", "rk-test", NULL};
+	const char *extra[] = {"--db",
+			       dsn,
+			       "--webhook-url",
+			       url,
+			       "--webhook-secret",
+			       SECRET,
+			       "--alert-backoff-max-s",
+			       "2",
+			       "--slack-url",
+			       slack,
+			       "--pagerduty-url",
+			       pd,
+			       "--pagerduty-routing-key",
+			       "rk-test",
+			       NULL};
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", rx_port);
 	snprintf(slack, sizeof(slack), "http://127.0.0.1:%d/slack", rx_port);
@@ -43,7 +56,8 @@ int main(void)
 	int rx_port;
 	struct rx *rx = rx_start(&rx_port);
 	struct rx_hit *hits;
-	static const char *const paths[3] = {"/hook", "/slack", "/pd"}, *const targets[3] = {"webhook", "slack", "pagerduty"};
+	static const char *const paths[3] = {"/hook", "/slack", "/pd"}, *const targets[3] = {"webhook", "slack",
+											     "pagerduty"};
 	size_t n, ok[3] = {0}, failed = 0;
 	long rows, target_rows[3];
 	int resolves = 0;
@@ -164,7 +178,8 @@ int main(void)
 			H_CHECK(action && (strcmp(action, "trigger") == 0 || strcmp(action, "resolve") == 0), NULL);
 			resolves += strcmp(action, "resolve") == 0;
 			H_CHECK(key && strncmp(hits[i].dedup, key, strlen(key)) == 0, NULL);
-			H_CHECK(json_string_value(json_object_get(json_object_get(j, "payload"), "summary")) != NULL, NULL);
+			H_CHECK(json_string_value(json_object_get(json_object_get(j, "payload"), "summary")) != NULL,
+				NULL);
 			if (strcmp(action, "trigger") == 0) {
 				const char *act = json_string_value(json_object_get(
 					json_object_get(json_object_get(j, "payload"), "custom_details"), "action"));
@@ -195,14 +210,24 @@ int main(void)
 			H_CHECK(strncmp(json_string_value(json_object_get(json_object_get(j, "incident"), "action")),
 					"drain node-64 ", 14) == 0,
 				NULL);
-			H_CHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(json_array_get(
-					json_object_get(json_object_get(j, "report"), "findings"), 0), "actions"), 0), "target")),
+			H_CHECK(strcmp(json_string_value(json_object_get(
+					       json_array_get(
+						       json_object_get(
+							       json_array_get(
+								       json_object_get(json_object_get(j, "report"),
+										       "findings"),
+								       0),
+							       "actions"),
+						       0),
+					       "target")),
 				       "node-64") == 0,
 				NULL);
 		}
 		json_decref(j);
 	}
-	fprintf(stderr, "webhook: %ld outbox rows per target, %zu requests answered 500, accepted: %zu webhook, %zu slack, %zu pagerduty\n",
+	fprintf(stderr,
+		"webhook: %ld outbox rows per target, %zu requests answered 500, accepted: %zu webhook, %zu slack, %zu "
+		"pagerduty\n",
 		rows, failed, ok[0], ok[1], ok[2]);
 	for (int t = 0; t < 3; t++)
 		H_CHECK(ok[t] == (size_t)target_rows[t], NULL);

@@ -29,8 +29,8 @@ static struct h_proc proc;
 static void start(const char *dir, const char *dsn, int rx_port, const char *retire_s)
 {
 	char url[128];
-	const char *extra[] = {"--db", dsn, "--webhook-url", url, "--alert-backoff-max-s", "2", "--job-retire-s", retire_s,
-			       NULL};
+	const char *extra[] = {"--db",   dsn, "--webhook-url", url, "--alert-backoff-max-s", "2", "--job-retire-s",
+			       retire_s, NULL};
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook", rx_port);
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
@@ -51,13 +51,14 @@ static void wait_resolved(struct rx *rx, const char *job, const char *why)
 				   *st = json_string_value(json_object_get(inc, "state")),
 				   *sum = json_string_value(json_object_get(inc, "summary"));
 
-			found |= hits[i].status == 200 && jn && st && sum && !strcmp(jn, job) && !strcmp(st, "resolved") &&
-				 strstr(sum, why);
+			found |= hits[i].status == 200 && jn && st && sum && !strcmp(jn, job) &&
+				 !strcmp(st, "resolved") && strstr(sum, why);
 			json_decref(b);
 		}
 		if (!found && h_now_ms() >= deadline)
 			for (size_t i = 0; i < n; i++)
-				fprintf(stderr, "hit %zu: %d %s %.600s\n", i, hits[i].status, hits[i].dedup, hits[i].body);
+				fprintf(stderr, "hit %zu: %d %s %.600s\n", i, hits[i].status, hits[i].dedup,
+					hits[i].body);
 		rx_hits_free(hits, n);
 		if (found)
 			return;
@@ -108,7 +109,8 @@ int main(void)
 	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs/sim-host_delay/reports/latest", NULL, &body) == 200, &proc);
 	j = json_loads(body, 0, NULL);
 	H_CHECK(j && json_integer_value(json_object_get(j, "id")) > 0, &proc);
-	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "verdict"), "category")), "host_delay") == 0,
+	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "verdict"), "category")), "host_delay") ==
+			0,
 		&proc);
 	json_decref(j);
 	free(body);

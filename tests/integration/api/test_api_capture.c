@@ -16,7 +16,7 @@
 #include "apitest.h"
 
 #define JOB "sim-compute_straggler"
-#define ITERS 30 /* the fault starts at ITERS / 3 = 10 */
+#define ITERS 30    /* the fault starts at ITERS / 3 = 10 */
 #define PER_ITER 15 /* raw kernels per captured rank-iteration: 3 compute phases x 4 + 3 comm */
 
 static struct h_proc proc;
@@ -52,11 +52,12 @@ static void check_trace(double gemm[2])
 	double sum[2] = {0, 0};
 	int n_gemm[2] = {0, 0};
 
-	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=514-519&from_iter=0&to_iter=29&format=chrome", NULL,
-			 &j) == 200,
+	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=514-519&from_iter=0&to_iter=29&format=chrome",
+			 NULL, &j) == 200,
 		&proc);
 	ev = json_object_get(j, "traceEvents");
-	json_array_foreach(ev, i, e) {
+	json_array_foreach(ev, i, e)
+	{
 		json_t *args = json_object_get(e, "args");
 		const char *cat = json_string_value(json_object_get(e, "cat"));
 		int rank, iter;
@@ -116,8 +117,8 @@ int main(void)
 		char server[64];
 
 		snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
-		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--server", server, "--iters", "30",
-		      "--speed", "25", (char *)NULL);
+		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--server", server, "--iters",
+		      "30", "--speed", "25", (char *)NULL);
 		_exit(127);
 	}
 	H_CHECK(sim > 0, &proc);
@@ -142,7 +143,8 @@ int main(void)
 		H_CHECK(h_now_ms() < deadline, &proc);
 		poll(NULL, 0, 20);
 	}
-	H_CHECK(api_call(&proc, "POST", "/api/v1/jobs/" JOB "/capture", "{\"ranks\":[517,516],\"iterations\":3}", &j) == 202,
+	H_CHECK(api_call(&proc, "POST", "/api/v1/jobs/" JOB "/capture", "{\"ranks\":[517,516],\"iterations\":3}", &j) ==
+			202,
 		&proc);
 	H_CHECK(json_integer_value(json_object_get(j, "capture")) > 0, &proc);
 	agents = json_object_get(j, "agents");
@@ -172,7 +174,8 @@ int main(void)
 		H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
 		H_CHECK(h_metric(text, "culprit_captures_total") == 1, &proc);
 		H_CHECK(h_metric(text, "culprit_capture_commands_total") == 1, &proc);
-		H_CHECK(h_metric(text, "culprit_records_total{type=\"raw_kernel\",outcome=\"accepted\"}") == 2 * 3 * PER_ITER,
+		H_CHECK(h_metric(text, "culprit_records_total{type=\"raw_kernel\",outcome=\"accepted\"}") ==
+				2 * 3 * PER_ITER,
 			&proc);
 		free(text);
 	}
@@ -183,7 +186,8 @@ int main(void)
 
 	/* the agents are gone: nobody to send a capture to */
 	for (int64_t deadline = h_now_ms() + 30000;;) {
-		int status = api_call(&proc, "POST", "/api/v1/jobs/" JOB "/capture", "{\"ranks\":[516],\"iterations\":3}", &j);
+		int status = api_call(&proc, "POST", "/api/v1/jobs/" JOB "/capture",
+				      "{\"ranks\":[516],\"iterations\":3}", &j);
 
 		json_decref(j);
 		if (status == 409)

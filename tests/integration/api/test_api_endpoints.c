@@ -76,7 +76,7 @@ static void jobs_and_latest(void)
 	H_CHECK(api_call(&proc, "POST", "/api/v1/jobs/" JOB "/diagnose", NULL, &j) == 202, &proc);
 	H_CHECK(json_is_string(json_object_get(j, "latest")), &proc);
 	json_decref(j);
-	for (deadline = h_now_ms() + 60000;; ) {
+	for (deadline = h_now_ms() + 60000;;) {
 		j = get_ok("/api/v1/jobs/" JOB);
 		if (json_integer_value(json_object_get(j, "diagnoses")) > before) {
 			json_decref(j);
@@ -90,7 +90,8 @@ static void jobs_and_latest(void)
 	H_CHECK(strcmp(json_string_value(json_object_get(j, "job")), JOB) == 0, &proc);
 	H_CHECK(json_is_object(json_object_get(j, "verdict")), &proc);
 	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "verdict"), "category")),
-		       "compute_degradation") == 0, &proc);
+		       "compute_degradation") == 0,
+		&proc);
 	H_CHECK(json_is_array(json_object_get(j, "suspects")), &proc);
 	json_decref(j);
 }
@@ -218,8 +219,8 @@ static void events(void)
 	H_CHECK(json_array_size(json_object_get(json_array_get(a, 0), "jobs")) == 1, &proc);
 	H_CHECK(json_array_size(json_object_get(json_array_get(a, 1), "jobs")) == 0, &proc);
 	json_decref(j);
-	H_CHECK(api_call(&proc, "POST", "/api/v1/events", "{\"host\":\"node-4\",\"kind\":\"link_flap\",\"job\":\"" JOB "\"}",
-			 &j) == 202,
+	H_CHECK(api_call(&proc, "POST", "/api/v1/events",
+			 "{\"host\":\"node-4\",\"kind\":\"link_flap\",\"job\":\"" JOB "\"}", &j) == 202,
 		&proc);
 	json_decref(j);
 
@@ -232,7 +233,8 @@ static void events(void)
 	j = get_ok("/api/v1/events?kind=link_flap");
 	H_CHECK(json_array_size(json_object_get(j, "events")) == 1, &proc);
 	H_CHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(j, "events"), 0), "job")),
-		       JOB) == 0, &proc);
+		       JOB) == 0,
+		&proc);
 	json_decref(j);
 	j = get_ok("/api/v1/events?since=1796000000000001"); /* after the ecc event */
 	H_CHECK(json_array_size(json_object_get(j, "events")) == 2, &proc);
@@ -241,16 +243,16 @@ static void events(void)
 	H_CHECK(json_array_size(json_object_get(j, "events")) == 1, &proc);
 	json_decref(j);
 
-	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",", 400);        /* malformed */
+	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",", 400);       /* malformed */
 	api_expect_error(&proc, "POST", "/api/v1/events", "", 400);                            /* empty */
 	api_expect_error(&proc, "POST", "/api/v1/events", "[]", 400);                          /* no event */
 	api_expect_error(&proc, "POST", "/api/v1/events", "42", 400);                          /* not an object */
-	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":7,\"kind\":\"x\"}", 400);  /* wrong type */
+	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":7,\"kind\":\"x\"}", 400); /* wrong type */
 	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":\"n\"}", 400);            /* no kind */
 	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":\"n\",\"kind\":\"k\",\"ts_us\":\"now\"}", 400);
 	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":\"n\",\"kind\":\"k\",\"ts_us\":-5}", 400);
-	api_expect_error(&proc, "POST", "/api/v1/events", "[{\"host\":\"n\",\"kind\":\"k\"},{\"host\":\"\",\"kind\":\"k\"}]",
-			 400);
+	api_expect_error(&proc, "POST", "/api/v1/events",
+			 "[{\"host\":\"n\",\"kind\":\"k\"},{\"host\":\"\",\"kind\":\"k\"}]", 400);
 	api_expect_error(&proc, "POST", "/api/v1/events", "{\"host\":\"n\",\"kind\":\"k\",\"job\":\"nojob\"}", 404);
 	api_expect_error(&proc, "DELETE", "/api/v1/events", NULL, 405);
 	api_expect_error(&proc, "GET", "/api/v1/events?limit=0", NULL, 400);

@@ -63,12 +63,14 @@ int main(void)
 		if (api_call(&proc, "GET", "/api/v1/jobs/" JOB, NULL, &job) == 200 &&
 		    json_is_object(json_object_get(job, "incident"))) {
 			H_CHECK(api_call(&proc, "POST", "/api/v1/events",
-					 "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"source\":\"oob\",\"detail\":\"eth3\"}",
+					 "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"source\":\"oob\",\"detail\":"
+					 "\"eth3\"}",
 					 &j) == 202,
 				&proc);
 			/* node-1294 holds ranks of the job: the event went to it */
 			H_CHECK(strcmp(json_string_value(json_array_get(
-					       json_object_get(json_array_get(json_object_get(j, "events"), 0), "jobs"), 0)),
+					       json_object_get(json_array_get(json_object_get(j, "events"), 0), "jobs"),
+					       0)),
 				       JOB) == 0,
 				&proc);
 			json_decref(j);
@@ -94,16 +96,19 @@ int main(void)
 	j = NULL;
 	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/reports/latest", NULL, &j) == 200, &proc);
 	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "verdict"), "category")),
-		       "compute_degradation") == 0, &proc);
+		       "compute_degradation") == 0,
+		&proc);
 	H_CHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(j, "suspects"), 0), "host")),
-		       "node-1294") == 0, &proc);
+		       "node-1294") == 0,
+		&proc);
 	json_decref(j);
 
 	/* stored */
 	H_CHECK(api_call(&proc, "GET", "/api/v1/events?host=node-1294&kind=port_down", NULL, &j) == 200, &proc);
 	H_CHECK(json_array_size(json_object_get(j, "events")) == 1, &proc);
 	H_CHECK(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(j, "events"), 0), "detail")),
-		       "eth3") == 0, &proc);
+		       "eth3") == 0,
+		&proc);
 	json_decref(j);
 
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);

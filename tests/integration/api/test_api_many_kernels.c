@@ -50,10 +50,12 @@ int main(void)
 	}
 	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/reports/latest", NULL, &j) == 200, &proc);
 	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "verdict"), "category")),
-		       "compute_degradation") == 0, &proc);
+		       "compute_degradation") == 0,
+		&proc);
 	json_t *s, *suspects = json_object_get(j, "suspects");
 	size_t i, culprits = 0;
-	json_array_foreach(suspects, i, s) {
+	json_array_foreach(suspects, i, s)
+	{
 		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
 			continue;
 		culprits++;

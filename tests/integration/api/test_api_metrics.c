@@ -45,7 +45,8 @@ int main(void)
 		&proc);
 	H_CHECK(h_metric(text, "process_cpu_seconds_total") > 0, &proc);
 	H_CHECK(h_metric(text, "process_resident_memory_bytes") > 1e6, &proc);
-	H_CHECK(h_metric(text, "process_virtual_memory_bytes") >= h_metric(text, "process_resident_memory_bytes"), &proc);
+	H_CHECK(h_metric(text, "process_virtual_memory_bytes") >= h_metric(text, "process_resident_memory_bytes"),
+		&proc);
 	H_CHECK(h_metric(text, "process_open_fds") >= 3, &proc);
 	H_CHECK(h_metric(text, "process_max_fds") >= h_metric(text, "process_open_fds"), &proc);
 	{
@@ -72,7 +73,8 @@ int main(void)
 	api_expect_error(&proc, "GET", "/api/v1/events", NULL, 503);
 	api_expect_error(&proc, "GET", "/api/v1/reports/1", NULL, 503);
 	H_CHECK(api_call(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",\"kind\":\"ecc\"}", &j) == 202, &proc);
-	H_CHECK(json_is_null(json_object_get(j, "ids")) && json_integer_value(json_object_get(j, "accepted")) == 1, &proc);
+	H_CHECK(json_is_null(json_object_get(j, "ids")) && json_integer_value(json_object_get(j, "accepted")) == 1,
+		&proc);
 	json_decref(j);
 	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
 	H_CHECK(h_metric(text, "culprit_api_responses_total{code=\"5xx\"}") == 2, &proc);

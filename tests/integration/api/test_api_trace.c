@@ -62,8 +62,9 @@ static char *decode(const char *file)
 	char *out = NULL;
 	size_t n = 0, cap = 0;
 
-	snprintf(cmd, sizeof(cmd), "protoc --decode=perfetto.protos.Trace -I '%s/schema' '%s/schema/perfetto_trace.proto' < '%s'",
-		 src, src, file);
+	snprintf(cmd, sizeof(cmd),
+		 "protoc --decode=perfetto.protos.Trace -I '%s/schema' '%s/schema/perfetto_trace.proto' < '%s'", src,
+		 src, file);
 	f = popen(cmd, "r");
 	H_CHECK(f, &proc);
 	for (;;) {
@@ -135,7 +136,8 @@ static void chrome(void)
 	H_CHECK(job_start > 0, &proc);
 
 	/* metadata of every (pid, tid) used */
-	json_array_foreach(ev, i, e) {
+	json_array_foreach(ev, i, e)
+	{
 		const char *ph = json_string_value(json_object_get(e, "ph"));
 		int pid = (int)json_integer_value(json_object_get(e, "pid"));
 		int tid = (int)json_integer_value(json_object_get(e, "tid"));
@@ -149,7 +151,8 @@ static void chrome(void)
 		n_x++;
 		if (strcmp(json_string_value(json_object_get(e, "name")), "mlp") == 0)
 			n_mlp++;
-		json_array_foreach(ev, k, m) {
+		json_array_foreach(ev, k, m)
+		{
 			const char *name = json_string_value(json_object_get(m, "name"));
 
 			if (strcmp(json_string_value(json_object_get(m, "ph")), "M") != 0 ||
@@ -166,7 +169,8 @@ static void chrome(void)
 	H_CHECK(n_mlp == 9 * ITERS, &proc);
 
 	/* per thread: events in file order are sorted by ts, and nest strictly */
-	json_array_foreach(ev, i, e) {
+	json_array_foreach(ev, i, e)
+	{
 		int64_t ends[16], prev_ts = INT64_MIN;
 		int depth = 0, tid;
 		size_t k;
@@ -177,7 +181,8 @@ static void chrome(void)
 		tid = (int)json_integer_value(json_object_get(e, "tid"));
 		/* only from the thread's first event */
 		int first = 1;
-		json_array_foreach(ev, k, x) {
+		json_array_foreach(ev, k, x)
+		{
 			if (k >= i)
 				break;
 			if (strcmp(json_string_value(json_object_get(x, "ph")), "X") == 0 &&
@@ -186,7 +191,8 @@ static void chrome(void)
 		}
 		if (!first)
 			continue;
-		json_array_foreach(ev, k, x) {
+		json_array_foreach(ev, k, x)
+		{
 			int64_t ts, dur;
 
 			if (strcmp(json_string_value(json_object_get(x, "ph")), "X") != 0 ||
@@ -206,7 +212,8 @@ static void chrome(void)
 	}
 
 	/* ts is relative to the job's start: rank 0's iteration 0, as the iterations endpoint says */
-	json_array_foreach(ev, i, e) {
+	json_array_foreach(ev, i, e)
+	{
 		json_t *args = json_object_get(e, "args");
 
 		if (strcmp(json_string_value(json_object_get(e, "ph")), "X") == 0 &&
@@ -215,7 +222,8 @@ static void chrome(void)
 			iter0_ts = json_integer_value(json_object_get(e, "ts"));
 	}
 	json_decref(j);
-	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/ranks/0/iterations?from_iter=0&to_iter=0", NULL, &j) == 200,
+	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/ranks/0/iterations?from_iter=0&to_iter=0", NULL, &j) ==
+			200,
 		&proc);
 	{
 		json_t *it = json_array_get(json_object_get(j, "iterations"), 0);
@@ -233,12 +241,12 @@ static void bounds(void)
 {
 	json_t *j;
 
-	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace", NULL, 400);                     /* no ranks */
+	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace", NULL, 400); /* no ranks */
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=a-b", NULL, 400);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=5-3", NULL, 400);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=1,,2", NULL, 400);
-	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=0-256", NULL, 400);         /* 257 ranks */
-	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=1024", NULL, 404);          /* >= world */
+	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=0-256", NULL, 400); /* 257 ranks */
+	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=1024", NULL, 404);  /* >= world */
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=1&format=xml", NULL, 400);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=1&from_iter=5&to_iter=4", NULL, 400);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=1&from_iter=0&to_iter=1000", NULL, 400);
@@ -252,8 +260,9 @@ static void bounds(void)
 	{
 		int status;
 		size_t len;
-		char *b = get_raw("/api/v1/jobs/" JOB "/trace?ranks=3&from_iter=0&to_iter=5&max_slices=48&format=chrome",
-				  &status, &len);
+		char *b =
+			get_raw("/api/v1/jobs/" JOB "/trace?ranks=3&from_iter=0&to_iter=5&max_slices=48&format=chrome",
+				&status, &len);
 
 		H_CHECK(status == 200 && b && strstr(b, "\"slices\":48"), &proc);
 		free(b);
@@ -271,8 +280,9 @@ static void cli(void)
 	int rc;
 
 	snprintf(file, sizeof(file), "%s/cli.pftrace", dir);
-	snprintf(cmd, sizeof(cmd), "%s trace --server 127.0.0.1:%d --job %s --ranks 517 --from-iter 2 --to-iter 3 -o '%s'",
-		 CULPRIT_BIN, proc.http_port, JOB, file);
+	snprintf(cmd, sizeof(cmd),
+		 "%s trace --server 127.0.0.1:%d --job %s --ranks 517 --from-iter 2 --to-iter 3 -o '%s'", CULPRIT_BIN,
+		 proc.http_port, JOB, file);
 	rc = system(cmd);
 	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, &proc);
 	text = decode(file);
@@ -280,8 +290,9 @@ static void cli(void)
 	free(text);
 	/* a server error: exit 1 and no file left behind */
 	snprintf(file, sizeof(file), "%s/none.json", dir);
-	snprintf(cmd, sizeof(cmd), "%s trace --server 127.0.0.1:%d --job nope --ranks 1 --format chrome -o '%s' 2>/dev/null",
-		 CULPRIT_BIN, proc.http_port, file);
+	snprintf(cmd, sizeof(cmd),
+		 "%s trace --server 127.0.0.1:%d --job nope --ranks 1 --format chrome -o '%s' 2>/dev/null", CULPRIT_BIN,
+		 proc.http_port, file);
 	rc = system(cmd);
 	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && access(file, F_OK) != 0, &proc);
 	fprintf(stderr, "ok: culprit trace\n");
@@ -313,8 +324,8 @@ static void tokens(const char *dsn)
 	H_CHECK(h_culpritd_start(&proc, dir, (const char *const[]){"--db", dsn, "--config", conf, NULL}) == 0, &proc);
 	/* without a token: 401; the read token reads a trace but may not start a capture */
 	H_CHECK(http("GET", "/api/v1/jobs/" JOB "/trace?ranks=517", NULL, NULL) == 401, &proc);
-	H_CHECK(http("GET", "/api/v1/jobs/" JOB "/trace?ranks=517&format=chrome", "Authorization: Bearer " READ_TOKEN "\r\n",
-		     NULL) == 200,
+	H_CHECK(http("GET", "/api/v1/jobs/" JOB "/trace?ranks=517&format=chrome",
+		     "Authorization: Bearer " READ_TOKEN "\r\n", NULL) == 200,
 		&proc);
 	H_CHECK(http("POST", "/api/v1/jobs/" JOB "/capture", "Authorization: Bearer " READ_TOKEN "\r\n",
 		     "{\"ranks\":[517],\"iterations\":1}") == 403,

@@ -57,10 +57,7 @@ static int read_answer(int fd, int head, long *length, char *body, size_t size)
 	return status;
 }
 
-static void send_text(int fd, const char *text)
-{
-	H_CHECK(h_write_all(fd, text, strlen(text)) == 0, &proc);
-}
+static void send_text(int fd, const char *text) { H_CHECK(h_write_all(fd, text, strlen(text)) == 0, &proc); }
 
 /* HEAD path: GET's status and Content-Length, no body: a GET on the same connection right
  * after it is answered in step */
@@ -142,7 +139,8 @@ static void check_slowloris(int n)
 	}
 	for (int i = 0; i < n; i++) {
 		if (!closed_at[i] || closed_at[i] < 1500 || closed_at[i] > 4000)
-			fprintf(stderr, "slow connection %d closed at %lld ms (0: not at all)\n", i, (long long)closed_at[i]);
+			fprintf(stderr, "slow connection %d closed at %lld ms (0: not at all)\n", i,
+				(long long)closed_at[i]);
 		H_CHECK(closed_at[i] >= 1500 && closed_at[i] <= 4000, &proc);
 		close(fds[i]);
 	}
@@ -274,10 +272,13 @@ int main(void)
 	framing("GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello", 1);
 	framing("POST /api/v1/events HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}", 1);
 	framing("GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 1);
-	framing("GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 1);
+	framing("GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+		"chunked\r\n\r\n0\r\n\r\n",
+		1);
 	H_CHECK(framing("GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n", 0) == 200,
 		&proc);
-	H_CHECK(framing("GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0) == 200, &proc);
+	H_CHECK(framing("GET /healthz HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 0) == 200,
+		&proc);
 	H_CHECK(h_get_metric(proc.http_port, "culprit_http_bad_requests_total") >= 3, &proc);
 	fprintf(stderr, "framing: ok\n");
 

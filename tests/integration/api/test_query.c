@@ -53,10 +53,12 @@ int main(void)
 	/* answers, no row, a refused statement */
 	q = storage_query_start(&(struct storage_query_config){.dsn = dsn, .threads = 2, .queue_max = 8, .wake = wake});
 	H_CHECK(q != NULL, NULL);
-	H_CHECK(storage_query_submit(q, 1, "SELECT json_build_object('x', $1::int)::text", 1, (const char *const[]){"7"}) == 0,
+	H_CHECK(storage_query_submit(q, 1, "SELECT json_build_object('x', $1::int)::text", 1,
+				     (const char *const[]){"7"}) == 0,
 		NULL);
 	H_CHECK(storage_query_submit(q, 2, "SELECT 'a' WHERE false", 0, NULL) == 0, NULL);
-	H_CHECK(storage_query_submit(q, 3, "SELECT $1::timestamptz::text", 1, (const char *const[]){"not a time"}) == 0, NULL);
+	H_CHECK(storage_query_submit(q, 3, "SELECT $1::timestamptz::text", 1, (const char *const[]){"not a time"}) == 0,
+		NULL);
 	H_CHECK(storage_query_submit(q, 4, "SELECT coalesce($1, 'null')", 1, (const char *const[]){NULL}) == 0, NULL);
 	collect(q, res, 4);
 	H_CHECK(!res[0].failed && res[0].text && strcmp(res[0].text, "{\"x\" : 7}") == 0, NULL);

@@ -60,7 +60,8 @@ int main(void)
 	const char *env = getenv("CULPRIT_DB_DOWN_S");
 	const int down_s = env && atoi(env) > 0 ? atoi(env) : 60;
 	char pgdir[512], pgdsn[512], dir[600];
-	const char *extra[] = {"--db", pgdsn, "--writer-queue-records", "150000", "--writer-txn-records", "20000", NULL};
+	const char *extra[] = {"--db",  pgdsn, "--writer-queue-records", "150000", "--writer-txn-records",
+			       "20000", NULL};
 	struct simfeed *sf;
 	struct fanout_stats st, at_stop;
 	struct job_view before, v, best = {0};
@@ -73,9 +74,11 @@ int main(void)
 	pgtest_cluster_start(pgdir, pgdsn, sizeof(pgdsn));
 	h_tmpdir("fault_db_down", dir, sizeof(dir));
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
-	sf = simfeed_start(&(struct simfeed_config){.scenario = "compute_straggler", .iters = ITERS,
-						   .port = proc.agent_port, .ms_per_iter = 200,
-						   .max_unacked_bytes = 2 << 20});
+	sf = simfeed_start(&(struct simfeed_config){.scenario = "compute_straggler",
+						    .iters = ITERS,
+						    .port = proc.agent_port,
+						    .ms_per_iter = 200,
+						    .max_unacked_bytes = 2 << 20});
 	/* the fault's window is open and diagnosed */
 	for (int64_t deadline = h_now_ms() + 120000;; poll(NULL, 0, 100)) {
 		if (job_view(&before) == 0 && before.window_open && before.diagnoses >= 1 && before.incident_open)
@@ -114,8 +117,11 @@ int main(void)
 		poll(NULL, 0, 500);
 	}
 	simfeed_stats(sf, &st);
-	fprintf(stderr, "down %.1f s: diagnoses %ld -> %ld (window to iteration %ld, %ld records in memory), latest report served %d times;"
-			" blocked connections up to %.0f; agents' unacknowledged batches %llu -> up to %llu, %llu records appended, %llu dropped\n",
+	fprintf(stderr,
+		"down %.1f s: diagnoses %ld -> %ld (window to iteration %ld, %ld records in memory), latest report "
+		"served %d times;"
+		" blocked connections up to %.0f; agents' unacknowledged batches %llu -> up to %llu, %llu records "
+		"appended, %llu dropped\n",
 		(double)(h_now_ms() - t_stop) / 1000.0, before.diagnoses, best.diagnoses, best.last_iter, best.records,
 		report_ok, max_blocked, (unsigned long long)at_stop.unacked_batches, (unsigned long long)max_unacked,
 		(unsigned long long)st.records, (unsigned long long)st.dropped_records);
@@ -123,13 +129,14 @@ int main(void)
 	H_CHECK(report_ok > 0, &proc);
 	H_CHECK(best.diagnoses > before.diagnoses && best.last_iter > before.last_iter && best.records > before.records,
 		&proc);
-	H_CHECK(max_blocked > 0, &proc);   /* the writer queue filled: backpressure */
+	H_CHECK(max_blocked > 0, &proc); /* the writer queue filled: backpressure */
 	H_CHECK(max_unacked > at_stop.unacked_batches, &proc);
 
 	pgtest_cluster_start(pgdir, pgdsn, sizeof(pgdsn));
 	t_start = h_now_ms();
 	H_CHECK(simfeed_finish(sf, 180000, &st) == 0, &proc);
-	fprintf(stderr, "PostgreSQL back: everything acknowledged %.1f s later; %llu records, %llu batches, %llu dropped\n",
+	fprintf(stderr,
+		"PostgreSQL back: everything acknowledged %.1f s later; %llu records, %llu batches, %llu dropped\n",
 		(double)(h_now_ms() - t_start) / 1000.0, (unsigned long long)st.records,
 		(unsigned long long)st.sealed_batches, (unsigned long long)st.dropped_records);
 	H_CHECK(st.dropped_records == 0 && st.rejected_batches == 0 && st.acked_batches == st.sealed_batches, &proc);
@@ -137,7 +144,8 @@ int main(void)
 	simfeed_free(sf);
 	/* the incident and the reports made while the database was down are stored too */
 	for (int64_t deadline = h_now_ms() + 30000;; poll(NULL, 0, 200)) {
-		if (at_sql_long(pgdsn, "SELECT count(*) FROM incidents WHERE key LIKE '" JOB "/%/compute_degradation'") == 1 &&
+		if (at_sql_long(pgdsn,
+				"SELECT count(*) FROM incidents WHERE key LIKE '" JOB "/%/compute_degradation'") == 1 &&
 		    at_sql_long(pgdsn, "SELECT count(*) FROM reports") >= best.diagnoses)
 			break;
 		H_CHECK(h_now_ms() < deadline, &proc);

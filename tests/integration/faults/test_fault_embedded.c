@@ -26,7 +26,7 @@
 
 #define JOB "sim-case5"
 #define ITERS 12
-#define KILL_PG_AT 3     /* iteration fed when the postmaster is killed */
+#define KILL_PG_AT 3       /* iteration fed when the postmaster is killed */
 #define KILL_CULPRITD_AT 8 /* and when culpritd is */
 
 static struct h_proc proc;
@@ -101,7 +101,9 @@ int main(void)
 	H_CHECK(pm > 0 && kill(pm, SIGKILL) == 0, &proc);
 	t_kill = h_now_ms();
 	H_CHECK(h_log_wait(&proc, "embedded: postgres started again", 1, 60000), &proc);
-	fprintf(stderr, "postmaster %ld killed at iteration %u with %llu batches acknowledged, %llu in flight; started again after %.1f s\n",
+	fprintf(stderr,
+		"postmaster %ld killed at iteration %u with %llu batches acknowledged, %llu in flight; started again "
+		"after %.1f s\n",
 		(long)pm, simfeed_iter(sf), (unsigned long long)at_kill.acked_batches,
 		(unsigned long long)at_kill.unacked_batches, (double)(h_now_ms() - t_kill) / 1000.0);
 	H_CHECK(h_count_lines(proc.log_path, "was killed by signal 9") == 1, &proc);
@@ -128,7 +130,9 @@ int main(void)
 	pthread_join(thr, NULL);
 	H_CHECK(res.seen, &proc);
 	H_CHECK(kill(pm2, 0) < 0, &proc); /* the old postmaster is gone */
-	fprintf(stderr, "culpritd killed at iteration %u with %llu batches in flight; the next one waited for postmaster %ld and was up %.1f s later\n",
+	fprintf(stderr,
+		"culpritd killed at iteration %u with %llu batches in flight; the next one waited for postmaster %ld "
+		"and was up %.1f s later\n",
 		simfeed_iter(sf), (unsigned long long)at_kill.unacked_batches, (long)pm2,
 		(double)(h_now_ms() - t_kill) / 1000.0);
 

@@ -59,8 +59,10 @@ static void db_progress(const char *dsn, const char *job, uint64_t *seq, uint32_
 	PGresult *r;
 
 	H_CHECK(PQstatus(c) == CONNECTION_OK, &proc);
-	r = PQexecParams(c, "SELECT p.agent, p.durable_seq FROM agent_progress p JOIN jobs j ON j.id = p.job_id WHERE j.name = $1",
-			 1, NULL, p, NULL, NULL, 0);
+	r = PQexecParams(
+		c,
+		"SELECT p.agent, p.durable_seq FROM agent_progress p JOIN jobs j ON j.id = p.job_id WHERE j.name = $1",
+		1, NULL, p, NULL, NULL, 0);
 	H_CHECK(PQresultStatus(r) == PGRES_TUPLES_OK, &proc);
 	memset(seq, 0, n * sizeof(*seq));
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -99,8 +101,8 @@ static void drain_keeps_acknowledged(void)
 	}
 	kill(proc.pid, SIGTERM);
 	t_term = h_now_ms();
-	fprintf(stderr, "SIGTERM with %llu batches acknowledged and %llu in flight\n", (unsigned long long)st.batches_acked,
-		(unsigned long long)st.unacked_batches);
+	fprintf(stderr, "SIGTERM with %llu batches acknowledged and %llu in flight\n",
+		(unsigned long long)st.batches_acked, (unsigned long long)st.unacked_batches);
 	/* stops accepting at once (while it drains, and of course once it is gone) */
 	for (int64_t deadline = t_term + 2000; h_now_ms() < deadline && !refused; poll(NULL, 0, 20)) {
 		int fd = h_connect(proc.agent_port);
@@ -129,7 +131,9 @@ static void drain_keeps_acknowledged(void)
 		acked_total += a.batches_acked;
 		in_flight += a.unacked_batches;
 	}
-	fprintf(stderr, "SIGTERM: culpritd exited 0 in %.2f s; %llu batches acknowledged, all of them in PostgreSQL; %llu still held by the agents\n",
+	fprintf(stderr,
+		"SIGTERM: culpritd exited 0 in %.2f s; %llu batches acknowledged, all of them in PostgreSQL; %llu "
+		"still held by the agents\n",
 		(double)(t_exit - t_term) / 1000.0, (unsigned long long)acked_total, (unsigned long long)in_flight);
 
 	/* the rest goes to the next culpritd */
@@ -206,7 +210,9 @@ static void db_down_stop(int second_signal)
 		/* within 30 s of the SIGTERM (3 s of them spent above), and up to 3 s for the exit
 		 * itself on a loaded machine (ASan's leak check included); it was 60 s */
 		status = h_proc_stop(&proc, 0, 60000);
-		fprintf(stderr, "SIGTERM with the database down: culpritd exited %.2f s after it with %llu batches unacknowledged\n",
+		fprintf(stderr,
+			"SIGTERM with the database down: culpritd exited %.2f s after it with %llu batches "
+			"unacknowledged\n",
 			(double)(h_now_ms() - t_second + 3000) / 1000.0, (unsigned long long)st.unacked_batches);
 		H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
 		H_CHECK(h_now_ms() - t_second <= 27000 + 3000, &proc);

@@ -67,14 +67,17 @@ int main(void)
 		H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 	}
 	/* the fault from iteration 20 to 39: fires, then resolves */
-	sf = simfeed_start(&(struct simfeed_config){.scenario = "compute_straggler", .iters = 60, .recover_at = 40,
-						   .port = proc.agent_port});
+	sf = simfeed_start(&(struct simfeed_config){
+		.scenario = "compute_straggler", .iters = 60, .recover_at = 40, .port = proc.agent_port});
 	H_CHECK(simfeed_finish(sf, 120000, &st) == 0, &proc);
 	simfeed_free(sf);
 	/* both states queued, the firing refused at least once (the resolved waits behind it:
 	 * an incident's states go out in order) */
 	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
-		if (at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/firing/%' AND attempts > 0") >= 1 &&
+		if (at_sql_long(
+			    dsn,
+			    "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/firing/%' AND attempts > 0") >=
+			    1 &&
 		    at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/resolved/%'") >= 1)
 			break;
 		H_CHECK(h_now_ms() < deadline, &proc);
@@ -84,7 +87,8 @@ int main(void)
 	poll(NULL, 0, (int)(t_down + (int64_t)down_s * 1000 - h_now_ms()));
 	rows = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox");
 	fprintf(stderr, "receiver down %.1f s; %ld outbox rows, %ld attempts refused; now up\n",
-		(double)(h_now_ms() - t_down) / 1000.0, rows, at_sql_long(dsn, "SELECT sum(attempts) FROM alert_outbox"));
+		(double)(h_now_ms() - t_down) / 1000.0, rows,
+		at_sql_long(dsn, "SELECT sum(attempts) FROM alert_outbox"));
 	rx_down(rx, 0);
 	t_up = h_now_ms();
 
@@ -99,7 +103,8 @@ int main(void)
 		}
 		H_CHECK(h_now_ms() < deadline, &proc);
 	}
-	fprintf(stderr, "after the receiver came back: first delivery in %.1f s, all %ld in %.1f s (backoff cap %d s)\n",
+	fprintf(stderr,
+		"after the receiver came back: first delivery in %.1f s, all %ld in %.1f s (backoff cap %d s)\n",
 		(double)(t_first - t_up) / 1000.0, rows, (double)(t_all - t_up) / 1000.0, cap_s);
 	H_CHECK(t_all - t_up <= (int64_t)cap_s * 1000 + 5000, &proc);
 	status = h_proc_stop(&proc, SIGTERM, 60000);
@@ -122,7 +127,8 @@ int main(void)
 			H_CHECK(strcmp(hits[k].dedup, hits[i].dedup) != 0, NULL); /* once */
 			if (incident_len(hits[k].dedup) == incident_len(hits[i].dedup) &&
 			    strncmp(hits[k].dedup, hits[i].dedup, incident_len(hits[i].dedup)) == 0) {
-				snprintf(sql, sizeof(sql), "SELECT id FROM alert_outbox WHERE dedup_key = '%s'", hits[k].dedup);
+				snprintf(sql, sizeof(sql), "SELECT id FROM alert_outbox WHERE dedup_key = '%s'",
+					 hits[k].dedup);
 				H_CHECK(at_sql_long(dsn, sql) < id, NULL); /* in order */
 			}
 		}

@@ -54,10 +54,7 @@ static void put(struct buf *b, const char *s, size_t n)
 	b->s[b->n] = '\0';
 }
 
-static void puts_(struct buf *b, const char *s)
-{
-	put(b, s, strlen(s));
-}
+static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
 
 /* $__interval of the query being expanded: the panel's min interval ("interval") when it has
  * one, else what Grafana would choose for a ~16-minute range on a wide panel (the data
@@ -70,7 +67,10 @@ static const char *var_value(const char *name)
 	static const struct {
 		const char *name, *value;
 	} vars[] = {
-		{"job", JOB}, {"phase", "mlp"}, {"node", "node-1294"}, {"topk", TOPK},
+		{"job", JOB},
+		{"phase", "mlp"},
+		{"node", "node-1294"},
+		{"topk", TOPK},
 	};
 
 	if (job_value && strcmp(name, "job") == 0)
@@ -118,8 +118,8 @@ static char *expand_vars(const char *sql, const char *what)
 				quote = 1;
 			}
 		} else {
-			while ((q[n] >= 'a' && q[n] <= 'z') || (q[n] >= 'A' && q[n] <= 'Z') || (q[n] >= '0' && q[n] <= '9') ||
-			       q[n] == '_') {
+			while ((q[n] >= 'a' && q[n] <= 'z') || (q[n] >= 'A' && q[n] <= 'Z') ||
+			       (q[n] >= '0' && q[n] <= '9') || q[n] == '_') {
 				H_CHECK(n + 1 < sizeof(name), &proc);
 				name[n] = q[n];
 				n++;
@@ -215,8 +215,8 @@ static char *expand_macros(const char *sql, const char *what)
 		}
 		put(&b, p, (size_t)(m - p));
 		q = m + 1;
-		while (n + 1 < sizeof(name) && ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
-						(*q >= '0' && *q <= '9') || *q == '_'))
+		while (n + 1 < sizeof(name) &&
+		       ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_'))
 			name[n++] = *q++;
 		name[n] = '\0';
 		close = *q == '(' ? strchr(q, ')') : NULL;
@@ -262,7 +262,7 @@ static char *expand_macros(const char *sql, const char *what)
 /* ---- the queries of the dashboards ------------------------------------------------------ */
 
 struct query {
-	char key[128];   /* "<uid>/panel:<id>", "<uid>/anno:<name>", "<uid>/var:<name>" */
+	char key[128]; /* "<uid>/panel:<id>", "<uid>/anno:<name>", "<uid>/var:<name>" */
 	char title[256];
 	char *sql;       /* interpolated */
 	char *sql_quote; /* the same with the job "o'brien" */
@@ -302,13 +302,15 @@ static void walk_panels(const char *uid, json_t *panels)
 	size_t i;
 	json_t *p;
 
-	json_array_foreach(panels, i, p) {
+	json_array_foreach(panels, i, p)
+	{
 		json_t *targets = json_object_get(p, "targets"), *t;
 		size_t k;
 		char id[32];
 
 		snprintf(id, sizeof(id), "%lld", (long long)json_integer_value(json_object_get(p, "id")));
-		json_array_foreach(targets, k, t) {
+		json_array_foreach(targets, k, t)
+		{
 			const char *sql = json_string_value(json_object_get(t, "rawSql"));
 
 			if (!sql) {
@@ -336,7 +338,8 @@ static void load_dashboard(const char *path)
 	uid = json_string_value(json_object_get(d, "uid"));
 	H_CHECK(uid && json_is_array(json_object_get(d, "panels")), &proc);
 	walk_panels(uid, json_object_get(d, "panels"));
-	json_array_foreach(json_object_get(json_object_get(d, "annotations"), "list"), i, x) {
+	json_array_foreach(json_object_get(json_object_get(d, "annotations"), "list"), i, x)
+	{
 		const char *sql = json_string_value(json_object_get(json_object_get(x, "target"), "rawSql"));
 
 		if (json_integer_value(json_object_get(x, "builtIn")) == 1)
@@ -344,7 +347,8 @@ static void load_dashboard(const char *path)
 		H_CHECK(sql != NULL, &proc);
 		add_query(uid, "anno", json_string_value(json_object_get(x, "name")), NULL, sql, NULL);
 	}
-	json_array_foreach(json_object_get(json_object_get(d, "templating"), "list"), i, x) {
+	json_array_foreach(json_object_get(json_object_get(d, "templating"), "list"), i, x)
+	{
 		const char *type = json_string_value(json_object_get(x, "type"));
 
 		if (type && strcmp(type, "query") == 0) {
@@ -647,7 +651,8 @@ static void fill(void)
 		free(ts);
 	}
 	snprintf(body, sizeof(body),
-		 "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"source\":\"oob\",\"detail\":\"eth3\",\"ts_us\":%s}", ts);
+		 "{\"host\":\"node-1294\",\"kind\":\"port_down\",\"source\":\"oob\",\"detail\":\"eth3\",\"ts_us\":%s}",
+		 ts);
 	free(ts);
 	H_CHECK(api_call(&proc, "POST", "/api/v1/events", body, &j) == 202, &proc);
 	json_decref(j);

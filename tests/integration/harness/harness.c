@@ -20,10 +20,7 @@
 
 #include "clock.h"
 
-int64_t h_now_ms(void)
-{
-	return clock_mono_ms();
-}
+int64_t h_now_ms(void) { return clock_mono_ms(); }
 
 void h_db_create(const char *name, char *dsn, size_t size)
 {
@@ -62,7 +59,8 @@ int h_free_port(void)
 
 	a.sin_family = AF_INET;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
 		perror("h_free_port");
 		exit(1);
 	}
@@ -202,7 +200,8 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 int h_culpritd_start_instance(struct h_proc *p, const char *name, const char *dsn, const char *const *extra)
 {
 	char dir[600], listen[64], tmp[64];
-	const char *argv[50] = {"--db", dsn, "--agent-listen", listen, "--advertise-agent-addr", listen, "--instance-id", name};
+	const char *argv[50] = {"--db",          dsn, "--agent-listen", listen, "--advertise-agent-addr", listen,
+				"--instance-id", name};
 	int n = 8, port = h_free_port(), rc;
 
 	snprintf(tmp, sizeof(tmp), "instance_%s", name);
@@ -369,8 +368,8 @@ double h_get_metric(int port, const char *sample)
 	return v;
 }
 
-int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body,
-	      char **head, char **body)
+int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body, char **head,
+	      char **body)
 {
 	int fd = h_connect(port), status = -1;
 	char *req = NULL, *resp = NULL, *p;
@@ -382,7 +381,8 @@ int h_http_ex(int port, const char *method, const char *path, const char *header
 	if (fd < 0)
 		return -1;
 	if (asprintf(&req,
-		     "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
+		     "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+		     "%zu\r\n%s\r\n",
 		     method, path, blen, headers ? headers : "") < 0) {
 		close(fd);
 		return -1;
@@ -446,8 +446,15 @@ void h_send_env(int fd, const frame_envelope *env)
 
 void h_send_hello(int fd, const char *job, const char *agent, const char *host, const char *token)
 {
-	h_send_hello_as(fd, &(struct h_hello){.job = job, .agent = agent, .host = host, .token = token, .world = 8,
-					      .pp = 1, .dp = 8, .ep = 1, .n_ranks = 8});
+	h_send_hello_as(fd, &(struct h_hello){.job = job,
+					      .agent = agent,
+					      .host = host,
+					      .token = token,
+					      .world = 8,
+					      .pp = 1,
+					      .dp = 8,
+					      .ep = 1,
+					      .n_ranks = 8});
 }
 
 frame_envelope *h_recv_env(int fd, int timeout_ms)
@@ -579,8 +586,9 @@ int h_hello_ok(int fd, const struct h_hello *h)
 	ok = e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK && e->hello_ack->accepted;
 	if (!ok)
 		fprintf(stderr, "hello of agent \"%s\": %s\n", h->agent,
-			!e ? "no answer" : e->msg_case != CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK ? "not a HelloAck"
-										  : e->hello_ack->reason);
+			!e                                                    ? "no answer"
+			: e->msg_case != CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK ? "not a HelloAck"
+									      : e->hello_ack->reason);
 	if (e)
 		frame_free(e);
 	return ok;

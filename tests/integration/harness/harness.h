@@ -62,8 +62,8 @@ double h_get_metric(int port, const char *sample);
 
 /* Like h_http, with extra request header lines (each ending in "\r\n", or NULL) and the
  * response's status line and headers in a malloc'd *head (when head is not NULL). */
-int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body,
-	      char **head, char **body);
+int h_http_ex(int port, const char *method, const char *path, const char *headers, const char *req_body, char **head,
+	      char **body);
 /* The lines of the file at path that contain needle (0 when it cannot be read). */
 int h_count_lines(const char *path, const char *needle);
 /* 1 once the process log has at least count lines containing needle (within timeout_ms). */
@@ -72,13 +72,13 @@ int h_log_wait(const struct h_proc *p, const char *needle, int count, int timeou
 /* Monotonic milliseconds. */
 int64_t h_now_ms(void);
 
-#define H_CHECK(cond, proc)                                                                        \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-			h_dump_log(proc);                                                          \
-			exit(1);                                                                   \
-		}                                                                                  \
+#define H_CHECK(cond, proc)                                                                      \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			h_dump_log(proc);                                                        \
+			exit(1);                                                                 \
+		}                                                                                \
 	} while (0)
 
 /* The agent protocol by hand: one frame out (a failed write fails the test), one frame in

@@ -17,8 +17,7 @@
 static const char *const phase_names[FLEET_PHASES] = {"mlp", "ep_dispatch", "dp_reduce_scatter", "pp_send_recv"};
 static const uint8_t phase_kind[FLEET_PHASES] = {RECORD_KIND_COMPUTE, RECORD_KIND_COMM, RECORD_KIND_COMM,
 						 RECORD_KIND_COMM};
-static const uint8_t phase_group[FLEET_PHASES] = {RECORD_GROUP_NONE, RECORD_GROUP_EP, RECORD_GROUP_DP,
-						  RECORD_GROUP_PP};
+static const uint8_t phase_group[FLEET_PHASES] = {RECORD_GROUP_NONE, RECORD_GROUP_EP, RECORD_GROUP_DP, RECORD_GROUP_PP};
 
 struct fleet {
 	struct agent_loop *loops[FLEET_LOOPS];
@@ -62,8 +61,13 @@ struct fleet *fleet_new(const char *job, uint32_t n_nodes, int port)
 			ranks[r] = n * 8 + r;
 		cfg.server = server;
 		cfg.job = job;
-		cfg.topo = (struct agent_topology){.world = n_nodes * 8, .tp = 1, .cp = 1, .pp = 9,
-						   .dp = n_nodes * 8 / 9, .ep = 32, .gpus_per_node = 8,
+		cfg.topo = (struct agent_topology){.world = n_nodes * 8,
+						   .tp = 1,
+						   .cp = 1,
+						   .pp = 9,
+						   .dp = n_nodes * 8 / 9,
+						   .ep = 32,
+						   .gpus_per_node = 8,
 						   .order = "tp-cp-ep-dp-pp"};
 		cfg.host = host;
 		cfg.ranks = ranks;
@@ -90,21 +94,31 @@ void fleet_stream(struct fleet *f, uint32_t first, uint32_t n)
 	for (uint32_t it = first; it < first + n; it++)
 		for (uint32_t node = 0; node < f->n_nodes; node++)
 			for (uint32_t r = node * 8; r < node * 8 + 8; r++) {
-				struct record_iter ri = {.rank = r, .iter = it,
+				struct record_iter ri = {.rank = r,
+							 .iter = it,
 							 .start_us = FLEET_BASE_US + (int64_t)it * 30000000,
 							 .dur_us = 30000000 + r % 1000};
 				struct record_phase ph[FLEET_PHASES];
-				struct record_kernel k = {.rank = r, .iter = it, .name = (uint32_t)f->names[node][FLEET_PHASES],
-							  .kind = RECORD_KIND_COMPUTE, .count = 96,
-							  .sum_us = 240000 + (r * 7 + it) % 5000, .min_us = 2400,
-							  .max_us = 2600, .p50_us = 2500, .p99_us = 2590};
+				struct record_kernel k = {.rank = r,
+							  .iter = it,
+							  .name = (uint32_t)f->names[node][FLEET_PHASES],
+							  .kind = RECORD_KIND_COMPUTE,
+							  .count = 96,
+							  .sum_us = 240000 + (r * 7 + it) % 5000,
+							  .min_us = 2400,
+							  .max_us = 2600,
+							  .p50_us = 2500,
+							  .p99_us = 2590};
 
 				for (int p = 0; p < FLEET_PHASES; p++)
-					ph[p] = (struct record_phase){
-						.rank = r, .iter = it, .name = (uint32_t)f->names[node][p],
-						.kind = phase_kind[p], .group = phase_group[p],
-						.start_us = p == 0 ? RECORD_NO_START : p * 1000,
-						.dur_us = 1000 + (r * 7 + it * 13 + (uint32_t)p) % 997};
+					ph[p] = (struct record_phase){.rank = r,
+								      .iter = it,
+								      .name = (uint32_t)f->names[node][p],
+								      .kind = phase_kind[p],
+								      .group = phase_group[p],
+								      .start_us = p == 0 ? RECORD_NO_START : p * 1000,
+								      .dur_us = 1000 +
+										(r * 7 + it * 13 + (uint32_t)p) % 997};
 				if (agent_add_iteration(f->agents[node], &ri, ph, FLEET_PHASES, &k, 1) != 0)
 					abort();
 				f->sent.iters++;
@@ -158,15 +172,9 @@ uint32_t fleet_stats(struct fleet *f, struct agent_stats *sum)
 	return connected;
 }
 
-void fleet_agent_stats(struct fleet *f, uint32_t i, struct agent_stats *st)
-{
-	agent_get_stats(f->agents[i], st);
-}
+void fleet_agent_stats(struct fleet *f, uint32_t i, struct agent_stats *st) { agent_get_stats(f->agents[i], st); }
 
-const struct fleet_sum *fleet_sent(const struct fleet *f)
-{
-	return &f->sent;
-}
+const struct fleet_sum *fleet_sent(const struct fleet *f) { return &f->sent; }
 
 void fleet_free(struct fleet *f)
 {
@@ -209,11 +217,14 @@ int fleet_check_db(const char *dsn, const char *job, const struct fleet_sum *sen
 		{"kernels", "SELECT count(*) FROM kernels WHERE job_id = (SELECT id FROM jobs WHERE name = $1)",
 		 (int64_t)sent->kernels},
 		{"sum(iterations.dur_us)",
-		 "SELECT sum(dur_us) FROM iterations WHERE job_id = (SELECT id FROM jobs WHERE name = $1)", sent->iter_dur},
+		 "SELECT sum(dur_us) FROM iterations WHERE job_id = (SELECT id FROM jobs WHERE name = $1)",
+		 sent->iter_dur},
 		{"sum(phases.dur_us)",
-		 "SELECT sum(dur_us) FROM phases WHERE job_id = (SELECT id FROM jobs WHERE name = $1)", sent->phase_dur},
+		 "SELECT sum(dur_us) FROM phases WHERE job_id = (SELECT id FROM jobs WHERE name = $1)",
+		 sent->phase_dur},
 		{"sum(kernels.sum_us)",
-		 "SELECT sum(sum_us) FROM kernels WHERE job_id = (SELECT id FROM jobs WHERE name = $1)", sent->kernel_sum},
+		 "SELECT sum(sum_us) FROM kernels WHERE job_id = (SELECT id FROM jobs WHERE name = $1)",
+		 sent->kernel_sum},
 		/* one row per (rank, iteration, phase): nothing twice, even under another ts */
 		{"distinct phase keys",
 		 "SELECT count(*) FROM (SELECT DISTINCT rank, iter, name_id FROM phases WHERE job_id = "
@@ -236,8 +247,8 @@ int fleet_check_db(const char *dsn, const char *job, const struct fleet_sum *sen
 	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
 		int64_t got = q_int(c, checks[i].sql, job);
 
-		fprintf(stderr, "  %-24s sent %" PRId64 ", in PostgreSQL %" PRId64 "%s\n", checks[i].what, checks[i].want,
-			got, got == checks[i].want ? "" : "  <-- differs");
+		fprintf(stderr, "  %-24s sent %" PRId64 ", in PostgreSQL %" PRId64 "%s\n", checks[i].what,
+			checks[i].want, got, got == checks[i].want ? "" : "  <-- differs");
 		if (got != checks[i].want)
 			rc = -1;
 	}

@@ -43,11 +43,19 @@ static void quiet_log(void *arg, enum agent_log_level level, const char *msg)
 static int on_job(void *ctx, const struct jsonl_job *j)
 {
 	struct simfeed *sf = ctx;
-	struct fanout_config fc = {.server = sf->server, .max_unacked_bytes = sf->cfg.max_unacked_bytes,
-				   .flush_interval_ms = 100, .log = quiet_log};
+	struct fanout_config fc = {.server = sf->server,
+				   .max_unacked_bytes = sf->cfg.max_unacked_bytes,
+				   .flush_interval_ms = 100,
+				   .log = quiet_log};
 	struct fanout_job fj = {.job = j->job,
-				.topo = {.world = j->world, .tp = j->tp, .cp = j->cp, .pp = j->pp, .dp = j->dp, .ep = j->ep,
-					 .gpus_per_node = j->gpus_per_node, .order = j->order}};
+				.topo = {.world = j->world,
+					 .tp = j->tp,
+					 .cp = j->cp,
+					 .pp = j->pp,
+					 .dp = j->dp,
+					 .ep = j->ep,
+					 .gpus_per_node = j->gpus_per_node,
+					 .order = j->order}};
 
 	snprintf(sf->job, sizeof(sf->job), "%s", j->job);
 	sf->f = fanout_new(&fc, &fj, sf->err, sizeof(sf->err));
@@ -138,8 +146,10 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 static void *feed_main(void *arg)
 {
 	struct simfeed *sf = arg;
-	struct sim_options opt = {.scenario = sf->cfg.scenario, .iters = sf->cfg.iters,
-				  .recover_at = sf->cfg.recover_at, .start_us = (int64_t)time(NULL) * 1000000};
+	struct sim_options opt = {.scenario = sf->cfg.scenario,
+				  .iters = sf->cfg.iters,
+				  .recover_at = sf->cfg.recover_at,
+				  .start_us = (int64_t)time(NULL) * 1000000};
 	struct sim_sink sink = {.ctx = sf, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
 	char err[256];
 
@@ -168,25 +178,13 @@ struct simfeed *simfeed_start(const struct simfeed_config *cfg)
 	return sf;
 }
 
-uint32_t simfeed_iter(struct simfeed *sf)
-{
-	return atomic_load(&sf->iter);
-}
+uint32_t simfeed_iter(struct simfeed *sf) { return atomic_load(&sf->iter); }
 
-int simfeed_fed(struct simfeed *sf)
-{
-	return atomic_load(&sf->fed);
-}
+int simfeed_fed(struct simfeed *sf) { return atomic_load(&sf->fed); }
 
-int simfeed_holding(struct simfeed *sf)
-{
-	return atomic_load(&sf->holding);
-}
+int simfeed_holding(struct simfeed *sf) { return atomic_load(&sf->holding); }
 
-void simfeed_release(struct simfeed *sf)
-{
-	atomic_store(&sf->released, 1);
-}
+void simfeed_release(struct simfeed *sf) { atomic_store(&sf->released, 1); }
 
 void simfeed_stats(struct simfeed *sf, struct fanout_stats *st)
 {
@@ -208,15 +206,9 @@ int simfeed_finish(struct simfeed *sf, int timeout_ms, struct fanout_stats *st)
 	return rc;
 }
 
-const struct fleet_sum *simfeed_sent(const struct simfeed *sf)
-{
-	return &sf->sent;
-}
+const struct fleet_sum *simfeed_sent(const struct simfeed *sf) { return &sf->sent; }
 
-const char *simfeed_job(const struct simfeed *sf)
-{
-	return sf->job;
-}
+const char *simfeed_job(const struct simfeed *sf) { return sf->job; }
 
 void simfeed_free(struct simfeed *sf)
 {

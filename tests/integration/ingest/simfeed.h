@@ -18,8 +18,8 @@ struct simfeed_config {
 	/* pacing: > 0, one iteration every ms_per_iter of wall time; 0, near lockstep: an
 	 * iteration starts when every batch of the one before the previous is acknowledged */
 	int ms_per_iter;
-	uint32_t hold_at;           /* > 0: wait for simfeed_release() before this iteration */
-	size_t max_unacked_bytes;   /* per agent (0: the fanout's default) */
+	uint32_t hold_at;         /* > 0: wait for simfeed_release() before this iteration */
+	size_t max_unacked_bytes; /* per agent (0: the fanout's default) */
 };
 
 struct simfeed;

@@ -45,7 +45,8 @@ static void give(const char *dsn, const char *job, const char *owner, const stru
 	char sql[512];
 
 	snprintf(sql, sizeof(sql),
-		 "INSERT INTO job_leases VALUES ('%s', '%s', 1, '127.0.0.1:%d', 'http://127.0.0.1:%d', now() + interval '1 hour')"
+		 "INSERT INTO job_leases VALUES ('%s', '%s', 1, '127.0.0.1:%d', 'http://127.0.0.1:%d', now() + "
+		 "interval '1 hour')"
 		 " RETURNING 1",
 		 job, owner, p->agent_port, p->http_port);
 	H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
@@ -74,8 +75,8 @@ int main(void)
 	give(dsn, JOB, "B", &b);
 	give(dsn, "sim-healthy", "C", &c);
 
-	sf = simfeed_start(&(struct simfeed_config){.scenario = "case5", .iters = ITERS, .recover_at = RECOVER_AT,
-						   .port = a.agent_port});
+	sf = simfeed_start(&(struct simfeed_config){
+		.scenario = "case5", .iters = ITERS, .recover_at = RECOVER_AT, .port = a.agent_port});
 	sf2 = simfeed_start(&(struct simfeed_config){.scenario = "healthy", .iters = ITERS, .port = a.agent_port});
 
 	/* the incident is open in PostgreSQL (B's) ... */
@@ -87,7 +88,8 @@ int main(void)
 	}
 	key = at_sql(dsn, "SELECT key FROM incidents");
 	H_CHECK(key && strstr(key, "/compute_degradation"), &b);
-	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'B' AND epoch = 2)::int FROM job_leases WHERE job = '" JOB "'") == 1, &b);
+	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'B' AND epoch = 2)::int FROM job_leases WHERE job = '" JOB "'") == 1,
+		&b);
 	H_CHECK(h_get_metric(a.http_port, "culprit_hellos_redirected_total") >= 2 * 1620, &a);
 	/* ... and batches are in flight */
 	for (int64_t deadline = h_now_ms() + 5000;; poll(NULL, 0, 1)) {
@@ -100,9 +102,10 @@ int main(void)
 	t_kill = h_now_ms();
 	H_CHECK(b.pid == 0, &b);
 	b_reports = at_sql_long(dsn, "SELECT coalesce(max(id), 0) FROM reports");
-	fprintf(stderr, "killed B at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in flight\n",
-		kill_iter, key, (unsigned long long)at_kill.acked_batches,
-		(unsigned long long)at_kill.sealed_batches, (unsigned long long)at_kill.unacked_batches);
+	fprintf(stderr,
+		"killed B at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in flight\n",
+		kill_iter, key, (unsigned long long)at_kill.acked_batches, (unsigned long long)at_kill.sealed_batches,
+		(unsigned long long)at_kill.unacked_batches);
 	H_CHECK(at_kill.unacked_batches > 0, &a);
 
 	/* A takes the job within 10 s */
@@ -114,7 +117,9 @@ int main(void)
 			break;
 		H_CHECK(h_now_ms() < deadline, &a);
 	}
-	fprintf(stderr, "A took %s %lld ms after the kill (lease_s 4, the default); the first batch acknowledged by A %lld ms after it\n",
+	fprintf(stderr,
+		"A took %s %lld ms after the kill (lease_s 4, the default); the first batch acknowledged by A %lld ms "
+		"after it\n",
 		JOB, (long long)took_ms, (long long)(h_now_ms() - t_kill));
 	H_CHECK(took_ms < 10000, &a);
 	H_CHECK(h_log_wait(&a, "continues (compute_degradation", 1, 10000), &a);
@@ -134,9 +139,11 @@ int main(void)
 	/* A's first report already names the culprits (the 8 ranks of node-1294): its window was
 	 * read back from PostgreSQL, not only what the agents sent after the takeover */
 	snprintf(sql, sizeof(sql),
-		 "SELECT (category = 'compute_degradation' AND (json->'suspects'->0->>'rank')::int BETWEEN 10352 AND 10359"
+		 "SELECT (category = 'compute_degradation' AND (json->'suspects'->0->>'rank')::int BETWEEN 10352 AND "
+		 "10359"
 		 " AND json->'suspects'->0->>'host' = 'node-1294' AND first_iter = 6)::int FROM reports WHERE id > %ld"
-		 " ORDER BY id LIMIT 1", b_reports);
+		 " ORDER BY id LIMIT 1",
+		 b_reports);
 	H_CHECK(at_sql_long(dsn, sql) == 1, &a);
 	/* with the kernel evidence B's had: the window's kernel summaries were read back too
 	 * (without them the first report has the slow GEMM's isolated calls at 1.0x) */
@@ -171,8 +178,8 @@ int main(void)
 
 	n = rx_hits(rx, &hits);
 	rx_states(hits, n, key, &rs);
-	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, rs.firing, rs.resolved,
-		key, (double)(h_now_ms() - t0) / 1000.0);
+	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, rs.firing,
+		rs.resolved, key, (double)(h_now_ms() - t0) / 1000.0);
 	H_CHECK(rs.other == 0 && rs.firing == 1 && rs.resolved == 1 && rs.firing_at < rs.resolved_at, &a);
 	int status = h_proc_stop(&a, SIGTERM, 60000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &a);

@@ -50,8 +50,8 @@ int main(void)
 		 a.agent_port, a.http_port);
 	H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
 
-	sf = simfeed_start(&(struct simfeed_config){.scenario = "compute_straggler", .iters = 30, .hold_at = HOLD_AT,
-						   .port = b.agent_port});
+	sf = simfeed_start(&(struct simfeed_config){
+		.scenario = "compute_straggler", .iters = 30, .hold_at = HOLD_AT, .port = b.agent_port});
 	for (int64_t deadline = h_now_ms() + 120000; !simfeed_holding(sf);) {
 		double v = h_get_metric(a.http_port, "culprit_agents_via_relay");
 		double r = h_get_metric(a.http_port, "culprit_relay_connections");
@@ -62,8 +62,9 @@ int main(void)
 		poll(NULL, 0, 100);
 	}
 	relayed = h_get_metric(b.http_port, "culprit_relayed_batches_total");
-	fprintf(stderr, "at iteration %d: A took at most %.0f agents via %.0f relay connection(s); B relayed %.0f batches; "
-			"A's connections over max_connections refused: %.0f\n",
+	fprintf(stderr,
+		"at iteration %d: A took at most %.0f agents via %.0f relay connection(s); B relayed %.0f batches; "
+		"A's connections over max_connections refused: %.0f\n",
 		HOLD_AT, via_relay, relay_conns, relayed,
 		h_get_metric(a.http_port, "culprit_agent_connections_over_limit_total{limit=\"connections\"}"));
 	H_CHECK(via_relay >= 100 && relay_conns == 1, &a);
@@ -77,22 +78,26 @@ int main(void)
 	simfeed_release(sf);
 	H_CHECK(simfeed_finish(sf, 60000, &st) == 0, &b);
 	fprintf(stderr, "%llu records, %llu batches, %llu resent, %llu connects\n", (unsigned long long)st.records,
-		(unsigned long long)st.sealed_batches, (unsigned long long)st.resent_batches, (unsigned long long)st.connects);
+		(unsigned long long)st.sealed_batches, (unsigned long long)st.resent_batches,
+		(unsigned long long)st.connects);
 	H_CHECK(st.dropped_records == 0 && st.rejected_batches == 0 && st.acked_batches == st.sealed_batches, &b);
 	H_CHECK(fleet_check_db(dsn, JOB, simfeed_sent(sf)) == 0, &b);
 	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'B')::int FROM job_leases WHERE job = '" JOB "'") == 1, &b);
 
 	/* the owners' reports name the straggler */
 	for (int64_t deadline = h_now_ms() + 30000;; poll(NULL, 0, 100)) {
-		if (at_sql_long(dsn, "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB "'"
-				     " AND r.category = 'compute_degradation' AND r.json->'suspects'->0->>'rank' = '517'"
-				     " AND r.json->'suspects'->0->>'host' = 'node-64'"
-				     " AND r.json->'suspects'->0->>'role' = 'culprit'") >= 1)
+		if (at_sql_long(dsn,
+				"SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB "'"
+				" AND r.category = 'compute_degradation' AND r.json->'suspects'->0->>'rank' = '517'"
+				" AND r.json->'suspects'->0->>'host' = 'node-64'"
+				" AND r.json->'suspects'->0->>'role' = 'culprit'") >= 1)
 			break;
 		H_CHECK(h_now_ms() < deadline, &b);
 	}
-	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB "'"
-			     " AND r.category <> 'compute_degradation'") == 0, &b);
+	H_CHECK(at_sql_long(dsn,
+			    "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB "'"
+			    " AND r.category <> 'compute_degradation'") == 0,
+		&b);
 	H_CHECK(h_count_lines(b.log_path, "relaying agents of job \"" JOB "\"") >= 1, &b);
 
 	int status = h_proc_stop(&b, SIGTERM, 60000);

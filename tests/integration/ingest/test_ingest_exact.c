@@ -32,7 +32,8 @@ int main(void)
 	fleet_stream(f, 0, iters);
 	H_CHECK(fleet_flush(f, 300000) == 0, &proc);
 	connected = fleet_stats(f, &st);
-	fprintf(stderr, "%u iterations of 12960 ranks: %llu records in %.1f s, %llu batches (%llu resent), %llu connects\n",
+	fprintf(stderr,
+		"%u iterations of 12960 ranks: %llu records in %.1f s, %llu batches (%llu resent), %llu connects\n",
 		iters, (unsigned long long)st.records_appended, (double)(h_now_ms() - t0) / 1000.0,
 		(unsigned long long)st.batches_sealed, (unsigned long long)st.batches_resent,
 		(unsigned long long)st.connects);

@@ -29,7 +29,9 @@ static void expect_reject(int fd, const struct h_batch *b, const char *why)
 	if (!e || e->msg_case != CULPRIT__V1__ENVELOPE__MSG_REJECT || e->reject->seq != b->seq ||
 	    !strstr(e->reject->reason, why)) {
 		fprintf(stderr, "batch %llu: expected a Reject for \"%s\", got %s\n", (unsigned long long)b->seq, why,
-			!e ? "nothing" : e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT ? e->reject->reason : "another message");
+			!e                                                 ? "nothing"
+			: e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT ? e->reject->reason
+									   : "another message");
 		h_dump_log(&proc);
 		exit(1);
 	}
@@ -41,8 +43,22 @@ int main(void)
 {
 	char dir[600];
 	const char *extra[] = {"--storage", "false", NULL};
-	const struct h_hello jumper = {.job = "jump", .agent = "jumper", .world = 16, .pp = 1, .dp = 16, .ep = 1, .first_rank = 0, .n_ranks = 8};
-	const struct h_hello honest = {.job = "jump", .agent = "honest", .world = 16, .pp = 1, .dp = 16, .ep = 1, .first_rank = 8, .n_ranks = 8};
+	const struct h_hello jumper = {.job = "jump",
+				       .agent = "jumper",
+				       .world = 16,
+				       .pp = 1,
+				       .dp = 16,
+				       .ep = 1,
+				       .first_rank = 0,
+				       .n_ranks = 8};
+	const struct h_hello honest = {.job = "jump",
+				       .agent = "honest",
+				       .world = 16,
+				       .pp = 1,
+				       .dp = 16,
+				       .ep = 1,
+				       .first_rank = 8,
+				       .n_ranks = 8};
 	const uint8_t garbage[] = {0xD5, 2, 0x80}; /* a truncated varint */
 	int64_t now_us = (int64_t)time(NULL) * 1000000, worst = 0, total = 0;
 	double rejected0;
@@ -55,36 +71,71 @@ int main(void)
 	H_CHECK(a >= 0 && h >= 0 && h_hello_ok(a, &jumper) && h_hello_ok(h, &honest), &proc);
 	rejected0 = h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}");
 
-	h_send_batch(a, &(struct h_batch){.seq = 1, .first_rank = 0, .n_ranks = 8, .iter = 1, .start_us = now_us,
-					  .kernel_count = 5});
+	h_send_batch(
+		a, &(struct h_batch){
+			   .seq = 1, .first_rank = 0, .n_ranks = 8, .iter = 1, .start_us = now_us, .kernel_count = 5});
 	H_CHECK(h_wait_ack(a, 1), &proc);
-	expect_reject(a, &(struct h_batch){.seq = 2, .first_rank = 0, .n_ranks = 8, .iter = 1u << 31,
-					   .start_us = now_us, .kernel_count = 5},
+	expect_reject(a,
+		      &(struct h_batch){.seq = 2,
+					.first_rank = 0,
+					.n_ranks = 8,
+					.iter = 1u << 31,
+					.start_us = now_us,
+					.kernel_count = 5},
 		      "iteration more than window + 1,000,000 past the job's");
-	expect_reject(a, &(struct h_batch){.seq = 3, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = 0,
-					   .kernel_count = 5},
+	expect_reject(
+		a,
+		&(struct h_batch){.seq = 3, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = 0, .kernel_count = 5},
+		"iteration start before 2000 or more than a day ahead");
+	expect_reject(a,
+		      &(struct h_batch){.seq = 4,
+					.first_rank = 0,
+					.n_ranks = 8,
+					.iter = 2,
+					.start_us = now_us + 2 * 86400 * 1000000LL,
+					.kernel_count = 5},
 		      "iteration start before 2000 or more than a day ahead");
-	expect_reject(a, &(struct h_batch){.seq = 4, .first_rank = 0, .n_ranks = 8, .iter = 2,
-					   .start_us = now_us + 2 * 86400 * 1000000LL, .kernel_count = 5},
-		      "iteration start before 2000 or more than a day ahead");
-	expect_reject(a, &(struct h_batch){.seq = 5, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
-					   .kernel_count = UINT32_MAX},
+	expect_reject(a,
+		      &(struct h_batch){.seq = 5,
+					.first_rank = 0,
+					.n_ranks = 8,
+					.iter = 2,
+					.start_us = now_us,
+					.kernel_count = UINT32_MAX},
 		      "kernel call count negative or wrapped");
-	expect_reject(a, &(struct h_batch){.seq = 6, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
-					   .kernel_count = 5, .sketch = garbage, .sketch_len = sizeof(garbage)},
+	expect_reject(a,
+		      &(struct h_batch){.seq = 6,
+					.first_rank = 0,
+					.n_ranks = 8,
+					.iter = 2,
+					.start_us = now_us,
+					.kernel_count = 5,
+					.sketch = garbage,
+					.sketch_len = sizeof(garbage)},
 		      "kernel sketch does not decode");
-	expect_reject(a, &(struct h_batch){.seq = 7, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
-					   .kernel_count = 5, .raw_start_us = 1000000},
+	expect_reject(a,
+		      &(struct h_batch){.seq = 7,
+					.first_rank = 0,
+					.n_ranks = 8,
+					.iter = 2,
+					.start_us = now_us,
+					.kernel_count = 5,
+					.raw_start_us = 1000000},
 		      "raw kernel start before 2000 or more than a day ahead");
-	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 6, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 6,
+		&proc);
 	H_CHECK(h_log_wait(&proc, "batch 2 refused: iteration more than window", 1, 5000), &proc);
 
 	/* the honest agent: every Ack within 50 ms */
 	for (uint32_t i = 0; i < 100; i++) {
 		int64_t t0 = h_now_ms(), dt;
 
-		h_send_batch(h, &(struct h_batch){.seq = i + 1, .first_rank = 8, .n_ranks = 8, .iter = 1 + i,
-						  .start_us = now_us + i * 30000LL, .kernel_count = 5});
+		h_send_batch(h, &(struct h_batch){.seq = i + 1,
+						  .first_rank = 8,
+						  .n_ranks = 8,
+						  .iter = 1 + i,
+						  .start_us = now_us + i * 30000LL,
+						  .kernel_count = 5});
 		H_CHECK(h_wait_ack(h, i + 1), &proc);
 		dt = h_now_ms() - t0;
 		total += dt;
@@ -95,11 +146,16 @@ int main(void)
 			return 1;
 		}
 	}
-	fprintf(stderr, "100 honest batches after the jump: Ack latency worst %lld ms, mean %.1f ms\n", (long long)worst,
-		(double)total / 100);
+	fprintf(stderr, "100 honest batches after the jump: Ack latency worst %lld ms, mean %.1f ms\n",
+		(long long)worst, (double)total / 100);
 	/* the jumper's connection stayed and still works */
-	h_send_batch(a, &(struct h_batch){.seq = 8, .first_rank = 0, .n_ranks = 8, .iter = 2, .start_us = now_us,
-					  .kernel_count = 5, .raw_start_us = now_us});
+	h_send_batch(a, &(struct h_batch){.seq = 8,
+					  .first_rank = 0,
+					  .n_ranks = 8,
+					  .iter = 2,
+					  .start_us = now_us,
+					  .kernel_count = 5,
+					  .raw_start_us = now_us});
 	H_CHECK(h_wait_ack(a, 8), &proc);
 	close(a);
 	close(h);

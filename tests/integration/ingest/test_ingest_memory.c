@@ -105,7 +105,7 @@ static int case_input(void)
 	const long budget = 16 * MIB;
 	const char *more[] = {"--max-input-buffer-bytes", "16777216", "--idle-timeout-s", "5", NULL};
 	const size_t frame = FRAME_HEADER + 4 * MIB - 1; /* all but the last byte of a 4 MiB body */
-	uint8_t *buf = calloc(1, CHUNK); /* the frame header, then zeros */
+	uint8_t *buf = calloc(1, CHUNK);                 /* the frame header, then zeros */
 	uint32_t be = htobe32(4 * MIB);
 	size_t sent[N] = {0}, total = 0;
 	int fds[N], good;
@@ -158,7 +158,9 @@ static int case_input(void)
 	}
 	rss1 = rss_kib(proc.pid);
 	held = h_get_metric(proc.http_port, "culprit_agent_input_buffer_bytes");
-	fprintf(stderr, "input: %d holders sent %zu MiB, culpritd read %.0f MiB, holds %.1f MiB, RSS +%ld MiB (budget %ld MiB)\n",
+	fprintf(stderr,
+		"input: %d holders sent %zu MiB, culpritd read %.0f MiB, holds %.1f MiB, RSS +%ld MiB (budget %ld "
+		"MiB)\n",
 		N, total / MIB, received / MIB, held / MIB, (rss1 - rss0) / 1024, budget / MIB);
 	H_CHECK(rss1 - rss0 < (budget + budget / 4 + 24 * MIB) / 1024, &proc);
 	H_CHECK(held >= 0 && held <= budget + budget / 4 + N * 64 * 1024, &proc);
@@ -217,7 +219,8 @@ static int case_names(void)
 	H_CHECK(h_wait_ack(fds[7], 2), &proc);
 	send_batch(fds[8], 2, 8, 0, NULL, NULL, 65534);
 	frame_envelope *e = h_recv_env(fds[8], 20000);
-	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "not defined"), &proc);
+	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "not defined"),
+		&proc);
 	frame_free(e);
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
@@ -244,7 +247,8 @@ static int case_cap(void)
 		}
 		send_batch(fd, seq, 0, DEFS, ids, names, -1);
 		e = h_recv_env(fd, 20000);
-		H_CHECK(e && (e->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK || e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT),
+		H_CHECK(e && (e->msg_case == CULPRIT__V1__ENVELOPE__MSG_ACK ||
+			      e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT),
 			&proc);
 		if (e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT) {
 			fprintf(stderr, "cap: batch %llu refused: %s\n", (unsigned long long)seq, e->reject->reason);
@@ -296,12 +300,13 @@ static int case_frame(void)
 	h_send_env(fd, &env);
 	reply = h_recv_env(fd, 20000); /* NULL: closed (it was a Reject "too many names") */
 	hwm = status_kib(proc.pid, "VmHWM");
-	fprintf(stderr, "frame: %zu-byte frame of %d one-byte names: peak RSS +%ld MiB\n", frame_packed_size(&env),
-		N, (hwm - rss0) / 1024);
+	fprintf(stderr, "frame: %zu-byte frame of %d one-byte names: peak RSS +%ld MiB\n", frame_packed_size(&env), N,
+		(hwm - rss0) / 1024);
 	H_CHECK(hwm - rss0 < 32 * MIB / 1024, &proc);
 	H_CHECK(reply == NULL, &proc);
 	close(fd);
-	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") == malformed0 + 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") == malformed0 + 1,
+		&proc);
 	H_CHECK(h_log_wait(&proc, "frame would take more than 16 times its size to unpack", 1, 5000), &proc);
 	free(names);
 	return 0;

@@ -114,12 +114,35 @@ int main(void)
 	const char *b_names1[] = {"alpha", "beta"}, *b_names2[] = {"zeta"};
 	const char *a_dict[] = {"zeta", "beta", "alpha"};
 	/* b's ids 7 and 900 are the batch's first names in that order, the job's in the other */
-	const struct batch b1 = {.seq = 1, .rank = 1, .def_ids = b_ids1, .def_names = b_names1, .n_defs = 2,
-				 .phase = {7, 900}, .n_phases = 2, .dur0 = 2001, .kernel = 900, .raw = 7};
-	const struct batch a1 = {.seq = 1, .rank = 0, .dict = a_dict, .n_dict = 3,
-				 .phase = {2, 0, 1}, .n_phases = 3, .dur0 = 1001, .kernel = 0, .raw = 1};
-	const struct batch b2 = {.seq = 2, .rank = 1, .def_ids = b_ids2, .def_names = b_names2, .n_defs = 1,
-				 .phase = {3, 900}, .n_phases = 2, .dur0 = 3001, .kernel = 7, .raw = 3};
+	const struct batch b1 = {.seq = 1,
+				 .rank = 1,
+				 .def_ids = b_ids1,
+				 .def_names = b_names1,
+				 .n_defs = 2,
+				 .phase = {7, 900},
+				 .n_phases = 2,
+				 .dur0 = 2001,
+				 .kernel = 900,
+				 .raw = 7};
+	const struct batch a1 = {.seq = 1,
+				 .rank = 0,
+				 .dict = a_dict,
+				 .n_dict = 3,
+				 .phase = {2, 0, 1},
+				 .n_phases = 3,
+				 .dur0 = 1001,
+				 .kernel = 0,
+				 .raw = 1};
+	const struct batch b2 = {.seq = 2,
+				 .rank = 1,
+				 .def_ids = b_ids2,
+				 .def_names = b_names2,
+				 .n_defs = 1,
+				 .phase = {3, 900},
+				 .n_phases = 2,
+				 .dur0 = 3001,
+				 .kernel = 7,
+				 .raw = 3};
 	int fa, fb;
 
 	h_db_create("test_ingest_names", dsn, sizeof(dsn));
@@ -134,15 +157,20 @@ int main(void)
 	send_batch(fb, &b2);
 
 	H_CHECK(named(dsn, "phases", "dur_us", 1, 2001, "beta") && named(dsn, "phases", "dur_us", 1, 2002, "alpha") &&
-		named(dsn, "phases", "dur_us", 1, 3001, "zeta") &&
-		named(dsn, "phases", "dur_us", 1, 3002, "alpha"), &proc);
+			named(dsn, "phases", "dur_us", 1, 3001, "zeta") &&
+			named(dsn, "phases", "dur_us", 1, 3002, "alpha"),
+		&proc);
 	H_CHECK(named(dsn, "phases", "dur_us", 0, 1001, "alpha") && named(dsn, "phases", "dur_us", 0, 1002, "zeta") &&
-		named(dsn, "phases", "dur_us", 0, 1003, "beta"), &proc);
+			named(dsn, "phases", "dur_us", 0, 1003, "beta"),
+		&proc);
 	H_CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 7, &proc);
 	H_CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM kernels k JOIN names n USING (name_id) WHERE"
-				   " (k.rank, n.name) IN ((1, 'alpha'), (0, 'zeta'), (1, 'beta'))") == 3, &proc);
-	H_CHECK(named(dsn, "raw_kernels", "dur_us", 1, 2001, "beta") && named(dsn, "raw_kernels", "dur_us", 0, 1001, "beta") &&
-		named(dsn, "raw_kernels", "dur_us", 1, 3001, "zeta"), &proc);
+				   " (k.rank, n.name) IN ((1, 'alpha'), (0, 'zeta'), (1, 'beta'))") == 3,
+		&proc);
+	H_CHECK(named(dsn, "raw_kernels", "dur_us", 1, 2001, "beta") &&
+			named(dsn, "raw_kernels", "dur_us", 0, 1001, "beta") &&
+			named(dsn, "raw_kernels", "dur_us", 1, 3001, "zeta"),
+		&proc);
 	H_CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM names") == 3, &proc);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 	fprintf(stderr, "test_ingest_names: ok\n");

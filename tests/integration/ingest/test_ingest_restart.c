@@ -33,8 +33,9 @@ static struct h_proc proc;
 
 static void start(const char *dir, const char *dsn, const char *listen, const char *hook)
 {
-	const char *extra[] = {"--db", dsn, "--webhook-url", hook, "--alert-backoff-max-s", "2",
-			       listen ? "--agent-listen" : NULL, listen, NULL};
+	const char *extra[] = {
+		"--db", dsn, "--webhook-url", hook, "--alert-backoff-max-s", "2", listen ? "--agent-listen" : NULL,
+		listen, NULL};
 
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 }
@@ -61,8 +62,11 @@ int main(void)
 	/* near lockstep: an iteration starts when the one before the previous is acknowledged, so
 	 * that no rank lags the others by much (a lagging rank looks hung); held before the
 	 * recovery until the restart is done */
-	sf = simfeed_start(&(struct simfeed_config){.scenario = "case5", .iters = ITERS, .recover_at = RECOVER_AT,
-						   .port = proc.agent_port, .hold_at = RECOVER_AT});
+	sf = simfeed_start(&(struct simfeed_config){.scenario = "case5",
+						    .iters = ITERS,
+						    .recover_at = RECOVER_AT,
+						    .port = proc.agent_port,
+						    .hold_at = RECOVER_AT});
 
 	/* the incident is open in PostgreSQL ... */
 	for (int64_t deadline = h_now_ms() + 240000;; poll(NULL, 0, 50)) {
@@ -83,7 +87,9 @@ int main(void)
 	h_proc_stop(&proc, SIGKILL, 10000);
 	t_kill = h_now_ms();
 	H_CHECK(proc.pid == 0, &proc);
-	fprintf(stderr, "killed culpritd at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in flight\n",
+	fprintf(stderr,
+		"killed culpritd at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in "
+		"flight\n",
 		simfeed_iter(sf), key, (unsigned long long)at_kill.acked_batches,
 		(unsigned long long)at_kill.sealed_batches, (unsigned long long)at_kill.unacked_batches);
 	H_CHECK(at_kill.unacked_batches > 0, &proc);
@@ -96,7 +102,9 @@ int main(void)
 	simfeed_release(sf);
 
 	H_CHECK(simfeed_finish(sf, 300000, &st) == 0, &proc);
-	fprintf(stderr, "%llu records, %llu batches, %llu resent after the restart (culpritd down %.1f s), %llu connects, %llu disconnects\n",
+	fprintf(stderr,
+		"%llu records, %llu batches, %llu resent after the restart (culpritd down %.1f s), %llu connects, %llu "
+		"disconnects\n",
 		(unsigned long long)st.records, (unsigned long long)st.sealed_batches,
 		(unsigned long long)st.resent_batches, (double)down_ms / 1000.0, (unsigned long long)st.connects,
 		(unsigned long long)st.disconnects);
@@ -117,9 +125,11 @@ int main(void)
 		char sql[512];
 
 		H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents") == 1, &proc);
-		snprintf(sql, sizeof(sql), "SELECT count(*) FROM incidents WHERE key = '%s' AND state = 'resolved'", key);
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM incidents WHERE key = '%s' AND state = 'resolved'",
+			 key);
 		H_CHECK(at_sql_long(dsn, sql) == 1, &proc);
-		H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/firing/%'") == 1, &proc);
+		H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/firing/%'") == 1,
+			&proc);
 	}
 	/* no second "firing" from the restarted culpritd */
 	H_CHECK(h_count_lines(proc.log_path, " firing: ") == firing_lines, &proc);
@@ -129,8 +139,8 @@ int main(void)
 
 	n = rx_hits(rx, &hits);
 	rx_states(hits, n, key, &rs);
-	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, rs.firing, rs.resolved,
-		key, (double)(h_now_ms() - t0) / 1000.0);
+	fprintf(stderr, "webhook: %zu requests, %zu firing, %zu resolved for %s; %.1f s in all\n", n, rs.firing,
+		rs.resolved, key, (double)(h_now_ms() - t0) / 1000.0);
 	H_CHECK(rs.other == 0 && rs.firing == 1 && rs.resolved == 1 && rs.firing_at < rs.resolved_at, &proc);
 	rx_hits_free(hits, n);
 	rx_stop(rx);

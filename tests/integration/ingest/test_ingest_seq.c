@@ -27,8 +27,10 @@
 #define NODES 36 /* world 288 = pp 9 x dp 32, ep 32: fleet.c's topology */
 
 static struct h_proc proc;
-static const struct h_hello node0 = {.job = JOB, .agent = "node-0", .world = NODES * 8, .pp = 9, .dp = NODES * 8 / 9, .ep = 32, .n_ranks = 8};
-static const struct h_hello hand = {.job = JOB2, .agent = "hand", .world = NODES * 8, .pp = 9, .dp = NODES * 8 / 9, .ep = 32, .n_ranks = 8};
+static const struct h_hello node0 = {
+	.job = JOB, .agent = "node-0", .world = NODES * 8, .pp = 9, .dp = NODES * 8 / 9, .ep = 32, .n_ranks = 8};
+static const struct h_hello hand = {
+	.job = JOB2, .agent = "hand", .world = NODES * 8, .pp = 9, .dp = NODES * 8 / 9, .ep = 32, .n_ranks = 8};
 
 /* A Batch with seq closes the connection without an Ack, and stores nothing. strict: the
  * close is counted as a protocol violation (not so while the victim's agent is running: its
@@ -42,8 +44,12 @@ static void poison(const char *dsn, const struct h_hello *victim, uint64_t seq, 
 	frame_envelope *e;
 
 	H_CHECK(fd >= 0 && h_hello_ok(fd, victim), &proc);
-	h_send_batch(fd, &(struct h_batch){.seq = seq, .first_rank = 0, .n_ranks = 8, .iter = 0,
-					   .start_us = (int64_t)time(NULL) * 1000000, .kernel_count = 5});
+	h_send_batch(fd, &(struct h_batch){.seq = seq,
+					   .first_rank = 0,
+					   .n_ranks = 8,
+					   .iter = 0,
+					   .start_us = (int64_t)time(NULL) * 1000000,
+					   .kernel_count = 5});
 	e = h_recv_env(fd, 5000);
 	if (e) {
 		fprintf(stderr, "seq %llu: answered with message %d instead of a close\n", (unsigned long long)seq,
@@ -53,9 +59,11 @@ static void poison(const char *dsn, const struct h_hello *victim, uint64_t seq, 
 	}
 	H_CHECK(h_peer_closed(fd, 5000), &proc);
 	close(fd);
-	H_CHECK(!strict || h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") == malformed0 + 1,
+	H_CHECK(!strict || h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") ==
+				   malformed0 + 1,
 		&proc);
-	H_CHECK(at_sql_long(dsn, "SELECT count(*) + coalesce(sum(durable_seq), 0) FROM agent_progress") == progress0, &proc);
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) + coalesce(sum(durable_seq), 0) FROM agent_progress") == progress0,
+		&proc);
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations") == iters0, &proc);
 }
 
@@ -68,7 +76,8 @@ static void poisons(const char *dsn, const struct h_hello *victim, uint64_t last
 	poison(dsn, victim, UINT64_MAX, strict);
 	poison(dsn, victim, last + 2, strict);
 	poison(dsn, victim, 0, strict);
-	H_CHECK(!strict || h_log_wait(&proc, "protocol violation: batch sequence 18446744073709551615 out of order", 1, 5000),
+	H_CHECK(!strict || h_log_wait(&proc, "protocol violation: batch sequence 18446744073709551615 out of order", 1,
+				      5000),
 		&proc);
 	/* a resume_seq far ahead is refused, with the reason */
 	far.resume_seq = UINT64_MAX;
@@ -92,8 +101,8 @@ static void stream(struct fleet *f, const char *dsn, uint32_t first, uint32_t n)
 	H_CHECK(fleet_flush(f, 120000) == 0, &proc);
 	fleet_stats(f, &st);
 	fleet_agent_stats(f, 0, &node0);
-	fprintf(stderr, "iterations %u..%u: %llu batches sealed, %llu acked, %llu rejected; node-0 durable %llu\n", first,
-		first + n - 1, (unsigned long long)st.batches_sealed, (unsigned long long)st.batches_acked,
+	fprintf(stderr, "iterations %u..%u: %llu batches sealed, %llu acked, %llu rejected; node-0 durable %llu\n",
+		first, first + n - 1, (unsigned long long)st.batches_sealed, (unsigned long long)st.batches_acked,
 		(unsigned long long)st.batches_rejected, (unsigned long long)node0.durable_seq);
 	H_CHECK(st.records_dropped == 0 && st.batches_rejected == 0, &proc);
 	H_CHECK(st.batches_acked == st.batches_sealed, &proc);
@@ -103,8 +112,12 @@ static void stream(struct fleet *f, const char *dsn, uint32_t first, uint32_t n)
 /* The hand-written agent sends batch seq of iteration seq - 1 and waits for its Ack. */
 static void hand_batch(int fd, uint64_t seq)
 {
-	h_send_batch(fd, &(struct h_batch){.seq = seq, .first_rank = 0, .n_ranks = 8, .iter = (uint32_t)seq - 1,
-					   .start_us = (int64_t)time(NULL) * 1000000, .kernel_count = 5});
+	h_send_batch(fd, &(struct h_batch){.seq = seq,
+					   .first_rank = 0,
+					   .n_ranks = 8,
+					   .iter = (uint32_t)seq - 1,
+					   .start_us = (int64_t)time(NULL) * 1000000,
+					   .kernel_count = 5});
 	H_CHECK(h_wait_ack(fd, seq), &proc);
 }
 
@@ -140,8 +153,12 @@ int main(void)
 	hand_batch(fd, 2);
 	/* batch 3 is rejected (a rank it does not serve): its sequence is consumed, but only in
 	 * culpritd's memory */
-	h_send_batch(fd, &(struct h_batch){.seq = 3, .first_rank = 8, .n_ranks = 8, .iter = 2,
-					   .start_us = (int64_t)time(NULL) * 1000000, .kernel_count = 5});
+	h_send_batch(fd, &(struct h_batch){.seq = 3,
+					   .first_rank = 8,
+					   .n_ranks = 8,
+					   .iter = 2,
+					   .start_us = (int64_t)time(NULL) * 1000000,
+					   .kernel_count = 5});
 	e = h_recv_env(fd, 10000);
 	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && e->reject->seq == 3, &proc);
 	frame_free(e);
@@ -177,8 +194,9 @@ int main(void)
 	hand_batch(fd, 2); /* a resend: acknowledged again */
 	hand_batch(fd, 4);
 	close(fd);
-	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = '" JOB2
-				 "'") == 3 * 8,
+	H_CHECK(at_sql_long(dsn,
+			    "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = '" JOB2
+			    "'") == 3 * 8,
 		&proc);
 
 	durable = at_sql_long(dsn, "SELECT durable_seq FROM agent_progress WHERE agent = 'node-0'");

@@ -58,8 +58,8 @@ int main(void)
 	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
 	snprintf(err, sizeof(err), "%s/stderr", dir);
 
-	const char *sim[] = {CULPRIT_BIN, "sim",   "--scenario", "compute_straggler", "--iters", "20",
-			     "--server",  server, "--speed",    "0",		 NULL};
+	const char *sim[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "20", "--server", server,
+			     "--speed",   "0",   NULL};
 	expect_refused("sim (128 node agents)", sim, err);
 
 	H_CHECK(src != NULL, &proc);

@@ -27,7 +27,7 @@ static struct h_proc proc;
 
 struct counts {
 	int64_t iters, phases, kernels, iter_dur, phase_dur;
-	int64_t misplaced; /* phases and kernels time-stamped otherwise than their iteration */
+	int64_t misplaced;     /* phases and kernels time-stamped otherwise than their iteration */
 	int64_t bad_quantiles; /* kernels stored without their p50/p99 (left to the sketch) */
 };
 
@@ -81,19 +81,22 @@ static void db_counts(const char *dsn, struct counts *c)
 	c->phase_dur = q(pg, "SELECT sum(dur_us) FROM phases");
 	/* phases and kernels travelled with their iteration: the server stamped them with its
 	 * start, not with the time they arrived */
-	c->bad_quantiles = q(pg, "SELECT count(*) FROM kernels WHERE p50_us < min_us OR p50_us > max_us OR p99_us < p50_us"
-				 " OR p99_us > max_us");
-	c->misplaced = q(pg, "SELECT count(*) FROM phases p JOIN iterations i USING (job_id, rank, iter) WHERE p.ts <> i.ts") +
-		       q(pg, "SELECT count(*) FROM kernels k JOIN iterations i USING (job_id, rank, iter) WHERE k.ts <> i.ts");
+	c->bad_quantiles =
+		q(pg, "SELECT count(*) FROM kernels WHERE p50_us < min_us OR p50_us > max_us OR p99_us < p50_us"
+		      " OR p99_us > max_us");
+	c->misplaced =
+		q(pg, "SELECT count(*) FROM phases p JOIN iterations i USING (job_id, rank, iter) WHERE p.ts <> i.ts") +
+		q(pg, "SELECT count(*) FROM kernels k JOIN iterations i USING (job_id, rank, iter) WHERE k.ts <> i.ts");
 	PQfinish(pg);
 }
 
 static int same(const char *what, const struct counts *want, const struct counts *got)
 {
-	fprintf(stderr, "%s: iterations %" PRId64 "/%" PRId64 ", phases %" PRId64 "/%" PRId64 ", kernels %" PRId64
-			"/%" PRId64 ", iteration durations %" PRId64 "/%" PRId64 ", phase durations %" PRId64
-			"/%" PRId64 " (sent/stored), %" PRId64 " phases or kernels not at their iteration's time, %" PRId64
-			" kernels without p50/p99\n",
+	fprintf(stderr,
+		"%s: iterations %" PRId64 "/%" PRId64 ", phases %" PRId64 "/%" PRId64 ", kernels %" PRId64 "/%" PRId64
+		", iteration durations %" PRId64 "/%" PRId64 ", phase durations %" PRId64 "/%" PRId64
+		" (sent/stored), %" PRId64 " phases or kernels not at their iteration's time, %" PRId64
+		" kernels without p50/p99\n",
 		what, want->iters, got->iters, want->phases, got->phases, want->kernels, got->kernels, want->iter_dur,
 		got->iter_dur, want->phase_dur, got->phase_dur, got->misplaced, got->bad_quantiles);
 	return memcmp(want, got, sizeof(*want)) == 0;
@@ -127,10 +130,15 @@ static void write_hosts_file(const char *path, struct counts *c)
 		fprintf(f, "{\"type\":\"host\",\"job\":\"H\",\"rank\":%d,\"host\":\"gpu-%c\"}\n", r, 'a' + r / 4);
 	for (int it = 0; it < 3; it++)
 		for (int r = 0; r < 16; r++) {
-			fprintf(f, "{\"type\":\"iter\",\"job\":\"H\",\"rank\":%d,\"iter\":%d,\"start_us\":%lld,\"dur_us\":%d}\n",
+			fprintf(f,
+				"{\"type\":\"iter\",\"job\":\"H\",\"rank\":%d,\"iter\":%d,\"start_us\":%lld,\"dur_us\":"
+				"%d}\n",
 				r, it, 1796169600000000LL + it * 30000000LL, 30000000 + r);
-			fprintf(f, "{\"type\":\"phase\",\"job\":\"H\",\"rank\":%d,\"iter\":%d,\"name\":\"mlp\",\"kind\":\"compute\","
-				   "\"group\":\"\",\"dur_us\":%d}\n", r, it, 1000 + r);
+			fprintf(f,
+				"{\"type\":\"phase\",\"job\":\"H\",\"rank\":%d,\"iter\":%d,\"name\":\"mlp\",\"kind\":"
+				"\"compute\","
+				"\"group\":\"\",\"dur_us\":%d}\n",
+				r, it, 1000 + r);
 			c->iters++;
 			c->iter_dur += 30000000 + r;
 			c->phases++;
@@ -167,10 +175,10 @@ static void live_alibaba(const char *dir)
 	}
 	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
 	{
-		const char *a1[] = {CULPRIT_BIN, "replay", "--server", server, "--job", "pai1", "--timeout", "120",
-				    "--quiet", csv1, NULL};
-		const char *a2[] = {CULPRIT_BIN, "replay", "--server", server, "--job", "pai2", "--timeout", "120",
-				    "--quiet", csv2, NULL};
+		const char *a1[] = {CULPRIT_BIN, "replay", "--server", server, "--job", "pai1",
+				    "--timeout", "120",    "--quiet",  csv1,   NULL};
+		const char *a2[] = {CULPRIT_BIN, "replay", "--server", server, "--job", "pai2",
+				    "--timeout", "120",    "--quiet",  csv2,   NULL};
 
 		H_CHECK(run(a1) == 0 && run(a2) == 0, &proc);
 	}
@@ -183,7 +191,9 @@ static void live_alibaba(const char *dir)
 	}
 	fprintf(stderr, "pai1 latest report: %.400s\n", body ? body : "(none)");
 	H_CHECK(body && strstr(body, "\"category\":\"compute_degradation\"") &&
-		strstr(body, "\"suspects\":[{\"rank\":6,\"host\":\"worker-6\"") && strstr(body, "\"role\":\"culprit\""), &proc);
+			strstr(body, "\"suspects\":[{\"rank\":6,\"host\":\"worker-6\"") &&
+			strstr(body, "\"role\":\"culprit\""),
+		&proc);
 	free(body);
 	body = NULL;
 	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs", NULL, &body) == 200, &proc);
@@ -210,7 +220,7 @@ int main(void)
 	snprintf(file, sizeof(file), "%s/scenario.jsonl.gz", dir);
 	{
 		const char *argv[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "4",
-				      "--out", file, NULL};
+				      "--out",     file,  NULL};
 
 		H_CHECK(run(argv) == 0, NULL);
 	}
@@ -239,8 +249,9 @@ int main(void)
 	}
 	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
 	{
-		const char *argv[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "4",
-				      "--server", server, "--per-rank", "--speed", "0", "--timeout", "300", "--quiet", NULL};
+		const char *argv[] = {CULPRIT_BIN, "sim",       "--scenario", "compute_straggler", "--iters",
+				      "4",         "--server",  server,       "--per-rank",        "--speed",
+				      "0",         "--timeout", "300",        "--quiet",           NULL};
 
 		H_CHECK(run(argv) == 0, &proc);
 	}
@@ -257,7 +268,8 @@ int main(void)
 	}
 	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
 	{
-		const char *argv[] = {CULPRIT_BIN, "replay", "--server", server, "--timeout", "120", "--quiet", file, NULL};
+		const char *argv[] = {CULPRIT_BIN, "replay",  "--server", server, "--timeout",
+				      "120",       "--quiet", file,       NULL};
 
 		H_CHECK(run(argv) == 0, &proc);
 	}
@@ -271,7 +283,8 @@ int main(void)
 			hosts = q(pg, "SELECT count(DISTINCT host) FROM ranks");
 
 		PQfinish(pg);
-		fprintf(stderr, "ranks %" PRId64 ", on their host %" PRId64 ", hosts %" PRId64 "\n", ranks, right, hosts);
+		fprintf(stderr, "ranks %" PRId64 ", on their host %" PRId64 ", hosts %" PRId64 "\n", ranks, right,
+			hosts);
 		H_CHECK(ranks == 16 && right == 16 && hosts == 4, &proc);
 	}
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 60000) == 0, &proc);

@@ -39,13 +39,14 @@ int main(void)
 	} bad[] = {
 		{"strings", "a1", "a\nb"},
 		{"strings", "a2", "\x1b[31mred"},
-		{"strings", "a3", "x\xc2\x9b" "2Jy"},
+		{"strings", "a3",
+		 "x\xc2\x9b"
+		 "2Jy"},
 		{"strings", "a4\r", "node"},
 		{"str\x1b]0;title\x07ings", "a5", "node"},
 	};
 	char dir[600], reason[256], *body = NULL;
-	const char *extra[] = {"--storage", "false", "--log-level", "debug", "--http-write-token", "wtok",
-			       NULL};
+	const char *extra[] = {"--storage", "false", "--log-level", "debug", "--http-write-token", "wtok", NULL};
 	double refused0;
 	int fd;
 
@@ -67,7 +68,11 @@ int main(void)
 
 	/* a good agent (UTF-8 in its host is fine), then a Goodbye whose reason tries to forge a line */
 	fd = h_connect(proc.agent_port);
-	H_CHECK(hello(fd, "strings", "good", "n\xc3\xb6" "de-1", reason, sizeof(reason)) == 1, &proc);
+	H_CHECK(hello(fd, "strings", "good",
+		      "n\xc3\xb6"
+		      "de-1",
+		      reason, sizeof(reason)) == 1,
+		&proc);
 	{
 		frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 		Culprit__V1__Goodbye g = CULPRIT__V1__GOODBYE__INIT;
@@ -95,14 +100,16 @@ int main(void)
 		while ((ch = fgetc(f)) != EOF) {
 			lines += ch == '\n';
 			if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) {
-				fprintf(stderr, "culpritd's log has the control byte 0x%02x on line %d\n", ch, lines + 1);
+				fprintf(stderr, "culpritd's log has the control byte 0x%02x on line %d\n", ch,
+					lines + 1);
 				h_dump_log(&proc);
 				return 1;
 			}
 		}
 		fclose(f);
 	}
-	H_CHECK(h_count_lines(proc.log_path, "forged") == 1, &proc); /* inside the goodbye line, not a line of its own */
+	H_CHECK(h_count_lines(proc.log_path, "forged") == 1,
+		&proc); /* inside the goodbye line, not a line of its own */
 	printf("client strings: control characters refused at Hello, escaped in the log\n");
 	return 0;
 }

@@ -42,8 +42,15 @@ static frame_envelope *hello(int port, const char *job, const char *agent, uint6
 	*fd = h_connect(port);
 	if (*fd < 0)
 		return NULL;
-	h_send_hello_as(*fd, &(struct h_hello){.job = job, .agent = agent, .world = 8, .pp = 1, .dp = 8, .ep = 1,
-						.first_rank = 0, .n_ranks = 8, .resume_seq = resume});
+	h_send_hello_as(*fd, &(struct h_hello){.job = job,
+					       .agent = agent,
+					       .world = 8,
+					       .pp = 1,
+					       .dp = 8,
+					       .ep = 1,
+					       .first_rank = 0,
+					       .n_ranks = 8,
+					       .resume_seq = resume});
 	e = h_recv_env(*fd, 10000);
 	if (e && e->msg_case != CULPRIT__V1__ENVELOPE__MSG_HELLO_ACK) {
 		frame_free(e);
@@ -54,8 +61,12 @@ static frame_envelope *hello(int port, const char *job, const char *agent, uint6
 
 static void batch(int fd, uint64_t seq, uint32_t iter)
 {
-	h_send_batch(fd, &(struct h_batch){.seq = seq, .first_rank = 0, .n_ranks = 8, .iter = iter,
-					   .start_us = 1764633600000000 + (int64_t)iter * 1000000, .kernel_count = 1});
+	h_send_batch(fd, &(struct h_batch){.seq = seq,
+					   .first_rank = 0,
+					   .n_ranks = 8,
+					   .iter = iter,
+					   .start_us = 1764633600000000 + (int64_t)iter * 1000000,
+					   .kernel_count = 1});
 }
 
 int main(void)
@@ -117,9 +128,11 @@ int main(void)
 
 			H_CHECK(json_array_size(mine) == 1 && json_array_size(others) == 1, &a);
 			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(mine, 0), "job")), "j2"), &a);
-			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(others, 0), "name")), "j1"), &a);
+			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(others, 0), "name")), "j1"),
+				&a);
 			snprintf(loc, sizeof(loc), "http://127.0.0.1:%d", b.http_port);
-			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(others, 0), "api_url")), loc), &a);
+			H_CHECK(!strcmp(json_string_value(json_object_get(json_array_get(others, 0), "api_url")), loc),
+				&a);
 			json_decref(j);
 		}
 		free(body);
@@ -143,8 +156,8 @@ int main(void)
 		H_CHECK(h_now_ms() - t0 < 10000, &a);
 		poll(NULL, 0, 100); /* an agent's reconnect pace */
 	}
-	fprintf(stderr, "A took j1 %lld ms after B stopped (lease_s 2; %d redirects to B meanwhile)\n", (long long)took_ms,
-		redirects);
+	fprintf(stderr, "A took j1 %lld ms after B stopped (lease_s 2; %d redirects to B meanwhile)\n",
+		(long long)took_ms, redirects);
 	H_CHECK(took_ms < 10000, &a);
 	H_CHECK(e->hello_ack->durable_seq == 2, &a); /* what B committed, read from the database */
 	frame_free(e);
@@ -157,15 +170,21 @@ int main(void)
 	H_CHECK(kill(b.pid, SIGCONT) == 0, &b);
 	H_CHECK(h_peer_closed(fd_b, 10000), &b);
 	H_CHECK(h_log_wait(&b, "is another instance's now", 1, 10000) ||
-		h_log_wait(&b, "is no longer this instance's", 1, 1), &b);
-	fprintf(stderr, "B, woken: %s\n", h_count_lines(b.log_path, "is no longer this instance's") ? "its writer was fenced"
-												: "its renewal found the lease lost");
+			h_log_wait(&b, "is no longer this instance's", 1, 1),
+		&b);
+	fprintf(stderr, "B, woken: %s\n",
+		h_count_lines(b.log_path, "is no longer this instance's") ? "its writer was fenced"
+									  : "its renewal found the lease lost");
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'j1'"
-				 " AND i.iter = 3") == 0, &b);
-	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'j1'") ==
-		3 * 8, &a);
+				 " AND i.iter = 3") == 0,
+		&b);
+	H_CHECK(at_sql_long(dsn,
+			    "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'j1'") ==
+			3 * 8,
+		&a);
 	H_CHECK(at_sql_long(dsn, "SELECT durable_seq FROM agent_progress p JOIN jobs j ON j.id = p.job_id"
-				 " WHERE j.name = 'j1' AND p.agent = 'a1'") == 3, &a);
+				 " WHERE j.name = 'j1' AND p.agent = 'a1'") == 3,
+		&a);
 
 	/* j2's agent leaves: A forgets j2 and gives its lease back; B takes it at once */
 	close(fd_a2);
@@ -186,7 +205,8 @@ int main(void)
 	/* a clean stop gives A's leases back: j1 is free at once, not lease_s later */
 	int st = h_proc_stop(&a, SIGTERM, 30000);
 	H_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, &a);
-	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'A' AND expires_at < now())::int FROM job_leases WHERE job = 'j1'") == 1,
+	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'A' AND expires_at < now())::int FROM job_leases WHERE job = 'j1'") ==
+			1,
 		&a);
 	st = h_proc_stop(&b, SIGTERM, 30000);
 	H_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, &b);

@@ -40,7 +40,8 @@ static void expect(const char *args, int code, const char *needle)
 	int rc = run(args, out, sizeof(out));
 
 	if (rc != code || !strstr(out, needle)) {
-		fprintf(stderr, "culpritd %s: exit %d (want %d), output lacks \"%s\":\n%s\n", args, rc, code, needle, out);
+		fprintf(stderr, "culpritd %s: exit %d (want %d), output lacks \"%s\":\n%s\n", args, rc, code, needle,
+			out);
 		failures++;
 	}
 }
@@ -98,7 +99,9 @@ int main(void)
 	fprintf(f, "max_connections = 100\nretention_days = 0\n");
 	fclose(f);
 	snprintf(args, sizeof(args), "--config %s -t", path);
-	expect(args, 2, "culpritd.conf:2: invalid value for setting \"retention_days\": 0 is outside the allowed range 1 .. 3650");
+	expect(args, 2,
+	       "culpritd.conf:2: invalid value for setting \"retention_days\": 0 is outside the allowed range 1 .. "
+	       "3650");
 	f = fopen(path, "w");
 	fprintf(f, "no equals sign here\n");
 	fclose(f);
@@ -124,8 +127,8 @@ int main(void)
 
 	/* -t shows no secret: tokens, keys, the Slack URL, passwords in the DSN and in URLs */
 	{
-		static const char *const secrets[] = {"DBPASS1", "SLACKKEY2", "HOOKPASS3", "AMPASS4", "AGENTTOK5",
-						       "READTOK6", "WRITETOK7", "HMACKEY8", "PDKEY9", "PUBPASS10"};
+		static const char *const secrets[] = {"DBPASS1",  "SLACKKEY2", "HOOKPASS3", "AMPASS4", "AGENTTOK5",
+						      "READTOK6", "WRITETOK7", "HMACKEY8",  "PDKEY9",  "PUBPASS10"};
 		char out[8192];
 
 		f = fopen(path, "w");
@@ -150,7 +153,8 @@ int main(void)
 				failures++;
 			}
 		/* a DSN in URI form on the command line */
-		expect("-t --db postgresql://culprit:DBPASS11@db/culprit", 0, "db = \"postgresql://culprit:****@db/culprit\"");
+		expect("-t --db postgresql://culprit:DBPASS11@db/culprit", 0,
+		       "db = \"postgresql://culprit:****@db/culprit\"");
 	}
 
 	if (failures)

@@ -33,7 +33,8 @@ int main(void)
 	for (int64_t deadline = h_now_ms() + 60000; h_now_ms() < deadline && !category; usleep(100000)) {
 		char *body = NULL;
 
-		if (h_http(p.http_port, "GET", "/api/v1/jobs/sim-compute_straggler/reports/latest", NULL, &body) == 200) {
+		if (h_http(p.http_port, "GET", "/api/v1/jobs/sim-compute_straggler/reports/latest", NULL, &body) ==
+		    200) {
 			json_decref(latest);
 			latest = json_loads(body, 0, NULL);
 			category = json_string_value(json_object_get(json_object_get(latest, "verdict"), "category"));

@@ -95,8 +95,9 @@ static void send_batch(int fd, uint64_t seq, uint32_t iter, uint32_t first_rank,
 int main(void)
 {
 	char dsn[1024], dir[600], db_arg[1100];
-	const char *extra[] = {"--db", db_arg, "--hello-timeout-ms", "3000", "--max-frame", "65536",
-			       "--max-frame-before-hello", "1024", NULL};
+	const char *extra[] = {"--db",        db_arg,  "--hello-timeout-ms",       "3000",
+			       "--max-frame", "65536", "--max-frame-before-hello", "1024",
+			       NULL};
 	int good, fd;
 	uint64_t seq = 0;
 	frame_envelope *e;
@@ -152,7 +153,9 @@ int main(void)
 		send_batch(good, ++seq, (uint32_t)(2 + i), 0, 1);
 		H_CHECK(h_wait_ack(good, seq), &proc);
 	}
-	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") - malformed0 == n_cases, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") - malformed0 ==
+			n_cases,
+		&proc);
 
 	/* truncated frame, then the peer goes away: closed as a peer close, nothing stored */
 	fd = h_connect(proc.agent_port);
@@ -176,13 +179,16 @@ int main(void)
 	close(fd);
 
 	/* never says hello: closed after hello_timeout_ms */
-	double timeouts0 = h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"hello_timeout\"}");
+	double timeouts0 =
+		h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"hello_timeout\"}");
 	fd = h_connect(proc.agent_port);
 	int64_t t0 = h_now_ms();
 	H_CHECK(h_peer_closed(fd, 8000), &proc);
 	H_CHECK(h_now_ms() - t0 >= 2800, &proc);
 	close(fd);
-	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"hello_timeout\"}") == timeouts0 + 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_connections_closed_total{reason=\"hello_timeout\"}") ==
+			timeouts0 + 1,
+		&proc);
 
 	/* an invalid batch (a rank the agent does not serve; a name index outside the
 	 * dictionary) is refused with a reason, and the connection stays */
@@ -194,9 +200,11 @@ int main(void)
 	frame_free(e);
 	send_batch(good, ++seq, 51, 0, 7);
 	e = h_recv_env(good, 10000);
-	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "dictionary"), &proc);
+	H_CHECK(e && e->msg_case == CULPRIT__V1__ENVELOPE__MSG_REJECT && strstr(e->reject->reason, "dictionary"),
+		&proc);
 	frame_free(e);
-	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 2, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_agent_batches_total{outcome=\"rejected\"}") == rejected0 + 2,
+		&proc);
 	send_batch(good, ++seq, 52, 0, 1);
 	H_CHECK(h_wait_ack(good, seq), &proc);
 

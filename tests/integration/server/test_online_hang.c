@@ -28,8 +28,8 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "127.0.0.1:%d", p.agent_port);
 	sim = fork();
 	if (sim == 0) {
-		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "hang", "--linger", "40", "--quiet", "--server", cmd,
-		      (char *)NULL);
+		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "hang", "--linger", "40", "--quiet", "--server",
+		      cmd, (char *)NULL);
 		_exit(127);
 	}
 	/* the hang must be named while the agents are still connected */

@@ -47,15 +47,25 @@ static size_t body_of(void (*fn)(int fd, const void *arg), const void *arg, uint
 
 static void hello_fn(int fd, const void *agent)
 {
-	h_send_hello_as(fd, &(struct h_hello){.job = JOB, .agent = agent, .world = 16, .pp = 1, .dp = 16, .ep = 1,
-					      .first_rank = strcmp(agent, "r1") == 0 ? 0 : 8, .n_ranks = 8});
+	h_send_hello_as(fd, &(struct h_hello){.job = JOB,
+					      .agent = agent,
+					      .world = 16,
+					      .pp = 1,
+					      .dp = 16,
+					      .ep = 1,
+					      .first_rank = strcmp(agent, "r1") == 0 ? 0 : 8,
+					      .n_ranks = 8});
 }
 
 static void batch_fn(int fd, const void *arg)
 {
 	(void)arg;
-	h_send_batch(fd, &(struct h_batch){.seq = 1, .first_rank = 8, .n_ranks = 8, .iter = 1,
-					   .start_us = 1764633600000000, .kernel_count = 1});
+	h_send_batch(fd, &(struct h_batch){.seq = 1,
+					   .first_rank = 8,
+					   .n_ranks = 8,
+					   .iter = 1,
+					   .start_us = 1764633600000000,
+					   .kernel_count = 1});
 }
 
 static void relay(int fd, const char *agent, const uint8_t *frame, size_t len)
@@ -84,7 +94,8 @@ int main(void)
 {
 	char dsn[512];
 	uint8_t hello1[4096], hello2[4096], batch[16384], bad[] = {0xff, 0xff, 0xff, 0xff};
-	size_t n1 = body_of(hello_fn, "r1", hello1, sizeof(hello1)), n2 = body_of(hello_fn, "r2", hello2, sizeof(hello2));
+	size_t n1 = body_of(hello_fn, "r1", hello1, sizeof(hello1)),
+	       n2 = body_of(hello_fn, "r2", hello2, sizeof(hello2));
 	size_t nb = body_of(batch_fn, NULL, batch, sizeof(batch));
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT, *e;
 	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
@@ -137,8 +148,8 @@ int main(void)
 	frame_free(e);
 	H_CHECK(h_get_metric(p.http_port, "culprit_agent_frames_total{outcome=\"malformed\"}") == malformed + 1, &p);
 	H_CHECK(h_get_metric(p.http_port, "culprit_agents_via_relay") == 1, &p);
-	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = '" JOB "'") ==
-			8,
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = '" JOB
+				 "'") == 8,
 		&p);
 
 	/* r2 comes back over the relay after an empty Relay: the same durable sequence */

@@ -38,7 +38,8 @@ static void make_ca_and_server(const char *ca, const char *server)
 	snprintf(cmd, sizeof(cmd),
 		 "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes -keyout %s.key -out %s.crt -days 2 "
 		 "-subj '/CN=culprit test CA %s' >/dev/null 2>&1 && "
-		 "openssl req -newkey rsa:2048 -nodes -keyout %s.key -out %s.csr -subj '/CN=localhost' >/dev/null 2>&1 && "
+		 "openssl req -newkey rsa:2048 -nodes -keyout %s.key -out %s.csr -subj '/CN=localhost' >/dev/null 2>&1 "
+		 "&& "
 		 "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > %s.ext && "
 		 "openssl x509 -req -in %s.csr -CA %s.crt -CAkey %s.key -CAcreateserial -out %s.crt -days 2 "
 		 "-extfile %s.ext >/dev/null 2>&1",
@@ -51,8 +52,7 @@ static void write_conf(const char *cert, const char *key)
 	FILE *f = fopen(conf_path, "w");
 
 	H_CHECK(f != NULL, &proc);
-	fprintf(f,
-		"tls_cert = %s/%s\ntls_key = %s/%s\nagent_token = %s\nhttp_read_token = %s\nhttp_write_token = %s\n",
+	fprintf(f, "tls_cert = %s/%s\ntls_key = %s/%s\nagent_token = %s\nhttp_read_token = %s\nhttp_write_token = %s\n",
 		dir, cert, dir, key, AGENT_TOKEN, READ_TOKEN, WRITE_TOKEN);
 	fclose(f);
 }
@@ -79,8 +79,7 @@ static size_t collect(char *data, size_t size, size_t n, void *arg)
 }
 
 /* status of an HTTPS request verified against ca ("" for none: must fail), or -1 */
-static long https(const char *ca, const char *method, const char *path, const char *token, const char *body,
-		  char **out)
+static long https(const char *ca, const char *method, const char *path, const char *token, const char *body, char **out)
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
@@ -162,7 +161,9 @@ static int agent_run(const char *ca, const char *server_host, const char *agent_
 	H_CHECK(a != NULL, &proc);
 	for (int k = 0; k < 3; k++, iter++)
 		for (uint32_t r = 0; r < 8; r++) {
-			struct record_iter it = {.rank = r, .iter = iter, .start_us = 1700000000000000LL + iter * 30000000LL,
+			struct record_iter it = {.rank = r,
+						 .iter = iter,
+						 .start_us = 1700000000000000LL + iter * 30000000LL,
 						 .dur_us = 30000000};
 
 			H_CHECK(agent_add_iters(a, &it, 1) == 0, &proc);
@@ -200,7 +201,7 @@ int main(void)
 	H_CHECK(agent_run("ca1.crt", "127.0.0.1", "a1", 20000) == 1, &proc);
 	H_CHECK(agent_run("ca1.crt", "localhost", "a2", 20000) == 1, &proc); /* by name */
 	tls_closed = metric("culprit_agent_connections_closed_total{reason=\"tls\"}");
-	H_CHECK(agent_run("ca2.crt", "127.0.0.1", "a3", 1500) == 0, &proc);  /* another CA */
+	H_CHECK(agent_run("ca2.crt", "127.0.0.1", "a3", 1500) == 0, &proc); /* another CA */
 	H_CHECK(metric("culprit_agent_connections_closed_total{reason=\"tls\"}") > tls_closed, &proc);
 	{
 		/* a plaintext client sending a Hello frame's length prefix and bytes */
@@ -223,9 +224,11 @@ int main(void)
 	H_CHECK(https("ca1.crt", "GET", "/api/v1/jobs", READ_TOKEN, NULL, &body) == 200, &proc);
 	H_CHECK(strstr(body, "\"tls-job\"") != NULL, &proc);
 	free(body);
-	H_CHECK(https("ca1.crt", "POST", "/api/v1/events", READ_TOKEN, "{\"host\":\"node-0\",\"kind\":\"x\"}", NULL) == 403,
+	H_CHECK(https("ca1.crt", "POST", "/api/v1/events", READ_TOKEN, "{\"host\":\"node-0\",\"kind\":\"x\"}", NULL) ==
+			403,
 		&proc);
-	H_CHECK(https("ca1.crt", "POST", "/api/v1/events", WRITE_TOKEN, "{\"host\":\"node-0\",\"kind\":\"x\"}", NULL) == 202,
+	H_CHECK(https("ca1.crt", "POST", "/api/v1/events", WRITE_TOKEN, "{\"host\":\"node-0\",\"kind\":\"x\"}", NULL) ==
+			202,
 		&proc);
 	H_CHECK(h_http(proc.http_port, "GET", "/healthz", NULL, &body) == -1, &proc); /* plain HTTP */
 	free(body);

@@ -173,8 +173,9 @@ static int run_sim(const char *token, const char *timeout)
 	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
 	pid = fork();
 	if (pid == 0) {
-		const char *argv[] = {CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "2", "--server",
-				      server, "--speed", "0", "--timeout", timeout, "--quiet", NULL};
+		const char *argv[] = {
+			CULPRIT_BIN, "sim",     "--scenario", "compute_straggler", "--iters", "2",       "--server",
+			server,      "--speed", "0",          "--timeout",         timeout,   "--quiet", NULL};
 
 		setenv("CULPRIT_TOKEN", token, 1);
 		execv(argv[0], (char *const *)argv);
@@ -210,7 +211,7 @@ int main(void)
 	H_CHECK(agent_try("job-x", "a1", NULL) == 0, &proc);
 	H_CHECK(agent_try("job-x", "a1", JOB_A_TOKEN) == 0, &proc); /* another job's token */
 	H_CHECK(agent_try("job-a", "a2", JOB_A_TOKEN) == 1, &proc);
-	H_CHECK(agent_try("job-a", "a2", SHARED_1) == 0, &proc);    /* a listed job needs its own */
+	H_CHECK(agent_try("job-a", "a2", SHARED_1) == 0, &proc); /* a listed job needs its own */
 	H_CHECK(metric("culprit_agent_auth_failures_total") == 4, &proc);
 	H_CHECK(metric("culprit_agent_connections_closed_total{reason=\"refused\"}") == 4, &proc);
 	H_CHECK(log_contains("job \"job-x\" agent \"a1\": authentication failed"), &proc);

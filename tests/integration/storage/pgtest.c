@@ -83,8 +83,8 @@ void pgtest_fail(void)
 		if (!started[i][0])
 			continue;
 		char cmd[4400];
-		snprintf(cmd, sizeof cmd, "echo '--- end of %s/server.log:' >&2; tail -n 30 '%s/server.log' >&2", started[i],
-		         started[i]);
+		snprintf(cmd, sizeof cmd, "echo '--- end of %s/server.log:' >&2; tail -n 30 '%s/server.log' >&2",
+			 started[i], started[i]);
 		if (system(cmd) != 0)
 			fprintf(stderr, "(no server log)\n");
 	}
@@ -139,7 +139,4 @@ void pgtest_rmdir(const char *dir)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
-int64_t pgtest_now_ms(void)
-{
-	return clock_mono_ms();
-}
+int64_t pgtest_now_ms(void) { return clock_mono_ms(); }

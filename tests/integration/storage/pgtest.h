@@ -11,21 +11,21 @@
 
 #include <libpq-fe.h>
 
-#define CHECK(cond)                                                                          \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
+#define CHECK(cond)                                                                              \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
 			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			pgtest_fail();                                                       \
-		}                                                                            \
+			pgtest_fail();                                                           \
+		}                                                                                \
 	} while (0)
-#define CHECK_MSG(cond, ...)                                                                 \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
+#define CHECK_MSG(cond, ...)                                                                     \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
 			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                        \
-			fputc('\n', stderr);                                                 \
-			pgtest_fail();                                                       \
-		}                                                                            \
+			fprintf(stderr, __VA_ARGS__);                                            \
+			fputc('\n', stderr);                                                     \
+			pgtest_fail();                                                           \
+		}                                                                                \
 	} while (0)
 
 /* Exits 1 after printing the end of the server log of the clusters started here. */

@@ -73,7 +73,8 @@ int main(void)
 	CHECK(strstr(dsn, "dbname=culprit") != NULL);
 	pgtest_scalar(dsn, "CREATE TABLE marker (x int); INSERT INTO marker VALUES (42)");
 	/* no TCP, the socket in the data dir */
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM pg_settings WHERE name = 'listen_addresses' AND setting = ''") == 1);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM pg_settings WHERE name = 'listen_addresses' AND setting = ''") ==
+	      1);
 	char sock[512];
 	snprintf(sock, sizeof sock, "%s/pg/.s.PGSQL.5432", dir);
 	struct stat st;
@@ -170,9 +171,9 @@ int main(void)
 	 * started in its place */
 	char cmd[2048];
 	snprintf(cmd, sizeof cmd,
-	         "%s\"$(pg_config --bindir)/pg_ctl\" -D '%s/pg/data' -l '%s/pg/manual.log' -w -s "
-	         "-o \"-c listen_addresses= -c unix_socket_directories='%s/pg' -c fsync=off\" start",
-	         geteuid() == 0 ? "runuser -u postgres -- " : "", dir, dir, dir);
+		 "%s\"$(pg_config --bindir)/pg_ctl\" -D '%s/pg/data' -l '%s/pg/manual.log' -w -s "
+		 "-o \"-c listen_addresses= -c unix_socket_directories='%s/pg' -c fsync=off\" start",
+		 geteuid() == 0 ? "runuser -u postgres -- " : "", dir, dir, dir);
 	if (geteuid() == 0) {
 		char log_path[512];
 		snprintf(log_path, sizeof log_path, "%s/pg/manual.log", dir);
@@ -201,7 +202,7 @@ int main(void)
 	/* a data dir whose socket path would not fit */
 	char longdir[400];
 	snprintf(longdir, sizeof longdir, "%s/%s", base,
-	         "a-very-long-directory-name-that-makes-the-socket-path-exceed-the-limit-of-sun-path-xxxxxxxxxxxxxxxx");
+		 "a-very-long-directory-name-that-makes-the-socket-path-exceed-the-limit-of-sun-path-xxxxxxxxxxxxxxxx");
 	CHECK(start(longdir, err, sizeof err) == NULL);
 	CHECK_MSG(strstr(err, "too long"), "message: %s", err);
 

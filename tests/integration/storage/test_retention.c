@@ -8,10 +8,9 @@
 #include "pgtest.h"
 #include "retention.h"
 
-static const char *const count_parts =
-	"SELECT count(*) FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid"
-	" WHERE h.inhparent IN ('steps'::regclass, 'kernels'::regclass)"
-	" AND c.relname ~ '_p[0-9]{8}$'";
+static const char *const count_parts = "SELECT count(*) FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid"
+				       " WHERE h.inhparent IN ('steps'::regclass, 'kernels'::regclass)"
+				       " AND c.relname ~ '_p[0-9]{8}$'";
 
 int main(void)
 {
@@ -22,9 +21,9 @@ int main(void)
 
 	/* rows before any partition exists land in DEFAULT */
 	pgtest_scalar(dsn, "INSERT INTO jobs (name) VALUES ('J');"
-	                   "INSERT INTO steps (ts, job_id, iter, rank0, cells)"
-	                   " SELECT t, 1, i, 0, '{{{0,10}}}' FROM (VALUES"
-	                   " (now(), 1), (now() - interval '3 days', 2), (now() - interval '30 days', 3)) v(t, i)");
+			   "INSERT INTO steps (ts, job_id, iter, rank0, cells)"
+			   " SELECT t, 1, i, 0, '{{{0,10}}}' FROM (VALUES"
+			   " (now(), 1), (now() - interval '3 days', 2), (now() - interval '30 days', 3)) v(t, i)");
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 3);
 
 	/* yesterday .. today + 2 for two tables (steps, kernels); today's row moves into its partition */
@@ -33,15 +32,17 @@ int main(void)
 	CHECK(pgtest_scalar(dsn, count_parts) == 8);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 2); /* the 30-day-old row is past retention */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 1);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE iter = 1 AND "
-	                         "tableoid::regclass::text = 'steps_p' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')") == 1);
+	CHECK(pgtest_scalar(dsn,
+			    "SELECT count(*) FROM steps WHERE iter = 1 AND "
+			    "tableoid::regclass::text = 'steps_p' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')") ==
+	      1);
 	/* again: nothing to do */
 	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) == 0);
 
 	/* an old day's partition (made by an earlier run) is dropped whole once past retention */
 	pgtest_scalar(dsn, "SELECT culprit_partition_create('steps', ((now() AT TIME ZONE 'UTC')::date - 3))");
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps_default") == 0); /* moved */
-	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) == 0);         /* 3 days < 7: kept */
+	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) == 0);        /* 3 days < 7: kept */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 2);
 	CHECK(storage_retention_run(dsn, 2, 2, err, sizeof err) == 1); /* retention 2 days: dropped */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps") == 1);
@@ -49,7 +50,7 @@ int main(void)
 
 	/* captured raw kernels (not partitioned) are deleted by age */
 	pgtest_scalar(dsn, "INSERT INTO raw_kernels VALUES (1, 0, 1, 1, now(), 0, 5, 7),"
-	                   " (1, 0, 2, 1, now() - interval '3 days', 0, 5, 7)");
+			   " (1, 0, 2, 1, now() - interval '3 days', 0, 5, 7)");
 	CHECK(storage_retention_run(dsn, 7, 2, err, sizeof err) == 0);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels") == 2);
 	CHECK(storage_retention_run(dsn, 2, 2, err, sizeof err) == 0);

@@ -25,8 +25,9 @@
 #define ITERS_PER_BATCH 100
 #define RANKS 100
 
-static const char *const phase_names[NAMES] = {"fwd", "bwd", "mlp", "attn", "ep_dispatch", "ep_combine",
-                                               "dp_reduce_scatter", "dp_all_gather", "pp_send", "optimizer"};
+static const char *const phase_names[NAMES] = {
+	"fwd",           "bwd",     "mlp",      "attn", "ep_dispatch", "ep_combine", "dp_reduce_scatter",
+	"dp_all_gather", "pp_send", "optimizer"};
 static int64_t base_us = INT64_C(1764633600000000); /* 2025-12-02 00:00 UTC */
 
 /* ---- producer side: wake, done items ---- */
@@ -112,7 +113,7 @@ static struct storage_op *make_batch(const char *job, uint64_t seq, uint32_t ran
 {
 	size_t np = ITERS_PER_BATCH * NAMES, ni = ITERS_PER_BATCH, nk = ITERS_PER_BATCH;
 	size_t arena = 1024 + NAMES * 32 + ni * sizeof(struct record_iter) + np * (sizeof(struct record_phase) + 8) +
-	               nk * (sizeof(struct record_kernel) + 8 + 16) + 256;
+		       nk * (sizeof(struct record_kernel) + 8 + 16) + 256;
 	struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, arena);
 	CHECK(op != NULL);
 	op->job = storage_op_strdup(op, job);
@@ -142,15 +143,27 @@ static struct storage_op *make_batch(const char *job, uint64_t seq, uint32_t ran
 		int64_t start = base_us + (int64_t)(iter0 + i) * 30000000;
 		op->iters[i] = (struct record_iter){rank, iter0 + (uint32_t)i, start, 30000000};
 		for (uint32_t k = 0; k < NAMES; k++, p++) {
-			op->phases[p] = (struct record_phase){
-				.rank = rank, .iter = iter0 + (uint32_t)i, .name = k, .kind = (uint8_t)(k % 4),
-				.group = (uint8_t)(k % 6), .start_us = k == 0 ? RECORD_NO_START : (int64_t)k * 1000,
-				.dur_us = 1000 + (int64_t)k};
+			op->phases[p] = (struct record_phase){.rank = rank,
+							      .iter = iter0 + (uint32_t)i,
+							      .name = k,
+							      .kind = (uint8_t)(k % 4),
+							      .group = (uint8_t)(k % 6),
+							      .start_us = k == 0 ? RECORD_NO_START : (int64_t)k * 1000,
+							      .dur_us = 1000 + (int64_t)k};
 			op->phase_iter_start_us[p] = start;
 		}
-		op->kernels[i] = (struct record_kernel){.rank = rank, .iter = iter0 + (uint32_t)i, .name = 2, .kind = 0,
-		                                        .count = 96, .sum_us = 96000, .min_us = 900, .max_us = 1100,
-		                                        .p50_us = 1000, .p99_us = 1090, .sketch = sketch, .sketch_len = 16};
+		op->kernels[i] = (struct record_kernel){.rank = rank,
+							.iter = iter0 + (uint32_t)i,
+							.name = 2,
+							.kind = 0,
+							.count = 96,
+							.sum_us = 96000,
+							.min_us = 900,
+							.max_us = 1100,
+							.p50_us = 1000,
+							.p99_us = 1090,
+							.sketch = sketch,
+							.sketch_len = 16};
 		op->kernel_iter_start_us[i] = start;
 	}
 	return op;
@@ -161,9 +174,13 @@ static struct storage_writer *start_writer(const char *dsn, struct sink *s, size
 	memset(s, 0, sizeof *s);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	struct storage_writer_config cfg = {.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn,
-	                                    .wake = wake, .wake_arg = s, .reconnect_min_ms = 50,
-	                                    .reconnect_max_ms = 400};
+	struct storage_writer_config cfg = {.dsn = dsn,
+					    .queue_max_records = queue,
+					    .max_txn_records = txn,
+					    .wake = wake,
+					    .wake_arg = s,
+					    .reconnect_min_ms = 50,
+					    .reconnect_max_ms = 400};
 	struct storage_writer *w = storage_writer_start(&cfg);
 	CHECK(w != NULL);
 	return w;
@@ -201,11 +218,18 @@ static void test_million(const char *base)
 	struct storage_writer *w = start_writer(dsn, &s, 200000, 50000);
 
 	/* a job with its ranks */
-	struct storage_op *job = storage_op_new(STORAGE_OP_JOB, 4096 + RANKS * sizeof(struct storage_rank) + RANKS * 16);
+	struct storage_op *job =
+		storage_op_new(STORAGE_OP_JOB, 4096 + RANKS * sizeof(struct storage_rank) + RANKS * 16);
 	CHECK(job != NULL);
 	job->job = storage_op_strdup(job, "J");
-	job->topo = (struct storage_topology){.world = RANKS, .tp = 1, .cp = 1, .pp = 2, .dp = 50, .ep = 10,
-	                                      .gpus_per_node = 8, .order = "tp-cp-ep-dp-pp"};
+	job->topo = (struct storage_topology){.world = RANKS,
+					      .tp = 1,
+					      .cp = 1,
+					      .pp = 2,
+					      .dp = 50,
+					      .ep = 10,
+					      .gpus_per_node = 8,
+					      .order = "tp-cp-ep-dp-pp"};
 	job->ranks = storage_op_alloc(job, RANKS * sizeof *job->ranks);
 	job->n_ranks = RANKS;
 	for (uint32_t r = 0; r < RANKS; r++) {
@@ -237,9 +261,10 @@ static void test_million(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM ranks WHERE host LIKE 'node-\"%\"'") == RANKS);
 	CHECK(pgtest_scalar(dsn, "SELECT pp FROM jobs WHERE name = 'J'") == 2);
 	/* a record's values survive: rank 3 (seq 4) iteration 5, dictionary index 0 = phase_names[4] */
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 3 AND p.iter = 5"
-	                         " AND n.name = 'ep_dispatch' AND p.start_us IS NULL AND p.dur_us = 1000 AND p.kind = 0"
-	                         " AND p.ts = to_timestamp(1764633600 + 5 * 30)") == 1);
+	CHECK(pgtest_scalar(dsn,
+			    "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 3 AND p.iter = 5"
+			    " AND n.name = 'ep_dispatch' AND p.start_us IS NULL AND p.dur_us = 1000 AND p.kind = 0"
+			    " AND p.ts = to_timestamp(1764633600 + 5 * 30)") == 1);
 
 	/* the same batches again: skipped from the cache, no duplicate */
 	for (uint64_t seq = 1; seq <= 1000; seq++)
@@ -343,13 +368,14 @@ static void test_million(const char *base)
 	for (int k = 0; k < NAMES; k++) {
 		char sql[400];
 		snprintf(sql, sizeof sql,
-		         "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 10008 AND p.iter >= 1000"
-		         " AND p.iter < 1100 AND p.dur_us = %d AND n.name = '%s'",
-		         1000 + k, phase_names[(k + 1009) % NAMES]);
+			 "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 10008 AND p.iter "
+			 ">= 1000"
+			 " AND p.iter < 1100 AND p.dur_us = %d AND n.name = '%s'",
+			 1000 + k, phase_names[(k + 1009) % NAMES]);
 		CHECK_MSG(pgtest_scalar(dsn, sql) == ITERS_PER_BATCH, "phase %d of seq 1009 misnamed", k);
 	}
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM kernels k JOIN names n USING (name_id) WHERE k.rank = 10008"
-	                         " AND k.iter >= 1000 AND k.iter < 1100 AND n.name = 'bwd'") == ITERS_PER_BATCH);
+				 " AND k.iter >= 1000 AND k.iter < 1100 AND n.name = 'bwd'") == ITERS_PER_BATCH);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 10009") == 0);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
@@ -362,8 +388,8 @@ static void test_million(const char *base)
 	uint64_t lost = storage_writer_stop(w, 0);
 	long long stored = pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 20000");
 	CHECK(stored % (ITERS_PER_BATCH * NAMES) == 0);
-	CHECK_MSG((uint64_t)stored / (ITERS_PER_BATCH * NAMES) * 1200 + lost == 100 * 1200, "stored %lld, lost %" PRIu64,
-	          stored, lost);
+	CHECK_MSG((uint64_t)stored / (ITERS_PER_BATCH * NAMES) * 1200 + lost == 100 * 1200,
+		  "stored %lld, lost %" PRIu64, stored, lost);
 	printf("test_writer: stop at once: %lld phases stored, %" PRIu64 " records not written\n", stored, lost);
 	free_sink(&s);
 }
@@ -431,7 +457,7 @@ static void test_restart(void)
 	CHECK(s.failed == 0);
 	CHECK(st.reconnects >= 1);
 	CHECK_MSG(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == (long long)total * ITERS_PER_BATCH * NAMES,
-	          "phases: %lld", pgtest_scalar(dsn, "SELECT count(*) FROM phases"));
+		  "phases: %lld", pgtest_scalar(dsn, "SELECT count(*) FROM phases"));
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == (long long)total * ITERS_PER_BATCH);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == (long long)total);
 
@@ -512,9 +538,13 @@ static void test_raw_kernels(const char *base)
 		CHECK(op->raw_kernels != NULL);
 		op->n_raw_kernels = 3;
 		for (uint32_t k = 0; k < 3; k++)
-			op->raw_kernels[k] = (struct record_raw_kernel){.rank = 7, .iter = 12, .name = k == 2,
-			                                                .kind = k == 2, .stream = k == 2 ? 13 : 7,
-			                                                .start_us = base_us + 1000 * k, .dur_us = 900 + k};
+			op->raw_kernels[k] = (struct record_raw_kernel){.rank = 7,
+									.iter = 12,
+									.name = k == 2,
+									.kind = k == 2,
+									.stream = k == 2 ? 13 : 7,
+									.start_us = base_us + 1000 * k,
+									.dur_us = 900 + k};
 		submit_wait(w, &s, op);
 		wait_done(w, &s, round == 2 ? 1 : (size_t)round + 1, 30000);
 		CHECK(s.failed == 0);
@@ -524,8 +554,8 @@ static void test_raw_kernels(const char *base)
 	storage_writer_stats(w, &st);
 	CHECK_MSG(st.conflicts >= 1, "conflicts %" PRIu64, st.conflicts);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels k JOIN names n USING (name_id) WHERE k.rank = 7"
-	                         " AND k.iter = 12 AND n.name = 'nccl_all_reduce' AND k.kind = 1 AND k.stream = 13"
-	                         " AND k.dur_us = 902 AND k.ts = to_timestamp(1764633600.002)") == 1);
+				 " AND k.iter = 12 AND n.name = 'nccl_all_reduce' AND k.kind = 1 AND k.stream = 13"
+				 " AND k.dur_us = 902 AND k.ts = to_timestamp(1764633600.002)") == 1);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
@@ -549,8 +579,9 @@ static void test_steps_layout(const char *base)
 	static const uint32_t ranks[] = {100, 0, 1, 2, 3, 4, 5, 6, 9}; /* out of order on purpose */
 	for (uint64_t seq = 1; seq <= 2; seq++) {
 		size_t ni = 2 * 9, np = 2 * ni;
-		struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 4096 + ni * sizeof(struct record_iter) +
-		                                                              np * (sizeof(struct record_phase) + 8));
+		struct storage_op *op =
+			storage_op_new(STORAGE_OP_BATCH,
+				       4096 + ni * sizeof(struct record_iter) + np * (sizeof(struct record_phase) + 8));
 		CHECK(op != NULL);
 		op->job = storage_op_strdup(op, "S");
 		op->agent = storage_op_strdup(op, "node-0");
@@ -571,11 +602,17 @@ static void test_steps_layout(const char *base)
 				for (uint32_t nm = 0; nm < 2; nm++) {
 					if (r == 3 && it == 6 && nm == 1)
 						continue;
-					int64_t dur = r == 2 && it == 6 && nm == 1 ? INT64_C(3000000000) : 1000 * (nm + 1) + r;
+					int64_t dur = r == 2 && it == 6 && nm == 1 ? INT64_C(3000000000)
+										   : 1000 * (nm + 1) + r;
 					op->phase_iter_start_us[op->n_phases] = start;
-					op->phases[op->n_phases++] = (struct record_phase){
-						.rank = r, .iter = it, .name = nm, .kind = (uint8_t)nm, .group = 4,
-						.start_us = nm == 0 ? RECORD_NO_START : 5000, .dur_us = dur};
+					op->phases[op->n_phases++] =
+						(struct record_phase){.rank = r,
+								      .iter = it,
+								      .name = nm,
+								      .kind = (uint8_t)nm,
+								      .group = 4,
+								      .start_us = nm == 0 ? RECORD_NO_START : 5000,
+								      .dur_us = dur};
 				}
 			}
 		}
@@ -588,22 +625,25 @@ static void test_steps_layout(const char *base)
 		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 35);
 	}
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 0 AND ranks = '{0,1,2,3,4,5,6,9}'") == 2);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 100 AND ranks IS NULL") == 2); /* contiguous */
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE rank0 = 100 AND ranks IS NULL") ==
+	      2); /* contiguous */
 	/* only iteration 6's block of ranks 0..9 needed the wide cells */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE wide_cells IS NOT NULL AND cells IS NULL"
-	                         " AND iter = 6 AND rank0 = 0") == 1);
+				 " AND iter = 6 AND rank0 = 0") == 1);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM steps WHERE cells IS NOT NULL") == 3);
 	/* one phase set ("a", "b"), stored once for the four rows */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phase_sets") == 1);
 	CHECK(pgtest_scalar(dsn, "SELECT count(DISTINCT set_id) FROM steps") == 1);
 	/* every record as sent: starts, durations, kinds, groups, unknown starts */
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations WHERE ts = to_timestamp(1764633600 + iter * 30)"
-	                         " + rank * 10 * interval '1 microsecond' AND dur_us = 29000000 + rank") == 18);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases p JOIN names n ON n.name_id = p.name_id JOIN iterations i ON i.job_id = p.job_id"
-	                         " AND i.rank = p.rank AND i.iter = p.iter AND i.ts = p.ts WHERE p.grp = 4 AND ((n.name = 'a' AND p.kind = 0"
-	                         " AND p.start_us IS NULL AND p.dur_us = 1000 + p.rank) OR (n.name = 'b' AND p.kind = 1"
-	                         " AND p.start_us = 5000 AND p.dur_us = CASE WHEN p.rank = 2 AND p.iter = 6"
-	                         " THEN 3000000000 ELSE 2000 + p.rank END))") == 35);
+				 " + rank * 10 * interval '1 microsecond' AND dur_us = 29000000 + rank") == 18);
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases p JOIN names n ON n.name_id = p.name_id JOIN iterations "
+				 "i ON i.job_id = p.job_id"
+				 " AND i.rank = p.rank AND i.iter = p.iter AND i.ts = p.ts WHERE p.grp = 4 AND "
+				 "((n.name = 'a' AND p.kind = 0"
+				 " AND p.start_us IS NULL AND p.dur_us = 1000 + p.rank) OR (n.name = 'b' AND p.kind = 1"
+				 " AND p.start_us = 5000 AND p.dur_us = CASE WHEN p.rank = 2 AND p.iter = 6"
+				 " THEN 3000000000 ELSE 2000 + p.rank END))") == 35);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 3 AND iter = 6") == 1);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
@@ -620,9 +660,12 @@ static void test_fencing(const char *base)
 	memset(&s, 0, sizeof s);
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cv, NULL);
-	struct storage_writer *w = storage_writer_start(&(struct storage_writer_config){
-		.dsn = dsn, .queue_max_records = 200000, .max_txn_records = 50000, .wake = wake, .wake_arg = &s,
-		.lease_owner = "A"});
+	struct storage_writer *w = storage_writer_start(&(struct storage_writer_config){.dsn = dsn,
+											.queue_max_records = 200000,
+											.max_txn_records = 50000,
+											.wake = wake,
+											.wake_arg = &s,
+											.lease_owner = "A"});
 	CHECK(w != NULL);
 
 	struct storage_op *op = make_batch("F", 1, 0);
@@ -640,12 +683,14 @@ static void test_fencing(const char *base)
 	submit_wait(w, &s, make_batch("G", 1, 0)); /* no lease: not fenced */
 	wait_done(w, &s, 3, 30000);
 	CHECK_MSG(s.fenced == 1 && s.failed == 0, "fenced %zu failed %zu", s.fenced, s.failed);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'F'") ==
+	CHECK(pgtest_scalar(dsn,
+			    "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'F'") ==
 	      ITERS_PER_BATCH);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'G'") ==
+	CHECK(pgtest_scalar(dsn,
+			    "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'G'") ==
 	      ITERS_PER_BATCH);
 	CHECK(pgtest_scalar(dsn, "SELECT p.durable_seq FROM agent_progress p JOIN jobs j ON j.id = p.job_id"
-	                         " WHERE j.name = 'F'") == 1);
+				 " WHERE j.name = 'F'") == 1);
 
 	/* A takes it back (epoch 3): its batches with the new epoch are written */
 	pgtest_scalar(dsn, "UPDATE job_leases SET owner = 'A', epoch = 3");
@@ -654,7 +699,8 @@ static void test_fencing(const char *base)
 	submit_wait(w, &s, op);
 	wait_done(w, &s, 4, 30000);
 	CHECK(s.fenced == 1 && s.failed == 0);
-	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'F'") ==
+	CHECK(pgtest_scalar(dsn,
+			    "SELECT count(*) FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = 'F'") ==
 	      2 * ITERS_PER_BATCH);
 	struct storage_writer_stats st;
 	storage_writer_stats(w, &st);

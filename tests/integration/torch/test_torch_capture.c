@@ -38,13 +38,15 @@ int main(void)
 	h_db_create("test_torch_capture", dsn, sizeof(dsn));
 	h_tmpdir("torch_capture", dir, sizeof(dir));
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
-	job = torchjob_start(&proc, JOB, 2, (const char *[]){"--device-ms", "5", "--steps", "2000", "--until-captured", NULL});
+	job = torchjob_start(&proc, JOB, 2,
+			     (const char *[]){"--device-ms", "5", "--steps", "2000", "--until-captured", NULL});
 	H_CHECK(job > 0, &proc);
 
 	/* 404 until the job's first agent says Hello, 409 until rank 1's does (an agent says
 	 * Hello with its first records) */
 	for (int64_t deadline = h_now_ms() + 120000;;) {
-		status = api_call(&proc, "POST", "/api/v1/jobs/" JOB "/capture", "{\"ranks\":[1],\"iterations\":3}", &j);
+		status =
+			api_call(&proc, "POST", "/api/v1/jobs/" JOB "/capture", "{\"ranks\":[1],\"iterations\":3}", &j);
 		json_decref(j);
 		if (status == 202)
 			break;
@@ -54,10 +56,11 @@ int main(void)
 	}
 	H_CHECK(torchjob_wait(job) == 0, &proc); /* every record acknowledged, raw kernels too */
 
-	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=0-1&from_iter=0&to_iter=999&format=chrome", NULL,
-			 &j) == 200,
+	H_CHECK(api_call(&proc, "GET", "/api/v1/jobs/" JOB "/trace?ranks=0-1&from_iter=0&to_iter=999&format=chrome",
+			 NULL, &j) == 200,
 		&proc);
-	json_array_foreach(json_object_get(j, "traceEvents"), i, e) { /* the iterations' bounds first */
+	json_array_foreach(json_object_get(j, "traceEvents"), i, e)
+	{ /* the iterations' bounds first */
 		json_t *args = json_object_get(e, "args");
 		const char *cat = json_string_value(json_object_get(e, "cat"));
 		json_int_t it = json_integer_value(json_object_get(args, "iter"));
@@ -68,7 +71,8 @@ int main(void)
 			iter_end[it] = iter_start[it] + json_integer_value(json_object_get(e, "dur"));
 		}
 	}
-	json_array_foreach(json_object_get(j, "traceEvents"), i, e) {
+	json_array_foreach(json_object_get(j, "traceEvents"), i, e)
+	{
 		json_t *args = json_object_get(e, "args");
 		const char *cat = json_string_value(json_object_get(e, "cat"));
 		json_int_t it = json_integer_value(json_object_get(args, "iter"));
@@ -90,7 +94,8 @@ int main(void)
 	fprintf(stderr, "rank 1: %lld raw kernels in iterations %lld-%lld\n", (long long)n, (long long)first,
 		(long long)last);
 	H_CHECK(n >= 3 && first >= 0 && last - first == 2, &proc);
-	H_CHECK(h_get_metric(proc.http_port, "culprit_records_total{type=\"raw_kernel\",outcome=\"accepted\"}") == (double)n,
+	H_CHECK(h_get_metric(proc.http_port, "culprit_records_total{type=\"raw_kernel\",outcome=\"accepted\"}") ==
+			(double)n,
 		&proc);
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 	printf("torch capture: rank 1's next 3 iterations captured, %lld raw operators\n", (long long)n);

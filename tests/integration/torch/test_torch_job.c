@@ -26,7 +26,9 @@ static struct h_proc proc;
  * rank exited 0, which train.py does when all its records were acknowledged. */
 static int run_job(const char *job, const char *const *extra)
 {
-	const char *argv[16] = {"--device-ms", "80"}; /* a device step long beside the CPU noise of 6 processes (40 was not, at a load of 10) */
+	const char *argv[16] = {
+		"--device-ms",
+		"80"}; /* a device step long beside the CPU noise of 6 processes (40 was not, at a load of 10) */
 	size_t n = 2;
 
 	for (; *extra; extra++)
@@ -60,7 +62,8 @@ static json_t *first_report(const char *job, const char *cat)
 
 	snprintf(path, sizeof(path), "/api/v1/jobs/%s/reports?limit=100", job);
 	H_CHECK((all = get(path)) != NULL, &proc);
-	json_array_foreach(json_object_get(all, "reports"), i, r) {
+	json_array_foreach(json_object_get(all, "reports"), i, r)
+	{
 		json_t *rep = json_object_get(r, "report");
 
 		json_int_t first = json_integer_value(json_object_get(json_object_get(rep, "window"), "first_iter"));
@@ -68,16 +71,18 @@ static json_t *first_report(const char *job, const char *cat)
 		if (strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")), cat) != 0 ||
 		    first > 45 || last < 35)
 			continue;
-		if (!found || json_integer_value(json_object_get(r, "id")) <
-				      json_integer_value(json_object_get(found, "id")))
+		if (!found ||
+		    json_integer_value(json_object_get(r, "id")) < json_integer_value(json_object_get(found, "id")))
 			found = r;
 	}
 	if (!found) /* what there is, to see why */
-		json_array_foreach(json_object_get(all, "reports"), i, r) {
+		json_array_foreach(json_object_get(all, "reports"), i, r)
+		{
 			json_t *rep = json_object_get(r, "report");
 			fprintf(stderr, "%s report %lld: window from %lld: %s\n", job,
 				(long long)json_integer_value(json_object_get(r, "id")),
-				(long long)json_integer_value(json_object_get(json_object_get(rep, "window"), "first_iter")),
+				(long long)json_integer_value(
+					json_object_get(json_object_get(rep, "window"), "first_iter")),
 				json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
 		}
 	found = found ? json_incref(json_object_get(found, "report")) : NULL;
@@ -92,7 +97,8 @@ static void check_culprit(json_t *rep, json_int_t rank)
 	json_int_t culprits = 0;
 	size_t i;
 
-	json_array_foreach(json_object_get(rep, "suspects"), i, s) {
+	json_array_foreach(json_object_get(rep, "suspects"), i, s)
+	{
 		if (strcmp(json_string_value(json_object_get(s, "role")), "culprit") != 0)
 			continue;
 		culprits++;

@@ -32,7 +32,7 @@ struct fs_agent {
 	char id[64];
 	uint64_t durable;
 	uint64_t iters, phases, kernels, sketches;
-	uint64_t checksum;   /* sum over records of rank * 1000003 + iter * 31 + dur */
+	uint64_t checksum;    /* sum over records of rank * 1000003 + iter * 31 + dur */
 	uint64_t name_errors; /* phase names that did not decode to "phase-<iter % 7>" */
 	uint64_t name_defs;   /* names defined, over all connections */
 	uint64_t gaps;        /* batches with seq > durable + 1 */
@@ -42,7 +42,7 @@ struct fs_agent {
 	uint64_t resume_seq;
 	uint64_t heartbeats;
 	uint64_t goodbyes;
-	uint64_t raw;            /* raw kernels (captures) */
+	uint64_t raw;             /* raw kernels (captures) */
 	uint64_t raw_name_errors; /* raw kernels whose name id did not decode to "flash_attn_fwd" */
 	int64_t raw_dur_sum;
 };
@@ -51,7 +51,7 @@ struct fs_conn {
 	int fd;
 	uint8_t buf[1 << 21];
 	size_t len;
-	int agent; /* -1 before hello */
+	int agent;          /* -1 before hello */
 	char names[64][32]; /* the agent's name ids defined on this connection ("" none) */
 };
 
@@ -65,16 +65,16 @@ struct fake_server {
 	int n_agents;
 	uint64_t batches_total;
 	/* knobs */
-	uint64_t drop_every;      /* close every connection after this many batches (0: never) */
-	bool drop_before_ack;     /* when dropping, the dropped batch is stored but not acked */
-	uint64_t reject_seq;      /* reject this seq (0: none) */
-	bool no_ack;              /* store nothing, ack nothing */
+	uint64_t drop_every;  /* close every connection after this many batches (0: never) */
+	bool drop_before_ack; /* when dropping, the dropped batch is stored but not acked */
+	uint64_t reject_seq;  /* reject this seq (0: none) */
+	bool no_ack;          /* store nothing, ack nothing */
 	bool refuse_hello;
-	char redirect[64];        /* answer Hello with this HelloAck.redirect ("" none) */
-	int send_goodbye;         /* >0: after this many batches send Goodbye once */
-	bool send_command;        /* after the first Hello send a Command */
-	uint32_t max_frame;       /* announced in HelloAck (0: 4 MiB) */
-	uint64_t oversize;        /* frames longer than max_frame */
+	char redirect[64];  /* answer Hello with this HelloAck.redirect ("" none) */
+	int send_goodbye;   /* >0: after this many batches send Goodbye once */
+	bool send_command;  /* after the first Hello send a Command */
+	uint32_t max_frame; /* announced in HelloAck (0: 4 MiB) */
+	uint64_t oversize;  /* frames longer than max_frame */
 };
 
 static struct fs_agent *fs_agent_get(struct fake_server *s, const char *id)
@@ -135,7 +135,9 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 		a->resume_seq = env->hello->resume_seq;
 		c->agent = (int)(a - s->agents);
 		ha.accepted = !s->refuse_hello && !s->redirect[0];
-		ha.reason = (char *)(s->refuse_hello ? "bad token" : s->redirect[0] ? "another culpritd owns this job" : "");
+		ha.reason = (char *)(s->refuse_hello  ? "bad token"
+				     : s->redirect[0] ? "another culpritd owns this job"
+						      : "");
 		ha.redirect = s->redirect;
 		ha.durable_seq = a->durable;
 		ha.max_frame = s->max_frame ? s->max_frame : 4u << 20;
@@ -199,7 +201,8 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 			assert_int_equal(b->n_phase_dur_us, b->n_phase_rank);
 			assert_int_equal(b->n_phase_name, b->n_phase_rank);
 			for (size_t i = 0; i < b->n_iter_rank; i++)
-				a->checksum += b->iter_rank[i] * 1000003ull + b->iter_iter[i] * 31ull + (uint64_t)b->iter_dur_us[i];
+				a->checksum += b->iter_rank[i] * 1000003ull + b->iter_iter[i] * 31ull +
+					       (uint64_t)b->iter_dur_us[i];
 			for (size_t i = 0; i < b->n_phase_rank; i++) {
 				char want[32];
 
@@ -210,7 +213,8 @@ static bool fs_frame(struct fake_server *s, struct fs_conn *c, const uint8_t *bo
 					bool found = false;
 
 					for (size_t j = 0; j < b->n_iter_rank && !found; j++)
-						found = b->iter_rank[j] == b->phase_rank[i] && b->iter_iter[j] == b->phase_iter[i];
+						found = b->iter_rank[j] == b->phase_rank[i] &&
+							b->iter_iter[j] == b->phase_iter[i];
 					a->orphans += !found;
 				}
 				if (b->phase_name[i] >= 64 || strcmp(c->names[b->phase_name[i]], want) != 0)
@@ -382,7 +386,8 @@ static struct agent_config base_config(char *server, size_t size, int port, cons
 	snprintf(server, size, "127.0.0.1:%d", port);
 	cfg.server = server;
 	cfg.job = "J";
-	cfg.topo = (struct agent_topology){.world = 64, .tp = 1, .cp = 1, .pp = 2, .dp = 32, .ep = 4, .gpus_per_node = 8};
+	cfg.topo =
+		(struct agent_topology){.world = 64, .tp = 1, .cp = 1, .pp = 2, .dp = 32, .ep = 4, .gpus_per_node = 8};
 	cfg.agent_id = id;
 	cfg.host = "node-0";
 	cfg.ranks = node_ranks;
@@ -420,14 +425,24 @@ static void stream(struct agent *a, uint32_t first, uint32_t n, struct stream_su
 			struct record_kernel k[2];
 
 			for (int p = 0; p < 7; p++)
-				ph[p] = (struct record_phase){.rank = r, .iter = it, .name = (uint32_t)names[it % 7],
-							      .kind = RECORD_KIND_COMPUTE, .group = RECORD_GROUP_NONE,
+				ph[p] = (struct record_phase){.rank = r,
+							      .iter = it,
+							      .name = (uint32_t)names[it % 7],
+							      .kind = RECORD_KIND_COMPUTE,
+							      .group = RECORD_GROUP_NONE,
 							      .start_us = p == 0 ? RECORD_NO_START : p * 10,
 							      .dur_us = 100 + p};
 			for (int q = 0; q < 2; q++)
-				k[q] = (struct record_kernel){.rank = r, .iter = it, .name = (uint32_t)kname, .count = 9,
-							      .sum_us = 500 + q, .min_us = 1, .max_us = 99, .p50_us = 50,
-							      .p99_us = 98, .sketch = (const uint8_t *)"abc",
+				k[q] = (struct record_kernel){.rank = r,
+							      .iter = it,
+							      .name = (uint32_t)kname,
+							      .count = 9,
+							      .sum_us = 500 + q,
+							      .min_us = 1,
+							      .max_us = 99,
+							      .p50_us = 50,
+							      .p99_us = 98,
+							      .sketch = (const uint8_t *)"abc",
 							      .sketch_len = q ? 3 : 0};
 			if (it % 2 == 0) { /* one call: never split across batches (checked by the server) */
 				assert_int_equal(agent_add_iteration(a, &ri, ph, 7, k, 2), 0);
@@ -586,8 +601,8 @@ static void test_reject_drops_batch(void **state)
 	assert_int_equal(st.batches_acked + 1, st.batches_sealed);
 	assert_int_equal(st.unacked_batches, 0);
 	pthread_mutex_lock(&s->mu);
-	assert_int_equal(fs_agent_get(s, "a4")->iters + fs_agent_get(s, "a4")->phases +
-				 fs_agent_get(s, "a4")->kernels + 500,
+	assert_int_equal(fs_agent_get(s, "a4")->iters + fs_agent_get(s, "a4")->phases + fs_agent_get(s, "a4")->kernels +
+				 500,
 			 sum.iters + sum.phases + sum.kernels);
 	pthread_mutex_unlock(&s->mu);
 	assert_int_equal(agent_close(a, 1000), 0);
@@ -644,14 +659,20 @@ static void test_raw_kernels(void **state)
 	gemm = agent_intern(a, "flash_attn_fwd"); /* after stream's names: not id 0 */
 	assert_true(gemm > 0);
 	for (uint32_t i = 0; i < 20; i++) {
-		struct record_raw_kernel k = {.rank = 3, .iter = 9, .name = (uint32_t)gemm, .kind = RECORD_KIND_COMPUTE,
-					      .stream = 7, .start_us = 1796207474000000LL + i * 100, .dur_us = 90 + i};
+		struct record_raw_kernel k = {.rank = 3,
+					      .iter = 9,
+					      .name = (uint32_t)gemm,
+					      .kind = RECORD_KIND_COMPUTE,
+					      .stream = 7,
+					      .start_us = 1796207474000000LL + i * 100,
+					      .dur_us = 90 + i};
 
 		assert_int_equal(agent_add_raw_kernels(a, &k, 1), 0);
 		want += k.dur_us;
 	}
 	{
-		struct record_raw_kernel bad = {.rank = 99, .iter = 9, .name = (uint32_t)gemm, .start_us = 1, .dur_us = 1};
+		struct record_raw_kernel bad = {
+			.rank = 99, .iter = 9, .name = (uint32_t)gemm, .start_us = 1, .dur_us = 1};
 
 		assert_int_equal(agent_add_raw_kernels(a, &bad, 1), AGENT_EINVAL); /* rank not served */
 		bad.rank = 3;
@@ -688,8 +709,12 @@ static void test_buffer_full_policy(void **state)
 	struct agent_config cfg = base_config(server, sizeof(server), s->port, "a6");
 	struct agent *a;
 	struct agent_stats st;
-	struct record_phase ph = {.rank = 1, .iter = 0, .kind = RECORD_KIND_COMM, .group = RECORD_GROUP_DP,
-				  .start_us = RECORD_NO_START, .dur_us = 5};
+	struct record_phase ph = {.rank = 1,
+				  .iter = 0,
+				  .kind = RECORD_KIND_COMM,
+				  .group = RECORD_GROUP_DP,
+				  .start_us = RECORD_NO_START,
+				  .dur_us = 5};
 	int rc = 0;
 	uint64_t appended = 0;
 	long long t0;
@@ -744,7 +769,8 @@ static void test_no_server_then_server(void **state)
 	/* start a server on the same port */
 	{
 		struct fake_server *s2 = calloc(1, sizeof(*s2));
-		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 					 .sin_port = htons((uint16_t)port)};
 		int one = 1;
 
@@ -1002,8 +1028,12 @@ static void *appender(void *p)
 	struct thr_arg *t = p;
 
 	for (uint32_t it = 0; it < 5000; it++) {
-		struct record_phase ph = {.rank = t->rank, .iter = it, .name = (uint32_t)t->name,
-					  .kind = RECORD_KIND_COMPUTE, .start_us = RECORD_NO_START, .dur_us = it};
+		struct record_phase ph = {.rank = t->rank,
+					  .iter = it,
+					  .name = (uint32_t)t->name,
+					  .kind = RECORD_KIND_COMPUTE,
+					  .start_us = RECORD_NO_START,
+					  .dur_us = it};
 
 		if (agent_add_phases(t->a, &ph, 1) != 0)
 			abort();

@@ -75,8 +75,7 @@ static int g_phase(void *c, const struct record_phase *r, const char *n, const c
 	}
 	return 0;
 }
-static int g_kernel(void *c, const struct record_kernel *r, const char *n, const int64_t *d, size_t nd,
-		    const char **w)
+static int g_kernel(void *c, const struct record_kernel *r, const char *n, const int64_t *d, size_t nd, const char **w)
 {
 	(void)w;
 	struct got *g = c;
@@ -122,8 +121,10 @@ static void detect(void **state)
 		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"Kernel\", \"name\": \"k\"}]}", IMPORT_KINETO},
 		{"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\"}]}", IMPORT_KINETO},
 		/* torch.profiler without Kineto (Debian's CPU torch): a bare array */
-		{"[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 62, \"dur\": 8, \"tid\": 1, \"pid\": \"CPU functions\", "
-		 "\"args\": {}}]", IMPORT_KINETO},
+		{"[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 62, \"dur\": 8, \"tid\": 1, \"pid\": \"CPU "
+		 "functions\", "
+		 "\"args\": {}}]",
+		 IMPORT_KINETO},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		assert_int_equal(import_detect(put("d", cases[i].text), err, sizeof(err)), cases[i].want);
@@ -137,7 +138,8 @@ static void nccl_names(void **state)
 {
 	(void)state;
 	char t[32];
-	assert_int_equal(import_kineto_nccl_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", t, sizeof(t)), 1);
+	assert_int_equal(import_kineto_nccl_type("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", t, sizeof(t)),
+			 1);
 	assert_string_equal(t, "AllReduce");
 	assert_int_equal(import_kineto_nccl_type("ncclDevKernel_SendRecv(ncclDevComm*)", t, sizeof(t)), 1);
 	assert_string_equal(t, "SendRecv");
@@ -151,7 +153,8 @@ static void kineto_steps(void **state)
 	(void)state;
 	char err[1024];
 	struct got g;
-	const char *p = put("k.json",
+	const char *p = put(
+		"k.json",
 		"{\"distributedInfo\":{\"rank\":1,\"world_size\":2},\"traceEvents\":["
 		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"early\",\"ts\":500,\"dur\":1},"
 		"{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#4\",\"ts\":2000,\"dur\":900},"
@@ -211,17 +214,25 @@ static void kineto_cpu(void **state)
 	(void)state;
 	char err[1024];
 	struct got g;
-	const char *p = put("cpu.json",
-		"[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 10, \"dur\": 5, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"ProfilerStep#3\", \"ph\": \"X\", \"ts\": 100, \"dur\": 1000, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__\", \"ph\": \"X\", \"ts\": 110, "
-		"\"dur\": 50, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"aten::linear\", \"ph\": \"X\", \"ts\": 200, \"dur\": 300, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"aten::addmm\", \"ph\": \"X\", \"ts\": 210, \"dur\": 250, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"aten::add_\", \"ph\": \"X\", \"ts\": 250, \"dur\": 600, \"tid\": 2, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"DeviceBackward\", \"ph\": \"X\", \"ts\": 600, \"dur\": 200, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"ProfilerStep#4\", \"ph\": \"X\", \"ts\": 1100, \"dur\": 500, \"tid\": 1, \"pid\": \"CPU functions\"},"
-		"{\"name\": \"aten::mm\", \"ph\": \"X\", \"ts\": 1150, \"dur\": 70, \"tid\": 1, \"pid\": \"CPU functions\"}]");
+	const char *p = put("cpu.json", "[{\"name\": \"aten::zeros\", \"ph\": \"X\", \"ts\": 10, \"dur\": 5, \"tid\": "
+					"1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"ProfilerStep#3\", \"ph\": \"X\", \"ts\": 100, \"dur\": 1000, "
+					"\"tid\": 1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__\", "
+					"\"ph\": \"X\", \"ts\": 110, "
+					"\"dur\": 50, \"tid\": 1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"aten::linear\", \"ph\": \"X\", \"ts\": 200, \"dur\": 300, "
+					"\"tid\": 1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"aten::addmm\", \"ph\": \"X\", \"ts\": 210, \"dur\": 250, "
+					"\"tid\": 1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"aten::add_\", \"ph\": \"X\", \"ts\": 250, \"dur\": 600, \"tid\": "
+					"2, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"DeviceBackward\", \"ph\": \"X\", \"ts\": 600, \"dur\": 200, "
+					"\"tid\": 1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"ProfilerStep#4\", \"ph\": \"X\", \"ts\": 1100, \"dur\": 500, "
+					"\"tid\": 1, \"pid\": \"CPU functions\"},"
+					"{\"name\": \"aten::mm\", \"ph\": \"X\", \"ts\": 1150, \"dur\": 70, \"tid\": "
+					"1, \"pid\": \"CPU functions\"}]");
 	assert_int_equal(run(IMPORT_AUTO, p, &g, err), 0);
 	assert_int_equal(g.nit, 2);
 	assert_int_equal(g.it[0].iter, 3);
@@ -253,9 +264,10 @@ static void kineto_fallbacks(void **state)
 	struct got g;
 	memset(&g, 0, sizeof(g));
 	const char *p[2];
-	p[0] = put("a.json", "{\"distributedInfo\":{\"rank\":5},\"traceEvents\":["
-			     "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":100,\"dur\":50},"
-			     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":110,\"dur\":20}]}");
+	p[0] = put("a.json",
+		   "{\"distributedInfo\":{\"rank\":5},\"traceEvents\":["
+		   "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":100,\"dur\":50},"
+		   "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":110,\"dur\":20}]}");
 	p[1] = put("b.json", "{\"distributedInfo\":{\"backend\":\"nccl\"},\"traceEvents\":["
 			     "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"ts\":200,\"dur\":30},"
 			     "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":210,\"dur\":40}]}");
@@ -331,15 +343,23 @@ static void chrome_layout(void **state)
 	char err[1024];
 	struct got g;
 	put("meta-T.yaml", "trial_name: T\npp_size: 2\ntp_size: 1\ndp_size: 2\n");
-	const char *p = put("timeline-T.json",
-		"[{\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 0, TP rank 0, compute\"}},"
-		"{\"name\":\"thread_name\",\"pid\":1,\"tid\":5,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 1, TP rank 0, compute\"}},"
-		"{\"name\":\"thread_name\",\"pid\":1,\"tid\":6,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 1, TP rank 0, dp-comm\"}},"
-		"{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":10,\"dur\":100,\"args\":{\"step\":9}},"
-		"{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":200,\"dur\":50,\"args\":{\"step\":9}},"
-		"{\"name\":\"gc\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":300,\"dur\":5,\"args\":{\"step\":9}},"
-		"{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":1,\"tid\":5,\"ts\":20,\"dur\":300,\"args\":{\"step\":12}},"
-		"{\"name\":\"grads-reduce-scatter\",\"ph\":\"X\",\"pid\":1,\"tid\":6,\"ts\":330,\"dur\":-3,\"args\":{\"step\":12}}]");
+	const char *p =
+		put("timeline-T.json",
+		    "[{\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 0, TP "
+		    "rank 0, compute\"}},"
+		    "{\"name\":\"thread_name\",\"pid\":1,\"tid\":5,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 1, TP "
+		    "rank 0, compute\"}},"
+		    "{\"name\":\"thread_name\",\"pid\":1,\"tid\":6,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 1, TP "
+		    "rank 0, dp-comm\"}},"
+		    "{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":10,\"dur\":100,\"args\":{"
+		    "\"step\":9}},"
+		    "{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":200,\"dur\":50,\"args\":{"
+		    "\"step\":9}},"
+		    "{\"name\":\"gc\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":300,\"dur\":5,\"args\":{\"step\":9}},"
+		    "{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":1,\"tid\":5,\"ts\":20,\"dur\":300,\"args\":{"
+		    "\"step\":12}},"
+		    "{\"name\":\"grads-reduce-scatter\",\"ph\":\"X\",\"pid\":1,\"tid\":6,\"ts\":330,\"dur\":-3,"
+		    "\"args\":{\"step\":12}}]");
 	assert_int_equal(run(IMPORT_AUTO, p, &g, err), 0);
 	assert_int_equal(g.job.world, 4);
 	assert_int_equal(g.job.pp, 2);
@@ -408,12 +428,14 @@ static void sink_refuses(void **state)
 	(void)state;
 	char err[1024], want[1100];
 	const char *paths[] = {
-		put("r.json", "{\"distributedInfo\":{\"rank\":0,\"world_size\":1},\"traceEvents\":["
-			      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":10,\"dur\":90},"
-			      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":20,\"dur\":40}]}"),
-		put("r-timeline.json",
-		    "[{\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"ph\":\"M\",\"args\":{\"name\":\"PP rank 0, TP rank 0, compute\"}},"
-		    "{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":10,\"dur\":100,\"args\":{\"step\":1}}]"),
+		put("r.json",
+		    "{\"distributedInfo\":{\"rank\":0,\"world_size\":1},\"traceEvents\":["
+		    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":10,\"dur\":90},"
+		    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"ts\":20,\"dur\":40}]}"),
+		put("r-timeline.json", "[{\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"ph\":\"M\",\"args\":{\"name\":"
+				       "\"PP rank 0, TP rank 0, compute\"}},"
+				       "{\"name\":\"forward-compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":10,"
+				       "\"dur\":100,\"args\":{\"step\":1}}]"),
 		put("r.csv", "worker,time,batch_time_norm\n0,1,400\n"),
 	};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
@@ -469,10 +491,10 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(detect),      cmocka_unit_test(nccl_names), cmocka_unit_test(kineto_steps),
-		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(kineto_cpu), cmocka_unit_test(expand_dirs),
+		cmocka_unit_test(detect),           cmocka_unit_test(nccl_names),    cmocka_unit_test(kineto_steps),
+		cmocka_unit_test(kineto_fallbacks), cmocka_unit_test(kineto_cpu),    cmocka_unit_test(expand_dirs),
 		cmocka_unit_test(kineto_long_name), cmocka_unit_test(chrome_layout), cmocka_unit_test(csv_rows),
-		cmocka_unit_test(sink_refuses), cmocka_unit_test(summary),
+		cmocka_unit_test(sink_refuses),     cmocka_unit_test(summary),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	char cmd[300];

@@ -68,8 +68,8 @@ static int s_phase(void *c, const struct record_phase *r, const char *name, cons
 	return 0;
 }
 
-static int s_kernel(void *c, const struct record_kernel *r, const char *name, const int64_t *d,
-		    size_t n, const char **why)
+static int s_kernel(void *c, const struct record_kernel *r, const char *name, const int64_t *d, size_t n,
+		    const char **why)
 {
 	struct seen *s = c;
 	(void)why;
@@ -82,8 +82,8 @@ static int s_kernel(void *c, const struct record_kernel *r, const char *name, co
 	return 0;
 }
 
-static int s_event(void *c, const char *host, const char *kind, int64_t ts, const char *source,
-		   const char *detail, const char **why)
+static int s_event(void *c, const char *host, const char *kind, int64_t ts, const char *source, const char *detail,
+		   const char **why)
 {
 	struct seen *s = c;
 	(void)host;
@@ -119,10 +119,14 @@ static const char good[] =
 	"{\"type\":\"host\",\"job\":\"J\",\"rank\":10352,\"host\":\"node-\\u00e9\\ud83d\\ude00\"}\n"
 	"  {\"type\":\"iter\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"start_us\":3600000000,\"dur_us\":91000000,"
 	"\"extra\":{\"a\":[1,2,{\"b\":null}],\"c\":true}}\r\n"
-	"{\"type\":\"phase\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"name\":\"mlp\",\"kind\":\"compute\",\"group\":\"ep\",\"dur_us\":250000}\n"
-	"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"name\":\"sm90_gemm\",\"kind\":\"compute\",\"count\":96,\"durs_us\":[2510, 2490,-1e3]}\n"
-	"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":120,\"name\":\"k\",\"kind\":\"comm\",\"count\":9,\"sum_us\":9,\"min_us\":1,\"max_us\":3,\"p50_us\":2}\n"
-	"{\"type\":\"event\",\"job\":\"J\",\"host\":\"node-1294\",\"kind\":\"port_down\",\"ts_us\":3590000000,\"source\":\"oob\",\"detail\":\"eth3\\n\"}\n"
+	"{\"type\":\"phase\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"name\":\"mlp\",\"kind\":\"compute\",\"group\":"
+	"\"ep\",\"dur_us\":250000}\n"
+	"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":10352,\"iter\":120,\"name\":\"sm90_gemm\",\"kind\":\"compute\","
+	"\"count\":96,\"durs_us\":[2510, 2490,-1e3]}\n"
+	"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":120,\"name\":\"k\",\"kind\":\"comm\",\"count\":9,\"sum_"
+	"us\":9,\"min_us\":1,\"max_us\":3,\"p50_us\":2}\n"
+	"{\"type\":\"event\",\"job\":\"J\",\"host\":\"node-1294\",\"kind\":\"port_down\",\"ts_us\":3590000000,"
+	"\"source\":\"oob\",\"detail\":\"eth3\\n\"}\n"
 	"{\"type\":\"future_record\",\"x\":1}\n";
 
 static void reads_everything(void **state)
@@ -166,8 +170,10 @@ static void errors_name_file_and_line(void **state)
 		{"{\"type\":\"iter\",\"rank\":1,\"iter\":2}", "missing field \"dur_us\""},
 		{"{\"type\":\"iter\",\"rank\":-1,\"iter\":2,\"dur_us\":3}", "invalid field \"rank\""},
 		{"{\"type\":\"iter\",\"rank\":\"7\",\"iter\":2,\"dur_us\":3}", "invalid field \"rank\""},
-		{"{\"type\":\"phase\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"gpu\",\"dur_us\":3}", "unknown kind"},
-		{"{\"type\":\"kernel\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"comm\",\"durs_us\":[1,\"a\"]}", "invalid field \"durs_us\""},
+		{"{\"type\":\"phase\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"gpu\",\"dur_us\":3}",
+		 "unknown kind"},
+		{"{\"type\":\"kernel\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"comm\",\"durs_us\":[1,\"a\"]}",
+		 "invalid field \"durs_us\""},
 		{"{\"type\":\"iter\",\"rank\":99,\"iter\":2,\"dur_us\":3}", "rank 99 refused"},
 		{"[1,2]", "not an object"},
 		{"{\"type\":\"iter\"} x", "trailing"},

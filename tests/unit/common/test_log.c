@@ -26,7 +26,9 @@ static void escape(void **state)
 		{"\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"},
 		{"x\r\ty\x7f", "x\\r\\ty\\x7f"},
 		{"say \"hi\" \\ bye", "say \\\"hi\\\" \\\\ bye"},
-		{"\xc2\x9b" "2J", "\\xc2\\x9b2J"},
+		{"\xc2\x9b"
+		 "2J",
+		 "\\xc2\\x9b2J"},
 		{"", ""},
 	};
 	char buf[LOG_ESCAPE_MAX];

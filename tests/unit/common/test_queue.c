@@ -16,10 +16,7 @@ struct item {
 	struct queue_item link;
 };
 
-static int id_of(const struct queue_item *it)
-{
-	return queue_entry(it, struct item, link)->id;
-}
+static int id_of(const struct queue_item *it) { return queue_entry(it, struct item, link)->id; }
 
 static void full_rule(void **state)
 {

@@ -6,8 +6,14 @@
 #include <string.h>
 
 static const char *const categories[] = {
-	"none", "compute_degradation", "communication_degradation", "kernel_stall", "host_delay",
-	"hang", "stage_imbalance", NULL,
+	"none",
+	"compute_degradation",
+	"communication_degradation",
+	"kernel_stall",
+	"host_delay",
+	"hang",
+	"stage_imbalance",
+	NULL,
 };
 
 /* "nan" or "inf" as a word of their own, any case ("-nan", "inf)", not "info") */
@@ -16,8 +22,7 @@ static int has_nonfinite(const char *s)
 	for (const char *p = s; *p; p++) {
 		if (p != s && isalnum((unsigned char)p[-1]))
 			continue;
-		if ((strncasecmp(p, "nan", 3) == 0 || strncasecmp(p, "inf", 3) == 0) &&
-		    !isalpha((unsigned char)p[3]))
+		if ((strncasecmp(p, "nan", 3) == 0 || strncasecmp(p, "inf", 3) == 0) && !isalpha((unsigned char)p[3]))
 			return 1;
 	}
 	return 0;

@@ -68,7 +68,8 @@ static void small_groups_fall_back(void **state)
 		assert_true(rep.suspects[0].ev[0].ratio > 2.5 && rep.suspects[0].ev[0].ratio < 3.5);
 		/* a group of 2 has no spread of its own; one of 4 does (a median of 4 holds one
 		 * outlier), but the rank's own change is the stronger evidence there */
-		assert_true(dps[i] < 4 ? isnan(rep.suspects[0].ev[0].group_cv) : isfinite(rep.suspects[0].ev[0].group_cv));
+		assert_true(dps[i] < 4 ? isnan(rep.suspects[0].ev[0].group_cv)
+				       : isfinite(rep.suspects[0].ev[0].group_cv));
 		report_free(&rep);
 		engine_destroy(e);
 	}

@@ -27,8 +27,7 @@
 #define MAX_KERNELS 200
 
 enum fault { F_NONE, F_SLOW_RANK, F_SLOW_NODE, F_SLOW_COMM, F_HEAVY_STAGE, F_COUNT };
-static const char *const fault_names[] = {"none", "slow rank", "slow node", "slow comm phase",
-					  "heavy stage"};
+static const char *const fault_names[] = {"none", "slow rank", "slow node", "slow comm phase", "heavy stage"};
 
 enum { P_ATTN, P_MLP, P_TP_AR, P_DP_RS, P_PP_SR, P_LOADER, P_COUNT };
 static const struct {
@@ -48,16 +47,10 @@ struct rng {
 	unsigned s;
 };
 
-static uint32_t below(struct rng *r, uint32_t n)
-{
-	return (uint32_t)rand_r(&r->s) % n;
-}
+static uint32_t below(struct rng *r, uint32_t n) { return (uint32_t)rand_r(&r->s) % n; }
 
 /* 1 + uniform in [-a, a] */
-static double jit(struct rng *r, double a)
-{
-	return 1 + a * (2.0 * rand_r(&r->s) / RAND_MAX - 1);
-}
+static double jit(struct rng *r, double a) { return 1 + a * (2.0 * rand_r(&r->s) / RAND_MAX - 1); }
 
 struct job {
 	struct topo t;
@@ -82,8 +75,8 @@ static void random_topology(struct rng *r, struct topo *t)
 		uint32_t want = 1u << below(r, 9), dp = ep * (want / per ? want / per : 1);
 		uint32_t gpn = 1u << below(r, 4);
 		char err[128];
-		if (topo_init(t, tp * cp * pp * dp, tp, cp, pp, dp, ep, orders[below(r, 4)], gpn, err,
-			      sizeof(err)) == 0)
+		if (topo_init(t, tp * cp * pp * dp, tp, cp, pp, dp, ep, orders[below(r, 4)], gpn, err, sizeof(err)) ==
+		    0)
 			return;
 	}
 }
@@ -96,8 +89,8 @@ static int in_target(const struct job *j, uint32_t rank)
 }
 
 /* one rank-iteration: phases, kernels, the iteration record */
-static void add_rank_iter(struct store *s, struct rng *r, const struct job *j, uint32_t rank,
-			  uint32_t it, int64_t t0, double *dur_ms)
+static void add_rank_iter(struct store *s, struct rng *r, const struct job *j, uint32_t rank, uint32_t it, int64_t t0,
+			  double *dur_ms)
 {
 	int faulty = it >= ONSET && j->fault != F_NONE, hit = faulty && in_target(j, rank);
 	double compute = phases[P_ATTN].ms + phases[P_MLP].ms, wait = 0;
@@ -116,8 +109,8 @@ static void add_rank_iter(struct store *s, struct rng *r, const struct job *j, u
 			ms *= j->factor;
 		if (p == (j->fault == F_HEAVY_STAGE ? P_PP_SR : P_DP_RS))
 			ms += wait;
-		struct record_phase ph = {rank, it, j->pid[p], phases[p].kind, phases[p].group, off,
-					  (int64_t)(ms * 1000)};
+		struct record_phase ph = {
+			rank, it, j->pid[p], phases[p].kind, phases[p].group, off, (int64_t)(ms * 1000)};
 		assert_true(store_add_phase(s, &ph) >= 0);
 		off += ph.dur_us;
 	}
@@ -129,7 +122,9 @@ static void add_rank_iter(struct store *s, struct rng *r, const struct job *j, u
 			us *= j->factor;
 		if (faulty && !hit && comm)
 			us *= 1.5; /* NCCL kernels of waiting ranks include the wait */
-		struct record_kernel kr = {.rank = rank, .iter = it, .name = j->kid[k],
+		struct record_kernel kr = {.rank = rank,
+					   .iter = it,
+					   .name = j->kid[k],
 					   .kind = comm ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE,
 					   .count = 4 + k % 13};
 		int64_t durs[4];
@@ -220,19 +215,14 @@ static void random_jobs(void **state)
 		j.snapshot_every_due = below(&r, 4) == 0;
 		uint32_t gpn = j.t.gpus_per_node;
 		switch (j.fault) {
-		case F_SLOW_RANK:
-			j.target = below(&r, j.t.world), j.ntarget = 1;
-			break;
+		case F_SLOW_RANK: j.target = below(&r, j.t.world), j.ntarget = 1; break;
 		case F_SLOW_NODE:
-		case F_SLOW_COMM:
-			j.target = below(&r, (j.t.world + gpn - 1) / gpn) * gpn, j.ntarget = gpn;
-			break;
+		case F_SLOW_COMM: j.target = below(&r, (j.t.world + gpn - 1) / gpn) * gpn, j.ntarget = gpn; break;
 		case F_HEAVY_STAGE:
 			j.factor = 1.6;
 			j.stage = (int)below(&r, j.t.pp);
 			break;
-		default:
-			break;
+		default: break;
 		}
 		struct report rep;
 		run_job(&r, &j, &rep);

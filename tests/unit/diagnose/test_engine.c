@@ -15,14 +15,13 @@
 
 #define WORLD 64 /* tp 2, pp 4, dp 8 */
 #define ITERS 60
-#define SLOW 21  /* stage 1 (ranks 16-31), slow from 20 to 39 */
+#define SLOW 21 /* stage 1 (ranks 16-31), slow from 20 to 39 */
 
 struct rec {
 	uint32_t rank, iter;
 };
 
-static void add_rank_iter(struct store *s, uint32_t mlp, uint32_t rs, uint32_t r, uint32_t it,
-			  uint32_t *seed)
+static void add_rank_iter(struct store *s, uint32_t mlp, uint32_t rs, uint32_t r, uint32_t it, uint32_t *seed)
 {
 	*seed = *seed * 1103515245u + 12345u;
 	double j = 1 + ((*seed >> 16) % 1000) / 1000.0 * 0.06 - 0.03;
@@ -31,8 +30,7 @@ static void add_rank_iter(struct store *s, uint32_t mlp, uint32_t rs, uint32_t r
 	int64_t c = (int64_t)(500000 * j + (bad && r != SLOW ? 2000000 : 0));
 	struct record_phase p1 = {r, it, mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, m};
 	struct record_phase p2 = {r, it, rs, RECORD_KIND_COMM, RECORD_GROUP_DP, m, c};
-	struct record_iter ri = {r, it, 1000000000LL + (int64_t)it * 4000000,
-				 1600000 + (bad ? 2000000 : 0)};
+	struct record_iter ri = {r, it, 1000000000LL + (int64_t)it * 4000000, 1600000 + (bad ? 2000000 : 0)};
 	assert_int_equal(store_add_iter(s, &ri), 0);
 	assert_int_equal(store_add_phase(s, &p2), 0);
 	assert_int_equal(store_add_phase(s, &p1), 0);

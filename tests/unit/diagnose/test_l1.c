@@ -191,7 +191,7 @@ static void intermittent_straggler(void **state)
 	assert_int_equal(l.windows, 1);
 	assert_int_equal(l.mode, L1_INTERMITTENT);
 	assert_true(l.first_iter >= 99 && l.first_iter <= 102); /* the checkpoint at 99 may lead */
-	assert_true(opened >= 110 && opened <= 114); /* the 3rd or 4th slow one */
+	assert_true(opened >= 110 && opened <= 114);            /* the 3rd or 4th slow one */
 	/* the last slow one, or the checkpoint just after it (any high extends such a window) */
 	assert_true(l.last_iter == 198 || l.last_iter == 199);
 	assert_int_equal(closed, l.last_iter + 10); /* after 10 normal ones */
@@ -230,14 +230,10 @@ static void gradual_drift(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(noise_opens_nothing),
-		cmocka_unit_test(resumed_window),
-		cmocka_unit_test(rise_inside_window),
-		cmocka_unit_test(regression_opens_and_closes),
-		cmocka_unit_test(checkpoint_after_recovery),
-		cmocka_unit_test(small_regression_below_threshold),
-		cmocka_unit_test(intermittent_straggler),
-		cmocka_unit_test(gradual_drift),
+		cmocka_unit_test(noise_opens_nothing),       cmocka_unit_test(resumed_window),
+		cmocka_unit_test(rise_inside_window),        cmocka_unit_test(regression_opens_and_closes),
+		cmocka_unit_test(checkpoint_after_recovery), cmocka_unit_test(small_regression_below_threshold),
+		cmocka_unit_test(intermittent_straggler),    cmocka_unit_test(gradual_drift),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,12 @@ static struct store *make_with(int slow)
 			if (slow && r == 5 && it >= 16)
 				v *= 3;
 			struct record_phase p = {r, it, a, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, v};
-			struct record_phase q = {r, it, b, RECORD_KIND_COMM, RECORD_GROUP_DP, 0,
+			struct record_phase q = {r,
+						 it,
+						 b,
+						 RECORD_KIND_COMM,
+						 RECORD_GROUP_DP,
+						 0,
 						 slow && r == 6 && it >= 16 ? 20000 : 50000};
 			struct record_iter ri = {r, it, 0, 1000000};
 			assert_int_equal(store_add_iter(s, &ri), 0);
@@ -42,10 +47,7 @@ static struct store *make_with(int slow)
 	return s;
 }
 
-static struct store *make(void)
-{
-	return make_with(1);
-}
+static struct store *make(void) { return make_with(1); }
 
 static void robust_values_and_flags(void **state)
 {

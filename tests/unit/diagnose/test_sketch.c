@@ -206,10 +206,8 @@ static void wide_range_collapses(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(quantiles_within_error),
-		cmocka_unit_test(merge_associative),
-		cmocka_unit_test(bytes_round_trip),
-		cmocka_unit_test(ks_statistic),
+		cmocka_unit_test(quantiles_within_error), cmocka_unit_test(merge_associative),
+		cmocka_unit_test(bytes_round_trip),       cmocka_unit_test(ks_statistic),
 		cmocka_unit_test(wide_range_collapses),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -64,7 +64,8 @@ static void against_gsl(void **state)
 			double smad = gsl_stats_mad(w, 1, n, s);
 			for (size_t i = 0; i < n; i++)
 				if (smad > 0)
-					assert_close(stats_robust_z(x[i], g.median, g.mad, 0), (x[i] - gmed) / smad, 1e-6);
+					assert_close(stats_robust_z(x[i], g.median, g.mad, 0), (x[i] - gmed) / smad,
+						     1e-6);
 			/* x was not modified by stats_group */
 			assert_memory_equal(x, y, n * sizeof(double));
 			/* median_inplace agrees for every size */

@@ -316,7 +316,8 @@ static void blank_snapshot(void **state)
 			k.iter = it;
 			assert_int_equal(store_add_kernel(s, &k, d, 3), 0);
 			add_iter(s, r, it, 2000 + it);
-			struct record_phase ph = {r, it, (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, 700 + r};
+			struct record_phase ph = {r, it,     (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE,
+						  0, 700 + r};
 			assert_int_equal(store_add_phase(s, &ph), 0);
 		}
 	struct store *c = store_snapshot_reuse(b, s);
@@ -357,12 +358,9 @@ static void blank_snapshot(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(completion_in_order),
-		cmocka_unit_test(partial_iteration_after_restart),
-		cmocka_unit_test(ring_and_phases),
-		cmocka_unit_test(kernels_and_snapshot),
-		cmocka_unit_test(iteration_jump_is_cheap),
-		cmocka_unit_test(snapshot_of_zero_sketch),
+		cmocka_unit_test(completion_in_order),     cmocka_unit_test(partial_iteration_after_restart),
+		cmocka_unit_test(ring_and_phases),         cmocka_unit_test(kernels_and_snapshot),
+		cmocka_unit_test(iteration_jump_is_cheap), cmocka_unit_test(snapshot_of_zero_sketch),
 		cmocka_unit_test(blank_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -158,12 +158,18 @@ static void field_tags(void **state)
 	env.msg_case = CULPRIT__V1__ENVELOPE__MSG_BATCH;
 	env.batch = &b;
 	assert_int_equal(frame_pack(&env, buf), FRAME_HEADER + 12);
-	const uint8_t want[12] = {
-		(uint8_t)frame_field_tag(&culprit__v1__envelope__descriptor, "batch"), 10,
-		(uint8_t)frame_field_tag(&culprit__v1__batch__descriptor, "seq"), 0xac, 0x02,
-		(uint8_t)frame_field_tag(&culprit__v1__batch__descriptor, "name_defs"), 5,
-		(uint8_t)frame_field_tag(&culprit__v1__name_def__descriptor, "id"), 7,
-		(uint8_t)frame_field_tag(&culprit__v1__name_def__descriptor, "name"), 1, 'x'};
+	const uint8_t want[12] = {(uint8_t)frame_field_tag(&culprit__v1__envelope__descriptor, "batch"),
+				  10,
+				  (uint8_t)frame_field_tag(&culprit__v1__batch__descriptor, "seq"),
+				  0xac,
+				  0x02,
+				  (uint8_t)frame_field_tag(&culprit__v1__batch__descriptor, "name_defs"),
+				  5,
+				  (uint8_t)frame_field_tag(&culprit__v1__name_def__descriptor, "id"),
+				  7,
+				  (uint8_t)frame_field_tag(&culprit__v1__name_def__descriptor, "name"),
+				  1,
+				  'x'};
 	assert_memory_equal(buf + FRAME_HEADER, want, 12);
 	/* a packed repeated scalar is length-delimited; no such field: 0 */
 	assert_int_equal(frame_field_tag(&culprit__v1__batch__descriptor, "phase_rank") & 7, 2);
@@ -174,12 +180,9 @@ static void field_tags(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(round_trip),
-		cmocka_unit_test(need_more_at_every_cut),
-		cmocka_unit_test(malformed_lengths),
-		cmocka_unit_test(garbage_body_is_refused),
-		cmocka_unit_test(hex_sample),
-		cmocka_unit_test(unpacked_size),
+		cmocka_unit_test(round_trip),        cmocka_unit_test(need_more_at_every_cut),
+		cmocka_unit_test(malformed_lengths), cmocka_unit_test(garbage_body_is_refused),
+		cmocka_unit_test(hex_sample),        cmocka_unit_test(unpacked_size),
 		cmocka_unit_test(field_tags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

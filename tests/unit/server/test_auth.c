@@ -25,7 +25,8 @@ static void token_equal(void **state)
 		{"s3cret", "s3cret ", false}, /* longer */
 		{"", "", true},
 		{"", "x", false},
-		{"a-long-token-0123456789abcdef0123456789abcdef", "a-long-token-0123456789abcdef0123456789abcdeF", false},
+		{"a-long-token-0123456789abcdef0123456789abcdef", "a-long-token-0123456789abcdef0123456789abcdeF",
+		 false},
 	};
 
 	(void)state;
@@ -297,7 +298,7 @@ static void http(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(token_equal), cmocka_unit_test(token_valid), cmocka_unit_test(job_tokens_parse),
+		cmocka_unit_test(token_equal), cmocka_unit_test(token_valid),      cmocka_unit_test(job_tokens_parse),
 		cmocka_unit_test(agents),      cmocka_unit_test(refused_settings), cmocka_unit_test(http),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,7 +17,8 @@ static void shown(void **state)
 	static const struct {
 		const char *name, *value, *want;
 	} cases[] = {
-		{"db", "host=db user=culprit password=pw1 dbname=culprit", "host=db user=culprit password=**** dbname=culprit"},
+		{"db", "host=db user=culprit password=pw1 dbname=culprit",
+		 "host=db user=culprit password=**** dbname=culprit"},
 		{"db", "password='p w\\'2' host=db", "password=**** host=db"},
 		{"db", "host=db password = pw3", "host=db password=****"},
 		{"db", "postgresql://culprit:pw4@db:5432/culprit", "postgresql://culprit:****@db:5432/culprit"},
@@ -49,7 +50,8 @@ static void shown(void **state)
 		assert_int_equal(config_set(&cfg, cases[i].name, cases[i].value, false, err, sizeof(err)), 0);
 		config_shown(&cfg, cases[i].name, buf, sizeof(buf));
 		if (strcmp(buf, cases[i].want) != 0)
-			fail_msg("%s = \"%s\": shown as \"%s\", want \"%s\"", cases[i].name, cases[i].value, buf, cases[i].want);
+			fail_msg("%s = \"%s\": shown as \"%s\", want \"%s\"", cases[i].name, cases[i].value, buf,
+				 cases[i].want);
 		config_free(&cfg);
 	}
 	(void)state;
@@ -65,7 +67,8 @@ static void shown_short_buffer(void **state)
 	assert_int_equal(config_set(&cfg, "db", "host=db password=abcdefghijkl", false, err, sizeof(err)), 0);
 	config_shown(&cfg, "db", buf, sizeof(buf));
 	assert_string_equal(buf, "host=db password=****");
-	assert_int_equal(config_set(&cfg, "db", "host=database.example password=abcdefghijkl", false, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&cfg, "db", "host=database.example password=abcdefghijkl", false, err, sizeof(err)),
+			 0);
 	config_shown(&cfg, "db", buf, sizeof(buf));
 	assert_null(strstr(buf, "abc"));
 	config_free(&cfg);
@@ -80,7 +83,7 @@ static void url_schemes(void **state)
 	} cases[] = {
 		{"webhook_url", "https://hooks.example/in", 1}, {"webhook_url", "HTTP://hooks.example/in", 1},
 		{"webhook_url", "ftp://hooks.example/in", 0},   {"webhook_url", "file:///etc/passwd", 0},
-		{"webhook_url", "hooks.example/in", 0},	       {"slack_url", "gopher://SECRETPATH", 0},
+		{"webhook_url", "hooks.example/in", 0},         {"slack_url", "gopher://SECRETPATH", 0},
 		{"alertmanager_url", "dict://am:11211", 0},     {"pagerduty_url", "ldap://pd", 0},
 		{"public_url", "javascript:alert(1)", 0},       {"webhook_url", "", 1},
 	};

@@ -79,8 +79,9 @@ static void test_one_and_defaults(void **state)
 
 static void test_array(void **state)
 {
-	const char *body = "[{\"host\":\"a\",\"kind\":\"ecc\",\"ts_us\":5,\"source\":\"dcgm\",\"detail\":\"dbe\",\"job\":\"J\"},"
-			   "{\"host\":\"b\",\"kind\":\"link_flap\",\"ts_us\":null,\"job\":null}]";
+	const char *body =
+		"[{\"host\":\"a\",\"kind\":\"ecc\",\"ts_us\":5,\"source\":\"dcgm\",\"detail\":\"dbe\",\"job\":\"J\"},"
+		"{\"host\":\"b\",\"kind\":\"link_flap\",\"ts_us\":null,\"job\":null}]";
 	struct event_body b;
 	char err[256];
 
@@ -110,7 +111,8 @@ static void test_limits(void **state)
 	for (int extra = 0; extra < 2; extra++) {
 		len = (size_t)snprintf(body, cap, "[");
 		for (int i = 0; i < EVENT_BODY_MAX + extra; i++)
-			len += (size_t)snprintf(body + len, cap - len, "%s{\"host\":\"h\",\"kind\":\"k\"}", i ? "," : "");
+			len += (size_t)snprintf(body + len, cap - len, "%s{\"host\":\"h\",\"kind\":\"k\"}",
+						i ? "," : "");
 		len += (size_t)snprintf(body + len, cap - len, "]");
 		assert_int_equal(event_body_parse(body, len, NOW, &b, err, sizeof(err)), extra ? 413 : 0);
 		if (!extra)

@@ -37,17 +37,52 @@ static void build(struct trace_data *d)
 	static const char *const names[] = {"fwd", "bwd \"x\" \\ y\n", "opt", "sm90_gemm"};
 	struct trace_slice s[] = {
 		{.rank = 8, .iter = 3, .start_us = T0 + 5000, .dur_us = 50, .type = TRACE_SLICE_ITER, .start_known = 1},
-		{.rank = 0, .iter = 3, .start_us = T0 + 1040, .dur_us = 80, .name = 1, .type = TRACE_SLICE_PHASE,
-		 .kind = RECORD_KIND_COMPUTE, .start_known = 1},
-		{.rank = 0, .iter = 3, .start_us = T0 + 1000, .dur_us = 100, .type = TRACE_SLICE_ITER, .start_known = 1},
-		{.rank = 0, .iter = 3, .start_us = T0 + 1000, .dur_us = 40, .name = 0, .type = TRACE_SLICE_PHASE,
-		 .kind = RECORD_KIND_COMPUTE, .start_known = 1},
-		{.rank = 0, .iter = 3, .start_us = T0 + 1100, .dur_us = 0, .name = 2, .type = TRACE_SLICE_PHASE,
-		 .kind = RECORD_KIND_HOST, .start_known = 0},
-		{.rank = 0, .iter = 3, .start_us = T0 + 1010, .dur_us = 30, .name = 3, .type = TRACE_SLICE_KERNEL,
-		 .stream = 3, .start_known = 1},
-		{.rank = 0, .iter = 3, .start_us = T0 + 1020, .dur_us = 30, .name = 3, .type = TRACE_SLICE_KERNEL,
-		 .stream = 3, .start_known = 1},
+		{.rank = 0,
+		 .iter = 3,
+		 .start_us = T0 + 1040,
+		 .dur_us = 80,
+		 .name = 1,
+		 .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_COMPUTE,
+		 .start_known = 1},
+		{.rank = 0,
+		 .iter = 3,
+		 .start_us = T0 + 1000,
+		 .dur_us = 100,
+		 .type = TRACE_SLICE_ITER,
+		 .start_known = 1},
+		{.rank = 0,
+		 .iter = 3,
+		 .start_us = T0 + 1000,
+		 .dur_us = 40,
+		 .name = 0,
+		 .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_COMPUTE,
+		 .start_known = 1},
+		{.rank = 0,
+		 .iter = 3,
+		 .start_us = T0 + 1100,
+		 .dur_us = 0,
+		 .name = 2,
+		 .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_HOST,
+		 .start_known = 0},
+		{.rank = 0,
+		 .iter = 3,
+		 .start_us = T0 + 1010,
+		 .dur_us = 30,
+		 .name = 3,
+		 .type = TRACE_SLICE_KERNEL,
+		 .stream = 3,
+		 .start_known = 1},
+		{.rank = 0,
+		 .iter = 3,
+		 .start_us = T0 + 1020,
+		 .dur_us = 30,
+		 .name = 3,
+		 .type = TRACE_SLICE_KERNEL,
+		 .stream = 3,
+		 .start_known = 1},
 	};
 
 	memset(d, 0, sizeof(*d));
@@ -73,7 +108,8 @@ static void build(struct trace_data *d)
 	d->n_instants = d->cap_instants = 2;
 	d->instants = calloc(2, sizeof(*d->instants));
 	assert_non_null(d->instants);
-	d->instants[0] = (struct trace_instant){T0 + 1000, dup("compute_degradation"), dup("slow \"mlp\"\tthere"), NULL, 4};
+	d->instants[0] =
+		(struct trace_instant){T0 + 1000, dup("compute_degradation"), dup("slow \"mlp\"\tthere"), NULL, 4};
 	d->instants[1] = (struct trace_instant){T0 + 900, dup("port_down"), dup("oob: eth3"), dup("node-b"), 9};
 }
 
@@ -82,7 +118,8 @@ static json_t *find_x(json_t *ev, const char *name, int64_t ts)
 	size_t i;
 	json_t *e;
 
-	json_array_foreach(ev, i, e) {
+	json_array_foreach(ev, i, e)
+	{
 		if (strcmp(json_string_value(json_object_get(e, "ph")), "X") == 0 &&
 		    strcmp(json_string_value(json_object_get(e, "name")), name) == 0 &&
 		    json_integer_value(json_object_get(e, "ts")) == ts)
@@ -115,7 +152,8 @@ static int count_meta(json_t *ev, const char *what, int pid, int tid)
 	json_t *e;
 	int n = 0;
 
-	json_array_foreach(ev, i, e) {
+	json_array_foreach(ev, i, e)
+	{
 		if (strcmp(json_string_value(json_object_get(e, "ph")), "M") == 0 &&
 		    strcmp(json_string_value(json_object_get(e, "name")), what) == 0 &&
 		    json_integer_value(json_object_get(e, "pid")) == pid &&
@@ -172,13 +210,15 @@ static void test_chrome(void **state)
 		size_t i;
 		int inc = 0, evt = 0;
 
-		json_array_foreach(ev, i, e) {
+		json_array_foreach(ev, i, e)
+		{
 			if (strcmp(json_string_value(json_object_get(e, "ph")), "i") != 0)
 				continue;
 			if (strcmp(json_string_value(json_object_get(e, "s")), "g") == 0) {
 				inc++;
-				assert_string_equal(json_string_value(json_object_get(json_object_get(e, "args"), "detail")),
-						    "slow \"mlp\"\tthere");
+				assert_string_equal(
+					json_string_value(json_object_get(json_object_get(e, "args"), "detail")),
+					"slow \"mlp\"\tthere");
 			} else {
 				evt++;
 				assert_int_equal(json_integer_value(json_object_get(e, "pid")), 2);
@@ -244,11 +284,8 @@ static void test_perfetto(void **state)
 			assert_true(p->timestamp >= open[k][depth[k] - 1]);
 			depth[k]--;
 			break;
-		case PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT:
-			instants++;
-			break;
-		default:
-			fail_msg("unexpected event type %d", e->type);
+		case PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT: instants++; break;
+		default: fail_msg("unexpected event type %d", e->type);
 		}
 	}
 	for (int k = 0; k < n_tracks; k++)
@@ -270,11 +307,23 @@ static void test_overlapping_iterations(void **state)
 {
 	struct trace_slice s[] = {
 		{.rank = 0, .iter = 4, .start_us = T0, .dur_us = 100, .type = TRACE_SLICE_ITER, .start_known = 1},
-		{.rank = 0, .iter = 4, .start_us = T0, .dur_us = 90, .name = 0, .type = TRACE_SLICE_PHASE,
-		 .kind = RECORD_KIND_COMPUTE, .start_known = 1},
+		{.rank = 0,
+		 .iter = 4,
+		 .start_us = T0,
+		 .dur_us = 90,
+		 .name = 0,
+		 .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_COMPUTE,
+		 .start_known = 1},
 		{.rank = 0, .iter = 5, .start_us = T0 + 97, .dur_us = 100, .type = TRACE_SLICE_ITER, .start_known = 1},
-		{.rank = 0, .iter = 5, .start_us = T0 + 97, .dur_us = 90, .name = 0, .type = TRACE_SLICE_PHASE,
-		 .kind = RECORD_KIND_COMPUTE, .start_known = 1},
+		{.rank = 0,
+		 .iter = 5,
+		 .start_us = T0 + 97,
+		 .dur_us = 90,
+		 .name = 0,
+		 .type = TRACE_SLICE_PHASE,
+		 .kind = RECORD_KIND_COMPUTE,
+		 .start_known = 1},
 	};
 	struct trace_data d;
 	char *out;
@@ -370,11 +419,11 @@ static const struct ranks_case ranks_cases[] = {
 	{"5", 0, 1, 5, 5},
 	{"3,1,2,3,1-2", 0, 3, 1, 3},
 	{"0-255", 0, 256, 0, 255},
-	{"0-256", -1, 0, 0, 0},    /* 257 ranks */
-	{"15,16", -2, 0, 0, 0},    /* world is 16 */
+	{"0-256", -1, 0, 0, 0}, /* 257 ranks */
+	{"15,16", -2, 0, 0, 0}, /* world is 16 */
 	{"", -1, 0, 0, 0},
 	{"a", -1, 0, 0, 0},
-	{"1,", 0, 1, 1, 1},        /* a trailing comma is tolerated */
+	{"1,", 0, 1, 1, 1}, /* a trailing comma is tolerated */
 	{"1,,2", -1, 0, 0, 0},
 	{"5-3", -1, 0, 0, 0},
 	{"-3", -1, 0, 0, 0},

@@ -32,7 +32,8 @@ static void test_copy_encoding(void **state)
 		{"int8 1", 8, 1, "\0\0\0\10\0\0\0\0\0\0\0\1", 12},
 		{"int8 -1", 8, -1, "\0\0\0\10\377\377\377\377\377\377\377\377", 12},
 		/* 2000-01-01 00:00:01 UTC is 1 s after PostgreSQL's epoch */
-		{"timestamptz 2000-01-01T00:00:01Z", 't', INT64_C(946684801000000), "\0\0\0\10\0\0\0\0\0\17\102\100", 12},
+		{"timestamptz 2000-01-01T00:00:01Z", 't', INT64_C(946684801000000), "\0\0\0\10\0\0\0\0\0\17\102\100",
+		 12},
 		/* the Unix epoch is before it */
 		{"timestamptz 1970", 't', 0, "\0\0\0\10\377\374\242\376\304\310\040\000", 12},
 		{"null", 'n', 0, "\377\377\377\377", 4},
@@ -71,12 +72,8 @@ static void test_array_literal(void **state)
 	static const struct {
 		const char *in, *out;
 	} cases[] = {
-		{"mlp", "\"mlp\""},
-		{"", "\"\""},
-		{"a\"b", "\"a\\\"b\""},
-		{"a\\b", "\"a\\\\b\""},
-		{"{x,y}", "\"{x,y}\""},
-		{NULL, "\"\""},
+		{"mlp", "\"mlp\""},     {"", "\"\""},           {"a\"b", "\"a\\\"b\""},
+		{"a\\b", "\"a\\\\b\""}, {"{x,y}", "\"{x,y}\""}, {NULL, "\"\""},
 	};
 	struct pgbuf b = {0};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

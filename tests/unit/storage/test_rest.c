@@ -30,7 +30,7 @@ static void counts(void **state)
 	}
 	int n = 0;
 	assert_null(storage_rest_sql(STORAGE_REST_STATEMENTS, &n));
-	assert_null(storage_rest_sql((enum storage_rest)-1, &n));
+	assert_null(storage_rest_sql((enum storage_rest) - 1, &n));
 }
 
 int main(void)

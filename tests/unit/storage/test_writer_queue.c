@@ -59,8 +59,11 @@ static void test_backpressure(void **state)
 	(void)state;
 	log_set_level(LOG_ERROR); /* the failing connection is expected */
 	struct storage_writer_config cfg = {.dsn = "host=/nonexistent/culprit-test user=x dbname=x",
-	                                    .queue_max_records = 10, .max_txn_records = 4, .wake = wake,
-	                                    .reconnect_min_ms = 10, .reconnect_max_ms = 20};
+					    .queue_max_records = 10,
+					    .max_txn_records = 4,
+					    .wake = wake,
+					    .reconnect_min_ms = 10,
+					    .reconnect_max_ms = 20};
 	struct storage_writer *w = storage_writer_start(&cfg);
 	assert_non_null(w);
 	assert_int_equal(storage_writer_submit(w, batch(6)), 0);
@@ -86,8 +89,10 @@ static void test_oversized(void **state)
 {
 	(void)state;
 	struct storage_writer_config cfg = {.dsn = "host=/nonexistent/culprit-test user=x dbname=x",
-	                                    .queue_max_records = 10, .max_txn_records = 4,
-	                                    .reconnect_min_ms = 10, .reconnect_max_ms = 20};
+					    .queue_max_records = 10,
+					    .max_txn_records = 4,
+					    .reconnect_min_ms = 10,
+					    .reconnect_max_ms = 20};
 	struct storage_writer *w = storage_writer_start(&cfg);
 	assert_non_null(w);
 	/* larger than the whole queue: accepted when the queue is empty, else refused */
