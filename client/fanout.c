@@ -1,5 +1,6 @@
 /* fanout.c: one job's records to one agent per node or per rank (see fanout.h). */
 #include "fanout.h"
+#include "jsonl.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -779,4 +780,17 @@ int fanout_flag(struct fanout_config *cfg, double *timeout_s, int c, const char 
 		return 1;
 	}
 	return 0;
+}
+
+struct fanout_job fanout_job_of(const struct jsonl_job *j)
+{
+	return (struct fanout_job){.job = j->job,
+				   .topo = {.world = j->world,
+					    .tp = j->tp,
+					    .cp = j->cp,
+					    .pp = j->pp,
+					    .dp = j->dp,
+					    .ep = j->ep,
+					    .gpus_per_node = j->gpus_per_node,
+					    .order = j->order}};
 }

@@ -57,6 +57,10 @@ struct fanout_job {
 	struct agent_topology topo;
 };
 
+struct jsonl_job;
+/* The job of an interchange file's job line (pointing into it). */
+struct fanout_job fanout_job_of(const struct jsonl_job *j);
+
 struct fanout_stats {
 	uint64_t agents;
 	uint64_t connected;

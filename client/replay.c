@@ -48,15 +48,7 @@ static void progress(struct replay *r)
 static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
 {
 	struct replay *r = ctx;
-	struct fanout_job fj = {.job = j->job,
-				.topo = {.world = j->world,
-					 .tp = j->tp,
-					 .cp = j->cp,
-					 .pp = j->pp,
-					 .dp = j->dp,
-					 .ep = j->ep,
-					 .gpus_per_node = j->gpus_per_node,
-					 .order = j->order}};
+	struct fanout_job fj = fanout_job_of(j);
 
 	for (size_t i = 0; i < r->n_jobs; i++)
 		if (strcmp(fanout_job_name(r->jobs[i]), j->job ? j->job : "") == 0) {

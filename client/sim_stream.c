@@ -54,15 +54,7 @@ static void progress(struct sim_stream *s, bool force)
 static int on_job(void *ctx, const struct jsonl_job *j)
 {
 	struct sim_stream *s = ctx;
-	struct fanout_job fj = {.job = j->job,
-				.topo = {.world = j->world,
-					 .tp = j->tp,
-					 .cp = j->cp,
-					 .pp = j->pp,
-					 .dp = j->dp,
-					 .ep = j->ep,
-					 .gpus_per_node = j->gpus_per_node,
-					 .order = j->order}};
+	struct fanout_job fj = fanout_job_of(j);
 
 	if (s->f)
 		return -1; /* one job per scenario */

@@ -47,15 +47,7 @@ static int on_job(void *ctx, const struct jsonl_job *j)
 				   .max_unacked_bytes = sf->cfg.max_unacked_bytes,
 				   .flush_interval_ms = 100,
 				   .log = quiet_log};
-	struct fanout_job fj = {.job = j->job,
-				.topo = {.world = j->world,
-					 .tp = j->tp,
-					 .cp = j->cp,
-					 .pp = j->pp,
-					 .dp = j->dp,
-					 .ep = j->ep,
-					 .gpus_per_node = j->gpus_per_node,
-					 .order = j->order}};
+	struct fanout_job fj = fanout_job_of(j);
 
 	snprintf(sf->job, sizeof(sf->job), "%s", j->job);
 	sf->f = fanout_new(&fc, &fj, sf->err, sizeof(sf->err));
