@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "hex.h"
 #include "readahead.h"
 
 /* --- reading ---
@@ -125,24 +126,13 @@ static int jfail(struct jp *j, const char *msg)
 	return -1;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int read_hex4(struct jp *j, uint32_t *out)
 {
 	if (j->end - j->p < 4)
 		return jfail(j, "truncated \\u escape");
 	uint32_t v = 0;
 	for (int k = 0; k < 4; k++) {
-		int h = hexval(j->p[k]);
+		int h = hex_digit(j->p[k]);
 		if (h < 0)
 			return jfail(j, "invalid \\u escape");
 		v = v * 16 + (uint32_t)h;

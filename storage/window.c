@@ -7,6 +7,8 @@
 
 #include <libpq-fe.h>
 
+#include "hex.h"
+
 static void fail(char *err, size_t size, const char *what, PGconn *conn)
 {
 	snprintf(err, size, "could not read the job's %s: %s", what, PQerrorMessage(conn));
@@ -28,14 +30,6 @@ static size_t name_index(const int32_t *ids, size_t n, const char *value)
 			hi = mid;
 	}
 	return lo < n && ids[lo] == id ? lo : n;
-}
-
-static int hex_digit(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
 }
 
 /* A bytea in PostgreSQL's hex output ("\x0a1b..."): its length, and its bytes into out
