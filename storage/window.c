@@ -52,36 +52,42 @@ static size_t bytea_hex(const PGresult *r, int row, int col, uint8_t *out)
 	return n;
 }
 
-/* j: the job's id; lo.it: the first iteration read (the last max_iters from from_iter on) */
-#define WINDOW_WITH                                                                      \
-	"WITH j AS (SELECT id FROM jobs WHERE name = $1),"                               \
-	" lo AS (SELECT greatest($2::int, coalesce(max(i.iter), 0) - $3::int + 1) AS it" \
-	"  FROM iterations i, j WHERE i.job_id = j.id)"
-
 struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32_t from_iter, uint32_t max_iters,
 					   char *err, size_t err_size)
 {
-	char from[16], max[16];
+	char from[16], max[16], first[16];
 	const char *params[3] = {job, from, max};
 	PGresult *it, *ph, *nm, *kn = NULL;
 	struct storage_window *w = NULL;
 
 	snprintf(from, sizeof(from), "%u", from_iter);
 	snprintf(max, sizeof(max), "%u", max_iters);
-	/* the last max_iters iterations from from_iter on; phases by their iteration */
+	/* the first iteration read: the last max_iters from from_iter on (steps' iter is indexed) */
 	it = PQexecParams(conn,
-			  WINDOW_WITH " SELECT i.rank, i.iter, (extract(epoch FROM i.ts) * 1000000)::bigint, i.dur_us"
-				      " FROM iterations i, j, lo WHERE i.job_id = j.id AND i.iter >= lo.it",
+			  "SELECT greatest($2::int, coalesce(max(s.iter), 0) - $3::int + 1) FROM steps s"
+			  " JOIN jobs j ON j.id = s.job_id WHERE j.name = $1",
 			  3, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(it) != PGRES_TUPLES_OK || PQntuples(it) != 1) {
+		fail(err, err_size, "iterations", conn);
+		PQclear(it);
+		return NULL;
+	}
+	snprintf(first, sizeof(first), "%s", PQgetvalue(it, 0, 0));
+	PQclear(it);
+	params[1] = first;
+	it = PQexecParams(conn,
+			  "SELECT i.rank, i.iter, (extract(epoch FROM i.ts) * 1000000)::bigint, i.dur_us"
+			  " FROM iterations i JOIN jobs j ON j.id = i.job_id WHERE j.name = $1 AND i.iter >= $2::int",
+			  2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(it) != PGRES_TUPLES_OK) {
 		fail(err, err_size, "iterations", conn);
 		PQclear(it);
 		return NULL;
 	}
 	ph = PQexecParams(conn,
-			  WINDOW_WITH " SELECT p.rank, p.iter, p.name_id, p.kind, p.grp, p.start_us, p.dur_us"
-				      " FROM phases p, j, lo WHERE p.job_id = j.id AND p.iter >= lo.it",
-			  3, NULL, params, NULL, NULL, 0);
+			  "SELECT p.rank, p.iter, p.name_id, p.kind, p.grp, p.start_us, p.dur_us"
+			  " FROM phases p JOIN jobs j ON j.id = p.job_id WHERE j.name = $1 AND p.iter >= $2::int",
+			  2, NULL, params, NULL, NULL, 0);
 	nm = PQresultStatus(ph) == PGRES_TUPLES_OK
 		     ? PQexecParams(
 			       conn,
@@ -94,10 +100,10 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 		goto out;
 	}
 	kn = PQexecParams(conn,
-			  WINDOW_WITH
-			  " SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
-			  " k.p99_us, k.sketch FROM kernels k, j, lo WHERE k.job_id = j.id AND k.iter >= lo.it",
-			  3, NULL, params, NULL, NULL, 0);
+			  "SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
+			  " k.p99_us, k.sketch FROM kernels k JOIN jobs j ON j.id = k.job_id"
+			  " WHERE j.name = $1 AND k.iter >= $2::int",
+			  2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(kn) != PGRES_TUPLES_OK) {
 		fail(err, err_size, "kernels", conn);
 		goto out;
