@@ -7,6 +7,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "readahead.h"
+
 struct row {
 	int64_t time;
 	uint32_t worker;

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "jsonl.h"
+#include "readahead.h"
 
 enum key {
 	K_OTHER = 0,

@@ -2,15 +2,12 @@
 #include "jsonl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "hex.h"
@@ -716,24 +713,6 @@ handler:
 	return -1;
 #undef U32
 #undef I64
-}
-
-struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
-{
-	int fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	unsigned b = max_buf;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)b)
-		b = st.st_size < 8192 ? 8192 : (unsigned)st.st_size;
-	gzFile f = gzdopen(fd, "rb");
-	if (!f) {
-		close(fd);
-		return NULL;
-	}
-	gzbuffer(f, b);
-	return f;
 }
 
 #define JSONL_MAX_LINE (64u << 20)

@@ -35,11 +35,6 @@ struct jsonl_handler {
  * (may be NULL) gets the number of lines read. */
 int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen);
 
-/* Opens path ("-": standard input) for reading, plain or gzip, with zlib's buffers sized to
- * the file and at most max_buf: a small file does not pay for large buffers on every open.
- * NULL (errno set) when it cannot be opened; close with gzclose. */
-struct gzFile_s *gz_open_read(const char *path, unsigned max_buf);
-
 /* Writer: gzip when gz is set. */
 struct jsonl_writer;
 struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size_t errlen);

@@ -7,10 +7,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
-#include "jsonl.h"
+
+struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
+{
+	int fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	unsigned b = max_buf;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)b)
+		b = st.st_size < 8192 ? 8192 : (unsigned)st.st_size;
+	gzFile f = gzdopen(fd, "rb");
+	if (!f) {
+		close(fd);
+		return NULL;
+	}
+	gzbuffer(f, b);
+	return f;
+}
 
 struct readahead {
 	gzFile f;

@@ -12,6 +12,11 @@
 #define READAHEAD_BLOCK (1u << 20)
 #define READAHEAD_BLOCKS 4
 
+/* Opens path ("-": standard input) for reading, plain or gzip, with zlib's buffers sized to
+ * the file and at most max_buf: a small file does not pay for large buffers on every open.
+ * NULL (errno set) when it cannot be opened; close with gzclose. */
+struct gzFile_s *gz_open_read(const char *path, unsigned max_buf);
+
 struct readahead;
 
 /* NULL (errno set) when path cannot be opened or the thread not started. */

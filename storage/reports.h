@@ -7,7 +7,7 @@
 
 #include <libpq-fe.h>
 
-#include "writer.h"
+#include "op.h"
 
 /* Inserts the report, upserts the incident, inserts the outbox rows. Returns NULL when all
  * succeeded, else the failed result (the caller classifies and clears it); *what names the

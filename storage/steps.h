@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "pgbuf.h"
-#include "writer.h"
+#include "op.h"
 
 #define STEPS_RANK_SPAN 64 /* the readers' filter rank0 BETWEEN rank - 63 AND rank relies on it */
 #define STEPS_COLUMNS "ts, job_id, iter, rank0, set_id, ranks, cells, wide_cells"
