@@ -750,38 +750,6 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	return rc;
 }
 
-void fanout_flags_init(struct fanout_config *cfg, double *timeout_s)
-{
-	cfg->server = NULL;
-	cfg->token = getenv("CULPRIT_TOKEN");
-	*timeout_s = -1;
-}
-
-int fanout_flag(struct fanout_config *cfg, double *timeout_s, int c, const char *arg, const char *cmd)
-{
-	char *end;
-	double v;
-
-	switch (c) {
-	case FANOUT_FLAG_SERVER: cfg->server = arg; return 1;
-	case FANOUT_FLAG_TOKEN: cfg->token = arg; return 1;
-	case FANOUT_FLAG_CA:
-		cfg->tls_ca = arg;
-		/* fallthrough */
-	case FANOUT_FLAG_TLS: cfg->tls = true; return 1;
-	case FANOUT_FLAG_TIMEOUT:
-		errno = 0;
-		v = strtod(arg, &end);
-		if (errno || end == arg || *end || !(v >= 0 && v <= 86400 * 7)) {
-			fprintf(stderr, "culprit %s: invalid --timeout \"%s\" (seconds)\n", cmd, arg);
-			return -1;
-		}
-		*timeout_s = v;
-		return 1;
-	}
-	return 0;
-}
-
 struct fanout_job fanout_job_of(const struct jsonl_job *j)
 {
 	return (struct fanout_job){.job = j->job,

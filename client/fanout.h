@@ -33,25 +33,6 @@ struct fanout_config {
 	void *log_arg;
 };
 
-/* The flags of every command that streams to culpritd as agents (replay, sim --server):
- * --server HOST:PORT, --token T, --tls, --ca FILE (implies --tls), --timeout SECONDS (0 to
- * 7 days). FANOUT_FLAGS goes in a getopt_long table (getopt.h); their codes are above 255,
- * clear of a command's own letters. */
-enum { FANOUT_FLAG_SERVER = 256, FANOUT_FLAG_TOKEN, FANOUT_FLAG_TLS, FANOUT_FLAG_CA, FANOUT_FLAG_TIMEOUT };
-#define FANOUT_FLAGS                                                                                                \
-	{"server", required_argument, NULL, FANOUT_FLAG_SERVER},                                                    \
-		{"token", required_argument, NULL, FANOUT_FLAG_TOKEN}, {"tls", no_argument, NULL, FANOUT_FLAG_TLS}, \
-		{"ca", required_argument, NULL, FANOUT_FLAG_CA},                                                    \
-	{                                                                                                           \
-		"timeout", required_argument, NULL, FANOUT_FLAG_TIMEOUT                                             \
-	}
-/* Before the flags are read: no server, the token from $CULPRIT_TOKEN (kept out of ps: the
- * environment is private), *timeout_s -1 (none). */
-void fanout_flags_init(struct fanout_config *cfg, double *timeout_s);
-/* getopt_long's code c with its argument: 1 when it is one of FANOUT_FLAGS (stored in cfg or
- * *timeout_s), 0 when not, -1 for an invalid value (told on stderr, "culprit CMD: ..."). */
-int fanout_flag(struct fanout_config *cfg, double *timeout_s, int c, const char *arg, const char *cmd);
-
 struct fanout_job {
 	const char *job;
 	struct agent_topology topo;

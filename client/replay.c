@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "fanout.h"
+#include "options.h"
 #include "import.h"
 #include "jsonl.h"
 #include "clock.h"
@@ -151,7 +152,7 @@ static void usage(FILE *f)
 int replay_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		FANOUT_FLAGS,
+		AGENT_OPTIONS,
 		{"per-rank", no_argument, NULL, 'p'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"format", required_argument, NULL, 'f'},
@@ -171,10 +172,10 @@ int replay_main(int argc, char **argv)
 	struct import_options iopt = {.warn = import_warn_stderr, .warn_ctx = (void *)"culprit replay"};
 	char err[1024];
 	int c, rc = 0, bad_input = 0, fmt = IMPORT_AUTO, known;
-	double timeout_s;
+	struct client_options o;
 
 	memset(&r, 0, sizeof(r));
-	fanout_flags_init(&r.cfg, &timeout_s);
+	options_init(&o, "CULPRIT_TOKEN");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -190,13 +191,14 @@ int replay_main(int argc, char **argv)
 		case 'j': iopt.job = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if ((known = fanout_flag(&r.cfg, &timeout_s, c, optarg, "replay")) <= 0) {
+			if ((known = options_take(&o, c, optarg, "replay")) <= 0) {
 				if (!known)
 					usage(stderr);
 				return 2;
 			}
 		}
 	}
+	options_to_fanout(&o, &r.cfg);
 	if (!r.cfg.server || optind >= argc) {
 		usage(stderr);
 		return 2;
@@ -225,7 +227,11 @@ int replay_main(int argc, char **argv)
 		char job[160];
 
 		snprintf(job, sizeof(job), "%s", fanout_job_name(r.jobs[i]));
-		if (fanout_close(r.jobs[i], bad_input ? 10000 : timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st) < 0)
+		if (fanout_close(r.jobs[i],
+				 bad_input         ? 10000
+				 : o.timeout_s < 0 ? -1
+						   : (int)(o.timeout_s * 1000),
+				 &st) < 0)
 			rc = 1;
 		if (st.refusal[0])
 			fprintf(stderr, "culprit replay: %s\n", st.refusal);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "fanout.h"
+#include "options.h"
 #include "sim.h"
 #include "sim_capture.h"
 #include "clock.h"
@@ -209,7 +210,7 @@ int sim_stream_main(int argc, char **argv)
 		{"iters", required_argument, NULL, 'i'},
 		{"recover-at", required_argument, NULL, 'R'},
 		{"kernels", required_argument, NULL, 'k'},
-		FANOUT_FLAGS,
+		AGENT_OPTIONS,
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
 		{"step-seconds", required_argument, NULL, 'P'},
@@ -222,13 +223,14 @@ int sim_stream_main(int argc, char **argv)
 	struct sim_options opt;
 	struct sim_sink sink = {.ctx = &s, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
 	struct fanout_stats st;
-	double v, timeout_s, linger_s = 0, secs;
+	double v, linger_s = 0, secs;
+	struct client_options o;
 	int c, rc, known;
 	char err[256];
 
 	memset(&s, 0, sizeof(s));
 	memset(&opt, 0, sizeof(opt));
-	fanout_flags_init(&s.cfg, &timeout_s);
+	options_init(&o, "CULPRIT_TOKEN");
 	/* a live job happens now (the server keeps recent days; an old date would be retention's) */
 	opt.start_us = (int64_t)time(NULL) * 1000000;
 	s.speed = 100;
@@ -290,13 +292,14 @@ int sim_stream_main(int argc, char **argv)
 		case 'q': s.quiet = true; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if ((known = fanout_flag(&s.cfg, &timeout_s, c, optarg, "sim")) <= 0) {
+			if ((known = options_take(&o, c, optarg, "sim")) <= 0) {
 				if (!known)
 					usage(stderr);
 				return 2;
 			}
 		}
 	}
+	options_to_fanout(&o, &s.cfg);
 	if (!opt.scenario || !s.cfg.server || optind != argc) {
 		usage(stderr);
 		return 2;
@@ -329,7 +332,7 @@ int sim_stream_main(int argc, char **argv)
 	}
 	if (!s.quiet)
 		fprintf(stderr, "sim: waiting for culpritd to acknowledge everything\n");
-	rc = fanout_close(s.f, timeout_s < 0 ? -1 : (int)(timeout_s * 1000), &st);
+	rc = fanout_close(s.f, o.timeout_s < 0 ? -1 : (int)(o.timeout_s * 1000), &st);
 	if (st.refusal[0])
 		fprintf(stderr, "culprit sim: %s\n", st.refusal);
 	secs = clock_mono_s() - s.t0;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "options.h"
+
 struct body {
 	char *p;
 	size_t len;
@@ -54,41 +56,9 @@ static void base_url(const char *server, char *out, size_t size)
 		out[--n] = '\0';
 }
 
-/* REST credentials: --token (default $CULPRIT_API_TOKEN) as a bearer token, --ca for an
- * https URL whose certificate the system's CAs do not vouch for. */
-struct creds {
-	const char *token;
-	const char *ca;
-};
-
-/* The flags both commands take: where, which job, which ranks, and the credentials. */
-struct rest_args {
-	const char *server, *job, *ranks;
-	struct creds cr;
-};
-
-#define REST_OPTIONS                                                                              \
-	{"server", required_argument, NULL, 's'}, {"job", required_argument, NULL, 'j'},          \
-		{"ranks", required_argument, NULL, 'r'}, {"token", required_argument, NULL, 'T'}, \
-	{                                                                                         \
-		"ca", required_argument, NULL, 'C'                                                \
-	}
-
-/* 1 when c is one of REST_OPTIONS (stored in a), else 0. */
-static int rest_arg(int c, const char *arg, struct rest_args *a)
-{
-	switch (c) {
-	case 's': a->server = arg; return 1;
-	case 'j': a->job = arg; return 1;
-	case 'r': a->ranks = arg; return 1;
-	case 'T': a->cr.token = arg; return 1;
-	case 'C': a->cr.ca = arg; return 1;
-	default: return 0;
-	}
-}
-
 /* One request. The status, or -1 (message printed). The body goes to f, or to *text. */
-static long request(const char *cmd, const struct creds *cr, const char *url, const char *post, FILE *f, char **text)
+static long request(const char *cmd, const struct client_options *cr, const char *url, const char *post, FILE *f,
+		    char **text)
 {
 	CURL *c = curl_easy_init();
 	struct body b = {.f = f};
@@ -171,7 +141,7 @@ int trace_cmd_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct rest_args a = {.cr = {getenv("CULPRIT_API_TOKEN"), NULL}};
+	struct client_options a;
 	const char *from = NULL, *to = NULL, *format = "perfetto", *out = NULL;
 	char base[512], url[2048], tmp[1100];
 	char *ej = NULL, *er = NULL, *text = NULL;
@@ -179,9 +149,10 @@ int trace_cmd_main(int argc, char **argv)
 	long status;
 	int c;
 
+	options_init(&a, "CULPRIT_API_TOKEN");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-		if (rest_arg(c, optarg, &a))
+		if (options_take(&a, c, optarg, "trace") > 0)
 			continue;
 		switch (c) {
 		case 'f': from = optarg; break;
@@ -220,7 +191,7 @@ int trace_cmd_main(int argc, char **argv)
 		curl_global_cleanup();
 		return 1;
 	}
-	status = request("trace", &a.cr, url, NULL, f, NULL);
+	status = request("trace", &a, url, NULL, f, NULL);
 	if (fclose(f) != 0 && status == 200) {
 		fprintf(stderr, "culprit trace: could not write \"%s\": %s\n", tmp, strerror(errno));
 		status = -1;
@@ -275,15 +246,16 @@ int capture_cmd_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct rest_args a = {.cr = {getenv("CULPRIT_API_TOKEN"), NULL}};
+	struct client_options a;
 	const char *iters = NULL, *max = NULL;
 	char base[512], url[1024], body[512], *ej, *text = NULL;
 	long status;
 	int c;
 
+	options_init(&a, "CULPRIT_API_TOKEN");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		if (rest_arg(c, optarg, &a))
+		if (options_take(&a, c, optarg, "capture") > 0)
 			continue;
 		switch (c) {
 		case 'i': iters = optarg; break;
@@ -309,7 +281,7 @@ int capture_cmd_main(int argc, char **argv)
 	free(ej);
 	snprintf(body, sizeof(body), "{\"ranks\":\"%s\",\"iterations\":%s%s%s}", a.ranks, iters,
 		 max ? ",\"max_events\":" : "", max ? max : "");
-	status = request("capture", &a.cr, url, body, NULL, &text);
+	status = request("capture", &a, url, body, NULL, &text);
 	if (status > 0)
 		printf("%s", text ? text : "");
 	free(text);
