@@ -203,7 +203,7 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 		case 'r': j->scratch[j->spos++] = '\r'; break;
 		case 't': j->scratch[j->spos++] = '\t'; break;
 		case 'u': {
-			uint32_t cp;
+			uint32_t cp = 0;
 			if (read_hex4(j, &cp) < 0)
 				return -1;
 			if (cp >= 0xD800 && cp < 0xDC00 && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u') {
@@ -413,8 +413,8 @@ static int jkey_parse(struct jp *j, enum jkey *key)
 		j->p = q + 1;
 		return 0;
 	}
-	const char *k;
-	size_t kl;
+	const char *k = NULL;
+	size_t kl = 0;
 	if (jstring(j, &k, &kl) < 0)
 		return -1;
 	*key = jkey_find(k, kl);
@@ -782,7 +782,8 @@ static int carry_add(struct reader *r, char **carry, size_t *clen, size_t *ccap,
 		*carry = nc;
 		*ccap = c;
 	}
-	memcpy(*carry + *clen, data, n);
+	if (n) /* an empty carry has no buffer yet */
+		memcpy(*carry + *clen, data, n);
 	*clen += n;
 	return 0;
 }

@@ -306,9 +306,9 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 								ms *= 1.6;
 							break;
 						default:
-							if (sc == S_STAGE && n == N_PP_SEND_RECV)
-								ms += extra_now;
-							else if (sc != S_STAGE && n == N_DP_RS)
+							/* the stage's sends, or the other classes' reduce-scatter */
+							if ((sc == S_STAGE && n == N_PP_SEND_RECV) ||
+							    (sc != S_STAGE && n == N_DP_RS))
 								ms += extra_now;
 							break;
 						}

@@ -140,7 +140,8 @@ static int list_migrations(const char *dir, struct migration **out, size_t *n_ou
 		n++;
 	}
 	closedir(d);
-	qsort(list, n, sizeof *list, cmp_migration);
+	if (n) /* no migrations: no list to sort */
+		qsort(list, n, sizeof *list, cmp_migration);
 	for (size_t i = 1; i < n; i++) {
 		if (list[i].version == list[i - 1].version) {
 			fail(err, err_size, "migrations \"%s\" and \"%s\" have the same number", list[i - 1].name,
