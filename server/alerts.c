@@ -18,7 +18,6 @@
 #include <jansson.h>
 
 #include "deliver.h"
-#include "jobs.h"
 #include "log.h"
 #include "server.h"
 #include "writer.h"
@@ -285,13 +284,13 @@ static void note_suspects_json(struct job_alert *ja, json_t *report)
 	free(v);
 }
 
-static struct job_alert *job_alert_of(struct alerts *a, const struct job *job)
+static struct job_alert *job_alert_of(struct alerts *a, const char *job)
 {
-	struct job_alert *ja = strmap_get(&a->jobs, job->name);
+	struct job_alert *ja = strmap_get(&a->jobs, job);
 
 	if (!ja) {
 		ja = calloc(1, sizeof(*ja));
-		if (!ja || strmap_put(&a->jobs, job->name, ja) < 0) {
+		if (!ja || strmap_put(&a->jobs, job, ja) < 0) {
 			free(ja);
 			return NULL;
 		}
@@ -307,7 +306,7 @@ void alerts_forget(struct server *s, const char *job)
 		free_job_alert(job, ja, NULL);
 }
 
-void alerts_restore(struct server *s, struct job *job, const char *alert_json, json_t *report)
+void alerts_restore(struct server *s, const char *job, const char *alert_json, json_t *report)
 {
 	struct alerts *a = s->alerts;
 	struct job_alert *ja;
@@ -316,7 +315,7 @@ void alerts_restore(struct server *s, struct job *job, const char *alert_json, j
 		return;
 	ja = job_alert_of(a, job);
 	if (!ja) {
-		log_error("alerts: out of memory; the alerts of job \"%s\" name no suspects", job->name);
+		log_error("alerts: out of memory; the alerts of job \"%s\" name no suspects", job);
 		return;
 	}
 	json_decref(ja->am);
@@ -326,10 +325,9 @@ void alerts_restore(struct server *s, struct job *job, const char *alert_json, j
 }
 
 /* The Alertmanager alert of the incident's current state (no endsAt). */
-static json_t *am_alert(const struct job *job, const struct job_alert *ja, const char *report_url,
+static json_t *am_alert(const char *job, const struct incident *inc, const struct job_alert *ja, const char *report_url,
 			const char *incidents_url)
 {
-	const struct incident *inc = &job->incident;
 	char starts[64];
 	json_t *labels = json_object(), *ann = json_object(), *al = json_object();
 
@@ -337,7 +335,7 @@ static json_t *am_alert(const struct job *job, const struct job_alert *ja, const
 	json_object_set_new(labels, "alertname", json_string("CulpritIncident"));
 	/* not "job": that is Prometheus's own target label, which routes of a shared
 	 * Alertmanager match on */
-	json_object_set_new(labels, "training_job", json_string(job->name));
+	json_object_set_new(labels, "training_job", json_string(job));
 	json_object_set_new(labels, "category", json_string(inc->category));
 	json_object_set_new(labels, "severity", json_string(severity(inc->category)));
 	if (ja->host[0])
@@ -402,11 +400,10 @@ static void submit(struct server *s, struct alerts *a, struct storage_op *op)
 	a->n++;
 }
 
-void alerts_report(struct server *s, struct job *job, const struct report *r, const char *json,
-		   enum incident_change change)
+void alerts_report(struct server *s, const char *job, const struct incident *inc, const struct report *r,
+		   const char *json, enum incident_change change)
 {
 	struct alerts *a = s->alerts;
-	const struct incident *inc = &job->incident;
 	struct job_alert *ja;
 	struct strings ss = {0};
 	char report_url[1024], incidents_url[1024], dedup[300];
@@ -419,15 +416,15 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 		return;
 	ja = job_alert_of(a, job);
 	if (!ja) {
-		log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
+		log_error("alerts: out of memory; report of job \"%s\" not stored", job);
 		return;
 	}
 	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED) {
 		note_suspects(ja, r);
 		note_actions(ja, r);
 	}
-	snprintf(report_url, sizeof(report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job->name);
-	snprintf(incidents_url, sizeof(incidents_url), "%s/api/v1/jobs/%s/incidents", a->public_url, job->name);
+	snprintf(report_url, sizeof(report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job);
+	snprintf(incidents_url, sizeof(incidents_url), "%s/api/v1/jobs/%s/incidents", a->public_url, job);
 	snprintf(dedup, sizeof(dedup), "%s/%s/%u", inc->key, incident_change_name(change), inc->updates);
 
 	if (change != INCIDENT_NONE) {
@@ -445,7 +442,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 				json_decref(ja->am);
 				ja->am = NULL;
 			} else {
-				json_t *now = am_alert(job, ja, report_url, incidents_url);
+				json_t *now = am_alert(job, inc, ja, report_url, incidents_url);
 
 				/* labels changed (category, host): the old alert ends */
 				if (ja->am &&
@@ -464,7 +461,7 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 			json_t *o = json_pack(
 				"{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
 				"dedup_key", dedup, "state", incident_change_name(change), "incident", "key", inc->key,
-				"job", job->name, "category", inc->category, "state", state, "summary", inc->summary,
+				"job", job, "category", inc->category, "state", state, "summary", inc->summary,
 				"first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
 				"opened", opened, "changed", changed, "host", ja->host, "suspects", ja->suspects,
 				"action", ja->action, "avoid", ja->avoid, "report_url", report_url);
@@ -489,15 +486,14 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 			if (change == INCIDENT_RESOLVED)
 				snprintf(text, sizeof(text),
 					 ":white_check_mark: *resolved*: job `%s` is back to its baseline (%s)\n%s",
-					 job->name, inc->category, report_url);
+					 job, inc->category, report_url);
 			else
 				snprintf(text, sizeof(text),
 					 ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
 					 "action: %s\n%s%s%s%s",
-					 incident_change_name(change), job->name, inc->category,
-					 ja->host[0] ? ja->host : "?", inc->summary, ja->suspects, ja->action,
-					 ja->avoid[0] ? "not this: " : "", ja->avoid, ja->avoid[0] ? "\n" : "",
-					 report_url);
+					 incident_change_name(change), job, inc->category, ja->host[0] ? ja->host : "?",
+					 inc->summary, ja->suspects, ja->action, ja->avoid[0] ? "not this: " : "",
+					 ja->avoid, ja->avoid[0] ? "\n" : "", report_url);
 			o = json_pack("{s:s}", "text", text);
 			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
@@ -506,24 +502,24 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 			char summary[1024];
 			json_t *o;
 
-			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job->name,
+			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job,
 				 ja->host[0] ? ja->host : "?", inc->summary);
 			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}, "
 				      "s:[{s:s, s:s}]}",
 				      "routing_key", s->cfg.pagerduty_routing_key, "event_action",
 				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key,
-				      "payload", "summary", summary, "source", ja->host[0] ? ja->host : job->name,
-				      "severity", severity(inc->category), "component", job->name, "group",
-				      inc->category, "custom_details", "suspects", ja->suspects, "action", ja->action,
-				      "avoid", ja->avoid, "report_url", report_url, "state", dedup, "links", "href",
-				      report_url, "text", "culprit report");
+				      "payload", "summary", summary, "source", ja->host[0] ? ja->host : job, "severity",
+				      severity(inc->category), "component", job, "group", inc->category,
+				      "custom_details", "suspects", ja->suspects, "action", ja->action, "avoid",
+				      ja->avoid, "report_url", report_url, "state", dedup, "links", "href", report_url,
+				      "text", "culprit report");
 			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
 		}
 	}
 
 	/* the op, one arena: strings first counted, then copied */
-	keep(&ss, job->name);
+	keep(&ss, job);
 	keep(&ss, json);
 	keep(&ss, r ? r->category : NULL);
 	if (has_incident) {
@@ -542,11 +538,11 @@ void alerts_report(struct server *s, struct job *job, const struct report *r, co
 	op = storage_op_new(STORAGE_OP_REPORT,
 			    ss.bytes + 16 * ss.n + DELIVER_TARGETS * sizeof(struct storage_outbox_row) + 64);
 	if (!op) {
-		log_error("alerts: out of memory; report of job \"%s\" not stored", job->name);
+		log_error("alerts: out of memory; report of job \"%s\" not stored", job);
 		goto out;
 	}
-	op->job = dup_in(op, job->name);
-	op->lease_epoch = cluster_epoch(s, job->name); /* a deposed owner pages nothing */
+	op->job = dup_in(op, job);
+	op->lease_epoch = cluster_epoch(s, job); /* a deposed owner pages nothing */
 	op->report_json = dup_in(op, json);
 	if (r) {
 		op->first_iter = r->first_iter;

@@ -11,7 +11,6 @@
 #include "report.h"
 
 struct server;
-struct job;
 
 /* At most this many report ops wait on the loop for writer queue space; beyond, the newest
  * is dropped and counted (culprit_alert_ops_dropped_total). */
@@ -23,16 +22,16 @@ int alerts_start(struct server *s);
 /* Stops the delivery thread after its writer has committed what it could within timeout_ms. */
 void alerts_stop(struct server *s, int timeout_ms);
 
-/* A finished diagnosis of job: r, its JSON text, and the incident change it caused
- * (INCIDENT_NONE: none). r is NULL for a change without a new report (resolved). Stores the
+/* A finished diagnosis of job (named job, its incident inc): r, its JSON text, and the
+ * incident change it caused (INCIDENT_NONE: none). r is NULL for a change without a new report (resolved). Stores the
  * report (when r), the incident (when there is one) and, for a change, one outbox row per
  * target. Event loop only. */
-void alerts_report(struct server *s, struct job *job, const struct report *r, const char *json,
-		   enum incident_change change);
+void alerts_report(struct server *s, const char *job, const struct incident *inc, const struct report *r,
+		   const char *json, enum incident_change change);
 /* A job came back with an incident the previous culpritd left open: remember its
  * Alertmanager alert (to resolve it) and, from its latest report (parsed JSON, may be NULL),
  * the host and suspects its alerts name. Event loop only. */
-void alerts_restore(struct server *s, struct job *job, const char *alert_json, json_t *report);
+void alerts_restore(struct server *s, const char *job, const char *alert_json, json_t *report);
 /* The job is forgotten (jobs_retire): drops what alerts keep of it. Event loop only. */
 void alerts_forget(struct server *s, const char *job);
 /* Reports and incident changes not yet committed (waiting on the loop or in the writer's

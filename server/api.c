@@ -10,12 +10,9 @@
 #include <string.h>
 #include <sys/queue.h>
 
-#include "api_trace.h"
-#include "auth.h"
-#include "capture.h"
-#include "http.h"
 #include "log.h"
 #include "query.h"
+#include "reply.h"
 #include "server.h"
 
 /* a request waiting for PostgreSQL */
@@ -74,7 +71,7 @@ void api_reply_shared(struct server *s, struct evhttp_request *req, const char *
 
 		if (!n || strmap_put(&a->latest, key, n) < 0) {
 			free(n);
-			api_reply_text(req, 200, text, strlen(text));
+			reply_text(req, 200, text, strlen(text));
 			return;
 		}
 		n->refs = 1; /* the cache's */
@@ -90,10 +87,10 @@ void api_reply_shared(struct server *s, struct evhttp_request *req, const char *
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
 	if (evbuffer_add_reference(evhttp_request_get_output_buffer(req), t->text, t->len, shared_cleanup, t) < 0) {
 		t->refs--;
-		api_reply_text(req, 200, text, strlen(text));
+		reply_text(req, 200, text, strlen(text));
 		return;
 	}
-	http_send(req, 200);
+	reply_send(req, 200);
 }
 
 static void drop_shared(const char *key, void *value, void *arg)
@@ -101,60 +98,6 @@ static void drop_shared(const char *key, void *value, void *arg)
 	(void)key;
 	(void)arg;
 	shared_unref(value);
-}
-
-void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len)
-{
-	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-
-	evhttp_add_header(h, "Content-Type", "application/json");
-	evbuffer_add(evhttp_request_get_output_buffer(req), json, len);
-	evbuffer_add(evhttp_request_get_output_buffer(req), "\n", 1);
-	http_send(req, status);
-}
-
-void api_reply_json(struct evhttp_request *req, int status, json_t *body)
-{
-	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-
-	json_decref(body);
-	if (!text) {
-		static const char oom[] = "{\"error\":\"internal error\",\"detail\":\"out of memory\"}";
-
-		api_reply_text(req, 500, oom, sizeof(oom) - 1);
-		return;
-	}
-	api_reply_text(req, status, text, strlen(text));
-	free(text);
-}
-
-void api_reply_error(struct evhttp_request *req, int status, const char *error, const char *fmt, ...)
-{
-	char detail[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(detail, sizeof(detail), fmt, ap);
-	va_end(ap);
-	api_reply_json(req, status, json_pack("{s:s, s:s}", "error", error, "detail", detail));
-}
-
-/* 1 when r->method is in allowed (EVHTTP_REQ_* bits; HEAD counts as GET); else answers 405
- * with an Allow header and returns 0. */
-static int method_allowed(struct api_req *r, int allowed)
-{
-	char allow[64] = "";
-	int m = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
-
-	if (m & allowed)
-		return 1;
-	if (allowed & EVHTTP_REQ_GET)
-		strcat(allow, "GET, HEAD");
-	if (allowed & EVHTTP_REQ_POST)
-		strcat(allow, allow[0] ? ", POST" : "POST");
-	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Allow", allow);
-	api_reply_error(r->req, 405, "method not allowed", "this resource answers %s", allow);
-	return 0;
 }
 
 int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out)
@@ -169,8 +112,8 @@ int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, i
 	errno = 0;
 	x = strtoll(v, &end, 10);
 	if (!*v || *end || errno || x < lo || x > hi) {
-		api_reply_error(r->req, 400, "bad parameter", "%s must be an integer in [%lld, %lld], not \"%.64s\"",
-				name, (long long)lo, (long long)hi, v);
+		reply_error(r->req, 400, "bad parameter", "%s must be an integer in [%lld, %lld], not \"%.64s\"", name,
+			    (long long)lo, (long long)hi, v);
 		return -1;
 	}
 	*out = x;
@@ -187,12 +130,12 @@ static int submit(struct api_req *r, int ok_status, const char *not_found, enum 
 	const char *sql = fn ? NULL : storage_rest_sql(stmt, &nparams);
 
 	if (!a || !a->q) {
-		api_reply_error(r->req, 503, "unavailable", "culpritd runs without a database (storage = false)");
+		reply_error(r->req, 503, "unavailable", "culpritd runs without a database (storage = false)");
 		return -1;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		api_reply_error(r->req, 503, "unavailable", "out of memory");
+		reply_error(r->req, 503, "unavailable", "out of memory");
 		return -1;
 	}
 	p->token = ++a->next_token;
@@ -200,7 +143,7 @@ static int submit(struct api_req *r, int ok_status, const char *not_found, enum 
 		: storage_query_submit(a->q, p->token, sql, nparams, params)) < 0) {
 		free(p);
 		a->busy++;
-		api_reply_error(r->req, 503, "busy", "too many requests wait for the database; try again");
+		reply_error(r->req, 503, "busy", "too many requests wait for the database; try again");
 		return -1;
 	}
 	p->req = r->req;
@@ -235,13 +178,13 @@ int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void 
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res)
 {
 	if (strncmp(res->sqlstate, "22", 2) == 0)
-		api_reply_error(req, 400, "bad parameter", "%s", res->error);
+		reply_error(req, 400, "bad parameter", "%s", res->error);
 	else if (!res->sqlstate[0] || strcmp(res->sqlstate, "57014") == 0 || strncmp(res->sqlstate, "08", 2) == 0 ||
 		 strncmp(res->sqlstate, "57P", 3) == 0)
-		api_reply_error(req, 503, "database unavailable", "%s", res->error);
+		reply_error(req, 503, "database unavailable", "%s", res->error);
 	else {
 		log_warning("api: query failed: %s (SQLSTATE %s)", LOG_ESC(res->error), res->sqlstate);
-		api_reply_error(req, 500, "internal error", "%s", res->error);
+		reply_error(req, 500, "internal error", "%s", res->error);
 	}
 }
 
@@ -252,9 +195,9 @@ static void finish(struct server *s, struct pending *p, struct storage_query_res
 		if (p->ctx_free)
 			p->ctx_free(p->ctx);
 	} else if (!res->failed && res->text)
-		api_reply_text(p->req, p->ok_status, res->text, strlen(res->text));
+		reply_text(p->req, p->ok_status, res->text, strlen(res->text));
 	else if (!res->failed)
-		api_reply_error(p->req, 404, "not found", "%s", p->not_found);
+		reply_error(p->req, 404, "not found", "%s", p->not_found);
 	else
 		api_reply_db_error(p->req, res);
 }
@@ -337,37 +280,10 @@ void api_stop(struct server *s)
 	s->api = NULL;
 }
 
-/* Splits path (after the "/api/v1/" prefix) into percent-decoded segments. 0, or -1 with
- * an answer sent. */
-static int split(struct api_req *r, const char *path)
+void api_request_arrived(struct server *s)
 {
-	const char *p = path;
-
-	while (*p) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-		char raw[512];
-		size_t len = 0;
-		char *dec;
-
-		if (r->nseg == API_MAX_SEGMENTS || n >= sizeof(raw)) {
-			api_reply_error(r->req, 404, "not found", "no such resource");
-			return -1;
-		}
-		memcpy(raw, p, n);
-		raw[n] = '\0';
-		dec = evhttp_uridecode(raw, 0, &len);
-		if (!dec || len != strlen(dec)) {
-			free(dec);
-			api_reply_error(r->req, 400, "bad path", "a path segment decodes to a NUL byte");
-			return -1;
-		}
-		r->seg[r->nseg++] = dec;
-		if (!slash)
-			break;
-		p = slash + 1;
-	}
-	return 0;
+	if (s->api)
+		s->api->requests++;
 }
 
 void api_answered(struct server *s, struct evhttp_request *req)
@@ -376,106 +292,6 @@ void api_answered(struct server *s, struct evhttp_request *req)
 
 	if (s->api && code >= 200 && code < 600)
 		s->api->by_class[code / 100]++;
-}
-
-/* Every route under /api/v1: its method (HEAD is answered as GET), its path, whose "{name}"
- * segments match any one segment, and its handler. docs/api.md and docs/openapi.yaml list
- * the same routes (tests/integration/api/test_openapi.sh checks it). */
-static const struct route {
-	enum evhttp_cmd_type method;
-	const char *path;
-	void (*handler)(struct api_req *r);
-} routes[] = {
-	{EVHTTP_REQ_GET, "/api/v1/jobs", api_jobs_list},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}", api_jobs_get},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/reports", api_jobs_reports},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/reports/latest", api_jobs_latest},
-	{EVHTTP_REQ_POST, "/api/v1/jobs/{job}/diagnose", api_jobs_diagnose},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/incidents", api_jobs_incidents},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/ranks/{rank}/iterations", api_jobs_iterations},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/phases", api_jobs_phases},
-	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/trace", api_trace},
-	{EVHTTP_REQ_POST, "/api/v1/jobs/{job}/capture", api_capture},
-	{EVHTTP_REQ_GET, "/api/v1/reports/{id}", api_reports_get},
-	{EVHTTP_REQ_GET, "/api/v1/events", api_events_list},
-	{EVHTTP_REQ_POST, "/api/v1/events", api_events_post},
-};
-
-/* 1 when the request's segments match route path p (after "/api/v1/") */
-static int path_matches(const struct api_req *r, const char *p)
-{
-	int i = 0;
-
-	for (; *p && i < r->nseg; i++) {
-		size_t n = strcspn(p, "/");
-
-		if (p[0] != '{' && (strlen(r->seg[i]) != n || memcmp(r->seg[i], p, n) != 0))
-			return 0;
-		p += n + (p[n] == '/');
-	}
-	return !*p && i == r->nseg;
-}
-
-/* The handler of the route of r's path and method; 404 for an unknown path, 405 with Allow
- * for a known path and another method. */
-static void route(struct api_req *r)
-{
-	const struct route *found = NULL;
-	int allowed = 0, m = r->method == EVHTTP_REQ_HEAD ? EVHTTP_REQ_GET : (int)r->method;
-
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		if (!path_matches(r, routes[i].path + 8))
-			continue;
-		allowed |= (int)routes[i].method;
-		if ((int)routes[i].method == m)
-			found = &routes[i];
-	}
-	if (!allowed)
-		api_reply_error(r->req, 404, "not found", "no such resource");
-	else if (method_allowed(r, allowed))
-		found->handler(r);
-}
-
-void api_routes_print(FILE *f)
-{
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		enum evhttp_cmd_type m = routes[i].method;
-
-		/* a method method_allowed() cannot name in Allow prints as "?": test_openapi fails */
-		fprintf(f, "%s %s\n",
-			m == EVHTTP_REQ_GET    ? "GET"
-			: m == EVHTTP_REQ_POST ? "POST"
-					       : "?",
-			routes[i].path);
-	}
-}
-
-void api_dispatch(struct server *s, struct evhttp_request *req)
-{
-	struct api_req r = {.s = s, .req = req, .method = evhttp_request_get_command(req)};
-	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-	const char *path = evhttp_uri_get_path(uri), *qs = evhttp_uri_get_query(uri);
-
-	TAILQ_INIT(&r.query);
-	if (s->api)
-		s->api->requests++;
-	if (!auth_http_request(s, req))
-		goto out;
-	if (qs && evhttp_parse_query_str(qs, &r.query) < 0) {
-		api_reply_error(req, 400, "bad query string", "the query string is not well formed");
-		goto out;
-	}
-	if (!path || strncmp(path, "/api/v1/", 8) != 0) {
-		api_reply_error(req, 404, "not found", "no such resource");
-		goto out;
-	}
-	if (split(&r, path + 8) < 0)
-		goto out;
-	route(&r);
-out:
-	for (int i = 0; i < r.nseg; i++)
-		free(r.seg[i]);
-	evhttp_clear_headers(&r.query);
 }
 
 void api_metrics(const struct server *s, FILE *f)

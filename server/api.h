@@ -1,7 +1,8 @@
-/* api.h: the /api/v1 REST routes (docs/api.md). api.c parses the path (percent-decoded
- * segments) and the query string, routes by its one table of method, path and handler, and answers requests that wait for PostgreSQL
- * (storage/query.c) when their result comes back; api_jobs.c and api_events.c hold the
- * handlers. Everything here runs on the event loop. */
+/* api.h: what the handlers of the /api/v1 routes (routes.h) share: the request being routed,
+ * its query parameters, the queries to PostgreSQL (storage/query.c; api.c answers a request
+ * that waits for one when its result comes back), the shared latest reports and the
+ * counters. api_jobs.c and api_events.c hold handlers. Everything here runs on the event
+ * loop. */
 #ifndef CULPRIT_API_H
 #define CULPRIT_API_H
 
@@ -34,20 +35,15 @@ int api_start(struct server *s);
 void api_stop(struct server *s);
 /* Its counters in Prometheus text format (the /metrics page). */
 void api_metrics(const struct server *s, FILE *f);
-/* Routes a request whose path begins with /api/v1/ (http.c's fallback callback). */
-void api_dispatch(struct server *s, struct evhttp_request *req);
+/* A request under /api/v1 arrived (counted for /metrics). */
+void api_request_arrived(struct server *s);
 /* The answer to an /api/v1 request went out: counted by status class. */
 void api_answered(struct server *s, struct evhttp_request *req);
 
-/* Answers. */
-void api_reply_text(struct evhttp_request *req, int status, const char *json, size_t len);
-void api_reply_json(struct evhttp_request *req, int status, json_t *body); /* steals body */
 /* 200 with text, shared without a copy by the answers of one (key, version): the latest
  * reports, asked for far more often than they change. */
 void api_reply_shared(struct server *s, struct evhttp_request *req, const char *key, uint64_t version,
 		      const char *text);
-void api_reply_error(struct evhttp_request *req, int status, const char *error, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 /* Query parameter name as an integer in [lo, hi]: 1 found, 0 absent (out = def), -1 invalid
  * (400 answered). */
 int api_param_int(struct api_req *r, const char *name, int64_t lo, int64_t hi, int64_t def, int64_t *out);
@@ -78,11 +74,8 @@ void api_reply_db_error(struct evhttp_request *req, const struct storage_query_r
  * owns it (Location: its advertise_api_url and the request's path), answered when the lease
  * is read. */
 void api_job_unknown(struct api_req *r);
-/* Its routes, "METHOD /api/v1/path" a line (culpritd --routes). */
-void api_routes_print(FILE *f);
-
-/* The handlers of the route table in api.c, each called for its method and path only
- * (api_jobs.c, api_events.c; api_trace.h, capture.h). */
+/* The handlers of api_jobs.c and api_events.c in the route table (routes.c), each called
+ * for its method and path only. */
 void api_jobs_list(struct api_req *r);
 void api_jobs_get(struct api_req *r);
 void api_jobs_reports(struct api_req *r);

@@ -18,6 +18,7 @@
 #include "api.h"
 #include "event_body.h"
 #include "query.h"
+#include "reply.h"
 #include "jobs.h"
 #include "log.h"
 #include "server.h"
@@ -109,12 +110,12 @@ static void reply_applied(struct server *s, struct evhttp_request *req, const st
 
 	if (!events) {
 		json_decref(ids);
-		api_reply_error(req, 500, "internal error", "out of memory");
+		reply_error(req, 500, "internal error", "out of memory");
 		return;
 	}
-	api_reply_json(req, 202,
-		       json_pack("{s:I, s:o, s:o}", "accepted", (json_int_t)b->n, "ids", ids ? ids : json_null(),
-				 "events", events));
+	reply_json(req, 202,
+		   json_pack("{s:I, s:o, s:o}", "accepted", (json_int_t)b->n, "ids", ids ? ids : json_null(), "events",
+			     events));
 }
 
 /* the events are stored: only now do they reach the jobs' windows */
@@ -146,24 +147,24 @@ void api_events_post(struct api_req *r)
 	int status;
 
 	if (!b) {
-		api_reply_error(r->req, 500, "internal error", "out of memory");
+		reply_error(r->req, 500, "internal error", "out of memory");
 		return;
 	}
 	status = event_body_parse(len ? (const char *)evbuffer_pullup(in, -1) : "", len, clock_wall_us(), b, err,
 				  sizeof(err));
 	if (status) {
-		api_reply_error(r->req, status,
-				status == 413   ? "too many events"
-				: status == 400 ? "bad event"
-						: "internal error",
-				"%s", err);
+		reply_error(r->req, status,
+			    status == 413   ? "too many events"
+			    : status == 400 ? "bad event"
+					    : "internal error",
+			    "%s", err);
 		free(b);
 		return;
 	}
 	for (size_t i = 0; i < b->n; i++)
 		if (b->ev[i].job && !strmap_get(&r->s->jobs, b->ev[i].job)) {
-			api_reply_error(r->req, 404, "unknown job",
-					"event %zu: no job \"%.127s\" is known to this culpritd", i, b->ev[i].job);
+			reply_error(r->req, 404, "unknown job",
+				    "event %zu: no job \"%.127s\" is known to this culpritd", i, b->ev[i].job);
 			body_free(b);
 			return;
 		}
@@ -184,7 +185,7 @@ void api_events_post(struct api_req *r)
 	rows_text = rows ? json_dumps(rows, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 	json_decref(rows);
 	if (!rows_text) {
-		api_reply_error(r->req, 500, "internal error", "out of memory");
+		reply_error(r->req, 500, "internal error", "out of memory");
 		body_free(b);
 		return;
 	}
@@ -204,8 +205,8 @@ void api_events_list(struct api_req *r)
 		return;
 	if ((host && strlen(host) > 255) || (kind && strlen(kind) > 63) ||
 	    (since && (!since[0] || strlen(since) > 64))) {
-		api_reply_error(r->req, 400, "bad parameter",
-				"host (up to 255 bytes), kind (63), since (64) are too long or empty");
+		reply_error(r->req, 400, "bad parameter",
+			    "host (up to 255 bytes), kind (63), since (64) are too long or empty");
 		return;
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);

@@ -7,10 +7,9 @@
 #include <string.h>
 
 #include "api.h"
-#include "api_trace.h"
-#include "capture.h"
 #include "cluster.h"
 #include "query.h"
+#include "reply.h"
 #include "jobs.h"
 #include "server.h"
 
@@ -80,7 +79,7 @@ static void elsewhere_free(void *ctx)
 
 static void unknown_job(struct evhttp_request *req, const char *job)
 {
-	api_reply_error(req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", job);
+	reply_error(req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", job);
 }
 
 static void owner_found(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *ctx)
@@ -97,7 +96,7 @@ static void owner_found(struct server *s, struct evhttp_request *req, const stru
 		unknown_job(req, e->job);
 	else {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc);
-		api_reply_error(req, 307, "elsewhere", "job \"%.200s\" is owned by the culpritd at %s", e->job, loc);
+		reply_error(req, 307, "elsewhere", "job \"%.200s\" is owned by the culpritd at %s", e->job, loc);
 		free(loc);
 	}
 	json_decref(o);
@@ -116,7 +115,7 @@ void api_job_unknown(struct api_req *r)
 	e = calloc(1, sizeof(*e));
 	if (!e || !(e->uri = strdup(evhttp_request_get_uri(r->req)))) {
 		free(e);
-		api_reply_error(r->req, 500, "internal error", "out of memory");
+		reply_error(r->req, 500, "internal error", "out of memory");
 		return;
 	}
 	snprintf(e->job, sizeof(e->job), "%s", r->seg[1]);
@@ -147,7 +146,7 @@ static void jobs_elsewhere(struct server *s, struct evhttp_request *req, const s
 		api_reply_db_error(req, res);
 		return;
 	}
-	api_reply_json(req, 200, json_pack("{s:O,s:o}", "jobs", (json_t *)ctx, "elsewhere", others));
+	reply_json(req, 200, json_pack("{s:O,s:o}", "jobs", (json_t *)ctx, "elsewhere", others));
 }
 
 static void jobs_free(void *ctx) { json_decref(ctx); }
@@ -159,7 +158,7 @@ void api_jobs_list(struct api_req *r)
 
 	strmap_each(&r->s->jobs, add_job, arr);
 	if (!r->s->cluster) {
-		api_reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
+		reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
 		return;
 	}
 	params[0] = cluster_owner(r->s);
@@ -172,7 +171,7 @@ void api_jobs_get(struct api_req *r)
 	struct job *job = find_job(r);
 
 	if (job)
-		api_reply_json(r->req, 200, job_json(job, 1));
+		reply_json(r->req, 200, job_json(job, 1));
 }
 
 /* From memory; for a job culpritd does not hold now (forgotten, or from before a restart)
@@ -188,8 +187,7 @@ void api_jobs_latest(struct api_req *r)
 	}
 	if (!r->s->writer) {
 		if (job)
-			api_reply_error(r->req, 404, "no report", "job \"%.200s\" has not been diagnosed yet",
-					job->name);
+			reply_error(r->req, 404, "no report", "job \"%.200s\" has not been diagnosed yet", job->name);
 		else
 			find_job(r); /* 404 */
 		return;
@@ -208,10 +206,9 @@ void api_jobs_diagnose(struct api_req *r)
 	job->due = 1;
 	jobs_diagnose_due(r->s, job);
 	snprintf(url, sizeof(url), "/api/v1/jobs/%s/reports/latest", job->name);
-	api_reply_json(r->req, 202,
-		       json_pack("{s:s, s:s, s:I, s:s}", "job", job->name, "status",
-				 job->diagnosing ? "running" : "queued", "diagnoses", (json_int_t)job->diagnoses,
-				 "latest", url));
+	reply_json(r->req, 202,
+		   json_pack("{s:s, s:s, s:I, s:s}", "job", job->name, "status", job->diagnosing ? "running" : "queued",
+			     "diagnoses", (json_int_t)job->diagnoses, "latest", url));
 }
 
 void api_jobs_reports(struct api_req *r)
@@ -244,7 +241,7 @@ void api_jobs_incidents(struct api_req *r)
 	cur = json_dumps(inc, JSON_COMPACT | JSON_REAL_PRECISION(10) | JSON_ENCODE_ANY);
 	json_decref(inc);
 	if (!cur) {
-		api_reply_error(r->req, 500, "internal error", "out of memory");
+		reply_error(r->req, 500, "internal error", "out of memory");
 		return;
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
@@ -264,12 +261,12 @@ static int iter_range(struct api_req *r, int64_t span, int64_t *from, int64_t *t
 	if (!has_to)
 		*to = *from + span - 1 > INT32_MAX ? INT32_MAX : *from + span - 1;
 	if (*to < *from) {
-		api_reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")",
-				*to, *from);
+		reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")", *to,
+			    *from);
 		return -1;
 	}
 	if (*to - *from + 1 > span) {
-		api_reply_error(r->req, 400, "bad range", "at most %" PRId64 " iterations per request", span);
+		reply_error(r->req, 400, "bad range", "at most %" PRId64 " iterations per request", span);
 		return -1;
 	}
 	return 0;
@@ -285,13 +282,12 @@ void api_jobs_iterations(struct api_req *r)
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	rank = strtoll(r->seg[3], &end, 10);
 	if (!r->seg[3][0] || *end || rank < 0) {
-		api_reply_error(r->req, 400, "bad rank", "rank must be a non-negative integer, not \"%.64s\"",
-				r->seg[3]);
+		reply_error(r->req, 400, "bad rank", "rank must be a non-negative integer, not \"%.64s\"", r->seg[3]);
 		return;
 	}
 	if (rank > INT32_MAX || (job && rank >= job->topo.world)) {
-		api_reply_error(r->req, 404, "unknown rank", "job \"%.200s\" has ranks 0-%u", r->seg[1],
-				job ? job->topo.world - 1 : INT32_MAX);
+		reply_error(r->req, 404, "unknown rank", "job \"%.200s\" has ranks 0-%u", r->seg[1],
+			    job ? job->topo.world - 1 : INT32_MAX);
 		return;
 	}
 	if (iter_range(r, ITERATIONS_SPAN_MAX, &from, &to) < 0)
@@ -313,7 +309,7 @@ void api_jobs_phases(struct api_req *r)
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	name = evhttp_find_header(&r->query, "name");
 	if (!name || !name[0] || strlen(name) > 255) {
-		api_reply_error(r->req, 400, "bad parameter", "name (the phase name, 1-255 bytes) is required");
+		reply_error(r->req, 400, "bad parameter", "name (the phase name, 1-255 bytes) is required");
 		return;
 	}
 	if (iter_range(r, PHASES_SPAN_MAX, &from, &to) < 0 ||
@@ -321,8 +317,8 @@ void api_jobs_phases(struct api_req *r)
 	    api_param_int(r, "to_rank", 0, INT32_MAX, job ? (int64_t)job->topo.world - 1 : INT32_MAX, &rto) < 0)
 		return;
 	if (rto < rfrom) {
-		api_reply_error(r->req, 400, "bad range", "to_rank (%" PRId64 ") is before from_rank (%" PRId64 ")",
-				rto, rfrom);
+		reply_error(r->req, 400, "bad range", "to_rank (%" PRId64 ") is before from_rank (%" PRId64 ")", rto,
+			    rfrom);
 		return;
 	}
 	snprintf(f, sizeof(f), "%" PRId64, from);
@@ -341,8 +337,8 @@ void api_reports_get(struct api_req *r)
 
 	id = strtoll(r->seg[1], &end, 10);
 	if (!r->seg[1][0] || *end || id <= 0) {
-		api_reply_error(r->req, 400, "bad report id", "a report id is a positive integer, not \"%.64s\"",
-				r->seg[1]);
+		reply_error(r->req, 400, "bad report id", "a report id is a positive integer, not \"%.64s\"",
+			    r->seg[1]);
 		return;
 	}
 	snprintf(buf, sizeof(buf), "%lld", id);

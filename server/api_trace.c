@@ -17,7 +17,7 @@
 #include "api.h"
 #include "jobs.h"
 #include "query.h"
-#include "http.h"
+#include "reply.h"
 #include "server.h"
 #include "trace.h"
 #include "trace_export.h"
@@ -148,15 +148,14 @@ static void trace_done(struct server *s, struct evhttp_request *req, const struc
 		return;
 	}
 	if (c->status == 413) {
-		api_reply_error(
-			req, 413, "too large",
-			"the trace would hold more than %zu slices (iterations, phases, kernels); ask for fewer "
-			"ranks or iterations",
-			c->req.max_slices);
+		reply_error(req, 413, "too large",
+			    "the trace would hold more than %zu slices (iterations, phases, kernels); ask for fewer "
+			    "ranks or iterations",
+			    c->req.max_slices);
 		return;
 	}
 	if (!res->text) {
-		api_reply_error(req, 404, "unknown job", "no job \"%.200s\" is stored", c->req.job);
+		reply_error(req, 404, "unknown job", "no job \"%.200s\" is stored", c->req.job);
 		return;
 	}
 	evhttp_add_header(h, "Content-Type",
@@ -165,7 +164,7 @@ static void trace_done(struct server *s, struct evhttp_request *req, const struc
 		 c->format == TRACE_FORMAT_CHROME ? "json" : "pftrace");
 	evhttp_add_header(h, "Content-Disposition", disp);
 	evbuffer_add(evhttp_request_get_output_buffer(req), res->text, res->len);
-	http_send(req, 200);
+	reply_send(req, 200);
 }
 
 void api_trace(struct api_req *r)
@@ -181,7 +180,7 @@ void api_trace(struct api_req *r)
 	job = strmap_get(&r->s->jobs, r->seg[1]); /* NULL: known only from PostgreSQL, or unknown */
 	fmt = evhttp_find_header(&r->query, "format");
 	if (fmt && strcmp(fmt, "perfetto") != 0 && strcmp(fmt, "chrome") != 0) {
-		api_reply_error(r->req, 400, "bad parameter", "format is perfetto or chrome, not \"%.64s\"", fmt);
+		reply_error(r->req, 400, "bad parameter", "format is perfetto or chrome, not \"%.64s\"", fmt);
 		return;
 	}
 	if ((has_from = api_param_int(r, "from_iter", 0, INT32_MAX, -1, &from)) < 0 ||
@@ -190,24 +189,24 @@ void api_trace(struct api_req *r)
 	if (api_param_int(r, "max_slices", 1, TRACE_MAX_SLICES, TRACE_MAX_SLICES, &max_slices) < 0)
 		return;
 	if (has_from && has_to && to < from) {
-		api_reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")", to,
-				from);
+		reply_error(r->req, 400, "bad range", "to_iter (%" PRId64 ") is before from_iter (%" PRId64 ")", to,
+			    from);
 		return;
 	}
 	if (has_from && has_to && to - from + 1 > TRACE_MAX_ITERATIONS) {
-		api_reply_error(r->req, 400, "bad range", "at most %d iterations per trace", TRACE_MAX_ITERATIONS);
+		reply_error(r->req, 400, "bad range", "at most %d iterations per trace", TRACE_MAX_ITERATIONS);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		api_reply_error(r->req, 503, "unavailable", "out of memory");
+		reply_error(r->req, 503, "unavailable", "out of memory");
 		return;
 	}
 	ranks = evhttp_find_header(&r->query, "ranks");
 	rc = api_parse_ranks(ranks, job ? job->topo.world : UINT32_MAX, TRACE_MAX_RANKS, &c->req.ranks, &c->req.n_ranks,
 			     err, sizeof(err));
 	if (rc < 0) {
-		api_reply_error(r->req, rc == -2 ? 404 : 400, rc == -2 ? "unknown rank" : "bad parameter", "%s", err);
+		reply_error(r->req, rc == -2 ? 404 : 400, rc == -2 ? "unknown rank" : "bad parameter", "%s", err);
 		ctx_free(c);
 		return;
 	}

@@ -17,7 +17,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "http.h"
+#include "reply.h"
 #include "server.h"
 #include "strmap.h"
 #include "tls.h"
@@ -386,10 +386,9 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	const char *detail, *error;
-	char *peer = NULL, body[256];
+	char *peer = NULL;
 	static struct log_limit limit = {.what = "refused REST requests"};
 	uint16_t port = 0;
-	struct evbuffer *buf;
 
 	if (!tls_request_ok(s, req)) {
 		evhttp_send_error(req, 400, "TLS required");
@@ -416,10 +415,6 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 			 r == AUTH_HTTP_FORBIDDEN ? "read token on a write request"
 			 : h                      ? "invalid token"
 						  : "no token");
-	snprintf(body, sizeof(body), "{\"error\":\"%s\",\"detail\":\"%s\"}\n", error, detail);
-	evhttp_add_header(out, "Content-Type", "application/json");
-	buf = evhttp_request_get_output_buffer(req);
-	evbuffer_add(buf, body, strlen(body));
-	http_send(req, r == AUTH_HTTP_FORBIDDEN ? 403 : 401);
+	reply_error(req, r == AUTH_HTTP_FORBIDDEN ? 403 : 401, error, "%s", detail);
 	return false;
 }

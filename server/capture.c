@@ -15,6 +15,7 @@
 #include "ingest.h"
 #include "jobs.h"
 #include "log.h"
+#include "reply.h"
 #include "server.h"
 
 /* ---- POST /api/v1/jobs/{job}/capture ---- */
@@ -54,10 +55,10 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 
 	root = len ? json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, &jerr) : NULL;
 	if (!root || !json_is_object(root)) {
-		api_reply_error(r->req, 400, "bad body", "%s",
-				root  ? "the body is not a JSON object"
-				: len ? jerr.text
-				      : "a JSON body is required");
+		reply_error(r->req, 400, "bad body", "%s",
+			    root  ? "the body is not a JSON object"
+			    : len ? jerr.text
+				  : "a JSON body is required");
 		json_decref(root);
 		return 400;
 	}
@@ -65,8 +66,8 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 	ji = json_object_get(root, "iterations");
 	jm = json_object_get(root, "max_events");
 	if (!json_is_integer(ji) || json_integer_value(ji) < 1 || json_integer_value(ji) > CAPTURE_MAX_ITERATIONS) {
-		api_reply_error(r->req, 400, "bad body", "iterations must be an integer in [1, %d]",
-				CAPTURE_MAX_ITERATIONS);
+		reply_error(r->req, 400, "bad body", "iterations must be an integer in [1, %d]",
+			    CAPTURE_MAX_ITERATIONS);
 		json_decref(root);
 		return 400;
 	}
@@ -74,8 +75,8 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 	*max_events = CAPTURE_DEFAULT_MAX_EVENTS;
 	if (jm) {
 		if (!json_is_integer(jm) || json_integer_value(jm) < 1 || json_integer_value(jm) > CAPTURE_MAX_EVENTS) {
-			api_reply_error(r->req, 400, "bad body", "max_events must be an integer in [1, %d]",
-					CAPTURE_MAX_EVENTS);
+			reply_error(r->req, 400, "bad body", "max_events must be an integer in [1, %d]",
+				    CAPTURE_MAX_EVENTS);
 			json_decref(root);
 			return 400;
 		}
@@ -110,7 +111,7 @@ static int parse_body(struct api_req *r, uint32_t world, uint32_t **ranks, size_
 	}
 	json_decref(root);
 	if (rc < 0) {
-		api_reply_error(r->req, 400, "bad body", "%s", err);
+		reply_error(r->req, 400, "bad body", "%s", err);
 		return 400;
 	}
 	return 0;
@@ -153,13 +154,13 @@ void api_capture(struct api_req *r)
 		json_decref(st.agents);
 		free(st.served);
 		free(ranks);
-		api_reply_error(r->req, 503, "unavailable", "out of memory");
+		reply_error(r->req, 503, "unavailable", "out of memory");
 		return;
 	}
 	n_sent = ingest_send_command(r->s, job, &cmd, each_agent, &st);
 	if (n_sent == 0) {
-		api_reply_error(r->req, 409, "no agent", "no connected agent of job \"%.200s\" serves these ranks",
-				job->name);
+		reply_error(r->req, 409, "no agent", "no connected agent of job \"%.200s\" serves these ranks",
+			    job->name);
 		json_decref(st.agents);
 		free(st.served);
 		free(ranks);
@@ -189,10 +190,10 @@ void api_capture(struct api_req *r)
 			i = j;
 		}
 	}
-	api_reply_json(r->req, 202,
-		       json_pack("{s:I, s:s, s:i, s:i, s:o, s:o, s:s}", "capture", (json_int_t)id, "job", job->name,
-				 "iterations", (json_int_t)iterations, "max_events", (json_int_t)max_events, "agents",
-				 st.agents, "unserved", unserved, "trace", url));
+	reply_json(r->req, 202,
+		   json_pack("{s:I, s:s, s:i, s:i, s:o, s:o, s:s}", "capture", (json_int_t)id, "job", job->name,
+			     "iterations", (json_int_t)iterations, "max_events", (json_int_t)max_events, "agents",
+			     st.agents, "unserved", unserved, "trace", url));
 	free(st.served);
 	free(ranks);
 }

@@ -19,8 +19,6 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "ingest.h"
-#include "jobs.h"
 #include "lease.h"
 #include "log.h"
 #include "query.h"
@@ -45,6 +43,7 @@ struct lease {
 };
 
 struct cluster {
+	const struct cluster_calls *calls;
 	char owner[128];
 	char api_url[256];
 	struct storage_query *q;
@@ -54,6 +53,15 @@ struct cluster {
 	bool renewing;
 	uint64_t tick, renew_tick;
 };
+
+/* How many more agent connections this instance takes (written with its leases: another
+ * instance relays the agents of its jobs when this is 0). */
+static int agent_room(const struct server *s)
+{
+	uint64_t agents = metrics_open_connections(&s->m) - s->m.relay_conns;
+
+	return agents >= (uint64_t)s->cfg.max_connections ? 0 : (int)((uint64_t)s->cfg.max_connections - agents);
+}
 
 const char *cluster_owner(const struct server *s) { return s->cluster->owner; }
 
@@ -77,8 +85,7 @@ static void lost(struct server *s, const char *job, struct lease *l)
 	l->state = LEASE_NONE;
 	l->epoch = 0;
 	s->m.leases_lost++;
-	ingest_close_job(s, job);
-	jobs_lost(s, job);
+	s->cluster->calls->lost(s, job);
 }
 
 void cluster_lost(struct server *s, const char *job)
@@ -113,7 +120,7 @@ enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t co
 						    .api_url = c->api_url,
 						    .lease_s = (int)s->cfg.lease_s,
 						    .window_iters = (uint32_t)s->cfg.window_iters,
-						    .agent_room = ingest_agent_room(s)};
+						    .agent_room = agent_room(s)};
 		snprintf(l->req.job, sizeof(l->req.job), "%s", job);
 		if (storage_query_submit_fn(c->q, (uint64_t)(uintptr_t)l, storage_lease_acquire, &l->req) < 0)
 			return CLUSTER_BUSY;
@@ -144,7 +151,7 @@ static void apply_progress(struct server *s, const char *job, const char *lines)
 		if (!nl)
 			return;
 		snprintf(agent, sizeof(agent), "%.*s", (int)(tab - lines), lines);
-		ingest_set_progress(s, job, agent, strtoull(tab + 1, NULL, 10));
+		s->cluster->calls->progress(s, job, agent, strtoull(tab + 1, NULL, 10));
 		lines = nl + 1;
 	}
 }
@@ -165,7 +172,7 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 		s->m.leases_acquired++;
 		log_info("job \"%s\": lease acquired (epoch %" PRIu64 ")", job, got->epoch);
 		apply_progress(s, job, got->data);
-		jobs_taken_over(s, job, got);
+		s->cluster->calls->taken_over(s, job, got);
 	} else {
 		l->state = LEASE_OTHER;
 		l->until_ms = clock_mono_ms() + OTHER_TTL_MS;
@@ -182,7 +189,7 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 	l->waiting = NULL;
 	l->n_waiting = l->cap_waiting = 0;
 	for (size_t i = 0; i < n; i++)
-		ingest_hello_resume(s, waiting[i]);
+		s->cluster->calls->resume(s, waiting[i]);
 	free(waiting);
 }
 
@@ -328,14 +335,14 @@ static void renew_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->renewing)
 		return;
 	c->renew = (struct storage_lease_req){
-		.owner = c->owner, .lease_s = (int)s->cfg.lease_s, .agent_room = ingest_agent_room(s)};
+		.owner = c->owner, .lease_s = (int)s->cfg.lease_s, .agent_room = agent_room(s)};
 	if (storage_query_submit_fn(c->q, RENEW_TOKEN, storage_lease_renew, &c->renew) == 0) {
 		c->renewing = true;
 		c->renew_tick = ++c->tick;
 	}
 }
 
-int cluster_start(struct server *s)
+int cluster_start(struct server *s, const struct cluster_calls *calls)
 {
 	struct cluster *c = calloc(1, sizeof(*c));
 	struct timeval every = {(time_t)(s->cfg.lease_s / 3), (suseconds_t)(s->cfg.lease_s % 3) * 333333};
@@ -344,6 +351,7 @@ int cluster_start(struct server *s)
 	if (!c)
 		return -1;
 	s->cluster = c;
+	c->calls = calls;
 	if (s->cfg.instance_id[0]) {
 		snprintf(c->owner, sizeof(c->owner), "%s", s->cfg.instance_id);
 	} else {

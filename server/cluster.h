@@ -14,8 +14,22 @@
 
 struct server;
 
+struct storage_lease;
+
+/* What a lease's change does to the agents' connections and the jobs (main.c gives ingest's
+ * and jobs' functions): a Hello that waited for its job's lease goes on; when this instance
+ * takes a job's lease, each agent's durable sequence is the database's, and the job's open
+ * incidents (l) continue; when the lease is another's, the job's connections close and the
+ * job is forgotten. */
+struct cluster_calls {
+	void (*resume)(struct server *s, uint64_t conn_id);
+	void (*progress)(struct server *s, const char *job, const char *agent, uint64_t durable_seq);
+	void (*taken_over)(struct server *s, const char *job, struct storage_lease *l);
+	void (*lost)(struct server *s, const char *job);
+};
+
 /* Before the writer starts (it needs cluster_owner for fencing). 0, or -1 (logged). */
-int cluster_start(struct server *s);
+int cluster_start(struct server *s, const struct cluster_calls *calls);
 /* At the end of a clean stop, after the writers: stops the worker and gives back every lease
  * of this instance (they expire now: other instances take its jobs on their next Hello). */
 void cluster_stop(struct server *s);
@@ -24,7 +38,7 @@ const char *cluster_owner(const struct server *s);
 
 enum cluster_answer {
 	CLUSTER_OWNED,    /* this instance owns the job: go on (*epoch set) */
-	CLUSTER_WAIT,     /* being looked up: ingest_hello_resume(conn_id) follows */
+	CLUSTER_WAIT,     /* being looked up: calls->resume(conn_id) follows */
 	CLUSTER_REDIRECT, /* another instance owns it: *to is its agent address */
 	CLUSTER_RELAY,    /* another instance owns it and takes no more agents: relay to *to */
 	CLUSTER_BUSY,     /* the lease cannot be looked up now (database, queue full): retry later */

@@ -1,5 +1,5 @@
-/* http.c: the REST API (see docs/api.md). Every answer is JSON, errors are
- * {"error": ..., "detail": ...} with the matching status. Limits on body size, header size
+/* http.c: the REST API (see docs/api.md): the listener, the routes outside /api/v1 (routes.c
+ * has those) and the connections' callbacks. Every answer goes through reply.h. Limits on body size, header size
  * and time are set explicitly: libevent's defaults are unlimited. */
 #include "http.h"
 
@@ -17,48 +17,12 @@
 #include "api.h"
 #include "auth.h"
 #include "http_conn.h"
-#include "ingest.h"
 #include "log.h"
+#include "reply.h"
+#include "routes.h"
 #include "server.h"
 #include "tls.h"
 #include "writer.h"
-
-void http_send(struct evhttp_request *req, int status)
-{
-	struct evbuffer *out = evhttp_request_get_output_buffer(req);
-
-	/* HEAD: GET's headers, Content-Length included, and no body (evhttp would send one) */
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-		struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-		char len[32];
-
-		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(out));
-		evhttp_remove_header(h, "Content-Length");
-		evhttp_add_header(h, "Content-Length", len);
-		evbuffer_drain(out, evbuffer_get_length(out));
-	}
-	evhttp_send_reply(req, status, NULL, NULL);
-}
-
-static void reply_json(struct evhttp_request *req, int status, json_t *body)
-{
-	struct evbuffer *out = evhttp_request_get_output_buffer(req);
-	char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(10));
-
-	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-	if (text) {
-		evbuffer_add(out, text, strlen(text));
-		evbuffer_add(out, "\n", 1);
-	}
-	free(text);
-	json_decref(body);
-	http_send(req, status);
-}
-
-static void reply_error(struct evhttp_request *req, int status, const char *error, const char *detail)
-{
-	reply_json(req, status, json_pack("{s:s, s:s}", "error", error, "detail", detail));
-}
 
 static int only_get(struct evhttp_request *req)
 {
@@ -144,7 +108,7 @@ static void metrics(struct evhttp_request *req, void *arg)
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; version=0.0.4");
 	evbuffer_add(evhttp_request_get_output_buffer(req), text, len);
 	free(text);
-	http_send(req, 200);
+	reply_send(req, 200);
 }
 
 /* evhttp frames a body by the first Content-Length and takes any Transfer-Encoding but
@@ -191,7 +155,7 @@ void http_routes_print(FILE *f)
 {
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		fprintf(f, "GET %s\n", fixed[i].path);
-	api_routes_print(f);
+	routes_print(f);
 }
 
 static void route(struct evhttp_request *req, void *arg)
@@ -206,7 +170,7 @@ static void route(struct evhttp_request *req, void *arg)
 	if (bad) {
 		http_conn_bad_request(s, req, bad);
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-		reply_error(req, 400, "bad request", bad);
+		reply_error(req, 400, "bad request", "%s", bad);
 		return;
 	}
 	while (path && i < sizeof(fixed) / sizeof(fixed[0]) && strcmp(path, fixed[i].path) != 0)
@@ -214,9 +178,9 @@ static void route(struct evhttp_request *req, void *arg)
 	if (path && i < sizeof(fixed) / sizeof(fixed[0]))
 		fixed[i].handler(req, s);
 	else if (path && strncmp(path, "/api/v1/", 8) == 0)
-		api_dispatch(s, req);
+		routes_dispatch(s, req);
 	else
-		reply_error(req, 404, "not found", evhttp_request_get_uri(req));
+		reply_error(req, 404, "not found", "%s", evhttp_request_get_uri(req));
 }
 
 void http_apply_limits(struct server *s)

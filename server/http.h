@@ -5,7 +5,6 @@
 #include <stdio.h>
 
 struct server;
-struct evhttp_request;
 
 /* Binds cfg.http_listen and registers every route. -1 with a log line on failure. */
 int http_start(struct server *s);
@@ -14,8 +13,5 @@ void http_apply_limits(struct server *s);
 void http_stop(struct server *s);
 /* Every REST route, "METHOD /path" a line (GET stands for GET and HEAD): culpritd --routes. */
 void http_routes_print(FILE *f);
-/* Sends req's answer: every route answers through here (HEAD gets GET's headers, Content-Length
- * included, and no body). */
-void http_send(struct evhttp_request *req, int status);
 
 #endif

@@ -659,13 +659,20 @@ static void refuse_hello(struct conn *c, const char *reason)
 
 /* ---- Hello ---- */
 
+/* What a relay does to the connections of the agents it relays (relay.h): writes the owner's
+ * frames to them, closes them, reads them again. */
+static void relayed_deliver(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len);
+static void relayed_close(struct server *s, uint64_t conn_id);
+static void relayed_release(struct server *s, uint64_t conn_id);
+static const struct relay_calls relayed = {relayed_deliver, relayed_close, relayed_release};
+
 /* Many instances: the owner of h's job has no room for its agent: it is relayed there. */
 static void relay_hello(struct conn *c, const Culprit__V1__Hello *h, const char *to)
 {
 	struct timeval idle = {(time_t)c->srv->cfg.idle_timeout_s, 0};
 
 	snprintf(c->agent, sizeof(c->agent), "%s", h->agent_id);
-	if (!(c->up = relay_agent(c->srv, c->id, h, to))) {
+	if (!(c->up = relay_agent(c->srv, &relayed, c->id, h, to))) {
 		conn_close(c, CLOSE_NOMEM);
 		return;
 	}
@@ -763,7 +770,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		return;
 	}
 	if (s->cluster && !c->parent_id &&
-	    ingest_open_connections(s) > (uint64_t)s->cfg.max_connections + s->m.relay_conns) {
+	    metrics_open_connections(&s->m) > (uint64_t)s->cfg.max_connections + s->m.relay_conns) {
 		/* the connections kept for relays (RELAY_CONNS) take no agent */
 		static struct log_limit limit = {.what = "hellos over max_connections"};
 
@@ -1360,7 +1367,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	s->m.accepted++;
 	listen_pause_ok(&s->agent_pause);
 	if (s->n_free == 0 ||
-	    ingest_open_connections(s) >= (uint64_t)s->cfg.max_connections + (s->cluster ? RELAY_CONNS : 0)) {
+	    metrics_open_connections(&s->m) >= (uint64_t)s->cfg.max_connections + (s->cluster ? RELAY_CONNS : 0)) {
 		over_limit(s, fd, LIMIT_CONNECTIONS, addr, port, "max_connections", s->cfg.max_connections);
 		return;
 	}
@@ -1529,19 +1536,7 @@ size_t ingest_close_unauthorized(struct server *s)
 	return n;
 }
 
-uint64_t ingest_open_connections(const struct server *s)
-{
-	return s->m.conns_hello + s->m.conns_active + s->m.conns_blocked;
-}
-
-int ingest_agent_room(const struct server *s)
-{
-	uint64_t agents = ingest_open_connections(s) - s->m.relay_conns;
-
-	return agents >= (uint64_t)s->cfg.max_connections ? 0 : (int)((uint64_t)s->cfg.max_connections - agents);
-}
-
-void ingest_relay_deliver(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len)
+static void relayed_deliver(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len)
 {
 	struct conn *c = conn_by_id(s, conn_id);
 	uint32_t be = htobe32((uint32_t)len);
@@ -1557,7 +1552,7 @@ void ingest_relay_deliver(struct server *s, uint64_t conn_id, const uint8_t *fra
 		conn_close(c, CLOSE_NOMEM);
 }
 
-void ingest_relay_close(struct server *s, uint64_t conn_id)
+static void relayed_close(struct server *s, uint64_t conn_id)
 {
 	struct conn *c = conn_by_id(s, conn_id);
 
@@ -1572,7 +1567,7 @@ void ingest_relay_close(struct server *s, uint64_t conn_id)
 		conn_close(c, CLOSE_REFUSED);
 }
 
-void ingest_relay_release(struct server *s, uint64_t conn_id)
+static void relayed_release(struct server *s, uint64_t conn_id)
 {
 	struct conn *c = conn_by_id(s, conn_id);
 

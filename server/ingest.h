@@ -42,22 +42,12 @@ size_t ingest_send_command(struct server *s, const struct job *job, const Culpri
 			   void (*each)(void *arg, const char *agent, const char *host, const uint32_t *ranks,
 					size_t n),
 			   void *arg);
-/* Many instances (cluster.c): handles again the Hello of a connection that waited for its
+/* Many instances (cluster.h's calls, given by main.c): handles again the Hello of a connection that waited for its
  * job's lease; closes every connection of a job whose lease was lost; sets an agent's durable
  * sequence to the database's when the job's lease is taken. */
 void ingest_hello_resume(struct server *s, uint64_t conn_id);
 void ingest_close_job(struct server *s, const char *job);
 void ingest_set_progress(struct server *s, const char *job, const char *agent, uint64_t durable_seq);
-/* Relays (relay.c): writes a frame body from the job's owner to the relayed agent of
- * conn_id; closes it once what it was sent is written; reads it again after its relay was full. */
-void ingest_relay_deliver(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len);
-void ingest_relay_close(struct server *s, uint64_t conn_id);
-void ingest_relay_release(struct server *s, uint64_t conn_id);
-/* Many instances: how many more agent connections this instance takes (written with its
- * leases: another instance relays the agents of its jobs when this is 0). */
-int ingest_agent_room(const struct server *s);
-/* Connections open (any state). */
-uint64_t ingest_open_connections(const struct server *s);
 /* After SIGHUP: closes every streaming connection whose Hello token the new s->auth no
  * longer accepts (counted as authentication failures, closed as refused); their agents'
  * next Hello is refused. Returns how many. */

@@ -161,7 +161,7 @@ static void restore_incident(struct server *s, struct job *job)
 	 * check resolves it when every rank reports again. */
 	if (strcmp(r->inc.category, "hang") != 0 && r->baseline_ms > 0)
 		engine_resume_window(job->engine, r->inc.first_iter, r->baseline_ms);
-	alerts_restore(s, job, r->alert, r->report);
+	alerts_restore(s, job->name, r->alert, r->report);
 	log_info("job \"%s\": incident %s continues (%s, %u updates so far%s)", job->name, r->inc.key, r->inc.category,
 		 r->inc.updates, engine_l1(job->engine)->open ? "; window resumed" : "");
 	if (r->window)
@@ -304,7 +304,7 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		change = incident_recover(&job->incident, clock_wall_us());
 		announce(s, job, change, NULL);
 		if (change != INCIDENT_NONE)
-			alerts_report(s, job, NULL, NULL, change);
+			alerts_report(s, job->name, &job->incident, NULL, NULL, change);
 	}
 	if (ev & ENGINE_OPENED) {
 		const struct l1 *l = engine_l1(job->engine);
@@ -417,7 +417,7 @@ void jobs_diagnosis_results(struct server *s)
 						engine_l1(job->engine)->open || !strcmp(res[i].report.category, "hang"),
 						clock_wall_us());
 			announce(s, job, change, &res[i].report);
-			alerts_report(s, job, &res[i].report, job->latest_report, change);
+			alerts_report(s, job->name, &job->incident, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);
 			jobs_diagnose_due(s, job);
 		}
@@ -483,7 +483,7 @@ void jobs_check_hang(struct server *s, struct job *job, int64_t wall_now_us)
 
 			log_info("job \"%s\": every rank reports again", job->name);
 			announce(s, job, change, NULL);
-			alerts_report(s, job, NULL, NULL, change);
+			alerts_report(s, job->name, &job->incident, NULL, NULL, change);
 		}
 		return;
 	}
@@ -537,7 +537,7 @@ static void resolve_left(struct server *s, struct job *job, int64_t now_us, cons
 	snprintf(job->incident.summary, sizeof(job->incident.summary), "%s", summary);
 	s->m.incident_changes[change]++;
 	log_info("INCIDENT %s resolved: job \"%s\": %s", job->incident.key, job->name, why);
-	alerts_report(s, job, NULL, NULL, change);
+	alerts_report(s, job->name, &job->incident, NULL, NULL, change);
 }
 
 /* names collected while a map is walked (it is not changed meanwhile), at most cap */
@@ -643,7 +643,7 @@ void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
 			if (job) { /* the incident's own job struct, for its alerts */
 				snprintf(job->name, sizeof(job->name), "%s", names[i]);
 				job->incident = r->inc;
-				alerts_restore(s, job, r->alert, r->report);
+				alerts_restore(s, job->name, r->alert, r->report);
 				snprintf(why, sizeof(why),
 					 "its agents did not come back within %lld s of culpritd's start",
 					 (long long)after_s);

@@ -168,6 +168,19 @@ static void writer_wake(void *arg)
 	event_active(s->writer_wake, EV_READ, 0);
 }
 
+/* Many instances: a job's lease is another instance's now: its agents' connections close
+ * (they come back and are redirected), the job is forgotten. */
+static void lease_lost(struct server *s, const char *job)
+{
+	ingest_close_job(s, job);
+	jobs_lost(s, job);
+}
+
+static const struct cluster_calls lease_calls = {.resume = ingest_hello_resume,
+						 .progress = ingest_set_progress,
+						 .taken_over = jobs_taken_over,
+						 .lost = lease_lost};
+
 static int open_storage(struct server *s)
 {
 	char err[512];
@@ -216,7 +229,7 @@ static int open_storage(struct server *s)
 	wc.wake = writer_wake;
 	wc.wake_arg = s;
 	if (s->cfg.advertise_agent_addr[0]) {
-		if (cluster_start(s) < 0)
+		if (cluster_start(s, &lease_calls) < 0)
 			return -1;
 		wc.lease_owner = cluster_owner(s);
 	}

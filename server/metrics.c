@@ -24,6 +24,11 @@ void metrics_observe_diagnosis(struct metrics *m, double ms)
 			m->diagnosis_buckets[i]++;
 }
 
+uint64_t metrics_open_connections(const struct metrics *m)
+{
+	return m->conns_hello + m->conns_active + m->conns_blocked;
+}
+
 const char *metrics_close_reason_name(enum metrics_close_reason r)
 {
 	return (unsigned)r < CLOSE_REASONS ? close_names[r] : "unknown";

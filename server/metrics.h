@@ -75,6 +75,8 @@ struct metrics {
 };
 
 void metrics_observe_diagnosis(struct metrics *m, double ms);
+/* Agent connections open (any state). */
+uint64_t metrics_open_connections(const struct metrics *m);
 
 const char *metrics_close_reason_name(enum metrics_close_reason r);
 void metrics_render(const struct metrics *m, FILE *out);

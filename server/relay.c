@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest.h"
 #include "log.h"
 #include "server.h"
 
@@ -22,6 +21,7 @@
 
 struct relay {
 	struct server *s;
+	const struct relay_calls *calls; /* ingest's, on its agents' connections */
 	char job[128];
 	char addr[256];
 	struct bufferevent *bev;
@@ -101,7 +101,7 @@ static void relay_end_now(struct relay *r, const char *why, bool now)
 	s->m.agents_relayed -= r->agents.len;
 	strmap_free(&r->agents);
 	for (size_t i = 0; i < n; i++)
-		ingest_relay_close(s, ids[i]);
+		r->calls->close(s, ids[i]);
 	free(ids);
 	if (now || event_base_once(s->base, -1, EV_TIMEOUT, free_cb, r, &(struct timeval){0, 0}) < 0)
 		free_cb(-1, 0, r); /* a relay ends without one at shutdown only */
@@ -144,10 +144,10 @@ static void handle(struct relay *r, const frame_envelope *env)
 		/* the owner closed it: out of the map first, so that closing it tells the owner nothing */
 		strmap_del(&r->agents, env->relay->agent_id);
 		s->m.agents_relayed--;
-		ingest_relay_close(s, id);
+		r->calls->close(s, id);
 		return;
 	}
-	ingest_relay_deliver(s, id, env->relay->frame.data, env->relay->frame.len);
+	r->calls->deliver(s, id, env->relay->frame.data, env->relay->frame.len);
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)
@@ -200,7 +200,7 @@ static void write_cb(struct bufferevent *bev, void *arg)
 	r->full = false;
 	ids = agent_ids(r, &n);
 	for (size_t i = 0; i < n && !r->full; i++)
-		ingest_relay_release(r->s, ids[i]);
+		r->calls->release(r->s, ids[i]);
 	free(ids);
 }
 
@@ -214,7 +214,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	relay_end(r, what & BEV_EVENT_EOF ? "the owner closed the connection" : "connection to the owner failed");
 }
 
-static struct relay *relay_open(struct server *s, const char *job, const char *addr)
+static struct relay *relay_open(struct server *s, const struct relay_calls *calls, const char *job, const char *addr)
 {
 	struct relay *r = calloc(1, sizeof(*r));
 	struct sockaddr_storage ss;
@@ -225,6 +225,7 @@ static struct relay *relay_open(struct server *s, const char *job, const char *a
 	if (!r)
 		return NULL;
 	r->s = s;
+	r->calls = calls;
 	snprintf(r->job, sizeof(r->job), "%s", job);
 	snprintf(r->addr, sizeof(r->addr), "%s", addr);
 	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
@@ -255,7 +256,8 @@ static struct relay *relay_open(struct server *s, const char *job, const char *a
 	return r;
 }
 
-struct relay *relay_agent(struct server *s, uint64_t conn_id, const Culprit__V1__Hello *hello, const char *addr)
+struct relay *relay_agent(struct server *s, const struct relay_calls *calls, uint64_t conn_id,
+			  const Culprit__V1__Hello *hello, const char *addr)
 {
 	struct relay *r = strmap_get(&s->relays, hello->job);
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
@@ -266,12 +268,12 @@ struct relay *relay_agent(struct server *s, uint64_t conn_id, const Culprit__V1_
 
 	if (r && strcmp(r->addr, addr) != 0)
 		relay_end(r, "the job has another owner"); /* leaves s->relays */
-	if (!(r = strmap_get(&s->relays, hello->job)) && !(r = relay_open(s, hello->job, addr)))
+	if (!(r = strmap_get(&s->relays, hello->job)) && !(r = relay_open(s, calls, hello->job, addr)))
 		return NULL;
 	if ((old = (uint64_t)(uintptr_t)strmap_get(&r->agents, hello->agent_id))) {
 		/* the agent came back before its old connection here ended: the owner closes that first */
 		relay_agent_gone(r, hello->agent_id, old);
-		ingest_relay_close(s, old);
+		r->calls->close(s, old);
 	}
 	if (strmap_put(&r->agents, hello->agent_id, (void *)(uintptr_t)conn_id) < 0)
 		return NULL;

@@ -27,11 +27,21 @@
 struct server;
 struct relay;
 
+/* What a relay does to the connections of the agents it relays (ingest.c's, given with each
+ * agent): writes a frame body from the owner to the agent of conn_id; closes it once what
+ * it was sent is written; reads it again after its relay was full. */
+struct relay_calls {
+	void (*deliver)(struct server *s, uint64_t conn_id, const uint8_t *frame, size_t len);
+	void (*close)(struct server *s, uint64_t conn_id);
+	void (*release)(struct server *s, uint64_t conn_id);
+};
+
 /* Relays the agent of connection conn_id (whose Hello is hello) to the owner at addr
  * (host:port, numeric); forwards the Hello. NULL (logged): the connection is closed. */
-struct relay *relay_agent(struct server *s, uint64_t conn_id, const Culprit__V1__Hello *hello, const char *addr);
+struct relay *relay_agent(struct server *s, const struct relay_calls *calls, uint64_t conn_id,
+			  const Culprit__V1__Hello *hello, const char *addr);
 /* Forwards one frame body of the agent. 1: the queue to the owner is full, stop reading the
- * agent until ingest_relay_release; 0: go on; -1: the relay failed (the agent is closed). */
+ * agent until calls->release; 0: go on; -1: the relay failed (the agent is closed). */
 int relay_forward(struct relay *r, const char *agent, const uint8_t *body, size_t len);
 /* The agent's connection of conn_id ended: the owner is told (unless it said so first). */
 void relay_agent_gone(struct relay *r, const char *agent, uint64_t conn_id);
