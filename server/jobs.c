@@ -379,6 +379,7 @@ void jobs_diagnosis_results(struct server *s)
 		for (size_t i = 0; i < n; i++) {
 			struct job *job = strmap_get(&s->jobs, res[i].job);
 			json_t *j;
+			bool hang;
 
 			if (res[i].prepared) {
 				if (job && !job->snapshot && !job->diagnosing)
@@ -404,7 +405,8 @@ void jobs_diagnosis_results(struct server *s)
 			job->diagnosing = 0;
 			job->snapshot = res[i].snapshot;
 			job->diagnoses++;
-			if (res[i].report.category && !strcmp(res[i].report.category, "hang"))
+			hang = res[i].report.category && !strcmp(res[i].report.category, "hang");
+			if (hang)
 				hang_iteration(&res[i].report, res[i].snapshot);
 			j = report_to_json(&res[i].report);
 			if (j) {
@@ -414,7 +416,7 @@ void jobs_diagnosis_results(struct server *s)
 			}
 			change =
 				incident_report(&job->incident, job->name, &res[i].report,
-						engine_l1(job->engine)->open || !strcmp(res[i].report.category, "hang"),
+						engine_l1(job->engine)->open || hang,
 						clock_wall_us());
 			announce(s, job, change, &res[i].report);
 			alerts_report(s, job->name, &job->incident, &res[i].report, job->latest_report, change);

@@ -293,8 +293,8 @@ struct relay *relay_agent(struct server *s, const struct relay_calls *calls, uin
 
 int relay_forward(struct relay *r, const char *agent, const uint8_t *body, size_t len)
 {
-	/* the agent library's Envelope puts its one field first: tag 3, length-delimited */
-	if (len && body[0] == ((3 << 3) | 2))
+	/* the agent library's Envelope puts its one field first: a Batch is counted by its key */
+	if (len && body[0] == frame_field_tag(&culprit__v1__envelope__descriptor, "batch"))
 		r->s->m.batches_relayed++;
 	if (send_relay(r, agent, body, len) < 0) {
 		relay_end(r, "out of memory");

@@ -1,5 +1,5 @@
 /* test_torch_job.c: a real PyTorch job streams into the real culpritd. Six processes of
- * python3 -m torch.distributed.run (gloo, CPU; train.py: a small model under DDP, 100
+ * python3 -m torch.distributed.run (gloo, CPU; train.py: a small model under DDP, 60
  * steps) with culprit_agent.torch.Monitor attached, the Python package over the real
  * libculprit_agent, culpritd on the test PostgreSQL; reports read through the REST API:
  *   - rank 5 computing three times as long from step 40: a compute_degradation report whose
@@ -26,10 +26,10 @@ static struct h_proc proc;
  * rank exited 0, which train.py does when all its records were acknowledged. */
 static int run_job(const char *job, const char *const *extra)
 {
-	const char *argv[16] = {
-		"--device-ms",
-		"80"}; /* a device step long beside the CPU noise of 6 processes (40 was not, at a load of 10) */
-	size_t n = 2;
+	/* a device step long beside the CPU noise of 6 processes (40 ms was not, at a load of 10);
+	 * 60 steps: 40 of baseline, 20 after the faults' onset (a report is due within 5) */
+	const char *argv[16] = {"--device-ms", "80", "--steps", "60"};
+	size_t n = 4;
 
 	for (; *extra; extra++)
 		argv[n++] = *extra;
