@@ -515,7 +515,7 @@ static int keep_sketch(struct fanout *f, size_t *sk_off, const uint8_t *data, si
 	return 0;
 }
 
-/* Fills count and the summary fields of k from durs (client/kernel_summary.c) and keeps its
+/* Fills count and the summary fields of k from durs (agent/kernel_summary.c) and keeps its
  * sketch, if any, in f->sk_buf. */
 static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *durs, size_t ndurs, size_t *sk_off,
 		     const char **why)

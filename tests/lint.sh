@@ -10,8 +10,8 @@ culprit_install_deps lint
 build=build/lint
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF >/dev/null
 cmake --build "$build" --target culprit_schema culprit_perfetto culprit_build_info -j"$(nproc)" >/dev/null
-dirs=(common diagnose storage server client schema)
-files=$(ls common/*.c diagnose/*.c storage/*.c server/*.c client/*.c schema/*.c)
+dirs=(common diagnose storage server agent client schema)
+files=$(ls common/*.c diagnose/*.c storage/*.c server/*.c agent/*.c client/*.c schema/*.c)
 rc=0
 
 start=$SECONDS

@@ -1,4 +1,4 @@
-"""The agent library (libculprit_agent, client/agent.h) through ctypes.
+"""The agent library (libculprit_agent, agent/agent.h) through ctypes.
 
 Found, in this order: $CULPRIT_AGENT_LIB (a path); where `cmake --install` put it
 (_location.py, written at install); the system's loader (ld.so.conf, $LD_LIBRARY_PATH);
@@ -82,7 +82,7 @@ def _candidates():
         pass
     yield "libculprit_agent.so.0"
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    yield from sorted(glob.glob(os.path.join(top, "build", "*", "client", "libculprit_agent.so.0")))
+    yield from sorted(glob.glob(os.path.join(top, "build", "*", "agent", "libculprit_agent.so.0")))
 
 
 def load():

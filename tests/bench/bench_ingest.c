@@ -1,4 +1,4 @@
-/* bench_ingest: phase records per second from agents (client/agent.h) through a culpritd
+/* bench_ingest: phase records per second from agents (agent/agent.h) through a culpritd
  * listener, end to end: records are appended for --seconds, then the clock runs until the
  * server has acknowledged every one of them. Point it at any server:
  *

@@ -133,7 +133,7 @@ def main():
     p.add_argument("--step-ms", type=float, default=100)
     p.add_argument("--width", type=int, default=1024)
     args = p.parse_args()
-    lib = os.path.join(args.build, "client", "libculprit_agent.so.0")
+    lib = os.path.join(args.build, "agent", "libculprit_agent.so.0")
     if not os.path.exists(lib):
         sys.exit(f"bench_monitor: no {lib} (build it first, see the header)")
     os.environ["CULPRIT_AGENT_LIB"] = lib

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-ROOM = ["common", "schema", "diagnose", "storage", "server", "client"]
+ROOM = ["common", "schema", "diagnose", "storage", "server", "agent", "client"]
 ALLOWED_CIRCLES = [{"agent", "agent_impl"}]
 
 

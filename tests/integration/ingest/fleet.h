@@ -1,4 +1,4 @@
-/* fleet.h: a fleet of node agents (client/agent.h) streaming a synthetic job to a real
+/* fleet.h: a fleet of node agents (agent/agent.h) streaming a synthetic job to a real
  * culpritd, and the check that PostgreSQL holds exactly what they sent. Shared by the
  * ingest integration tests. */
 #ifndef CULPRIT_FLEET_H

@@ -35,7 +35,7 @@ void kernel_summary_destroy(struct kernel_summary *ks);
  * duration or out of memory (*why says which). */
 int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs, size_t n,
 			const char **why);
-/* Bytes of one Batch frame holding these records, packed as client/agent.c packs it: no
+/* Bytes of one Batch frame holding these records, packed as agent/agent.c packs it: no
  * dictionary (the records' name fields are the agent's name ids), with the
  * definitions of the fresh[0..nfresh) names, those the connection has not had yet (none in
  * the steady state), plus the frame's 4-byte length prefix. name_of (indexed by name id;

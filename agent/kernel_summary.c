@@ -113,7 +113,7 @@ size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const
 	size_t bytes = 0;
 	if (!v || !defs || !def_ptrs)
 		goto out;
-	/* no dictionary: the records carry the agent's name ids (client/agent.c) */
+	/* no dictionary: the records carry the agent's name ids (agent/agent.c) */
 	uint64_t *p = v;
 #define COL(field, n, expr, T)                   \
 	do {                                     \
@@ -135,7 +135,7 @@ size_t kernel_summary_wire_bytes(const struct record_iter *it, size_t nit, const
 	COL(phase_group, nph, ph[i].group, uint32_t);
 	COL(phase_start_us, nph, ph[i].start_us == RECORD_NO_START ? -1 : ph[i].start_us, int64_t);
 	COL(phase_dur_us, nph, ph[i].dur_us, int64_t);
-	/* as client/agent.c kernel_columns packs them: rank and iteration once when shared,
+	/* as agent/agent.c kernel_columns packs them: rank and iteration once when shared,
 	 * kind and p50/p99 only when the server cannot derive them */
 	bool one_rank = nk > 0, one_iter = nk > 0, need_q = false, need_kind = !name_of;
 	for (size_t i = 0; i < nk; i++) {
