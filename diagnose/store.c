@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 /* string interning: ids in insertion order, open addressing on a power-of-two table */
 struct intern {
 	char **str;
@@ -63,14 +65,6 @@ struct store {
 	uint64_t dropped;
 };
 
-static uint32_t hash_str(const char *s)
-{
-	uint32_t h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 static int intern_grow(struct intern *in)
 {
 	uint32_t cap = in->tabcap ? in->tabcap * 2 : 64;
@@ -78,7 +72,7 @@ static int intern_grow(struct intern *in)
 	if (!tab)
 		return -1;
 	for (uint32_t i = 0; i < in->n; i++) {
-		uint32_t h = hash_str(in->str[i]) & (cap - 1);
+		uint32_t h = (uint32_t)hash_str(in->str[i]) & (cap - 1);
 		while (tab[h])
 			h = (h + 1) & (cap - 1);
 		tab[h] = i + 1;
@@ -93,7 +87,7 @@ static int64_t intern_find(const struct intern *in, const char *s)
 {
 	if (!in->tabcap)
 		return -1;
-	uint32_t h = hash_str(s) & (in->tabcap - 1);
+	uint32_t h = (uint32_t)hash_str(s) & (in->tabcap - 1);
 	while (in->tab[h]) {
 		if (strcmp(in->str[in->tab[h] - 1], s) == 0)
 			return in->tab[h] - 1;
@@ -121,7 +115,7 @@ static int64_t intern_add(struct intern *in, const char *s)
 	if (!copy)
 		return -1;
 	in->str[in->n] = copy;
-	uint32_t h = hash_str(s) & (in->tabcap - 1);
+	uint32_t h = (uint32_t)hash_str(s) & (in->tabcap - 1);
 	while (in->tab[h])
 		h = (h + 1) & (in->tabcap - 1);
 	in->tab[h] = in->n + 1;
