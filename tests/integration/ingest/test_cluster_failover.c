@@ -29,6 +29,10 @@
 #define JOB "sim-case5"
 #define ITERS 20      /* the fault starts at ITERS / 3 = 6 */
 #define RECOVER_AT 14 /* and ends here: the window closes 5 iterations later */
+/* the feeder waits at HOLD_AT until B's incident is open, so that B dies early enough in the
+ * fault for A to report windows past what B saw (on a loaded machine the feeder had run to
+ * iteration 12 before the incident opened, and the window ends at 13) */
+#define HOLD_AT 10
 
 static struct h_proc a, b, c;
 
@@ -75,8 +79,11 @@ int main(void)
 	give(dsn, JOB, "B", &b);
 	give(dsn, "sim-healthy", "C", &c);
 
-	sf = simfeed_start(&(struct simfeed_config){
-		.scenario = "case5", .iters = ITERS, .recover_at = RECOVER_AT, .port = a.agent_port});
+	sf = simfeed_start(&(struct simfeed_config){.scenario = "case5",
+						    .iters = ITERS,
+						    .recover_at = RECOVER_AT,
+						    .hold_at = HOLD_AT,
+						    .port = a.agent_port});
 	sf2 = simfeed_start(&(struct simfeed_config){.scenario = "healthy", .iters = ITERS, .port = a.agent_port});
 
 	/* the incident is open in PostgreSQL (B's) ... */
@@ -92,6 +99,7 @@ int main(void)
 		&b);
 	H_CHECK(h_get_metric(a.http_port, "culprit_hellos_redirected_total") >= 2 * 1620, &a);
 	/* ... and batches are in flight */
+	simfeed_release(sf);
 	for (int64_t deadline = h_now_ms() + 5000;; poll(NULL, 0, 1)) {
 		simfeed_stats(sf, &at_kill);
 		if (at_kill.unacked_batches > 0 || h_now_ms() > deadline)
