@@ -254,8 +254,7 @@ void store_destroy(struct store *s)
 }
 
 /* the kernel sketches of src into the snapshot s: every sketch and its buckets in two
- * arrays (one malloc per sketch made copying 12,960 ranks take 130 ms); reused when big
- * enough */
+ * arrays (one malloc per sketch made copying 12,960 ranks take 130 ms) */
 /* the sketches of the first n kernel cells of src and their buckets */
 static void count_kernels(const struct store *src, size_t n, size_t *nsk, size_t *nbins)
 {
@@ -311,17 +310,6 @@ static int copy_kernels(struct store *s, const struct store *src)
 		s->ks[i] = to;
 	}
 	return 0;
-}
-
-static void free_events(struct store *s)
-{
-	for (size_t i = 0; i < s->nevents; i++) {
-		free(s->events[i].host);
-		free(s->events[i].kind);
-		free(s->events[i].source);
-		free(s->events[i].detail);
-	}
-	s->nevents = 0;
 }
 
 struct store *store_snapshot(const struct store *src)
@@ -383,153 +371,6 @@ struct store *store_snapshot(const struct store *src)
 		return NULL;
 	}
 	return s;
-}
-
-struct store *store_snapshot_blank(const struct store *src)
-{
-	struct store *s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->topo = src->topo;
-	s->cfg = src->cfg;
-	s->nb = src->nb;
-	s->frozen = 1;
-	s->lead_slot = STORE_NO_SLOT;
-	sketch_init(&s->scratch);
-	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases;
-	size_t W = src->topo.world, K = src->cfg.max_kernels;
-	s->tag = malloc(cells * sizeof(*s->tag));
-	s->dur = malloc(cells * sizeof(*s->dur));
-	s->pdur = malloc(cells * P * sizeof(*s->pdur));
-	s->last_p1 = malloc(W * sizeof(*s->last_p1));
-	s->last_end = malloc(W * sizeof(*s->last_end));
-	s->host_of = malloc(W * sizeof(*s->host_of));
-	s->jtag = malloc(R * sizeof(*s->jtag));
-	s->jcount = malloc(R * sizeof(*s->jcount));
-	s->jsum = malloc(R * sizeof(*s->jsum));
-	s->jstart = malloc(R * sizeof(*s->jstart));
-	s->jend = malloc(R * sizeof(*s->jend));
-	s->phase_name = malloc(P * sizeof(uint32_t));
-	s->phase_kind = malloc(P);
-	s->phase_group = malloc(P);
-	s->kernel_name = malloc(K * sizeof(uint32_t));
-	s->kernel_kind = malloc(K);
-	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag ||
-		  !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind ||
-		  !s->phase_group || !s->kernel_name || !s->kernel_kind;
-	if (!bad && src->ks) {
-		/* room for a full ring of the kernels known now, their buckets per sketch as in
-		 * the first cells (a scan of all took 45 ms at 100,000 ranks) */
-		size_t n = kcells(src), nsk, nbins, full = (size_t)src->topo.world * src->nkernel * src->nb;
-		count_kernels(src, n < 65536 ? n : 65536, &nsk, &nbins);
-		nbins = nsk ? (nbins * full + nsk - 1) / nsk : 0;
-		nsk = full;
-		s->ks = calloc(kcells(src), sizeof(*s->ks));
-		s->ktag = malloc(kcells(src) * sizeof(*s->ktag));
-		s->sk_arena = malloc((nsk ? nsk : 1) * sizeof(*s->sk_arena));
-		s->bin_arena = malloc((nbins ? nbins : 1) * sizeof(*s->bin_arena));
-		s->sk_cap = s->sk_arena ? nsk : 0;
-		s->bin_cap = s->bin_arena ? nbins : 0;
-		bad = !s->ks || !s->ktag || !s->sk_arena || !s->bin_arena;
-	}
-	if (bad) {
-		store_destroy(s);
-		return NULL;
-	}
-	return s;
-}
-
-void store_snapshot_touch(struct store *s)
-{
-	size_t cells = ring_cells(s), W = s->topo.world;
-	memset(s->tag, 0, cells * sizeof(*s->tag));
-	memset(s->dur, 0, cells * sizeof(*s->dur));
-	memset(s->pdur, 0, cells * s->cfg.max_phases * sizeof(*s->pdur));
-	memset(s->last_p1, 0, W * sizeof(*s->last_p1));
-	memset(s->last_end, 0, W * sizeof(*s->last_end));
-	memset(s->host_of, 0, W * sizeof(*s->host_of));
-	if (s->ks) {
-		memset(s->ks, 0, kcells(s) * sizeof(*s->ks));
-		memset(s->ktag, 0, kcells(s) * sizeof(*s->ktag));
-		memset(s->sk_arena, 0, s->sk_cap * sizeof(*s->sk_arena));
-		memset(s->bin_arena, 0, s->bin_cap * sizeof(*s->bin_arena));
-	}
-}
-
-struct store *store_snapshot_reuse(struct store *d, const struct store *src)
-{
-	if (!d || !d->frozen || d->topo.world != src->topo.world || d->cfg.ring_iters != src->cfg.ring_iters ||
-	    d->cfg.max_phases != src->cfg.max_phases || d->cfg.max_kernels != src->cfg.max_kernels ||
-	    d->names.n > src->names.n || d->hosts.n > src->hosts.n) {
-		store_destroy(d);
-		return store_snapshot(src);
-	}
-	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases;
-	size_t W = src->topo.world, K = src->cfg.max_kernels;
-	memcpy(d->tag, src->tag, cells * sizeof(*d->tag));
-	memcpy(d->dur, src->dur, cells * sizeof(*d->dur));
-	memcpy(d->pdur, src->pdur, cells * P * sizeof(*d->pdur));
-	memcpy(d->last_p1, src->last_p1, W * sizeof(*d->last_p1));
-	memcpy(d->last_end, src->last_end, W * sizeof(*d->last_end));
-	memcpy(d->host_of, src->host_of, W * sizeof(*d->host_of));
-	memcpy(d->jtag, src->jtag, R * sizeof(*d->jtag));
-	memcpy(d->jcount, src->jcount, R * sizeof(*d->jcount));
-	memcpy(d->jsum, src->jsum, R * sizeof(*d->jsum));
-	memcpy(d->jstart, src->jstart, R * sizeof(*d->jstart));
-	memcpy(d->jend, src->jend, R * sizeof(*d->jend));
-	memcpy(d->phase_name, src->phase_name, P * sizeof(uint32_t));
-	memcpy(d->phase_kind, src->phase_kind, P);
-	memcpy(d->phase_group, src->phase_group, P);
-	memcpy(d->kernel_name, src->kernel_name, K * sizeof(uint32_t));
-	memcpy(d->kernel_kind, src->kernel_kind, K);
-	int bad = 0;
-	if (src->map_cap != d->map_cap) {
-		uint32_t *a = realloc(d->phase_of_name, src->map_cap * sizeof(uint32_t));
-		if (a)
-			d->phase_of_name = a;
-		uint32_t *b = realloc(d->kernel_of_name, src->map_cap * sizeof(uint32_t));
-		if (b)
-			d->kernel_of_name = b;
-		bad = !a || !b;
-		if (!bad)
-			d->map_cap = src->map_cap;
-	}
-	if (!bad && src->map_cap) {
-		memcpy(d->phase_of_name, src->phase_of_name, src->map_cap * sizeof(uint32_t));
-		memcpy(d->kernel_of_name, src->kernel_of_name, src->map_cap * sizeof(uint32_t));
-	}
-	/* names and hosts only ever grow: append the new ones */
-	for (uint32_t i = d->names.n; !bad && i < src->names.n; i++)
-		bad = intern_add(&d->names, src->names.str[i]) < 0;
-	for (uint32_t i = d->hosts.n; !bad && i < src->hosts.n; i++)
-		bad = intern_add(&d->hosts, src->hosts.str[i]) < 0;
-	if (!bad && src->job && (!d->job || strcmp(d->job, src->job) != 0)) {
-		free(d->job);
-		bad = !(d->job = strdup(src->job));
-	}
-	if (!bad)
-		bad = copy_kernels(d, src) < 0;
-	free_events(d);
-	for (size_t i = 0; !bad && i < src->nevents; i++) {
-		const struct store_event *e = &src->events[i];
-		bad = store_add_event(d, e->host, e->kind, e->ts_us, e->source, e->detail) < 0;
-	}
-	if (bad) {
-		store_destroy(d);
-		return NULL;
-	}
-	d->nphase = src->nphase;
-	d->lead_slot = src->lead_slot;
-	d->nkernel = src->nkernel;
-	d->latest = src->latest;
-	d->next = src->next;
-	d->started = src->started;
-	d->handed = src->handed;
-	d->flushing = src->flushing;
-	d->max_iter = src->max_iter;
-	d->any = src->any;
-	d->dropped = src->dropped;
-	return d;
 }
 
 size_t store_memory(const struct store *s)

@@ -12,8 +12,8 @@
  *
  * Concurrency: the store is not locked. diagnose_run() only reads it; while it runs nobody
  * may call store_add_* / store_intern_name / store_set_host / store_add_event on the same
- * store. A server that diagnoses off its event loop either queues the job's records while
- * the diagnosis runs, or diagnoses a private copy made with store_snapshot(). */
+ * store. culpritd diagnoses off its event loop and holds what comes for the job while the
+ * diagnosis runs (server/held.h); a private copy made with store_snapshot() is the other way. */
 #ifndef CULPRIT_STORE_H
 #define CULPRIT_STORE_H
 
@@ -56,19 +56,6 @@ void store_destroy(struct store *s);
 /* Deep copy (for a diagnosis off the event loop); NULL when out of memory. The copy takes
  * no kernel records (store_add_kernel drops them): it is meant to be read. */
 struct store *store_snapshot(const struct store *s);
-/* Refresh an earlier snapshot of the same store (not in use by a diagnosis) from src,
- * reusing its memory: a memcpy instead of fresh pages (12,960 ranks: ~10x faster). With
- * dst NULL, or of another shape, it is store_snapshot(). Returns the snapshot (dst or a new
- * one), NULL when out of memory (dst is then destroyed). */
-struct store *store_snapshot_reuse(struct store *dst, const struct store *src);
-/* The first snapshot without its page faults on the event loop (0.3-0.5 s at 12,960 ranks):
- * store_snapshot_blank() allocates an empty snapshot shaped like src for
- * store_snapshot_reuse() to fill, its kernel arrays sized for a full ring of src's kernels
- * (their sketches' sizes estimated from the first ranks'), without writing it (cheap; NULL when out of memory);
- * store_snapshot_touch() then writes every page of it, on any thread (it reads nothing of
- * src). */
-struct store *store_snapshot_blank(const struct store *src);
-void store_snapshot_touch(struct store *snap);
 size_t store_memory(const struct store *s);
 
 const struct topo *store_topo(const struct store *s);

@@ -57,8 +57,7 @@ static void apply_job(const char *name, void *value, void *arg)
 
 		if ((e->job && strcmp(e->job, name) != 0) || !strmap_get(&on, e->host))
 			continue;
-		if (store_event_count(st) >= EVENTS_PER_JOB_MAX ||
-		    store_add_event(st, e->host, e->kind, e->ts_us, e->source, e->detail) < 0) {
+		if (jobs_add_event(job, e->host, e->kind, e->ts_us, e->source, e->detail, EVENTS_PER_JOB_MAX) < 0) {
 			a->not_kept++;
 			continue;
 		}

@@ -9,18 +9,13 @@
 #include "clock.h"
 #include "queue.h"
 
+/* a request, and then its result: one allocation, made when it is submitted (a result
+ * never fails to come back for want of memory: the job would wait for it forever) */
 struct request {
 	struct queue_item link;
-	char job[128];
-	struct store *snapshot;
+	const struct store *store; /* the caller's */
 	struct diagnose_input in;
 	char server[512]; /* in.server points here: the caller's string may change meanwhile */
-	uint64_t token;
-	int prepare; /* only write the snapshot's pages (diagnosis_prepare) */
-};
-
-struct result {
-	struct queue_item link;
 	struct diagnosis_result r;
 };
 
@@ -30,12 +25,6 @@ struct diagnosis {
 	struct queue results;  /* wakes the loop */
 };
 
-static void request_free(struct request *q)
-{
-	store_destroy(q->snapshot);
-	free(q);
-}
-
 static void *worker(void *arg)
 {
 	struct diagnosis *d = arg;
@@ -43,27 +32,12 @@ static void *worker(void *arg)
 
 	while ((it = queue_take(&d->requests, 0, true))) {
 		struct request *q = queue_entry(it, struct request, link);
-		struct result *res = calloc(1, sizeof(*res));
-		double t0;
+		double t0 = clock_mono_s() * 1e3;
 
-		if (res) {
-			memcpy(res->r.job, q->job, sizeof(res->r.job));
-			res->r.token = q->token;
-			t0 = clock_mono_s() * 1e3;
-			if (q->prepare)
-				store_snapshot_touch(q->snapshot);
-			else
-				res->r.failed = diagnose_run(q->snapshot, &q->in, NULL, &res->r.report) < 0;
-			res->r.run_ms = clock_mono_s() * 1e3 - t0;
-			res->r.prepared = q->prepare;
-			res->r.snapshot = q->snapshot;
-			free(q);
-		} else {
-			request_free(q);
-		}
+		q->r.failed = diagnose_run(q->store, &q->in, NULL, &q->r.report) < 0;
+		q->r.run_ms = clock_mono_s() * 1e3 - t0;
 		queue_release(&d->requests, 1, 1);
-		if (res)
-			queue_push(&d->results, &res->link, 1); /* unbounded: never refused */
+		queue_push(&d->results, &q->link, 1); /* unbounded: never refused */
 	}
 	return NULL;
 }
@@ -103,15 +77,14 @@ void diagnosis_stop(struct diagnosis *d)
 	for (it = queue_drain(&d->requests); it;) {
 		struct queue_item *next = it->next;
 
-		request_free(queue_entry(it, struct request, link));
+		free(queue_entry(it, struct request, link));
 		it = next;
 	}
 	for (it = queue_drain(&d->results); it;) {
-		struct result *r = queue_entry(it, struct result, link);
+		struct request *r = queue_entry(it, struct request, link);
 
 		it = it->next;
 		report_free(&r->r.report);
-		store_destroy(r->r.snapshot);
 		free(r);
 	}
 	queue_destroy(&d->requests);
@@ -119,41 +92,26 @@ void diagnosis_stop(struct diagnosis *d)
 	free(d);
 }
 
-static int submit(struct diagnosis *d, const char *job, struct store *snapshot, const struct diagnose_input *in,
-		  uint64_t token, int prepare)
+int diagnosis_submit(struct diagnosis *d, const char *job, const struct store *store, const struct diagnose_input *in,
+		     uint64_t token)
 {
 	struct request *q = calloc(1, sizeof(*q));
 
 	if (!q)
 		return -1;
-	strncpy(q->job, job, sizeof(q->job) - 1);
-	q->snapshot = snapshot;
-	q->prepare = prepare;
+	strncpy(q->r.job, job, sizeof(q->r.job) - 1);
+	q->store = store;
 	q->in = *in;
 	if (in->server) {
 		snprintf(q->server, sizeof(q->server), "%s", in->server);
 		q->in.server = q->server;
 	}
-	q->token = token;
+	q->r.token = token;
 	if (queue_push(&d->requests, &q->link, 1) < 0) {
-		free(q); /* the snapshot stays the caller's */
+		free(q);
 		return -1;
 	}
 	return 0;
-}
-
-int diagnosis_submit(struct diagnosis *d, const char *job, struct store *snapshot, const struct diagnose_input *in,
-		     uint64_t token)
-{
-	return submit(d, job, snapshot, in, token, 0);
-}
-
-int diagnosis_prepare(struct diagnosis *d, const char *job, struct store *blank)
-{
-	struct diagnose_input none;
-
-	memset(&none, 0, sizeof(none));
-	return submit(d, job, blank, &none, 0, 1);
 }
 
 size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t max)
@@ -162,7 +120,7 @@ size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t 
 	size_t n = 0;
 
 	while (it) {
-		struct result *r = queue_entry(it, struct result, link);
+		struct request *r = queue_entry(it, struct request, link);
 
 		it = it->next;
 		out[n++] = r->r;

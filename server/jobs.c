@@ -226,23 +226,59 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 uint32_t jobs_intern(struct job *job, const char *name, uint32_t max_names)
 {
 	struct store *st = engine_store(job->engine);
+	uint32_t known = store_name_count(st);
 	int id = store_find_name(st, name);
 
 	if (id >= 0)
 		return (uint32_t)id;
-	if (store_name_count(st) >= max_names)
+	if (job->diagnosing) { /* its id now; the store learns it when the diagnosis is back */
+		if ((id = held_find_name(&job->held, name)) >= 0)
+			return known + (uint32_t)id;
+		if (known + job->held.nnames >= max_names)
+			return JOBS_NAMES_FULL;
+		id = held_add_name(&job->held, name);
+		return id < 0 ? UINT32_MAX : known + (uint32_t)id;
+	}
+	if (known >= max_names)
 		return JOBS_NAMES_FULL;
 	id = store_intern_name(st, name);
 
 	return id < 0 ? UINT32_MAX : (uint32_t)id;
 }
 
-const char *jobs_name(const struct job *job, uint32_t id) { return store_name(engine_store(job->engine), id); }
+const char *jobs_name(const struct job *job, uint32_t id)
+{
+	uint32_t known = store_name_count(engine_store(job->engine));
 
-void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host)
+	if (id >= known && id - known < job->held.nnames)
+		return job->held.names[id - known];
+	return store_name(engine_store(job->engine), id);
+}
+
+static void set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host)
 {
 	for (size_t i = 0; i < n; i++)
 		store_set_host(engine_store(job->engine), ranks[i], host);
+}
+
+void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host)
+{
+	if (!job->diagnosing)
+		set_hosts(job, ranks, n, host);
+	else if (held_hosts(&job->held, ranks, n, host) < 0)
+		log_warning("job \"%s\": the hosts of %zu ranks are not kept (out of memory)", job->name, n);
+}
+
+int jobs_add_event(struct job *job, const char *host, const char *kind, int64_t ts_us, const char *source,
+		   const char *detail, size_t max)
+{
+	struct store *st = engine_store(job->engine);
+
+	if (store_event_count(st) + job->held.events >= max)
+		return -1;
+	if (job->diagnosing)
+		return held_event(&job->held, host, kind, ts_us, source, detail);
+	return store_add_event(st, host, kind, ts_us, source, detail);
 }
 
 void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_now_us)
@@ -252,34 +288,10 @@ void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_n
 			job->heard_us[ranks[i]] = wall_now_us;
 }
 
-/* When the job's first window opens, a blank snapshot goes to the worker to have its pages
- * written before the first diagnosis copies into it: a fresh snapshot on the loop cost
- * 0.3-0.5 s at 12,960 ranks, a refresh in place a tenth. The job holds a snapshot's memory
- * from its first window on (a job that never slows holds none). */
-static void prepare_snapshot(struct server *s, struct job *job)
-{
-	const struct store *st = engine_store(job->engine);
-	struct store *blank;
-
-	if (job->prepared || job->snapshot || job->diagnosing || job->diagnoses || !s->diagnosis ||
-	    engine_l1(job->engine)->nall == 0)
-		return;
-	job->prepared = 1; /* once: failing that, the first diagnosis takes a fresh snapshot */
-	blank = store_snapshot_blank(st);
-	if (!blank) {
-		log_warning("job \"%s\": out of memory for a diagnosis snapshot", job->name);
-		return;
-	}
-	if (diagnosis_prepare(s->diagnosis, job->name, blank) < 0) {
-		store_destroy(blank); /* queue full */
-		return;
-	}
-	job->preparing = 1;
-}
-
-void jobs_add_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
-		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
-		      size_t n_kernels)
+/* The records go into the window; L1 looks at the iterations they completed. */
+static void take_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
+			 const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
+			 size_t n_kernels)
 {
 	struct store *st = engine_store(job->engine);
 	enum incident_change change;
@@ -312,40 +324,88 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		log_info("job \"%s\": anomalous window opened at iteration %u (baseline %.0f ms)", job->name,
 			 l->first_iter, l->baseline_ms);
 		job->due = 1;
-		prepare_snapshot(s, job);
 	}
 	/* while the window is open, diagnose again as it grows */
 	if (engine_l1(job->engine)->open && store_max_iter(st) >= job->last_diag_iter + REDIAGNOSE_ITERS)
 		job->due = 1;
-	jobs_diagnose_due(s, job);
+}
+
+void jobs_add_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
+		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
+		      size_t n_kernels)
+{
+	size_t n = n_iters + n_phases + n_kernels;
+
+	if (!job->diagnosing) {
+		take_records(s, job, iters, n_iters, phases, n_phases, kernels, n_kernels);
+		jobs_diagnose_due(s, job);
+	} else if (held_batch(&job->held, iters, n_iters, phases, n_phases, kernels, n_kernels) == 0) {
+		s->m.window_held += n;
+	} else { /* stored all the same (the writer has them), but not diagnosed */
+		s->m.window_not_held += n;
+		job->records += n;
+		job->dropped += n;
+	}
+}
+
+/* What came for the job while a diagnosis read its window goes into it, in order. */
+struct release {
+	struct server *s;
+	struct job *job;
+};
+
+static void release_name(void *arg, const char *name)
+{
+	struct release *r = arg;
+	uint32_t want = store_name_count(engine_store(r->job->engine));
+
+	/* a name's id was given when it was held: the store must give the same */
+	if (store_intern_name(engine_store(r->job->engine), name) != (int)want)
+		log_error("job \"%s\": name \"%s\" did not get its id %u (out of memory)", r->job->name, name, want);
+}
+
+static void release_batch(void *arg, const struct record_iter *iters, size_t n_iters,
+			  const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
+			  size_t n_kernels)
+{
+	struct release *r = arg;
+
+	take_records(r->s, r->job, iters, n_iters, phases, n_phases, kernels, n_kernels);
+}
+
+static void release_hosts(void *arg, const uint32_t *ranks, size_t n, const char *host)
+{
+	set_hosts(((struct release *)arg)->job, ranks, n, host);
+}
+
+static void release_event(void *arg, const char *host, const char *kind, int64_t ts_us, const char *source,
+			  const char *detail)
+{
+	struct release *r = arg;
+
+	if (store_add_event(engine_store(r->job->engine), host, kind, ts_us, source, detail) < 0)
+		log_warning("job \"%s\": an event is not kept (out of memory)", r->job->name);
+}
+
+static void release_held(struct server *s, struct job *job)
+{
+	struct release r = {s, job};
+	struct held_sink sink = {release_name, release_batch, release_hosts, release_event, &r};
+
+	held_release(&job->held, &sink);
 }
 
 void jobs_diagnose_due(struct server *s, struct job *job)
 {
 	struct diagnose_input in;
-	struct store *snap;
-	int64_t t0;
-	int fresh;
 
-	if (!job->due || job->diagnosing || job->preparing || !s->diagnosis)
+	if (!job->due || job->diagnosing || !s->diagnosis)
 		return;
-	t0 = clock_mono_us();
-	fresh = !job->snapshot;
-	snap = store_snapshot_reuse(job->snapshot, engine_store(job->engine));
-	job->snapshot = NULL;
-	s->m.snapshot_ms_sum += (double)(clock_mono_us() - t0) / 1000.0;
-	s->m.snapshots_fresh += fresh;
-	s->m.snapshots_reused += !fresh;
-	if (!snap) {
-		log_warning("job \"%s\": out of memory for a diagnosis snapshot; will retry", job->name);
-		return;
-	}
 	diagnose_input_from_l1(&in, engine_l1(job->engine), job->hang_now_us);
 	in.server = s->cfg.public_url[0] ? s->cfg.public_url : s->cfg.http_listen; /* for the actions' commands */
 	in.l2_keep = &job->l2;
-	if (diagnosis_submit(s->diagnosis, job->name, snap, &in, 0) < 0) {
-		s->m.diagnoses_refused++;
-		job->snapshot = snap; /* queue full: stays due, tried again at the next batch or tick */
+	if (diagnosis_submit(s->diagnosis, job->name, engine_store(job->engine), &in, 0) < 0) {
+		s->m.diagnoses_refused++; /* queue full: stays due, tried again at the next batch or tick */
 		return;
 	}
 	job->due = 0;
@@ -377,37 +437,28 @@ void jobs_diagnosis_results(struct server *s)
 
 	while ((n = diagnosis_take(s->diagnosis, res, 16)) > 0) {
 		for (size_t i = 0; i < n; i++) {
+			/* a job is not forgotten while a diagnosis reads its window */
 			struct job *job = strmap_get(&s->jobs, res[i].job);
 			json_t *j;
 			bool hang;
 
-			if (res[i].prepared) {
-				if (job && !job->snapshot && !job->diagnosing)
-					job->snapshot = res[i].snapshot;
-				else
-					store_destroy(res[i].snapshot);
-				if (job) {
-					job->preparing = 0;
-					jobs_diagnose_due(s, job);
-				}
-				continue;
-			}
 			s->m.diagnoses++;
 			s->m.diagnosis_ms_sum += res[i].run_ms;
 			metrics_observe_diagnosis(&s->m, res[i].run_ms);
 			if (!job || res[i].failed) {
 				report_free(&res[i].report);
-				store_destroy(res[i].snapshot);
-				if (job)
+				if (job) {
 					job->diagnosing = 0;
+					release_held(s, job);
+					jobs_diagnose_due(s, job);
+				}
 				continue;
 			}
 			job->diagnosing = 0;
-			job->snapshot = res[i].snapshot;
 			job->diagnoses++;
 			hang = res[i].report.category && !strcmp(res[i].report.category, "hang");
 			if (hang)
-				hang_iteration(&res[i].report, res[i].snapshot);
+				hang_iteration(&res[i].report, engine_store(job->engine));
 			j = report_to_json(&res[i].report);
 			if (j) {
 				free(job->latest_report);
@@ -421,6 +472,8 @@ void jobs_diagnosis_results(struct server *s)
 			announce(s, job, change, &res[i].report);
 			alerts_report(s, job->name, &job->incident, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);
+			/* the report is of the window as it was: now what came meanwhile */
+			release_held(s, job);
 			jobs_diagnose_due(s, job);
 		}
 	}
@@ -513,7 +566,7 @@ static void free_job(const char *key, void *value, void *arg)
 	(void)arg;
 	free(job->latest_report);
 	free(job->heard_us);
-	store_destroy(job->snapshot);
+	held_free(&job->held);
 	l2_free(&job->l2);
 	engine_destroy(job->engine);
 	free(job);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "held.h"
 #include "incident.h"
 #include "record.h"
 #include "topo.h"
@@ -29,10 +30,8 @@ struct job {
 
 	/* online diagnosis */
 	int due;                 /* a diagnosis should run (window opened or grew) */
-	int diagnosing;          /* one is running off the loop */
-	int preparing;           /* the first snapshot's memory is being written off the loop */
-	int prepared;            /* ... was asked for (once per job) */
-	struct store *snapshot;  /* the window's copy diagnoses read (NULL while one runs) */
+	int diagnosing;          /* one is running off the loop: it reads the window in place */
+	struct held held;        /* what came for the window meanwhile, given to it after */
 	struct l2 l2;            /* L2's memory, kept between diagnoses (the worker's while one runs) */
 	uint32_t last_diag_iter; /* store_max_iter when the last one was submitted */
 	uint64_t diagnoses;
@@ -62,8 +61,13 @@ uint32_t jobs_intern(struct job *job, const char *name, uint32_t max_names);
 const char *jobs_name(const struct job *job, uint32_t id);
 /* Hosts of ranks, as an agent's Hello states them. */
 void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host);
+/* An event on one of the job's hosts (POST /api/v1/events); 0, or -1 when the job has
+ * max events or memory is out. */
+int jobs_add_event(struct job *job, const char *host, const char *kind, int64_t ts_us, const char *source,
+		   const char *detail, size_t max);
 /* Adds a batch's records to the job's window (names already mapped to job ids) and lets
- * L1 look at the iterations that completed. */
+ * L1 look at the iterations that completed. While a diagnosis reads the window, these (and
+ * hosts, events and new names) are held and given to it when the diagnosis is back. */
 void jobs_add_records(struct server *s, struct job *job, const struct record_iter *iters, size_t n_iters,
 		      const struct record_phase *phases, size_t n_phases, const struct record_kernel *kernels,
 		      size_t n_kernels);

@@ -170,19 +170,11 @@ void metrics_render(const struct metrics *m, FILE *out)
 		m->diagnoses, m->diagnosis_ms_sum / 1000.0, m->diagnoses);
 	one(out, "culprit_diagnoses_deferred_total", "counter",
 	    "Diagnoses not started at once because the diagnosis queue was full.", m->diagnoses_refused);
-	fprintf(out,
-		"# HELP culprit_diagnosis_snapshots_total Copies of a job's window for a diagnosis, taken on the event "
-		"loop: into fresh memory, or into the job's last snapshot or prepared memory.\n"
-		"# TYPE culprit_diagnosis_snapshots_total counter\n"
-		"culprit_diagnosis_snapshots_total{memory=\"fresh\"} %" PRIu64 "\n"
-		"culprit_diagnosis_snapshots_total{memory=\"reused\"} %" PRIu64 "\n",
-		m->snapshots_fresh, m->snapshots_reused);
-	fprintf(out,
-		"# HELP culprit_diagnosis_snapshot_seconds_total Time the event loop spent copying windows for "
-		"diagnoses.\n"
-		"# TYPE culprit_diagnosis_snapshot_seconds_total counter\n"
-		"culprit_diagnosis_snapshot_seconds_total %.6f\n",
-		m->snapshot_ms_sum / 1000.0);
+	one(out, "culprit_window_records_held_total", "counter",
+	    "Records held while a diagnosis read their job's window, and given to it after.", m->window_held);
+	one(out, "culprit_window_records_not_held_total", "counter",
+	    "Records dropped because the hold of a job under diagnosis was full (stored, but not diagnosed).",
+	    m->window_not_held);
 	fprintf(out,
 		"# HELP culprit_incident_changes_total Incident state changes, by state.\n"
 		"# TYPE culprit_incident_changes_total counter\n"

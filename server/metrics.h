@@ -50,8 +50,8 @@ struct metrics {
 	double diagnosis_ms_sum;
 	uint64_t diagnosis_buckets[METRICS_DIAG_BUCKETS]; /* cumulative counts per upper bound */
 	uint64_t diagnoses_refused;                       /* queue full: tried again later */
-	uint64_t snapshots_fresh, snapshots_reused;       /* diagnosis snapshots taken on the loop */
-	double snapshot_ms_sum;                           /* the loop's time taking them */
+	uint64_t window_held;     /* records held while a diagnosis read their job's window (held.h) */
+	uint64_t window_not_held; /* ... refused: the hold was full (HELD_MAX_BYTES) */
 	uint64_t incident_changes[4];                     /* by enum incident_change */
 	/* alerts (copied from the delivery thread's stats by alerts_tick, once a second) */
 	uint64_t reports_queued;                       /* report ops handed to the writer */

@@ -4,7 +4,7 @@
  * samples, as wire bytes or as a summary only, faults (a rank or a phase slowed, records
  * missing, zero, huge or negative durations), events — and jitter from its remaining
  * bytes. The records go into a window store through the engine as culpritd feeds it; every
- * diagnosis that comes due runs as culpritd runs it (diagnose_run on a store snapshot, the
+ * diagnosis that comes due runs as culpritd runs it (diagnose_run on the window in place, the
  * hang check), and the end of input as `culprit diagnose` ends it (engine_finish). Every
  * report must pass report_check. Sizes are bounded (256 ranks, 512 for the widest grid of
  * tp 8 x cp 2 x pp 8 x ep 4; 40 iterations; 8,000 records) so that an execution takes
@@ -241,7 +241,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		j.iters = (uint32_t)(MAX_RECORDS / per_iter) ? (uint32_t)(MAX_RECORDS / per_iter) : 1;
 
 	struct noise z = {data + in.i, size - in.i, 0};
-	struct store *snap = NULL;
 	struct report rep;
 	int64_t t = 1767225600000000LL, now = t;
 	for (uint32_t it = 0; it < j.iters; it++) {
@@ -257,13 +256,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		now = t + step;
 		int ev = engine_poll(e);
 		if (ev & ENGINE_DUE) {
-			/* as culpritd: a snapshot, diagnosed with the window from L1 */
+			/* as culpritd: the window read in place, with L1's window */
 			struct diagnose_input din;
-			if (!(snap = store_snapshot_reuse(snap, s)))
-				goto out;
 			diagnose_input_from_l1(&din, engine_l1(e), now);
 			report_init(&rep);
-			if (diagnose_run(snap, &din, NULL, &rep) == 0)
+			if (diagnose_run(s, &din, NULL, &rep) == 0)
 				check(&rep, j.t.world, "diagnose_run");
 			report_free(&rep);
 		}
@@ -276,7 +273,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(&rep, j.t.world, "engine_finish");
 	report_free(&rep);
 out:
-	store_destroy(snap);
 	engine_destroy(e);
 	return 0;
 }

@@ -2,7 +2,7 @@
  * cp, pp, dp, ep, rank order, GPUs per node; up to 256 ranks), 1 to 200 kernel names per
  * rank, and a random fault (a slow rank, a slow node, a slow communication phase on one
  * node, a heavy pipeline stage, or none) — each diagnosed as `culprit diagnose` does, and
- * as culpritd does on a store snapshot whenever a diagnosis comes due. Every report must
+ * as culpritd does on the window in place whenever a diagnosis comes due. Every report must
  * pass report_check (JSON that parses back, no NaN or inf in it). Where the fault is a
  * clear single slow rank (2x to 4x in compute, 8 ranks or more, data-parallel groups of 4
  * or more), the verdict must be
@@ -59,7 +59,7 @@ struct job {
 	uint32_t target, ntarget; /* ranks [target, target + ntarget) */
 	int stage;
 	double factor;
-	int snapshot_every_due;
+	int diagnose_every_due;
 };
 
 static const char *const orders[] = {"tp-cp-ep-dp-pp", "tp-cp-dp-pp", "tp-pp-cp-dp", "pp-dp-cp-tp"};
@@ -163,7 +163,7 @@ static void run_job(struct rng *r, struct job *j, struct report *rep)
 		cfg.store.max_kernels = 256;
 	struct engine *e = engine_create(&j->t, &cfg);
 	assert_non_null(e);
-	struct store *s = engine_store(e), *snap = NULL;
+	struct store *s = engine_store(e);
 	store_set_job(s, "property");
 	for (uint32_t p = 0; p < P_COUNT; p++)
 		j->pid[p] = (uint32_t)store_intern_name(s, phases[p].name);
@@ -180,14 +180,12 @@ static void run_job(struct rng *r, struct job *j, struct report *rep)
 			longest = d > longest ? d : longest;
 		}
 		t += (int64_t)(longest * 1000) + 2000;
-		if ((engine_poll(e) & ENGINE_DUE) && j->snapshot_every_due) {
-			/* as culpritd: diagnose a snapshot with the window from L1 */
+		if ((engine_poll(e) & ENGINE_DUE) && j->diagnose_every_due) {
+			/* as culpritd: diagnose the window in place with L1's window */
 			struct diagnose_input in;
 			struct report mid;
-			snap = store_snapshot_reuse(snap, s);
-			assert_non_null(snap);
 			diagnose_input_from_l1(&in, engine_l1(e), t);
-			assert_int_equal(diagnose_run(snap, &in, NULL, &mid), 0);
+			assert_int_equal(diagnose_run(s, &in, NULL, &mid), 0);
 			const char *why = report_check(&mid, j->t.world);
 			if (why)
 				fail_msg("mid-run report: %s", why);
@@ -195,7 +193,6 @@ static void run_job(struct rng *r, struct job *j, struct report *rep)
 		}
 	}
 	assert_int_equal(engine_finish(e, rep), 0);
-	store_destroy(snap);
 	engine_destroy(e);
 }
 
@@ -212,7 +209,7 @@ static void random_jobs(void **state)
 		j.nk = below(&r, 2) ? 1 + below(&r, 20) : 1 + below(&r, MAX_KERNELS);
 		j.fault = (enum fault)below(&r, F_COUNT);
 		j.factor = 2 + jit(&r, 1); /* 2x to 4x */
-		j.snapshot_every_due = below(&r, 4) == 0;
+		j.diagnose_every_due = below(&r, 4) == 0;
 		uint32_t gpn = j.t.gpus_per_node;
 		switch (j.fault) {
 		case F_SLOW_RANK: j.target = below(&r, j.t.world), j.ntarget = 1; break;

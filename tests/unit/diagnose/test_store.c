@@ -183,28 +183,6 @@ static void kernels_and_snapshot(void **state)
 	assert_non_null(c);
 	/* it is read-only for kernels */
 	assert_int_equal(store_add_kernel(c, &k, NULL, 0), 1);
-	/* refreshed in place after the source moved on: new name, host, event, iteration,
-	 * kernel data */
-	int mlp = store_intern_name(s, "mlp");
-	store_set_host(s, 1, "gpu-b");
-	store_add_event(s, "gpu-b", "xid", 5, "dcgm", "79");
-	struct record_phase ph = {1, 16, (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, 777};
-	assert_int_equal(store_add_phase(s, &ph), 0);
-	add_iter(s, 1, 16, 2000);
-	k.iter = 16;
-	assert_int_equal(store_add_kernel(s, &k, NULL, 0), 0);
-	struct store *again = store_snapshot_reuse(c, s);
-	assert_ptr_equal(again, c); /* the same memory */
-	assert_string_equal(store_name(c, (uint32_t)mlp), "mlp");
-	char h[32];
-	assert_string_equal(store_host(c, 1, h, sizeof(h)), "gpu-b");
-	assert_int_equal(store_event_count(c), 1);
-	assert_int_equal(store_phase_dur(c, 1, 16, 0), 777);
-	assert_int_equal(store_iter_dur(c, 1, 16), 2000);
-	assert_int_equal(store_max_iter(c), 16);
-	sketch_reset(&out);
-	assert_true(store_kernel_pool(c, 2, 0, 16, 16, &out) == 1);
-	assert_int_equal(out.count, 5);
 	store_destroy(s);
 	sketch_reset(&out);
 	assert_true(store_kernel_pool(c, 1, 0, 8, 15, &out) >= 1);
@@ -282,86 +260,12 @@ static void snapshot_of_zero_sketch(void **state)
 	store_destroy(s);
 }
 
-/* A blank snapshot (allocated on the loop, its pages written on another thread) filled by
- * store_snapshot_reuse holds what a fresh snapshot holds, in the blank's memory, also when
- * the source gained kernel sketches and names after the blank was made. */
-static void blank_snapshot(void **state)
-{
-	(void)state;
-	struct store *s = make(4, 16);
-	int g = store_intern_name(s, "sm90_gemm");
-	struct record_kernel k;
-	memset(&k, 0, sizeof(k));
-	k.name = (uint32_t)g;
-	k.kind = RECORD_KIND_COMPUTE;
-	k.count = 3;
-	int64_t d[3] = {2500, 2510, 2490};
-	for (uint32_t it = 0; it < 8; it++) {
-		k.rank = 1;
-		k.iter = it;
-		assert_int_equal(store_add_kernel(s, &k, d, 3), 0);
-		add_iter(s, 1, it, 1000 + it);
-	}
-	struct store *b = store_snapshot_blank(s);
-	assert_non_null(b);
-	store_snapshot_touch(b);
-	/* the source moves on: more sketches than the blank was sized for, a name, a host,
-	 * an event, phases */
-	int mlp = store_intern_name(s, "mlp");
-	store_set_host(s, 2, "gpu-c");
-	store_add_event(s, "gpu-c", "xid", 5, "dcgm", "79");
-	for (uint32_t it = 8; it < 16; it++)
-		for (uint32_t r = 0; r < 4; r++) {
-			k.rank = r;
-			k.iter = it;
-			assert_int_equal(store_add_kernel(s, &k, d, 3), 0);
-			add_iter(s, r, it, 2000 + it);
-			struct record_phase ph = {r, it,     (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE,
-						  0, 700 + r};
-			assert_int_equal(store_add_phase(s, &ph), 0);
-		}
-	struct store *c = store_snapshot_reuse(b, s);
-	assert_ptr_equal(c, b); /* the blank's memory */
-	struct store *f = store_snapshot(s);
-	assert_non_null(f);
-	store_destroy(s);
-	char h1[32], h2[32];
-	struct sketch o1, o2;
-	sketch_init(&o1);
-	sketch_init(&o2);
-	assert_int_equal(store_name_count(c), store_name_count(f));
-	assert_string_equal(store_name(c, (uint32_t)mlp), "mlp");
-	assert_int_equal(store_event_count(c), 1);
-	assert_int_equal(store_max_iter(c), store_max_iter(f));
-	assert_int_equal(store_phase_count(c), store_phase_count(f));
-	for (uint32_t r = 0; r < 4; r++) {
-		assert_string_equal(store_host(c, r, h1, sizeof(h1)), store_host(f, r, h2, sizeof(h2)));
-		for (uint32_t it = 0; it < 16; it++) {
-			assert_int_equal(store_has_iter(c, r, it), store_has_iter(f, r, it));
-			assert_int_equal(store_iter_dur(c, r, it), store_iter_dur(f, r, it));
-			assert_int_equal(store_phase_dur(c, r, it, 0), store_phase_dur(f, r, it, 0));
-		}
-		sketch_reset(&o1);
-		sketch_reset(&o2);
-		assert_int_equal(store_kernel_pool(c, r, 0, 0, 15, &o1), store_kernel_pool(f, r, 0, 0, 15, &o2));
-		assert_int_equal(o1.count, o2.count);
-		assert_true(o1.sum == o2.sum);
-	}
-	assert_int_equal(store_iter_dur(c, 1, 3), 1003);
-	assert_int_equal(store_phase_dur(c, 2, 12, 0), 702);
-	sketch_free(&o1);
-	sketch_free(&o2);
-	store_destroy(c);
-	store_destroy(f);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(completion_in_order),     cmocka_unit_test(partial_iteration_after_restart),
 		cmocka_unit_test(ring_and_phases),         cmocka_unit_test(kernels_and_snapshot),
 		cmocka_unit_test(iteration_jump_is_cheap), cmocka_unit_test(snapshot_of_zero_sketch),
-		cmocka_unit_test(blank_snapshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
