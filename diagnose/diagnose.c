@@ -278,6 +278,25 @@ out:
 	return rc;
 }
 
+/* Rank r's compute per iteration: the sum of its compute phases (window medians) into
+ * *win, and of their baselines into *base (NaN without a baseline) */
+static void compute_sums(const struct work *w, uint32_t r, double *win, double *base)
+{
+	uint32_t P = w->P;
+	double a = 0, b = 0;
+	for (uint32_t p = 0; p < P; p++) {
+		if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
+			continue;
+		/* a phase of some iterations only (an eval step) weighs by its share */
+		double f = w->l2.presence[p];
+		double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
+		a += isfinite(v) ? f * v : 0;
+		b += isfinite(u) ? f * u : NAN;
+	}
+	*win = a;
+	*base = w->l2.has_base ? b : NAN;
+}
+
 /* The stage whose compute is heavier than the other stages' (and was not before), or -1.
  * Per rank: the sum of its compute phases (window medians); per stage: the median over its
  * ranks. A stage is heavy when its median exceeds the median of the other stages by
@@ -289,7 +308,7 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 	const struct topo *t = w->t;
 	if (t->pp < 2)
 		return -1;
-	uint32_t P = w->P, W = w->W, S = t->pp;
+	uint32_t W = w->W, S = t->pp;
 	double *cw = malloc(W * sizeof(double)), *cb = malloc(W * sizeof(double));
 	double *sw = malloc(S * sizeof(double)), *sb = malloc(S * sizeof(double));
 	double *tmp = malloc((W + S) * sizeof(double));
@@ -298,18 +317,7 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 	if (!cw || !cb || !sw || !sb || !tmp || !stage)
 		goto out;
 	for (uint32_t r = 0; r < W; r++) {
-		double a = 0, b = 0;
-		for (uint32_t p = 0; p < P; p++) {
-			if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
-				continue;
-			/* a phase of some iterations only (an eval step) weighs by its share */
-			double f = w->l2.presence[p];
-			double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
-			a += isfinite(v) ? f * v : 0;
-			b += isfinite(u) ? f * u : NAN;
-		}
-		cw[r] = a;
-		cb[r] = w->l2.has_base ? b : NAN;
+		compute_sums(w, r, &cw[r], &cb[r]);
 		stage[r] = topo_coords(t, r).pp;
 	}
 	for (uint32_t pp = 0; pp < S; pp++) {
@@ -367,6 +375,74 @@ out:
 	free(tmp);
 	free(stage);
 	return best;
+}
+
+/* Rank r's own growth: its compute in the window over its baseline, minus 1, over the
+ * compute phases with both (a phase without a baseline, an eval step that fell in the
+ * window only, says nothing of a change); NaN when none has both */
+static double own_growth(const struct work *w, uint32_t r)
+{
+	double a = 0, b = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		double v = w->l2.val[i], u = w->l2.base[i];
+		if (w->kind[p] != RECORD_KIND_COMPUTE || !isfinite(v) || !(u > 0))
+			continue;
+		a += w->l2.presence[p] * v;
+		b += w->l2.presence[p] * u;
+	}
+	return w->l2.has_base && b > 0 ? a / b - 1 : NAN;
+}
+
+/* The median own growth of the ranks on host h that are in stage (in_stage 1) or not
+ * (0), into *growth. Returns how many ranks it is over, 0 when none had a baseline. */
+static size_t node_growth(const struct work *w, uint32_t h, int stage, int in_stage, double *tmp, double *growth)
+{
+	size_t n = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (store_host_id(w->s, r) != h || (topo_coords(w->t, r).pp == (uint32_t)stage) != in_stage)
+			continue;
+		double g = own_growth(w, r);
+		if (isfinite(g))
+			tmp[n++] = g;
+	}
+	if (n)
+		*growth = stats_median_inplace(tmp, n);
+	return n;
+}
+
+/* A slow node read as a heavy stage (docs/method.md, "A slow node is not a stage"): when
+ * a node holds several stages (a stage is fewer ranks than a node), a slow node makes every
+ * stage on it heavy, and find_stage names one of them. A stage's layers weigh on its own
+ * ranks only; a node's fault on every rank of the node. So when every rank of the heavy
+ * stage is on one host and the other ranks of that host grew (window compute over
+ * baseline) by half the stage's growth or more, it is the node: returns 1 and its host id
+ * in *host; 0 when not, -1 when out of memory. A stage on more than one host is never
+ * concentrated on one: find_stage calls a stage heavy only when every rank of it is. */
+static int node_not_stage(const struct work *w, int stage, uint32_t *host)
+{
+	uint32_t h = 0;
+	int found = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (topo_coords(w->t, r).pp != (uint32_t)stage)
+			continue;
+		uint32_t hr = store_host_id(w->s, r);
+		if (found && hr != h)
+			return 0;
+		h = hr;
+		found = 1;
+	}
+	if (!found)
+		return 0;
+	double *tmp = malloc(w->W * sizeof(double)), in = NAN, out = NAN;
+	if (!tmp)
+		return -1;
+	/* the stage grew by the 15% find_stage asks of a regression (a standing stage did not) */
+	int node = node_growth(w, h, stage, 1, tmp, &in) && node_growth(w, h, stage, 0, tmp, &out) && in > 0.15 &&
+		   out >= in / 2;
+	free(tmp);
+	*host = h;
+	return node;
 }
 
 static int explained_by(const struct work *w, uint32_t r, const uint32_t *culprits, size_t nc)
@@ -1349,12 +1425,22 @@ static int assign_faults(struct work *w, struct faults *f)
 	uint8_t *kind = f->kind;
 	size_t *count = f->count;
 	f->stage = find_stage(w, &f->stage_excess, &f->stage_ratio);
+	uint32_t slow_host = 0;
+	int slow_node = f->stage >= 0 ? node_not_stage(w, f->stage, &slow_host) : 0;
+	if (slow_node < 0)
+		return -1;
+	if (slow_node)
+		f->stage = -1;
 	for (uint32_t r = 0; r < w->W; r++) {
 		int wk;
 		kind[r] = (uint8_t)rank_fault(w, r, &wk);
 		f->weak[r] = (uint8_t)wk;
 		if (f->stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w->t, r).pp == (uint32_t)f->stage)
 			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
+		if (slow_node && store_host_id(w->s, r) == slow_host) {
+			kind[r] = FK_COMPUTE; /* every rank of the slow node, the node's finding */
+			f->weak[r] = 0;
+		}
 		count[kind[r]]++;
 	}
 	if (drop_late_by_peer(w, kind, f->weak, count) < 0)
