@@ -851,14 +851,18 @@ struct cover {
 	uint32_t *ord, *start; /* ranks bucketed by group: start[g] .. start[g + 1] */
 	uint8_t ci[256];       /* phase slot -> its number among the communication phases */
 	uint32_t ncomm;
-	uint8_t *slow;             /* [instance: ci[p] * W + g] */
+	uint8_t *slow;             /* [instance: ci[p] * W + g] COVER_* */
 	float *gratio;             /* [instance] */
 	uint32_t *pair_i, *pair_h; /* a slow instance and a node in it */
 	size_t npair, cap;
-	uint32_t *all, *in_slow, *late, *seen; /* [node]; seen: the last instance counted */
+	uint32_t *all, *in_slow, *in_hint, *late, *seen; /* [node]; seen: the last instance counted */
 	uint32_t *cursor;
 	double *x, *gval, *gbase; /* [group] the members' shortest stay, window and baseline */
 };
+
+/* an instance's state: slow (past the cut), a hint (past the subtle cut only: it counts for
+ * a node with a slow instance of its own), and, in the greedy pass, explained by a node */
+enum { COVER_SLOW = 1, COVER_HINT = 2, COVER_DONE = 4 };
 
 static int cover_pair(struct cover *c, uint32_t inst, uint32_t h)
 {
@@ -953,6 +957,7 @@ static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, 
 		double z = stats_robust_z(gmed[g], m, mad, cf->mad_floor_rel * m);
 		double excess = c->gval[g] - c->gbase[g] * m, med = NAN;
 		int slow = z > cf->subtle_z && gmed[g] > m * cf->ratio_high && excess > floor_ms;
+		int hint = !slow && z > cf->subtle_z && gmed[g] > m * cf->subtle_ratio;
 		if (slow) {
 			/* the members' median own change, against which a late member stays shorter */
 			size_t n = 0;
@@ -964,7 +969,7 @@ static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, 
 			med = stats_median_inplace(c->x, n);
 		}
 		uint32_t inst = c->ci[p] * W + g;
-		c->slow[inst] = (uint8_t)slow;
+		c->slow[inst] = slow ? COVER_SLOW : hint ? COVER_HINT : 0;
 		c->gratio[inst] = (float)(gmed[g] / m);
 		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
 			uint32_t r = c->ord[k], h = c->hid[r];
@@ -976,8 +981,9 @@ static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, 
 				continue;
 			c->seen[h] = inst + 1;
 			c->all[h]++;
-			if (slow) {
-				c->in_slow[h]++;
+			c->in_slow[h] += (uint32_t)slow;
+			c->in_hint[h] += (uint32_t)hint;
+			if (slow || hint) {
 				if (cover_pair(c, inst, h) < 0) {
 					free(gmed);
 					return -1;
@@ -1034,9 +1040,10 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 	free(num);
 	c.all = calloc(c.nh, sizeof(uint32_t));
 	c.in_slow = calloc(c.nh, sizeof(uint32_t));
+	c.in_hint = calloc(c.nh, sizeof(uint32_t));
 	c.late = calloc(c.nh, sizeof(uint32_t));
 	c.seen = calloc(c.nh, sizeof(uint32_t));
-	if (!c.all || !c.in_slow || !c.late || !c.seen)
+	if (!c.all || !c.in_slow || !c.in_hint || !c.late || !c.seen)
 		goto out;
 	const struct l2_config *cf = &w->cfg->l2;
 	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
@@ -1055,13 +1062,13 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 				goto out;
 	}
 	for (size_t k = 0; k < (size_t)c.ncomm * W; k++)
-		ninst += c.slow[k];
+		ninst += c.slow[k] == COVER_SLOW;
 	rc = 0;
 	if (!ninst)
 		goto out;
-	/* greedy: the node in the most slow instances not yet explained, each weighed by how
-	 * much it slowed (gratio - 1) */
-	uint8_t *covered = c.slow; /* 1 slow, 2 explained */
+	/* greedy: the node in the most slow instances and hints not yet explained, each weighed
+	 * by how much it slowed (gratio - 1) */
+	uint8_t *covered = c.slow;
 	double total = 0, *left = calloc(c.nh, sizeof(double));
 	uint32_t chosen[NODE_MAX], *nleft = calloc(c.nh, sizeof(uint32_t));
 	size_t nchosen = 0;
@@ -1078,15 +1085,21 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 		memset(left, 0, c.nh * sizeof(double));
 		memset(nleft, 0, c.nh * sizeof(uint32_t));
 		for (size_t k = 0; k < c.npair; k++)
-			if (covered[c.pair_i[k]] == 1) {
+			if (!(covered[c.pair_i[k]] & COVER_DONE)) {
 				left[c.pair_h[k]] += c.gratio[c.pair_i[k]] - 1;
 				nleft[c.pair_h[k]]++;
 			}
-		uint32_t best = 0;
+		uint32_t best = 0, tie = 0;
 		for (uint32_t h = 1; h < c.nh; h++)
 			if (left[h] > left[best])
 				best = h;
-		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total || c.in_slow[best] * 2 < c.all[best])
+		/* another node with as much: the instances hold both and do not say which it is */
+		for (uint32_t h = 0; h < c.nh; h++)
+			tie |= h != best && left[h] >= left[best];
+		if (tie)
+			break;
+		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total || !c.in_slow[best] ||
+		    (c.in_slow[best] + c.in_hint[best]) * 2 < c.all[best])
 			break;
 		/* its ranks shorter than their instances: it arrives late, the others wait */
 		uint32_t members = 0;
@@ -1096,8 +1109,8 @@ static int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nod
 			break;
 		chosen[nchosen++] = best;
 		for (size_t k = 0; k < c.npair; k++)
-			if (c.pair_h[k] == best && covered[c.pair_i[k]] == 1)
-				covered[c.pair_i[k]] = 2;
+			if (c.pair_h[k] == best)
+				covered[c.pair_i[k]] |= COVER_DONE;
 	}
 	free(left);
 	free(nleft);
@@ -1141,6 +1154,7 @@ out:
 	free(c.pair_h);
 	free(c.all);
 	free(c.in_slow);
+	free(c.in_hint);
 	free(c.late);
 	return rc;
 }
