@@ -103,8 +103,11 @@ static void drain_keeps_acknowledged(void)
 	t_term = h_now_ms();
 	fprintf(stderr, "SIGTERM with %llu batches acknowledged and %llu in flight\n",
 		(unsigned long long)st.batches_acked, (unsigned long long)st.unacked_batches);
-	/* stops accepting at once (while it drains, and of course once it is gone) */
-	for (int64_t deadline = t_term + 2000; h_now_ms() < deadline && !refused; poll(NULL, 0, 20)) {
+	/* stops accepting at once (while it drains, and of course once it is gone): within 2 s of
+	 * its taking the signal, which on a loaded machine may itself come seconds after the
+	 * kill (two CI runs at load 11-14 logged it 1.5 s or more late) */
+	h_log_wait(&proc, "shutting down: no new connections", 1, 20000);
+	for (int64_t deadline = h_now_ms() + 2000; h_now_ms() < deadline && !refused; poll(NULL, 0, 20)) {
 		int fd = h_connect(proc.agent_port);
 
 		refused = fd < 0;
