@@ -1420,6 +1420,195 @@ static void window_bounds(struct work *w, const struct diagnose_input *in, uint3
 	}
 }
 
+/* A phase's typical start within the step (store_phase_start); the untracked time before the
+ * first phase starts the step. -1 when its records carried no start. */
+static double phase_start(const struct work *w, uint32_t p)
+{
+	double st = store_phase_start(w->s, p);
+	if (st < 0 && strcmp(store_name(w->s, store_phase_name(w->s, p)), STORE_LEAD_PHASE) == 0)
+		return 0;
+	return st;
+}
+
+/* The communication phases in the order the step runs them (by typical start), into ord;
+ * returns how many, 0 when one of them has no start (no order: the rule is not used). */
+static uint32_t comm_order(const struct work *w, uint32_t *ord, double *at)
+{
+	uint32_t n = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		if (w->kind[p] != RECORD_KIND_COMM)
+			continue;
+		double st = phase_start(w, p);
+		if (st < 0)
+			return 0;
+		uint32_t j = n++;
+		for (; j > 0 && at[j - 1] > st; j--) {
+			ord[j] = ord[j - 1];
+			at[j] = at[j - 1];
+		}
+		ord[j] = p;
+		at[j] = st;
+	}
+	return n;
+}
+
+/* One node's side of a collective against its members on other nodes: the medians of the
+ * own change (window / baseline) of each side, the node's extra time beyond the others'
+ * change, and how much later than before the others arrive at it than the node does (the
+ * change of the time the phases before it take, medians of each side). */
+struct side {
+	double mine, theirs, extra, late;
+};
+
+/* the median of x[0..n) (reordered), NAN when empty */
+static double median_or_nan(double *x, size_t n) { return n ? stats_median_inplace(x, n) : NAN; }
+
+/* How much longer than in the baseline each rank takes to reach each communication phase:
+ * arr[k * W + r] for the k-th in step order (the change of the phases that start before it;
+ * st: every phase's start). One pass, not one per node. */
+static void arrival_changes(const struct work *w, const double *st, const double *at, uint32_t nc, double *arr)
+{
+	uint32_t W = w->W, P = w->P;
+	for (uint32_t r = 0; r < W; r++)
+		for (uint32_t k = 0; k < nc; k++) {
+			double d = 0;
+			for (uint32_t q = 0; q < P; q++) {
+				size_t i = (size_t)r * P + q;
+				double v = w->l2.val[i], b = w->l2.base[i];
+				if (st[q] >= 0 && st[q] < at[k] && isfinite(v) && isfinite(b))
+					d += v - b;
+			}
+			arr[(size_t)k * W + r] = d;
+		}
+}
+
+/* node h's side of phase p against the members, on other nodes, of the instances marked in
+ * gmark; arr: the ranks' arrival changes at p (arrival_changes); x: scratch of 4 * W doubles */
+static void node_side(const struct work *w, uint32_t h, uint32_t p, const double *arr, const uint8_t *gmark, double *x,
+		      struct side *out)
+{
+	uint32_t W = w->W, P = w->P;
+	enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+	double *change[2] = {x, x + W}, *arrive[2] = {x + 2 * W, x + 3 * W}; /* [0] the others, [1] the node */
+	size_t n[2] = {0, 0};
+	for (uint32_t r = 0; r < W; r++) {
+		size_t i = (size_t)r * P + p;
+		int mine = store_host_id(w->s, r) == h;
+		if (!gmark[topo_collective_group(w->t, r, dim)] || !isfinite(w->l2.val[i]) || !(w->l2.base[i] > 0))
+			continue;
+		change[mine][n[mine]] = w->l2.val[i] / w->l2.base[i];
+		arrive[mine][n[mine]++] = arr[r];
+	}
+	out->mine = median_or_nan(change[1], n[1]);
+	out->theirs = median_or_nan(change[0], n[0]);
+	out->late = median_or_nan(arrive[0], n[0]) - median_or_nan(arrive[1], n[1]);
+	/* the node's extra time: its stay beyond its baseline grown as the others' did */
+	size_t k = 0;
+	for (uint32_t r = 0; r < W; r++) {
+		size_t i = (size_t)r * P + p;
+		if (store_host_id(w->s, r) == h && gmark[topo_collective_group(w->t, r, dim)] &&
+		    isfinite(w->l2.val[i]) && w->l2.base[i] > 0)
+			x[k++] = w->l2.val[i] - w->l2.base[i] * out->theirs;
+	}
+	out->extra = median_or_nan(x, k);
+}
+
+/* The slow NIC of a node that is in half or more of its collectives' instances (a job of a
+ * few nodes), where no instance stands out against the others (comm_cover). It slows the
+ * node's side of the first collective across nodes the step runs after the fault, and the
+ * others wait for it in the next one: the same two collectives, read in the other order,
+ * are a node that arrives late. So the order comes from the phases' typical starts in the
+ * step (store_phase_start); without starts, nothing is named. Per node, the communication
+ * phases in step order with members on other nodes: the first where the node's own change
+ * differs from its co-members' by ratio_high decides. The node's larger (by step_share of
+ * the step) is a slow link, unless the others arrive later than before by half that extra
+ * or more (they were late: the node waited). At most few_nodes nodes and no more than half
+ * of the job's, on NODE_MAX nodes or fewer (beyond, comm_cover sees a node among many). */
+static int node_first_long(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+{
+	uint32_t W = w->W, P = w->P, ord[256];
+	double at[256];
+	uint32_t nc = comm_order(w, ord, at);
+	uint32_t hosts[NODE_MAX], nh = 0, slowp[NODE_MAX];
+	double ratio[NODE_MAX];
+	if (!nc)
+		return 0;
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t h = store_host_id(w->s, r), j = 0;
+		while (j < nh && hosts[j] != h)
+			j++;
+		if (j == nh) {
+			if (nh == NODE_MAX)
+				return 0;
+			hosts[nh++] = h;
+		}
+	}
+	if (nh < 2)
+		return 0;
+	uint8_t *gmark = malloc(W);
+	double *x = malloc(4 * (size_t)W * sizeof(double)), st[256];
+	double *arr = malloc((size_t)nc * W * sizeof(double));
+	if (!gmark || !x || !arr) {
+		free(gmark);
+		free(x);
+		free(arr);
+		return -1;
+	}
+	for (uint32_t q = 0; q < P; q++)
+		st[q] = phase_start(w, q);
+	arrival_changes(w, st, at, nc, arr);
+	const struct l2_config *cf = &w->cfg->l2;
+	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
+	size_t nslow = 0;
+	uint32_t slow[NODE_MAX];
+	for (uint32_t j = 0; j < nh; j++) {
+		for (uint32_t k = 0; k < nc; k++) {
+			uint32_t p = ord[k];
+			enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+			memset(gmark, 0, W);
+			for (uint32_t r = 0; r < W; r++)
+				if (store_host_id(w->s, r) == hosts[j])
+					gmark[topo_collective_group(w->t, r, dim)] = 1;
+			struct side sd;
+			node_side(w, hosts[j], p, arr + (size_t)k * W, gmark, x, &sd);
+			if (!isfinite(sd.mine) || !isfinite(sd.theirs) || !(sd.theirs > 0) || !(sd.mine > 0))
+				continue; /* no members on other nodes: a NIC does not carry it */
+			if (sd.mine > sd.theirs * cf->ratio_high && sd.extra > floor_ms) {
+				if (!(sd.late * 2 >= sd.extra)) {
+					slow[nslow] = hosts[j];
+					slowp[nslow] = p;
+					ratio[nslow++] = sd.mine / sd.theirs;
+				}
+				break;
+			}
+			if (sd.theirs > sd.mine * cf->ratio_high)
+				break; /* the others stay longer first: the node arrives late */
+		}
+	}
+	free(gmark);
+	free(x);
+	free(arr);
+	if (!nslow || nslow > few_nodes || nslow * 2 > nodes)
+		return 0;
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t h = store_host_id(w->s, r);
+		size_t j = 0;
+		while (j < nslow && slow[j] != h)
+			j++;
+		if (j == nslow)
+			continue;
+		size_t i = (size_t)r * P + slowp[j];
+		w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
+		w->l2.ratio[i] = (float)ratio[j];
+		if (kind[r] == FK_NONE) {
+			kind[r] = FK_COMM;
+			count[FK_NONE]--;
+			count[FK_COMM]++;
+		}
+	}
+	return 0;
+}
+
 /* Each rank's own fault (kind[], count[]), the heavy stage, and the rules that take back
  * what only waits (docs/method.md, "Attribution"). Returns 0, -1 when out of memory. */
 struct faults {
@@ -1478,6 +1667,9 @@ static int assign_faults(struct work *w, struct faults *f)
 		count[FK_COMM] = 0;
 	}
 	if (f->stage < 0 && !count[FK_COMM] && comm_cover(w, kind, count, nodes, few_nodes) < 0)
+		return -1;
+	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM] &&
+	    node_first_long(w, kind, count, nodes, few_nodes) < 0)
 		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
 		/* nobody's own work is longer: the ranks that arrive last at collectives */

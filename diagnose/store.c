@@ -27,6 +27,10 @@ struct store {
 	uint32_t *phase_of_name, *kernel_of_name, map_cap;
 	uint32_t nphase, *phase_name;
 	uint8_t *phase_kind, *phase_group;
+	/* per phase slot: the sum and count of its start offsets within the iteration (both
+	 * halved when the count reaches STORE_START_HALVE: an average that follows a change) */
+	double *pstart_sum;
+	uint32_t *pstart_n;
 	uint32_t lead_slot; /* the untracked time before a rank's first phase, or STORE_NO_SLOT */
 	uint32_t nkernel, *kernel_name;
 	uint8_t *kernel_kind;
@@ -191,12 +195,14 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	s->phase_name = calloc(P, sizeof(*s->phase_name));
 	s->phase_kind = calloc(P, 1);
 	s->phase_group = calloc(P, 1);
+	s->pstart_sum = calloc(P, sizeof(*s->pstart_sum));
+	s->pstart_n = calloc(P, sizeof(*s->pstart_n));
 	s->kernel_name = calloc(s->cfg.max_kernels, sizeof(*s->kernel_name));
 	s->kernel_kind = calloc(s->cfg.max_kernels, 1);
 	sketch_init(&s->scratch);
 	if (!s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag || !s->jcount ||
 	    !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind || !s->phase_group ||
-	    !s->kernel_name || !s->kernel_kind) {
+	    !s->pstart_sum || !s->pstart_n || !s->kernel_name || !s->kernel_kind) {
 		store_destroy(s);
 		return NULL;
 	}
@@ -238,6 +244,8 @@ void store_destroy(struct store *s)
 	free(s->phase_name);
 	free(s->phase_kind);
 	free(s->phase_group);
+	free(s->pstart_sum);
+	free(s->pstart_n);
 	free(s->kernel_name);
 	free(s->kernel_kind);
 	free(s->tag);
@@ -349,11 +357,13 @@ struct store *store_snapshot(const struct store *src)
 	s->phase_name = dup_array(src->phase_name, P * sizeof(uint32_t));
 	s->phase_kind = dup_array(src->phase_kind, P);
 	s->phase_group = dup_array(src->phase_group, P);
+	s->pstart_sum = dup_array(src->pstart_sum, P * sizeof(*s->pstart_sum));
+	s->pstart_n = dup_array(src->pstart_n, P * sizeof(*s->pstart_n));
 	s->kernel_name = dup_array(src->kernel_name, K * sizeof(uint32_t));
 	s->kernel_kind = dup_array(src->kernel_kind, K);
 	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag ||
 		  !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind ||
-		  !s->phase_group || !s->kernel_name || !s->kernel_kind ||
+		  !s->phase_group || !s->pstart_sum || !s->pstart_n || !s->kernel_name || !s->kernel_kind ||
 		  (src->map_cap && (!s->phase_of_name || !s->kernel_of_name));
 	if (!bad && src->job)
 		bad = !(s->job = strdup(src->job));
@@ -377,6 +387,7 @@ size_t store_memory(const struct store *s)
 {
 	size_t cells = ring_cells(s), W = s->topo.world;
 	size_t m = sizeof(*s) + cells * (2 * sizeof(uint32_t) + s->cfg.max_phases * sizeof(uint32_t));
+	m += s->cfg.max_phases * (sizeof(double) + sizeof(uint32_t));
 	m += W * (sizeof(uint32_t) * 2 + sizeof(int64_t));
 	if (s->ks) {
 		size_t n = kcells(s);
@@ -551,6 +562,20 @@ static uint32_t lead_slot(struct store *s)
 	return slot;
 }
 
+/* Counts a start offset of phase slot: O(1), two numbers a slot. Halving both at a
+ * bound keeps the sum exact in a double and lets a phase that moved in the step (a new
+ * schedule after a restart) move its typical start within about a million records. */
+#define STORE_START_HALVE (1u << 20)
+static void start_add(struct store *s, uint32_t slot, int64_t start_us)
+{
+	if (s->pstart_n[slot] == STORE_START_HALVE) {
+		s->pstart_sum[slot] /= 2;
+		s->pstart_n[slot] /= 2;
+	}
+	s->pstart_sum[slot] += (double)start_us;
+	s->pstart_n[slot]++;
+}
+
 int store_add_phase(struct store *s, const struct record_phase *rec)
 {
 	if (rec->rank >= s->topo.world || rec->name >= s->names.n || rec->iter >= UINT32_MAX - 1) {
@@ -578,6 +603,8 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 	uint32_t v = clamp_us(rec->dur_us);
 	/* the same phase twice in one iteration (e.g. per micro-batch): durations add up */
 	*p = *p == STORE_ABSENT ? v : clamp_us((int64_t)*p + v);
+	if (rec->start_us != RECORD_NO_START && rec->start_us >= 0)
+		start_add(s, slot, rec->start_us);
 	if (rec->start_us != RECORD_NO_START && rec->start_us >= 0 && slot != s->lead_slot &&
 	    (rec->start_us > 0 || s->lead_slot != STORE_NO_SLOT)) {
 		/* the earliest start of the iteration's phases: time no phase covers, before
@@ -764,6 +791,13 @@ uint32_t store_phase_name(const struct store *s, uint32_t slot) { return s->phas
 uint8_t store_phase_kind(const struct store *s, uint32_t slot) { return s->phase_kind[slot]; }
 
 uint8_t store_phase_group(const struct store *s, uint32_t slot) { return s->phase_group[slot]; }
+
+double store_phase_start(const struct store *s, uint32_t slot)
+{
+	if (slot >= s->nphase || !s->pstart_n[slot])
+		return -1;
+	return s->pstart_sum[slot] / s->pstart_n[slot];
+}
 
 uint32_t store_kernel_count(const struct store *s) { return s->nkernel; }
 

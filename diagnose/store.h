@@ -110,6 +110,10 @@ uint32_t store_phase_count(const struct store *s);
 uint32_t store_phase_name(const struct store *s, uint32_t slot);
 uint8_t store_phase_kind(const struct store *s, uint32_t slot);
 uint8_t store_phase_group(const struct store *s, uint32_t slot);
+/* The phase's typical start within its iteration, in microseconds: the mean of the start
+ * offsets its records carried (over ranks and iterations, the older halved away past a
+ * million), or -1 when none carried one. Orders the phases of a step (diagnose.c). */
+double store_phase_start(const struct store *s, uint32_t slot);
 uint32_t store_kernel_count(const struct store *s);
 uint32_t store_kernel_name(const struct store *s, uint32_t slot);
 uint8_t store_kernel_kind(const struct store *s, uint32_t slot);
