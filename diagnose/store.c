@@ -61,7 +61,6 @@ struct store {
 	/* a snapshot's sketches live in two arrays; it takes no more kernel records */
 	struct sketch *sk_arena;
 	uint32_t *bin_arena;
-	size_t sk_cap, bin_cap;
 	int frozen;
 
 	struct store_event *events;
@@ -261,46 +260,25 @@ void store_destroy(struct store *s)
 	free(s);
 }
 
-/* the kernel sketches of src into the snapshot s: every sketch and its buckets in two
- * arrays (one malloc per sketch made copying 12,960 ranks take 130 ms) */
-/* the sketches of the first n kernel cells of src and their buckets */
-static void count_kernels(const struct store *src, size_t n, size_t *nsk, size_t *nbins)
-{
-	*nsk = *nbins = 0;
-	for (size_t i = 0; src->ks && i < n; i++)
-		if (src->ks[i]) {
-			++*nsk;
-			*nbins += src->ks[i]->n;
-		}
-}
-
+/* the kernel sketches of src into the fresh snapshot s: every sketch and its buckets in
+ * two arrays (one malloc per sketch made copying 12,960 ranks take 130 ms) */
 static int copy_kernels(struct store *s, const struct store *src)
 {
 	if (!src->ks)
 		return 0;
-	size_t n = kcells(src), nsk, nbins;
-	count_kernels(src, n, &nsk, &nbins);
-	if (!s->ks) {
-		s->ks = calloc(n, sizeof(*s->ks));
-		s->ktag = malloc(n * sizeof(*s->ktag));
-		if (!s->ks || !s->ktag)
-			return -1;
-	}
+	size_t n = kcells(src), nsk = 0, nbins = 0;
+	for (size_t i = 0; i < n; i++)
+		if (src->ks[i]) {
+			nsk++;
+			nbins += src->ks[i]->n;
+		}
+	s->ks = calloc(n, sizeof(*s->ks));
+	s->ktag = malloc(n * sizeof(*s->ktag));
+	s->sk_arena = malloc((nsk ? nsk : 1) * sizeof(*s->sk_arena));
+	s->bin_arena = malloc((nbins ? nbins : 1) * sizeof(*s->bin_arena));
+	if (!s->ks || !s->ktag || !s->sk_arena || !s->bin_arena)
+		return -1;
 	memcpy(s->ktag, src->ktag, n * sizeof(*s->ktag));
-	if (nsk > s->sk_cap || !s->sk_arena) {
-		struct sketch *a = realloc(s->sk_arena, (nsk ? nsk : 1) * sizeof(*a));
-		if (!a)
-			return -1;
-		s->sk_arena = a;
-		s->sk_cap = nsk;
-	}
-	if (nbins > s->bin_cap || !s->bin_arena) {
-		uint32_t *b = realloc(s->bin_arena, (nbins ? nbins : 1) * sizeof(*b));
-		if (!b)
-			return -1;
-		s->bin_arena = b;
-		s->bin_cap = nbins;
-	}
 	size_t k = 0, b = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct sketch *from = src->ks[i];
@@ -334,7 +312,6 @@ struct store *store_snapshot(const struct store *src)
 	s->ktag = NULL;
 	s->sk_arena = NULL;
 	s->bin_arena = NULL;
-	s->sk_cap = s->bin_cap = 0;
 	s->frozen = 0;
 	s->events = NULL;
 	s->nevents = s->events_cap = 0;
