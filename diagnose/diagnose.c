@@ -1328,11 +1328,14 @@ static int standing_slow(const struct work *w, uint32_t r)
 	return 0;
 }
 
-static int advise(struct work *w, const struct diagnose_config *cfg)
+/* over the iterations held up to last */
+static int advise(struct work *w, const struct diagnose_config *cfg, uint32_t last)
 {
 	struct report *rep = w->rep;
-	uint32_t R = store_config(w->s)->ring_iters, last = store_max_iter(w->s);
-	uint32_t first = last + 1 >= R ? last + 1 - R : 0;
+	uint32_t R = store_config(w->s)->ring_iters, held = store_max_iter(w->s);
+	uint32_t first = held + 1 >= R ? held + 1 - R : 0;
+	if (last < first + 2)
+		return 0; /* under 3 iterations: no standing anything */
 	if (last - first + 1 > cfg->max_window)
 		first = last - cfg->max_window + 1;
 	struct l2_config l2c = cfg->l2;
@@ -1673,11 +1676,22 @@ static int assign_faults(struct work *w, struct faults *f)
 		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
 		/* nobody's own work is longer: the ranks that arrive last at collectives */
+		size_t waiting = 0;
 		for (uint32_t r = 0; r < w->W; r++)
 			if (phase_flag_any(w, r, KM_COMM, L2_LOW)) {
 				kind[r] = FK_LATE;
 				count[FK_LATE]++;
-			}
+			} else
+				waiting += phase_flag_any(w, r, KM_COMM, L2_HIGH | L2_SELF_HIGH);
+		/* a late arrival delays its peers: when nobody waits longer than the members or
+		 * than before, the ranks came last before too (a standing imbalance) and the
+		 * window's rise is elsewhere (job-wide pauses: checkpoints, evals) */
+		if (count[FK_LATE] && !waiting) {
+			for (uint32_t r = 0; r < w->W; r++)
+				if (kind[r] == FK_LATE)
+					kind[r] = FK_NONE;
+			count[FK_LATE] = 0;
+		}
 		if (count[FK_LATE] && !few(w, kind, FK_LATE, count[FK_LATE], nodes, few_nodes)) {
 			/* more than a few nodes, still a minority: they stay late arrivers, no
 			 * culprit (docs/method.md) */
@@ -1767,7 +1781,13 @@ static int fill_verdict(struct work *w, int late_only, size_t nlate, size_t nvic
 		rep->lost_ms = isfinite(gap) && gap > 0 ? gap : 0;
 	} else {
 		rep->category = "none";
-		if (isfinite(rep->baseline_ms))
+		if (isfinite(rep->baseline_ms) && rep->onset && strcmp(rep->onset, "intermittent") == 0)
+			snprintf(rep->summary, sizeof(rep->summary),
+				 "iteration time rose from %.0f to %.0f ms in some iterations, but no rank, "
+				 "stage or phase stands out in them: every rank paused alike (a checkpoint, "
+				 "an eval pass)",
+				 rep->baseline_ms, rep->window_ms);
+		else if (isfinite(rep->baseline_ms))
 			snprintf(rep->summary, sizeof(rep->summary),
 				 "iteration time rose from %.0f to %.0f ms but no rank, stage or phase stands out",
 				 rep->baseline_ms, rep->window_ms);
@@ -1870,7 +1890,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 		snprintf(rep->summary, sizeof(rep->summary),
 			 "no anomalous window: iteration time stays at its baseline%s",
 			 store_any(s) ? "" : " (no data yet)");
-		if (store_any(s) && advise(&w, &cfg) < 0)
+		if (store_any(s) && advise(&w, &cfg, store_max_iter(s)) < 0)
 			goto out;
 		judge_events(&w, NULL, 0, NAN);
 		rc = 0;
@@ -1898,6 +1918,12 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 	    fill_verdict(&w, f.late_only, nlate, nvict, list, &nc) < 0)
 		goto out;
 	judge_events(&w, list, nc, culprit_comm_ratio(&w, rep->nfindings ? &rep->findings[0] : NULL));
+	/* a window where nothing stands out (job-wide pauses: checkpoints, evals) still has
+	 * the standing costs a window-less report lists: those before the window (in it, an
+	 * intermittent fault too subtle to name would read as one "from the start") */
+	if (strcmp(rep->category, "none") == 0 && !rep->nfindings && in->first_iter > 0 &&
+	    advise(&w, &cfg, in->first_iter - 1) < 0)
+		goto out;
 	rc = 0;
 out:
 	if (!rc)

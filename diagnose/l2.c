@@ -297,6 +297,12 @@ static void judge(struct l2 *l, size_t c, double v, double b, const struct cmp *
 	 * with its peers (it was so before: a standing cost, an advisory's matter) */
 	if (isfinite(b) && b > 0 && v < b * cfg->subtle_ratio)
 		by = -1, subtle = 0;
+	/* peers alone agreeing on a subtle excess are not enough for a phase new in the window
+	 * (an eval pass of a few samples: its noise is not averaged out); with a baseline
+	 * elsewhere in the job, the own change must be there to confirm (without any baseline,
+	 * a whole trace offline, the peers are all there is) */
+	if (l->has_base && !(isfinite(b) && b > 0))
+		subtle = subtle >= 2 ? 1 : subtle;
 	if (by < 0 && subtle >= 2)
 		for (int i = 0; i < 3; i++)
 			if (k[i].ok && k[i].z > cfg->subtle_z && k[i].ratio > cfg->subtle_ratio &&
