@@ -1685,8 +1685,10 @@ static int assign_faults(struct work *w, struct faults *f)
 				waiting += phase_flag_any(w, r, KM_COMM, L2_HIGH | L2_SELF_HIGH);
 		/* a late arrival delays its peers: when nobody waits longer than the members or
 		 * than before, the ranks came last before too (a standing imbalance) and the
-		 * window's rise is elsewhere (job-wide pauses: checkpoints, evals) */
-		if (count[FK_LATE] && !waiting) {
+		 * window's rise is elsewhere (job-wide pauses: checkpoints, evals). Without a
+		 * baseline (a whole trace offline) nobody can wait longer than before: who
+		 * comes last is all there is to say */
+		if (count[FK_LATE] && !waiting && w->l2.has_base) {
 			for (uint32_t r = 0; r < w->W; r++)
 				if (kind[r] == FK_LATE)
 					kind[r] = FK_NONE;

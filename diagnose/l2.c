@@ -546,9 +546,14 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	medians(s, first, last, P, cfg.window_mean, l->val, buf, cnt);
 	for (uint32_t p = 0; p < P; p++)
 		l->presence[p] = (double)cnt[p] / ((double)W * (last - first + 1));
-	if (l->has_base)
+	if (l->has_base) {
 		medians(s, bfirst, blast, P, 0, l->base, buf, cnt);
-	else
+		uint64_t held = 0;
+		for (uint32_t p = 0; p < P; p++)
+			held += cnt[p];
+		l->has_base = held > 0; /* a range before the input's first iteration holds nothing */
+	}
+	if (!l->has_base)
 		for (size_t i = 0; i < cells; i++)
 			l->base[i] = NAN;
 
