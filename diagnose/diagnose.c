@@ -351,16 +351,23 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 			if (ob > 0)
 				rb = sb[pp] / ob;
 		}
-		if (!(rw > w->cfg->stage_ratio) || (isfinite(rb) && rw / rb <= 1.15) || rw <= best_ratio)
+		/* heavier than the others past stage_ratio; or, with a baseline, grown past
+		 * stage_ratio against them and now heavier past subtle_ratio (a stage 1.2x heavier
+		 * that was 0.95x before: its own history shows the change) */
+		int grown = !(rw > w->cfg->stage_ratio) && isfinite(rb) && rw / rb > w->cfg->stage_ratio &&
+			    rw > w->cfg->l2.subtle_ratio;
+		if (!(rw > w->cfg->stage_ratio || grown) || (isfinite(rb) && rw / rb <= 1.15) || rw <= best_ratio)
 			continue;
+		/* every member heavy (halfway to the stage's median); a grown stage's noise
+		 * may leave a tenth of them under that */
 		size_t members = 0, heavy = 0;
-		double cut = others * (1 + (w->cfg->stage_ratio - 1) / 2);
+		double cut = others * (1 + ((grown ? rw : w->cfg->stage_ratio) - 1) / 2);
 		for (uint32_t r = 0; r < W; r++)
 			if (stage[r] == pp && cw[r] > 0) {
 				members++;
 				heavy += cw[r] > cut;
 			}
-		if (heavy < members)
+		if (grown ? heavy * 10 < members * 9 : heavy < members)
 			continue;
 		best_ratio = rw;
 		best = (int)pp;
