@@ -77,6 +77,7 @@ struct work {
 	uint32_t P, W;
 	uint8_t *role; /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
 	uint32_t first, last;
+	uint32_t bfirst, blast; /* the baseline (empty: blast < bfirst) */
 	uint32_t kfirst; /* first iteration for L3: a kernel block boundary when possible */
 	struct report *rep;
 	uint8_t kind[256]; /* phase slot -> enum record_kind */
@@ -1619,6 +1620,186 @@ static int node_first_long(struct work *w, uint8_t *kind, size_t *count, uint32_
 	return 0;
 }
 
+/* The median over iterations [a, b] of rank r's time from its iteration's start to the end
+ * of its phases that start by `by` (st: each phase's typical start), NAN when the ring holds
+ * none of them; tmp: scratch of b - a + 1 doubles. Absent phases count as 0. */
+static double leave_at(const struct work *w, uint32_t r, uint32_t a, uint32_t b, const double *st, double by,
+		       double *tmp)
+{
+	size_t n = 0;
+	for (uint32_t it = a;; it++) { /* a <= b: the callers check it */
+		const uint32_t *d = store_has_iter(w->s, r, it) ? store_slot_phases(w->s, r, it) : NULL;
+		double sum = 0;
+		for (uint32_t q = 0; d && q < w->P; q++)
+			if (st[q] <= by && d[q] != STORE_ABSENT)
+				sum += d[q] / 1000.0;
+		if (d)
+			tmp[n++] = sum;
+		if (it == b)
+			break;
+	}
+	return median_or_nan(tmp, n);
+}
+
+/* How much later than its co-members on other nodes node h's ranks leave the collectives
+ * marked 3 in gmark (they hold h and another node): per instance, the median change of the
+ * node's ranks' leave time less the others'; the median over instances, NAN when none. *z:
+ * that against the spread of the ranks around their side's median in their instance (robust
+ * z; infinite when nothing spreads). x: scratch of 4 * W doubles. */
+static double node_leave_gap(const struct work *w, uint32_t h, enum topo_dim dim, const uint8_t *gmark,
+			     const double *leave, double *x, double *z)
+{
+	uint32_t W = w->W;
+	double *a = x, *b = x + W, *dg = x + 2 * W, *dev = x + 3 * W;
+	size_t ng = 0, nd = 0;
+	for (uint32_t g = 0; g < W; g++) {
+		if (gmark[g] != 3)
+			continue;
+		size_t na = 0, nb = 0;
+		for (uint32_t r = 0; r < W; r++) {
+			if (topo_collective_group(w->t, r, dim) != g || !isfinite(leave[r]))
+				continue;
+			if (store_host_id(w->s, r) == h)
+				a[na++] = leave[r];
+			else
+				b[nb++] = leave[r];
+		}
+		if (!na || !nb)
+			continue;
+		double ma = stats_median_inplace(a, na), mb = stats_median_inplace(b, nb);
+		dg[ng++] = ma - mb;
+		for (size_t i = 0; i < na; i++)
+			dev[nd++] = fabs(a[i] - ma);
+		for (size_t i = 0; i < nb; i++)
+			dev[nd++] = fabs(b[i] - mb);
+	}
+	double d = median_or_nan(dg, ng), mad = 1.4826 * median_or_nan(dev, nd);
+	*z = mad > 0 ? d / mad : (d > 0 ? INFINITY : 0);
+	return d;
+}
+
+/* A slow NIC on a job of a few nodes while a compute fault holds the window (two faults at
+ * once; docs/method.md, "A slow NIC beside a compute fault"). Every member of a collective
+ * instance leaves it at the last arrival plus its own transfer, so the time from the step's
+ * start to the end of the collective is the same for all members but for their transfers:
+ * a slow GPU makes everyone wait alike (it arrives last and leaves with the others), a slow
+ * NIC makes its own ranks leave later. Per node and communication phase with members on
+ * other nodes: the median change (window over baseline) of the node's ranks' leave time
+ * against their co-members' on other nodes. A node that leaves later by step_share of the
+ * step in one phase or more and earlier in none is a slow link; at most few_nodes of them
+ * and no more than half of the job's. Without phase starts (no step order) nothing is named. */
+static int node_leaves_late(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+{
+	uint32_t W = w->W, P = w->P, ord[256];
+	double at[256], st[256];
+	uint32_t nc = comm_order(w, ord, at);
+	uint32_t hosts[NODE_MAX], nh = 0, slowp[NODE_MAX];
+	double ratio[NODE_MAX], best[NODE_MAX];
+	int early[NODE_MAX];
+	if (!nc || w->blast < w->bfirst || w->last < w->first)
+		return 0;
+	for (uint32_t q = 0; q < P; q++) {
+		st[q] = phase_start(w, q);
+		if (st[q] < 0)
+			return 0; /* a phase with no place in the step: leave times are incomplete */
+	}
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t h = store_host_id(w->s, r), j = 0;
+		while (j < nh && hosts[j] != h)
+			j++;
+		if (j == nh) {
+			if (nh == NODE_MAX)
+				return 0;
+			hosts[nh++] = h;
+		}
+	}
+	if (nh < 2)
+		return 0;
+	uint32_t nwin = w->last - w->first + 1, nbase = w->blast - w->bfirst + 1;
+	size_t ntmp = (nwin > nbase ? nwin : nbase) + 4 * (size_t)W;
+	double *leave = malloc((size_t)W * sizeof(double)), *tmp = malloc(ntmp * sizeof(double));
+	uint8_t *gmark = malloc(W);
+	if (!leave || !tmp || !gmark) {
+		free(leave);
+		free(tmp);
+		free(gmark);
+		return -1;
+	}
+	const struct l2_config *cf = &w->cfg->l2;
+	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
+	for (uint32_t j = 0; j < nh; j++) {
+		best[j] = 0;
+		early[j] = 0;
+	}
+	for (uint32_t k = 0; k < nc; k++) {
+		uint32_t p = ord[k];
+		enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+		for (uint32_t r = 0; r < W; r++)
+			leave[r] = leave_at(w, r, w->first, w->last, st, at[k], tmp) -
+				   leave_at(w, r, w->bfirst, w->blast, st, at[k], tmp);
+		for (uint32_t j = 0; j < nh; j++) {
+			/* the node's instances: 1 holds the node, 3 also a rank of another node */
+			memset(gmark, 0, W);
+			for (uint32_t r = 0; r < W; r++)
+				if (store_host_id(w->s, r) == hosts[j])
+					gmark[topo_collective_group(w->t, r, dim)] |= 1;
+			for (uint32_t r = 0; r < W; r++) {
+				uint32_t g = topo_collective_group(w->t, r, dim);
+				if (gmark[g] && store_host_id(w->s, r) != hosts[j])
+					gmark[g] |= 2;
+			}
+			double z, d = node_leave_gap(w, hosts[j], dim, gmark, leave, tmp, &z);
+			if (!isfinite(d))
+				continue; /* no members on other nodes: a NIC does not carry it */
+			if (d < -floor_ms)
+				early[j] = 1;
+			if (!(d > floor_ms && z > cf->subtle_z && d > best[j]))
+				continue;
+			/* the evidence: the node's stay as long as its co-members' plus its extra */
+			double *vt = tmp;
+			size_t nt = 0;
+			for (uint32_t r = 0; r < W; r++) {
+				size_t i = (size_t)r * P + p;
+				if (gmark[topo_collective_group(w->t, r, dim)] == 3 &&
+				    store_host_id(w->s, r) != hosts[j] && isfinite(w->l2.val[i]))
+					vt[nt++] = w->l2.val[i];
+			}
+			double peer = median_or_nan(vt, nt);
+			best[j] = d;
+			slowp[j] = p;
+			ratio[j] = peer > 0 ? (peer + d) / peer : NAN;
+		}
+	}
+	free(leave);
+	free(tmp);
+	free(gmark);
+	size_t nslow = 0;
+	uint32_t slow[NODE_MAX];
+	for (uint32_t j = 0; j < nh; j++)
+		if (best[j] > 0 && !early[j] && isfinite(ratio[j])) {
+			slow[nslow] = hosts[j];
+			slowp[nslow] = slowp[j];
+			ratio[nslow++] = ratio[j];
+		}
+	if (!nslow || nslow > few_nodes || nslow * 2 > nodes)
+		return 0;
+	for (uint32_t r = 0; r < W; r++) {
+		uint32_t h = store_host_id(w->s, r);
+		size_t j = 0;
+		while (j < nslow && slow[j] != h)
+			j++;
+		if (j == nslow || kind[r] != FK_NONE)
+			continue;
+		size_t i = (size_t)r * P + slowp[j];
+		w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
+		w->l2.ratio[i] = (float)ratio[j];
+		kind[r] = FK_COMM;
+		count[FK_NONE]--;
+		count[FK_COMM]++;
+	}
+	return 0;
+}
+
 /* Each rank's own fault (kind[], count[]), the heavy stage, and the rules that take back
  * what only waits (docs/method.md, "Attribution"). Returns 0, -1 when out of memory. */
 struct faults {
@@ -1680,6 +1861,9 @@ static int assign_faults(struct work *w, struct faults *f)
 		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM] &&
 	    node_first_long(w, kind, count, nodes, few_nodes) < 0)
+		return -1;
+	if (f->stage < 0 && count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM] &&
+	    node_leaves_late(w, kind, count, nodes, few_nodes) < 0)
 		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
 		/* nobody's own work is longer: the ranks that arrive last at collectives */
@@ -1908,6 +2092,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 
 	uint32_t bfirst, blast;
 	window_bounds(&w, in, &bfirst, &blast);
+	w.bfirst = bfirst;
+	w.blast = blast;
 	/* the step before the window: another fault in it must not hide a link's cost */
 	cfg.l2.step_ms = isfinite(in->baseline_ms) && in->baseline_ms > 0 ? in->baseline_ms : in->window_ms;
 	cfg.l2.window_mean = in->onset && strcmp(in->onset, "intermittent") == 0;
