@@ -1,0 +1,59 @@
+/* work.h: the working state of one diagnosis, shared by the attribution (diagnose.c) and
+ * the rules that judge nodes and links (nodes.c). Private to diagnose/. */
+#ifndef CULPRIT_DIAGNOSE_WORK_H
+#define CULPRIT_DIAGNOSE_WORK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diagnose.h"
+#include "l2.h"
+#include "record.h"
+#include "report.h"
+#include "store.h"
+#include "topo.h"
+
+struct work {
+	const struct store *s;
+	const struct topo *t;
+	const struct diagnose_config *cfg;
+	struct l2 l2;
+	uint32_t P, W;
+	uint8_t *role; /* per rank: 0 none, 1 culprit, 2 late arriver, 3 victim */
+	uint32_t first, last;
+	uint32_t bfirst, blast; /* the baseline (empty: blast < bfirst) */
+	uint32_t kfirst; /* first iteration for L3: a kernel block boundary when possible */
+	struct report *rep;
+	uint8_t kind[256]; /* phase slot -> enum record_kind */
+	int has_span;      /* wall-clock span of the window, for the event verdicts */
+	int64_t span_start, span_end;
+};
+
+static inline int phase_flag_any(const struct work *w, uint32_t r, int kind_mask, int flag)
+{
+	const uint8_t *f = w->l2.flag + (size_t)r * w->P;
+	for (uint32_t p = 0; p < w->P; p++)
+		if ((kind_mask >> w->kind[p]) & 1 && (f[p] & flag))
+			return 1;
+	return 0;
+}
+
+#define KM_COMPUTE (1 << RECORD_KIND_COMPUTE)
+#define KM_COMM (1 << RECORD_KIND_COMM)
+#define KM_HOST (1 << RECORD_KIND_HOST)
+
+/* a rank's own fault, as attribution assigns them (kind[rank]) */
+enum fault_kind { FK_NONE = 0, FK_COMPUTE, FK_HOST, FK_COMM, FK_LATE, FK_COUNT };
+
+/* diagnose.c */
+int comm_is_wait(const struct work *w, uint32_t r);
+
+/* nodes.c: the rules that judge nodes and links (docs/method.md, "Attribution") */
+int on_few_nodes(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes, size_t few_nodes);
+size_t node_shift(const struct work *w, uint8_t *kind, uint32_t nodes, size_t few_nodes);
+void node_comm(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes);
+int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes);
+int node_first_long(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes);
+int node_leaves_late(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes);
+
+#endif
