@@ -333,12 +333,22 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		 * may leave a tenth of them under that */
 		size_t members = 0, heavy = 0;
 		double cut = others * (1 + ((grown ? rw : w->cfg->stage_ratio) - 1) / 2);
+		uint32_t host0 = UINT32_MAX;
+		int spread = 0; /* on more than one host */
 		for (uint32_t r = 0; r < W; r++)
 			if (stage[r] == pp && cw[r] > 0) {
 				members++;
 				heavy += cw[r] > cut;
+				uint32_t h = store_host_id(w->s, r);
+				if (host0 == UINT32_MAX)
+					host0 = h;
+				spread |= h != host0;
 			}
 		if (grown ? heavy * 10 < members * 9 : heavy < members)
+			continue;
+		/* a grown stage on one host (one rank, one node) is as much that host's fault,
+		 * and a subtle one: the ranks' own findings say it */
+		if (grown && !spread)
 			continue;
 		best_ratio = rw;
 		best = (int)pp;
