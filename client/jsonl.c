@@ -60,7 +60,7 @@ static const char *const jkey_names[] = {
 
 struct jobj {
 	uint32_t seen; /* bit per enum jkey */
-	struct jval v[JK_COUNT];
+	struct jval v[JK_COUNT + 1]; /* [JK_NONE]: the value of an unknown key, not kept */
 	/* durs_us, decoded while parsing; durs_ok when it was an array of integers */
 	int64_t *durs;
 	size_t ndurs, durs_cap;
@@ -475,7 +475,7 @@ static int jparse_line(struct jp *j, struct jobj *o)
 			/* the value straight into its key's slot (a repeated key: the last one wins);
 			 * a copy of a struct jval from the stack after it was written field by
 			 * field stalled on store forwarding (a quarter of read_line) */
-			struct jval other, *v = key != JK_NONE ? &o->v[key] : &other;
+			struct jval *v = &o->v[key];
 			v->is_int = 0;
 			if (j->p >= j->end)
 				return jfail(j, "unexpected end of line");
