@@ -59,7 +59,7 @@ static const char *const jkey_names[] = {
 };
 
 struct jobj {
-	uint32_t seen; /* bit per enum jkey */
+	uint32_t seen;               /* bit per enum jkey */
 	struct jval v[JK_COUNT + 1]; /* [JK_NONE]: the value of an unknown key, not kept */
 	/* durs_us, decoded while parsing; durs_ok when it was an array of integers */
 	int64_t *durs;

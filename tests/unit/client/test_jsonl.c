@@ -228,17 +228,16 @@ static int k_iter(void *c, const struct record_iter *r, const char **why)
 static void keys_in_any_order(void **state)
 {
 	(void)state;
-	static const char content[] =
-		"{\"type\":\"job\",\"job\":\"J\",\"world\":8,\"dp\":8}\n"
-		"{\"type\":\"iter\",\"rank\":1,\"iter\":2,\"dur_us\":3}\n"
-		"{\"type\":\"iter\",\"rank\":1,\"iter\":2,\"dur_us\":4}\n"
-		"{\"dur_us\":5,\"iter\":2,\"type\":\"iter\",\"rank\":2}\n"
-		"{\"type\":\"iter\",\"rank\":3,\"rankx\":7,\"iter\":2,\"dur_us\":6}\n"
-		"{\"type\":\"iter\",\"ranks\":7,\"rank\":4,\"iter\":2,\"dur_us\":7}\n"
-		"{\"type\":\"iter\",\"r\\u0061nk\":5,\"iter\":2,\"dur_us\":8}\n"
-		"{\"type\":\"iter\",\"rank\":6,\"iter\":2,\"dur_us\":9,\"dur_us\":10}\n"
-		"{\"type\":\"iter\",\"rank\":7,\"iter\":2,\"dur_\":7,\"dur_us\":11}\n"
-		"{\"type\":\"iter\",\"rank\":7,\"iter\":2,\"dur_us\":12,\"rank\":0}\n";
+	static const char content[] = "{\"type\":\"job\",\"job\":\"J\",\"world\":8,\"dp\":8}\n"
+				      "{\"type\":\"iter\",\"rank\":1,\"iter\":2,\"dur_us\":3}\n"
+				      "{\"type\":\"iter\",\"rank\":1,\"iter\":2,\"dur_us\":4}\n"
+				      "{\"dur_us\":5,\"iter\":2,\"type\":\"iter\",\"rank\":2}\n"
+				      "{\"type\":\"iter\",\"rank\":3,\"rankx\":7,\"iter\":2,\"dur_us\":6}\n"
+				      "{\"type\":\"iter\",\"ranks\":7,\"rank\":4,\"iter\":2,\"dur_us\":7}\n"
+				      "{\"type\":\"iter\",\"r\\u0061nk\":5,\"iter\":2,\"dur_us\":8}\n"
+				      "{\"type\":\"iter\",\"rank\":6,\"iter\":2,\"dur_us\":9,\"dur_us\":10}\n"
+				      "{\"type\":\"iter\",\"rank\":7,\"iter\":2,\"dur_\":7,\"dur_us\":11}\n"
+				      "{\"type\":\"iter\",\"rank\":7,\"iter\":2,\"dur_us\":12,\"rank\":0}\n";
 	static const uint32_t ranks[] = {1, 1, 2, 3, 4, 5, 6, 7, 0};
 	static const int64_t durs[] = {3, 4, 5, 6, 7, 8, 10, 11, 12};
 	struct iters it;
