@@ -48,6 +48,7 @@ enum jkey {
 #undef X
 		JK_COUNT,
 	JK_NONE = JK_COUNT,
+	JK_FIRST, /* no key before (the first of an object) */
 };
 _Static_assert(JK_COUNT <= 32, "struct jobj.seen has a bit per key");
 
@@ -58,12 +59,15 @@ static const char *const jkey_names[] = {
 };
 
 struct jobj {
-	uint32_t seen; /* bit per enum jkey */
-	struct jval v[JK_COUNT];
+	uint32_t seen;               /* bit per enum jkey */
+	struct jval v[JK_COUNT + 1]; /* [JK_NONE]: the value of an unknown key, not kept */
 	/* durs_us, decoded while parsing; durs_ok when it was an array of integers */
 	int64_t *durs;
 	size_t ndurs, durs_cap;
 	int durs_ok;
+	/* the key that followed key k last time ([JK_FIRST]: the first of a line), tried first:
+	 * the lines of one type have their keys in one order */
+	unsigned char next_key[JK_COUNT + 2];
 };
 
 #define JKEY_SLOTS 128
@@ -402,22 +406,44 @@ static int jdurs(struct jp *j, struct jobj *o)
 	}
 }
 
-/* A key: the plain ones (no escapes) are looked up where they stand */
-static int jkey_parse(struct jp *j, enum jkey *key)
+/* The key expected after prev, when it stands there: its name and a closing quote (the
+ * names have no escapes), compared byte by byte (a few bytes: no call of memcmp) */
+static int jkey_guess(struct jp *j, const struct jobj *o, enum jkey prev, enum jkey *key)
 {
+	enum jkey g = (enum jkey)o->next_key[prev];
+	if (g >= JK_COUNT)
+		return 0;
+	size_t n = jkey_len[g];
+	const char *k = j->p + 1, *name = jkey_names[g];
+	if ((size_t)(j->end - k) <= n || k[n] != '"')
+		return 0;
+	for (size_t c = 0; c < n; c++)
+		if (k[c] != name[c])
+			return 0;
+	*key = g;
+	j->p = k + n + 1;
+	return 1;
+}
+
+/* A key: the expected one, or the plain ones (no escapes) looked up where they stand */
+static int jkey_parse(struct jp *j, struct jobj *o, enum jkey prev, enum jkey *key)
+{
+	if (jkey_guess(j, o, prev, key))
+		return 0;
 	const char *q = j->p + 1;
 	while (q < j->end && (unsigned char)*q >= 0x20 && *q != '"' && *q != '\\')
 		q++;
 	if (q < j->end && *q == '"') {
 		*key = jkey_find(j->p + 1, (size_t)(q - j->p - 1));
 		j->p = q + 1;
-		return 0;
+	} else {
+		const char *k = NULL;
+		size_t kl = 0;
+		if (jstring(j, &k, &kl) < 0)
+			return -1;
+		*key = jkey_find(k, kl);
 	}
-	const char *k = NULL;
-	size_t kl = 0;
-	if (jstring(j, &k, &kl) < 0)
-		return -1;
-	*key = jkey_find(k, kl);
+	o->next_key[prev] = (unsigned char)*key;
 	return 0;
 }
 
@@ -434,27 +460,30 @@ static int jparse_line(struct jp *j, struct jobj *o)
 	if (j->p < j->end && *j->p == '}') {
 		j->p++;
 	} else {
+		enum jkey key = JK_FIRST;
 		for (;;) {
 			jws(j);
-			enum jkey key;
 			if (j->p >= j->end || *j->p != '"')
 				return jfail(j, "expected a key");
-			if (jkey_parse(j, &key) < 0)
+			if (jkey_parse(j, o, key, &key) < 0)
 				return -1;
 			jws(j);
 			if (j->p >= j->end || *j->p != ':')
 				return jfail(j, "expected ':'");
 			j->p++;
 			jws(j);
-			struct jval v;
-			v.is_int = 0;
+			/* the value straight into its key's slot (a repeated key: the last one wins);
+			 * a copy of a struct jval from the stack after it was written field by
+			 * field stalled on store forwarding (a quarter of read_line) */
+			struct jval *v = &o->v[key];
+			v->is_int = 0;
 			if (j->p >= j->end)
 				return jfail(j, "unexpected end of line");
 			const char *start = j->p;
 			switch (*j->p) {
 			case '"':
-				v.t = JT_STR;
-				if (jstring(j, &v.s, &v.len) < 0)
+				v->t = JT_STR;
+				if (jstring(j, &v->s, &v->len) < 0)
 					return -1;
 				break;
 			case '[':
@@ -466,38 +495,36 @@ static int jparse_line(struct jp *j, struct jobj *o)
 					if (jskip(j, 1) < 0)
 						return -1;
 				}
-				v.t = JT_ARR;
-				v.s = start;
-				v.len = (size_t)(j->p - start);
+				v->t = JT_ARR;
+				v->s = start;
+				v->len = (size_t)(j->p - start);
 				break;
 			case '{':
-				v.t = JT_OBJ;
+				v->t = JT_OBJ;
 				if (jskip(j, 1) < 0)
 					return -1;
-				v.s = start;
-				v.len = (size_t)(j->p - start);
+				v->s = start;
+				v->len = (size_t)(j->p - start);
 				break;
 			case 't':
 			case 'f':
-				v.t = JT_BOOL;
-				v.i = *j->p == 't';
-				if (jlit(j, v.i ? "true" : "false", v.i ? 4 : 5) < 0)
+				v->t = JT_BOOL;
+				v->i = *j->p == 't';
+				if (jlit(j, v->i ? "true" : "false", v->i ? 4 : 5) < 0)
 					return -1;
 				break;
 			case 'n':
-				v.t = JT_NULL;
+				v->t = JT_NULL;
 				if (jlit(j, "null", 4) < 0)
 					return -1;
 				break;
 			default:
-				if (jnumber(j, &v) < 0)
+				if (jnumber(j, v) < 0)
 					return -1;
 			}
-			/* a repeated key: the last one wins */
 			if (key != JK_NONE) {
-				o->v[key] = v;
 				o->seen |= 1u << key;
-				if (key == JK_durs_us && v.t != JT_ARR)
+				if (key == JK_durs_us && v->t != JT_ARR)
 					o->durs_ok = 0;
 			}
 			int more = jnext(j, '}');

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "hash.h"
 
@@ -153,6 +154,24 @@ static void *dup_array(const void *p, size_t bytes)
 	return q;
 }
 
+/* An array of the ring or the kernels; with cfg.huge_pages, from 4 MiB on, aligned on and
+ * advised to transparent huge pages (a hint: without them it is an ordinary array). Freed
+ * with free(). */
+#define STORE_HUGE (2u << 20)
+static void *big_alloc(const struct store *s, size_t n, size_t size, int zero)
+{
+	size_t bytes = n * size;
+	if (!s->cfg.huge_pages || bytes < 2 * STORE_HUGE)
+		return zero ? calloc(n, size) : malloc(bytes);
+	void *p = NULL;
+	if (posix_memalign(&p, STORE_HUGE, bytes) != 0)
+		return NULL;
+	(void)madvise(p, bytes & ~(size_t)(STORE_HUGE - 1), MADV_HUGEPAGE);
+	if (zero)
+		memset(p, 0, bytes);
+	return p;
+}
+
 static size_t ring_cells(const struct store *s) { return (size_t)s->topo.world * s->cfg.ring_iters; }
 
 static size_t kcells(const struct store *s) { return (size_t)s->topo.world * s->cfg.max_kernels * s->nb; }
@@ -180,9 +199,9 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 		s->cfg.quorum = 0.95;
 	s->nb = (s->cfg.ring_iters + s->cfg.kernel_block_iters - 1) / s->cfg.kernel_block_iters + 1;
 	size_t cells = ring_cells(s), R = s->cfg.ring_iters, P = s->cfg.max_phases;
-	s->tag = calloc(cells, sizeof(*s->tag));
-	s->dur = malloc(cells * sizeof(*s->dur));
-	s->pdur = malloc(cells * P * sizeof(*s->pdur));
+	s->tag = big_alloc(s, cells, sizeof(*s->tag), 1);
+	s->dur = big_alloc(s, cells, sizeof(*s->dur), 0);
+	s->pdur = big_alloc(s, cells * P, sizeof(*s->pdur), 0);
 	s->last_p1 = calloc(t->world, sizeof(*s->last_p1));
 	s->last_end = calloc(t->world, sizeof(*s->last_end));
 	s->host_of = malloc(t->world * sizeof(*s->host_of));
@@ -631,8 +650,8 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 	}
 	if (!s->ks) {
 		size_t n = kcells(s);
-		s->ks = calloc(n, sizeof(*s->ks));
-		s->ktag = calloc(n, sizeof(*s->ktag));
+		s->ks = big_alloc(s, n, sizeof(*s->ks), 1);
+		s->ktag = big_alloc(s, n, sizeof(*s->ktag), 1);
 		if (!s->ks || !s->ktag)
 			return -1;
 	}

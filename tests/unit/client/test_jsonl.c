@@ -204,6 +204,58 @@ static void errors_name_file_and_line(void **state)
 	assert_non_null(strstr(err, "/nonexistent/x.jsonl"));
 }
 
+struct iters {
+	int n;
+	uint32_t rank[16];
+	int64_t dur[16];
+};
+
+static int k_iter(void *c, const struct record_iter *r, const char **why)
+{
+	struct iters *it = c;
+	(void)why;
+	if (it->n < 16) {
+		it->rank[it->n] = r->rank;
+		it->dur[it->n] = r->dur_us;
+	}
+	it->n++;
+	return 0;
+}
+
+/* The reader tries each key first as the one that followed the same key on the line
+ * before: keys in another order, a key longer than the guess or escaped, and a repeated
+ * key (the last wins) still read as written. */
+static void keys_in_any_order(void **state)
+{
+	(void)state;
+	static const char content[] = "{\"type\":\"job\",\"job\":\"J\",\"world\":8,\"dp\":8}\n"
+				      "{\"type\":\"iter\",\"rank\":1,\"iter\":2,\"dur_us\":3}\n"
+				      "{\"type\":\"iter\",\"rank\":1,\"iter\":2,\"dur_us\":4}\n"
+				      "{\"dur_us\":5,\"iter\":2,\"type\":\"iter\",\"rank\":2}\n"
+				      "{\"type\":\"iter\",\"rank\":3,\"rankx\":7,\"iter\":2,\"dur_us\":6}\n"
+				      "{\"type\":\"iter\",\"ranks\":7,\"rank\":4,\"iter\":2,\"dur_us\":7}\n"
+				      "{\"type\":\"iter\",\"r\\u0061nk\":5,\"iter\":2,\"dur_us\":8}\n"
+				      "{\"type\":\"iter\",\"rank\":6,\"iter\":2,\"dur_us\":9,\"dur_us\":10}\n"
+				      "{\"type\":\"iter\",\"rank\":7,\"iter\":2,\"dur_\":7,\"dur_us\":11}\n"
+				      "{\"type\":\"iter\",\"rank\":7,\"iter\":2,\"dur_us\":12,\"rank\":0}\n";
+	static const uint32_t ranks[] = {1, 1, 2, 3, 4, 5, 6, 7, 0};
+	static const int64_t durs[] = {3, 4, 5, 6, 7, 8, 10, 11, 12};
+	struct iters it;
+	memset(&it, 0, sizeof(it));
+	struct jsonl_handler h = {&it, NULL, NULL, k_iter, NULL, NULL, NULL};
+	char err[256] = "";
+	const char *path = write_tmp(content, 0);
+	int rc = jsonl_read(path, &h, NULL, err, sizeof(err));
+	unlink(path);
+	if (rc != 0)
+		fail_msg("%s", err);
+	assert_int_equal(it.n, 9);
+	for (int i = 0; i < 9; i++) {
+		assert_int_equal(it.rank[i], ranks[i]);
+		assert_int_equal(it.dur[i], durs[i]);
+	}
+}
+
 static void writer_round_trip(void **state)
 {
 	(void)state;
@@ -246,6 +298,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(reads_everything),
 		cmocka_unit_test(errors_name_file_and_line),
+		cmocka_unit_test(keys_in_any_order),
 		cmocka_unit_test(writer_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
