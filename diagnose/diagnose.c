@@ -261,8 +261,12 @@ static void compute_sums(const struct work *w, uint32_t r, double *win, double *
 		/* a phase of some iterations only (an eval step) weighs by its share */
 		double f = w->l2.presence[p];
 		double v = w->l2.val[(size_t)r * P + p], u = w->l2.base[(size_t)r * P + p];
+		/* with a baseline, the phases it holds (a pass new to the window is in
+		 * neither sum: the two compare like with like) */
+		if (w->l2.has_base && !isfinite(u))
+			continue;
 		a += isfinite(v) ? f * v : 0;
-		b += isfinite(u) ? f * u : NAN;
+		b += isfinite(u) ? f * u : 0;
 	}
 	*win = a;
 	*base = w->l2.has_base ? b : NAN;
