@@ -6,12 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diagnose.h"
 #include "l2.h"
 #include "record.h"
 #include "report.h"
 #include "store.h"
 #include "topo.h"
+
+struct diagnose_config;
 
 struct work {
 	const struct store *s;
