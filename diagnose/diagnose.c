@@ -351,8 +351,10 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		if (grown ? heavy * 10 < members * 9 : heavy < members)
 			continue;
 		/* a grown stage on one host (one rank, one node) is as much that host's fault,
-		 * and a subtle one: the ranks' own findings say it */
-		if (grown && !spread)
+		 * and a subtle one: the ranks' own findings say it. A stage of one rank that
+		 * regressed is that rank (a layer split does not change mid-run; a GPU or a
+		 * kernel does): its own findings, L3's stalls among them, say what it is */
+		if ((grown && !spread) || (isfinite(rb) && members == 1))
 			continue;
 		best_ratio = rw;
 		best = (int)pp;
@@ -1118,8 +1120,8 @@ static int fill_verdict(struct work *w, int late_only, size_t nlate, size_t nvic
 		if (isfinite(rep->baseline_ms) && rep->onset && strcmp(rep->onset, "intermittent") == 0)
 			snprintf(rep->summary, sizeof(rep->summary),
 				 "iteration time rose from %.0f to %.0f ms in some iterations, but no rank, "
-				 "stage or phase stands out in them: every rank paused alike (a checkpoint, "
-				 "an eval pass)",
+				 "stage or phase stands out in them (as when every rank pauses alike: a "
+				 "checkpoint, an eval pass)",
 				 rep->baseline_ms, rep->window_ms);
 		else if (isfinite(rep->baseline_ms))
 			snprintf(rep->summary, sizeof(rep->summary),

@@ -25,7 +25,7 @@ said=$(jq -r '.verdict.category' "$r")
 [ "$said" = none ] || fail "c00053: verdict $said, want none (the pauses are every rank's)"
 n=$(jq "$culprits | length" "$r")
 [ "$n" = 0 ] || fail "c00053: $n culprits, want none"
-jq -e '.verdict.summary | test("paused alike")' "$r" >/dev/null || fail "c00053: the summary does not say every rank paused alike"
+jq -e '.verdict.summary | test("pauses alike")' "$r" >/dev/null || fail "c00053: the summary does not say every rank paused alike"
 adv=$(jq -c '[.advisories[] | select(.kind == "slow_rank") | [.rank, .host]]' "$r")
 [ "$adv" = '[[24,"dgx-r00-n03"]]' ] || fail "c00053: advisories $adv, want rank 24 on dgx-r00-n03"
 echo "c00053: none, advisory $adv"
