@@ -1239,7 +1239,9 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 	w.blast = blast;
 	/* the step before the window: another fault in it must not hide a link's cost */
 	cfg.l2.step_ms = isfinite(in->baseline_ms) && in->baseline_ms > 0 ? in->baseline_ms : in->window_ms;
-	cfg.l2.window_mean = in->onset && strcmp(in->onset, "intermittent") == 0;
+	/* an intermittent window, or one too short for block medians (under 8 iterations: a
+	 * rank slow in 2 of 5 has a normal median), is judged by its mean */
+	cfg.l2.window_mean = (in->onset && strcmp(in->onset, "intermittent") == 0) || w.last - w.first + 1 < 8;
 	if (l2_run(&w.l2, s, w.first, w.last, bfirst, blast, &cfg.l2) < 0)
 		goto out;
 	w.P = w.l2.nphase;
