@@ -484,6 +484,23 @@ out:
 	return rc;
 }
 
+/* The job's hosts into hosts[NODE_MAX], in rank order: how many, 0 when more than NODE_MAX */
+static uint32_t job_hosts(const struct work *w, uint32_t *hosts)
+{
+	uint32_t nh = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		uint32_t h = store_host_id(w->s, r), j = 0;
+		while (j < nh && hosts[j] != h)
+			j++;
+		if (j == nh) {
+			if (nh == NODE_MAX)
+				return 0;
+			hosts[nh++] = h;
+		}
+	}
+	return nh;
+}
+
 /* A phase's typical start within the step (store_phase_start); the untracked time before the
  * first phase starts the step. -1 when its records carried no start. */
 static double phase_start(const struct work *w, uint32_t p)
@@ -597,16 +614,7 @@ int node_first_long(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes
 	double ratio[NODE_MAX];
 	if (!nc)
 		return 0;
-	for (uint32_t r = 0; r < W; r++) {
-		uint32_t h = store_host_id(w->s, r), j = 0;
-		while (j < nh && hosts[j] != h)
-			j++;
-		if (j == nh) {
-			if (nh == NODE_MAX)
-				return 0;
-			hosts[nh++] = h;
-		}
-	}
+	nh = job_hosts(w, hosts);
 	if (nh < 2)
 		return 0;
 	uint8_t *gmark = malloc(W);
@@ -756,16 +764,7 @@ int node_leaves_late(struct work *w, uint8_t *kind, size_t *count, uint32_t node
 		if (st[q] < 0)
 			return 0; /* a phase with no place in the step: leave times are incomplete */
 	}
-	for (uint32_t r = 0; r < W; r++) {
-		uint32_t h = store_host_id(w->s, r), j = 0;
-		while (j < nh && hosts[j] != h)
-			j++;
-		if (j == nh) {
-			if (nh == NODE_MAX)
-				return 0;
-			hosts[nh++] = h;
-		}
-	}
+	nh = job_hosts(w, hosts);
 	if (nh < 2)
 		return 0;
 	uint32_t nwin = w->last - w->first + 1, nbase = w->blast - w->bfirst + 1;
