@@ -484,6 +484,31 @@ out:
 	return rc;
 }
 
+/* The ranks of the slow nodes slow[0..n) (a few nodes: at most few_nodes, and half the
+ * job's) without a fault of their own are communication culprits in the node's phase
+ * slowp[j] at ratio[j]. Always 0 (node_first_long and node_leaves_late return it). */
+static int name_slow_nodes(struct work *w, uint8_t *kind, size_t *count, const uint32_t *slow, const uint32_t *slowp,
+			   const double *ratio, size_t n, uint32_t nodes, size_t few_nodes)
+{
+	if (!n || n > few_nodes || n * 2 > nodes)
+		return 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		uint32_t h = store_host_id(w->s, r);
+		size_t j = 0;
+		while (j < n && slow[j] != h)
+			j++;
+		if (j == n || kind[r] != FK_NONE)
+			continue;
+		size_t i = (size_t)r * w->P + slowp[j];
+		w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
+		w->l2.ratio[i] = (float)ratio[j];
+		kind[r] = FK_COMM;
+		count[FK_NONE]--;
+		count[FK_COMM]++;
+	}
+	return 0;
+}
+
 /* The job's hosts into hosts[NODE_MAX], in rank order: how many, 0 when more than NODE_MAX */
 static uint32_t job_hosts(const struct work *w, uint32_t *hosts)
 {
@@ -660,25 +685,7 @@ int node_first_long(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes
 	free(gmark);
 	free(x);
 	free(arr);
-	if (!nslow || nslow > few_nodes || nslow * 2 > nodes)
-		return 0;
-	for (uint32_t r = 0; r < W; r++) {
-		uint32_t h = store_host_id(w->s, r);
-		size_t j = 0;
-		while (j < nslow && slow[j] != h)
-			j++;
-		if (j == nslow)
-			continue;
-		size_t i = (size_t)r * P + slowp[j];
-		w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
-		w->l2.ratio[i] = (float)ratio[j];
-		if (kind[r] == FK_NONE) {
-			kind[r] = FK_COMM;
-			count[FK_NONE]--;
-			count[FK_COMM]++;
-		}
-	}
-	return 0;
+	return name_slow_nodes(w, kind, count, slow, slowp, ratio, nslow, nodes, few_nodes);
 }
 
 /* The median over iterations [a, b] of rank r's time from its iteration's start to the end
@@ -833,21 +840,5 @@ int node_leaves_late(struct work *w, uint8_t *kind, size_t *count, uint32_t node
 			slowp[nslow] = slowp[j];
 			ratio[nslow++] = ratio[j];
 		}
-	if (!nslow || nslow > few_nodes || nslow * 2 > nodes)
-		return 0;
-	for (uint32_t r = 0; r < W; r++) {
-		uint32_t h = store_host_id(w->s, r);
-		size_t j = 0;
-		while (j < nslow && slow[j] != h)
-			j++;
-		if (j == nslow || kind[r] != FK_NONE)
-			continue;
-		size_t i = (size_t)r * P + slowp[j];
-		w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
-		w->l2.ratio[i] = (float)ratio[j];
-		kind[r] = FK_COMM;
-		count[FK_NONE]--;
-		count[FK_COMM]++;
-	}
-	return 0;
+	return name_slow_nodes(w, kind, count, slow, slowp, ratio, nslow, nodes, few_nodes);
 }
