@@ -7,8 +7,8 @@
  *   kineto  PyTorch profiler traces, one file per rank (import_kineto.h)
  *   chrome  Chrome-trace timelines of many ranks, bytedance-whatif style (import_chrome.h)
  *   csv     per-worker iteration times, alibaba-pai style (import_csv.h)
- * Large JSON is streamed through yajl callbacks (import_stream.h); nothing builds a document
- * tree. Options and warnings shared with the importers: import_common.h. */
+ * Large JSON is streamed by a scanner made for traces (import_stream.h); nothing builds a
+ * document tree. Options and warnings shared with the importers: import_common.h. */
 #ifndef CULPRIT_IMPORT_H
 #define CULPRIT_IMPORT_H
 

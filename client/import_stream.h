@@ -1,6 +1,7 @@
 /* import_stream.h: the traceEvents of a JSON trace (Kineto or Chrome), one event at a time,
- * for the importers that read them (import_kineto.c, import_chrome.c). Streamed through yajl
- * callbacks over gzread chunks; nothing builds a document tree. */
+ * for the importers that read them (import_kineto.c, import_chrome.c). Streamed over gzread
+ * chunks by a scanner of its own that reads only the keys below and checks the rest as
+ * strict JSON; nothing builds a document tree. */
 #ifndef CULPRIT_IMPORT_STREAM_H
 #define CULPRIT_IMPORT_STREAM_H
 

@@ -1,4 +1,4 @@
-/* jsonl.c: interchange JSONL reader (plain or gzip through zlib) and writer. */
+/* jsonl.c: interchange JSONL reader (plain or gzip, through readahead.c) and writer (zlib). */
 #include "jsonl.h"
 
 #include <errno.h>

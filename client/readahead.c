@@ -1,9 +1,12 @@
-/* readahead.c: gzread on a thread into a ring of blocks (see readahead.h). */
+/* readahead.c: a file read on a thread into a ring of blocks (see readahead.h); gzip is
+ * inflated by ISA-L's igzip, about three times zlib's speed. */
 #include "readahead.h"
 
 #include <errno.h>
+#include <isa-l/igzip_lib.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +35,17 @@ struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
 }
 
 struct readahead {
-	gzFile f;
+	int fd;
+	bool sniffed;                  /* the first bytes read: gzip or plain decided */
+	bool gzip;                     /* inflated by ISA-L; else the bytes as read */
+	bool in_eof;                   /* read() said end of file */
+	bool done;                     /* the last gzip member ended */
+	bool failed;                   /* err set: the next block is -1 */
+	uint8_t *in;                   /* input bytes (compressed, or plain ones read to sniff) */
+	unsigned in_cap;
+	uint8_t *next;                 /* input not yet used: next, avail */
+	unsigned avail;
+	struct inflate_state *inf;     /* gzip only */
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -44,6 +57,145 @@ struct readahead {
 	bool stop;
 	char err[160];
 };
+
+/* Keeps the unused input and reads more after it: -1 on a read error (err set). */
+static int in_more(struct readahead *r)
+{
+	if (r->avail && r->next != r->in)
+		memmove(r->in, r->next, r->avail);
+	r->next = r->in;
+	ssize_t k;
+	do
+		k = read(r->fd, r->in + r->avail, r->in_cap - r->avail);
+	while (k < 0 && errno == EINTR);
+	if (k < 0) {
+		snprintf(r->err, sizeof(r->err), "could not read: %s", strerror(errno));
+		return -1;
+	}
+	if (k == 0)
+		r->in_eof = true;
+	r->avail += (unsigned)k;
+	return 0;
+}
+
+static const char *isal_message(int rc)
+{
+	switch (rc) {
+	case ISAL_INVALID_BLOCK:
+		return "bad gzip data (invalid deflate block)";
+	case ISAL_INVALID_SYMBOL:
+		return "bad gzip data (invalid code)";
+	case ISAL_INVALID_LOOKBACK:
+		return "bad gzip data (invalid distance too far back)";
+	case ISAL_INVALID_WRAPPER:
+		return "bad gzip data (invalid gzip header)";
+	case ISAL_UNSUPPORTED_METHOD:
+		return "bad gzip data (unknown compression method)";
+	case ISAL_INCORRECT_CHECKSUM:
+		return "bad gzip data (incorrect data check)";
+	default:
+		return "bad gzip data";
+	}
+}
+
+/* The first bytes decide, as zlib's gzread does: gzip when they are 1f 8b, else plain. */
+static int sniff(struct readahead *r)
+{
+	r->sniffed = true;
+	while (r->avail < 2 && !r->in_eof)
+		if (in_more(r) < 0)
+			return -1;
+	if (r->avail < 2 || r->in[0] != 0x1f || r->in[1] != 0x8b)
+		return 0;
+	if (!(r->inf = malloc(sizeof(*r->inf)))) {
+		snprintf(r->err, sizeof(r->err), "out of memory");
+		return -1;
+	}
+	isal_inflate_init(r->inf);
+	r->inf->crc_flag = ISAL_GZIP;
+	r->gzip = true;
+	return 0;
+}
+
+/* After a gzip member: another one follows (a concatenated .gz), or the end. Bytes after
+ * the last member that are not a gzip header are ignored, as zlib does. */
+static int next_member(struct readahead *r)
+{
+	while (r->avail < 2 && !r->in_eof)
+		if (in_more(r) < 0)
+			return -1;
+	if (r->avail < 2 || r->next[0] != 0x1f || r->next[1] != 0x8b) {
+		r->done = true;
+		return 0;
+	}
+	isal_inflate_reset(r->inf);
+	r->inf->crc_flag = ISAL_GZIP;
+	return 0;
+}
+
+/* Up to cap bytes of the file into buf, fewer only at its end or before an error: the bytes,
+ * 0 at the end, -1 on an error (err set). An error after some bytes is kept for the next
+ * call, so that the lines before it are read first (zlib's gzread did the same). */
+static ssize_t get(struct readahead *r, char *buf, size_t cap)
+{
+	size_t got = 0;
+	if (r->failed || (!r->sniffed && sniff(r) < 0))
+		return -1;
+	if (!r->gzip) {
+		size_t n = r->avail < cap ? r->avail : cap;
+		memcpy(buf, r->next, n);
+		r->next += n;
+		r->avail -= (unsigned)n;
+		got = n;
+		while (got < cap && !r->in_eof) {
+			ssize_t k = read(r->fd, buf + got, cap - got);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0) {
+				snprintf(r->err, sizeof(r->err), "could not read: %s", strerror(errno));
+				r->failed = true;
+				break;
+			}
+			if (k == 0)
+				r->in_eof = true;
+			got += (size_t)k;
+		}
+		return got ? (ssize_t)got : r->failed ? -1 : 0;
+	}
+	struct inflate_state *s = r->inf;
+	while (got < cap && !r->done) {
+		if (!r->avail && !r->in_eof && in_more(r) < 0) {
+			r->failed = true;
+			break;
+		}
+		unsigned before = r->avail;
+		s->next_in = r->next;
+		s->avail_in = r->avail;
+		s->next_out = (uint8_t *)buf + got;
+		s->avail_out = (uint32_t)(cap - got);
+		int rc = isal_inflate(s);
+		size_t made = (size_t)((char *)s->next_out - (buf + got));
+		got += made;
+		r->next = s->next_in;
+		r->avail = s->avail_in;
+		if (rc < 0) {
+			snprintf(r->err, sizeof(r->err), "%s", isal_message(rc));
+			r->failed = true;
+			break;
+		}
+		if (s->block_state == ISAL_BLOCK_FINISH) {
+			if (next_member(r) < 0) {
+				r->failed = true;
+				break;
+			}
+		} else if (!made && r->avail == before && r->in_eof) {
+			snprintf(r->err, sizeof(r->err), "truncated gzip data (unexpected end of file)");
+			r->failed = true;
+			break;
+		}
+	}
+	return got ? (ssize_t)got : r->failed ? -1 : 0;
+}
 
 static void *fill(void *arg)
 {
@@ -58,19 +210,11 @@ static void *fill(void *arg)
 		if (stop)
 			return NULL;
 		/* block tail is free: neither filled nor held */
-		int n = -1;
+		ssize_t n = -1;
 		if (!r->buf[tail] && !(r->buf[tail] = malloc(r->block)))
 			snprintf(r->err, sizeof(r->err), "out of memory");
 		else
-			n = gzread(r->f, r->buf[tail], r->block);
-		if (n <= 0 && !r->err[0]) {
-			int e = Z_OK;
-			const char *m = gzerror(r->f, &e);
-			if (n < 0 || (e != Z_OK && e != Z_STREAM_END)) {
-				snprintf(r->err, sizeof(r->err), "%s", m && *m ? m : "read error");
-				n = -1;
-			}
-		}
+			n = get(r, r->buf[tail], r->block);
 		pthread_mutex_lock(&r->mu);
 		r->len[tail] = n;
 		r->count++;
@@ -87,21 +231,34 @@ struct readahead *readahead_open(const char *path)
 	struct readahead *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
-	if (!(r->f = gz_open_read(path, 1 << 18))) {
+	bool in = strcmp(path, "-") == 0;
+	if ((r->fd = in ? dup(0) : open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		free(r);
 		return NULL;
 	}
-	/* a small file is read in a block of its size (gzip: in a few) */
+	/* a small file is read in a block of its size (gzip: in a few), with a small input buffer */
 	struct stat st;
 	r->block = READAHEAD_BLOCK;
-	if (strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < READAHEAD_BLOCK)
+	r->in_cap = 1u << 18;
+	if (!in && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < READAHEAD_BLOCK) {
 		r->block = st.st_size < 65536 ? 65536 : (unsigned)st.st_size + 1;
+		if (st.st_size < (off_t)r->in_cap)
+			r->in_cap = st.st_size < 8192 ? 8192 : (unsigned)st.st_size;
+	}
+	if (!(r->in = malloc(r->in_cap))) {
+		close(r->fd);
+		free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->next = r->in;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->cv, NULL);
 	if (pthread_create(&r->thr, NULL, fill, r) != 0) {
 		pthread_mutex_destroy(&r->mu);
 		pthread_cond_destroy(&r->cv);
-		gzclose(r->f);
+		close(r->fd);
+		free(r->in);
 		free(r);
 		errno = EAGAIN;
 		return NULL;
@@ -145,6 +302,8 @@ void readahead_close(struct readahead *r)
 	pthread_cond_destroy(&r->cv);
 	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++)
 		free(r->buf[i]);
-	gzclose(r->f);
+	close(r->fd);
+	free(r->in);
+	free(r->inf);
 	free(r);
 }

@@ -1,5 +1,7 @@
 /* readahead.h: a file (plain or gzip, "-" for standard input) read in large blocks by a
- * thread of its own, so that inflating the next block overlaps parsing this one. At most
+ * thread of its own, so that inflating the next block overlaps parsing this one. Gzip (one
+ * member or several concatenated, told from the first bytes as zlib does) is inflated by
+ * ISA-L's igzip, CRC checked. At most
  * READAHEAD_BLOCKS blocks of READAHEAD_BLOCK bytes are held (a bounded queue: the thread
  * waits when the reader is behind); a small file gets smaller blocks. Used by the JSONL
  * reader. */
@@ -24,7 +26,7 @@ struct readahead *readahead_open(const char *path);
 /* The next block: its bytes in *data (valid until the next call), 0 at the end of the file,
  * -1 on a read or gzip error (readahead_error says which). */
 ssize_t readahead_next(struct readahead *r, const char **data);
-/* zlib's message for the error that ended the file ("unexpected end of file", ...). */
+/* The error that ended the file ("truncated gzip data (unexpected end of file)", ...). */
 const char *readahead_error(const struct readahead *r);
 void readahead_close(struct readahead *r);
 

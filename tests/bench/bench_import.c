@@ -3,8 +3,10 @@
  *   bench_import [--gen FILE MB] PATH...
  * --gen writes a Kineto-like trace of about MB megabytes to FILE first (uncompressed; put it
  * in /tmp, not in the repository) and includes it. Each PATH is imported with
- * import_kineto_read_stats into a handler that only counts, three times; the median time is
- * printed. Peak RSS (ru_maxrss) is printed after each file, so run one large file per
+ * import_kineto_read_stats into a handler that only counts, three times; the medians of the
+ * wall time and of the CPU time (user + system, this process: the figure that does not
+ * depend on what else the machine runs) are printed, with MB per wall and per CPU second.
+ * Peak RSS (ru_maxrss) is printed after each file, so run one large file per
  * process to read its own peak. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,6 +41,15 @@ static int c_kernel(void *c, const struct record_kernel *r, const char *n, const
 	(void)c, (void)r, (void)n, (void)d, (void)nd, (void)w;
 	nrec++;
 	return 0;
+}
+
+/* user + system CPU seconds of this process so far */
+static double self_cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static int gen(const char *path, double mb)
@@ -119,25 +130,26 @@ int main(int argc, char **argv)
 	}
 	for (int f = 0; f < nfiles; f++) {
 		const char *path = f < argc - i ? argv[i + f] : genpath;
-		double t[3];
+		double t[3], c[3];
 		struct import_kineto_stats st;
 		for (int r = 0; r < 3; r++) {
 			memset(&st, 0, sizeof(st));
 			char err[1024];
-			double t0 = now_s();
+			double t0 = now_s(), c0 = self_cpu_s();
 			if (import_kineto_read_stats(&path, 1, NULL, &h, &st, err, sizeof(err)) < 0) {
 				fprintf(stderr, "%s\n", err);
 				return 1;
 			}
 			t[r] = now_s() - t0;
+			c[r] = self_cpu_s() - c0;
 		}
-		double tm = median(t, 3);
+		double tm = median(t, 3), cm = median(c, 3);
 		struct rusage ru;
 		getrusage(RUSAGE_SELF, &ru);
-		printf("%-60s %8.1f MB  %6.3f s (median of 3)  %7.1f MB/s  steps %" PRIu64 " kernels %" PRIu64
-		       "  peak RSS %.1f MiB\n",
-		       path, (double)st.bytes / 1e6, tm, (double)st.bytes / 1e6 / tm, st.steps, st.kernels,
-		       (double)ru.ru_maxrss / 1024.0);
+		printf("%-60s %8.1f MB  %6.3f s wall  %6.3f s CPU (medians of 3)  %7.1f MB/s  %7.1f MB/CPU-s  steps "
+		       "%" PRIu64 " kernels %" PRIu64 "  peak RSS %.1f MiB\n",
+		       path, (double)st.bytes / 1e6, tm, cm, (double)st.bytes / 1e6 / tm, (double)st.bytes / 1e6 / cm,
+		       st.steps, st.kernels, (double)ru.ru_maxrss / 1024.0);
 	}
 	return 0;
 }

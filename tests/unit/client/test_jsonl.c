@@ -1,5 +1,6 @@
 /* test_jsonl.c: the interchange reader (escapes, unknown and nested fields, summaries,
- * gzip) and its errors with file and line; the writer round-trips through it. */
+ * gzip of one member or several, damaged gzip) and its errors with file and line; the
+ * writer round-trips through it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -293,6 +294,105 @@ static void writer_round_trip(void **state)
 	assert_string_equal(s.detail, "79");
 }
 
+/* members lines of iter records each, one gzip member per call: dur_us counts the lines */
+static void gz_members(const char *path, int members, int lines)
+{
+	int d = 0;
+	for (int m = 0; m < members; m++) {
+		gzFile f = gzopen(path, m ? "ab" : "wb");
+		assert_non_null(f);
+		if (!m)
+			gzputs(f, "{\"type\":\"job\",\"job\":\"J\",\"world\":8,\"dp\":8}\n");
+		for (int i = 0; i < lines; i++, d++)
+			gzprintf(f, "{\"type\":\"iter\",\"job\":\"J\",\"rank\":%d,\"iter\":%d,\"dur_us\":%d}\n", d % 8,
+				 d / 8, d);
+		gzclose(f);
+	}
+}
+
+static char *slurp(const char *path, long *n)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	*n = ftell(f);
+	rewind(f);
+	char *b = malloc((size_t)*n);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)*n, f), (size_t)*n);
+	fclose(f);
+	return b;
+}
+
+static void spit(const char *path, const char *b, long n)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+}
+
+static int read_file(const char *path, struct seen *s, uint64_t *lines, char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	struct jsonl_handler h = {s, s_job, s_host, s_iter, s_phase, s_kernel, s_event};
+	return jsonl_read(path, &h, lines, err, errlen);
+}
+
+/* gzip as zlib's gzread took it: several members (over many blocks), bytes after the last
+ * member ignored, standard input; a truncated file and a bad CRC are errors. */
+static void gzip_members_and_damage(void **state)
+{
+	(void)state;
+	char path[64], err[256] = "";
+	snprintf(path, sizeof(path), "/tmp/test_jsonl_gz.%d.gz", (int)getpid());
+	struct seen s;
+	uint64_t lines = 0;
+	gz_members(path, 3, 40000); /* about 6 MB inflated: several 1 MiB blocks */
+	FILE *f = fopen(path, "ab");
+	assert_non_null(f);
+	fputs("not gzip\n", f);
+	fclose(f);
+	assert_int_equal(read_file(path, &s, &lines, err, sizeof(err)), 0);
+	assert_int_equal(lines, 120001);
+	assert_int_equal(s.iters, 120000);
+	assert_int_equal(s.dur, 119999);
+
+	/* the same through standard input */
+	int saved = dup(0);
+	FILE *in = fopen(path, "rb");
+	assert_non_null(in);
+	assert_int_equal(dup2(fileno(in), 0), 0);
+	int rc = read_file("-", &s, &lines, err, sizeof(err));
+	dup2(saved, 0);
+	close(saved);
+	fclose(in);
+	assert_int_equal(rc, 0);
+	assert_int_equal(s.iters, 120000);
+	assert_int_equal(s.dur, 119999);
+
+	/* cut in the middle of the second member: the lines before it, then the error */
+	long n;
+	gz_members(path, 3, 40000);
+	char *b = slurp(path, &n);
+	spit(path, b, n / 2);
+	assert_int_equal(read_file(path, &s, &lines, err, sizeof(err)), -1);
+	char want[128];
+	snprintf(want, sizeof(want), "%s:", path);
+	if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, "truncated gzip data"))
+		fail_msg("truncated: got \"%s\"", err);
+	assert_true(s.iters > 40000 && s.iters < 120000);
+
+	/* a bit of the last member's CRC flipped */
+	b[n - 6] ^= 1;
+	spit(path, b, n);
+	free(b);
+	assert_int_equal(read_file(path, &s, &lines, err, sizeof(err)), -1);
+	if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, "incorrect data check"))
+		fail_msg("bad crc: got \"%s\"", err);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +400,7 @@ int main(void)
 		cmocka_unit_test(errors_name_file_and_line),
 		cmocka_unit_test(keys_in_any_order),
 		cmocka_unit_test(writer_round_trip),
+		cmocka_unit_test(gzip_members_and_damage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
