@@ -57,86 +57,97 @@ static double median_small(const double *x, uint32_t n)
 	return (a + b) / 2;
 }
 
-#define L2_BLOCKS 8      /* median8() is written for 8 */
+#define L2_BLOCKS 8      /* median8_rows() is written for 8 */
 #define L2_MAX_SPAN 4096 /* iterations in one window or baseline (the ring bounds it) */
+#define L2_MAX_PHASES 256
 
-/* A rank's robust value of one phase over a window: the median of L2_BLOCKS block means
- * (consecutive iterations pooled in blocks of cnt / L2_BLOCKS), or the plain median when
- * there are fewer iterations than blocks. Up to 3 of 8 blocks may hold outliers
- * (checkpoint stalls, eval steps) without moving it; it costs O(cnt) + 64 compares instead
- * of a selection per rank, phase and window (see docs/method.md). */
-/* median of exactly 8 values: an optimal 19-comparator sorting network, unrolled to
- * branchless min/max in registers (written as a < b ? a : b and a > b ? a : b, the exact
- * semantics of minsd and maxsd; b = a < b ? b : a compiled to compare-and-jump) */
-static double median8(const double *m)
+/* The median of 8 values for each of n phases at once: m[b * n + p] is value b of phase p,
+ * out[p] its median. An optimal 19-comparator sorting network applied row by row, each
+ * compare-exchange a loop over the phases that vectorizes (written as a < b ? a : b and
+ * a > b ? a : b, the semantics of minpd and maxpd; one phase at a time, the network's
+ * values did not stay in registers and branched). */
+static void median8_rows(double *m, uint32_t n, double *out)
 {
-	double v0 = m[0], v1 = m[1], v2 = m[2], v3 = m[3], v4 = m[4], v5 = m[5], v6 = m[6], v7 = m[7];
-#define CE(a, b)                            \
-	do {                                \
-		double lo_ = a < b ? a : b; \
-		b = a > b ? a : b;          \
-		a = lo_;                    \
+#define CE(a, b)                                                        \
+	do {                                                            \
+		double *restrict x_ = m + (size_t)(a)*n;                \
+		double *restrict y_ = m + (size_t)(b)*n;                \
+		for (uint32_t p_ = 0; p_ < n; p_++) {                   \
+			double lo_ = x_[p_] < y_[p_] ? x_[p_] : y_[p_]; \
+			y_[p_] = x_[p_] > y_[p_] ? x_[p_] : y_[p_];     \
+			x_[p_] = lo_;                                   \
+		}                                                       \
 	} while (0)
-	CE(v0, v2);
-	CE(v1, v3);
-	CE(v4, v6);
-	CE(v5, v7);
-	CE(v0, v4);
-	CE(v1, v5);
-	CE(v2, v6);
-	CE(v3, v7);
-	CE(v0, v1);
-	CE(v2, v3);
-	CE(v4, v5);
-	CE(v6, v7);
-	CE(v2, v4);
-	CE(v3, v5);
-	CE(v1, v4);
-	CE(v3, v6);
-	CE(v1, v2);
-	CE(v3, v4);
-	CE(v5, v6);
+	CE(0, 2);
+	CE(1, 3);
+	CE(4, 6);
+	CE(5, 7);
+	CE(0, 4);
+	CE(1, 5);
+	CE(2, 6);
+	CE(3, 7);
+	CE(0, 1);
+	CE(2, 3);
+	CE(4, 5);
+	CE(6, 7);
+	CE(2, 4);
+	CE(3, 5);
+	CE(1, 4);
+	CE(3, 6);
+	CE(1, 2);
+	CE(3, 4);
+	CE(5, 6);
 #undef CE
-	(void)v0;
-	(void)v7;
-	return (v3 + v4) / 2;
+	for (uint32_t p = 0; p < n; p++)
+		out[p] = (m[3 * (size_t)n + p] + m[4 * (size_t)n + p]) / 2;
 }
 
-/* The block sums of the default 16 phase slots over a block's rows, four phases to a
- * vector register (GCC's vector extension: the compiler did not vectorize the scalar loop
- * and kept the sums in memory). Each duration is summed as two 32-bit halves (lo: its low 16
- * bits, hi: the rest), which a block of up to L2_MAX_SPAN / L2_BLOCKS = 512 rows cannot
- * overflow: the sum is hi * 65536 + lo, exact. */
+/* The sums and counts of the present values of phases [0, P) over a block's rows (rows of
+ * `phases` slots) into sum[p] and cnt[p]. Four phases to a vector register (GCC's vector
+ * extension: the compiler did not vectorize the scalar loop and kept the sums in memory),
+ * the phases past the last whole vector one at a time. Each duration is summed as two 32-bit
+ * halves (lo: its low 16 bits, hi: the rest), which a block of up to L2_MAX_SPAN /
+ * L2_BLOCKS = 512 rows cannot overflow: the sum is hi * 65536 + lo, exact, and exact as a
+ * double (under 2^53). */
 typedef uint32_t l2_u32x4 __attribute__((vector_size(16)));
+typedef double l2_f64x4 __attribute__((vector_size(32)));
 
-static void block_sums16(const uint32_t *const *rows, uint32_t nr, uint64_t *sum, uint32_t *cnt)
+static void block_sums(const uint32_t *const *rows, uint32_t nr, uint32_t P, uint32_t phases, double *sum,
+		       uint32_t *cnt)
 {
 	const l2_u32x4 absent = {STORE_ABSENT, STORE_ABSENT, STORE_ABSENT, STORE_ABSENT};
 	const l2_u32x4 low = {0xffff, 0xffff, 0xffff, 0xffff};
-	l2_u32x4 lo[4] = {{0}}, hi[4] = {{0}}, n[4] = {{0}};
-	for (uint32_t i = 0; i < nr; i++)
-		for (int q = 0; q < 4; q++) {
+	uint32_t q = 0;
+	for (; q + 4 <= phases && q < P; q += 4) {
+		l2_u32x4 lo = {0}, hi = {0}, n = {0};
+		for (uint32_t i = 0; i < nr; i++) {
 			l2_u32x4 v, m;
-			memcpy(&v, rows[i] + 4 * q, sizeof(v));
+			memcpy(&v, rows[i] + q, sizeof(v));
 			m = (l2_u32x4)(v != absent); /* all ones where present */
 			v &= m;
-			lo[q] += v & low;
-			hi[q] += v >> 16;
-			n[q] -= m;
+			lo += v & low;
+			hi += v >> 16;
+			n -= m;
 		}
-	for (int q = 0; q < 4; q++)
-		for (int j = 0; j < 4; j++) {
-			sum[4 * q + j] = (uint64_t)hi[q][j] * 65536 + lo[q][j];
-			cnt[4 * q + j] = n[q][j];
+		l2_f64x4 d = __builtin_convertvector(hi, l2_f64x4) * 65536 + __builtin_convertvector(lo, l2_f64x4);
+		for (int j = 0; j < 4 && q + j < P; j++) {
+			sum[q + j] = d[j];
+			cnt[q + j] = n[j];
 		}
+	}
+	for (; q < P; q++) {
+		uint64_t t = 0;
+		uint32_t c = 0;
+		for (uint32_t i = 0; i < nr; i++) {
+			uint32_t v = rows[i][q], ok = v != STORE_ABSENT;
+			t += ok ? v : 0;
+			c += ok;
+		}
+		sum[q] = (double)t;
+		cnt[q] = c;
+	}
 }
 
-/* A rank's robust value of each phase over [first, last] into out[rank * P + p] (ms): the
- * median of L2_BLOCKS block means (blocks of consecutive iterations; empty blocks are
- * skipped), or the plain median under L2_BLOCKS iterations. Up to 3 of 8 blocks may hold
- * outliers (checkpoint stalls, eval steps) without moving it. The slots of a rank are
- * copied whole into buf (n x P) and the block sums run over all phases at once, which
- * vectorizes; a selection per rank and phase was 4x slower (docs/method.md). */
 static double mean_of(const double *x, uint32_t n)
 {
 	double t = 0;
@@ -145,6 +156,15 @@ static double mean_of(const double *x, uint32_t n)
 	return t / n;
 }
 
+/* A rank's robust value of each phase over [first, last] into out[rank * P + p] (ms): the
+ * median of L2_BLOCKS block means (blocks of consecutive iterations; empty blocks are
+ * skipped), or the plain median under L2_BLOCKS iterations; the mean of either with mean.
+ * Up to 3 of 8 blocks may hold outliers (checkpoint stalls, eval steps) without moving it;
+ * it costs O(n) + a sorting network instead of a selection per rank, phase and window (a
+ * selection per rank and phase was 4x slower, docs/method.md). The usual rank, every value
+ * present in blocks of equal length, takes all its phases at once: block sums, then the
+ * medians of 8 (median8_rows), each over all phases; any other phase by phase. present[p]:
+ * how many of the window's values of phase p are present. */
 static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P, int mean, double *out,
 		    uint32_t *buf /* n * P */, uint64_t *present /* P */)
 {
@@ -159,10 +179,11 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 	for (uint32_t b = 0; b <= L2_BLOCKS; b++)
 		bstart[b] = (uint32_t)((uint64_t)n * b / L2_BLOCKS);
 	const uint32_t *rows[L2_MAX_SPAN / L2_BLOCKS + 1];
-	uint64_t sum16[16];
-	uint32_t cnt16[16];
 	int equal = n % L2_BLOCKS == 0; /* all blocks the same length */
-	double means[256 * L2_BLOCKS], tmp[L2_MAX_SPAN < 64 ? 64 : L2_BLOCKS];
+	/* bsum[b * P + p], bcnt[b * P + p]: block b's sum and count of phase p */
+	double bsum[L2_BLOCKS * L2_MAX_PHASES], med[L2_MAX_PHASES];
+	uint32_t bcnt[L2_BLOCKS * L2_MAX_PHASES];
+	double means[L2_MAX_PHASES * L2_BLOCKS], tmp[L2_MAX_SPAN < 64 ? 64 : L2_BLOCKS];
 	for (uint32_t r = 0; r < world; r++) {
 		size_t base = (size_t)r * rv.ring;
 		if (n < L2_BLOCKS) {
@@ -184,6 +205,7 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			}
 			continue;
 		}
+		uint32_t missing = 0; /* values absent from the rank's blocks */
 		for (uint32_t b = 0; b < L2_BLOCKS; b++) {
 			uint32_t nr = 0;
 			for (uint32_t k = bstart[b]; k < bstart[b + 1]; k++) {
@@ -194,26 +216,29 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 				if (rv.tag[cell] == first + k + 1)
 					rows[nr++] = rv.pdur + cell * rv.phases;
 			}
-			/* phase by phase over the block's rows: the sums stay in registers (summing
-			 * whole rows into arrays of sums was a read-modify-write in memory per value).
-			 * Equal blocks with every value present (the usual case): compare sums and
-			 * divide once at the end; otherwise means */
+			block_sums(rows, nr, P, rv.phases, bsum + (size_t)b * P, bcnt + (size_t)b * P);
 			uint32_t bl = bstart[b + 1] - bstart[b];
-			if (rv.phases == 16)
-				block_sums16(rows, nr, sum16, cnt16);
+			for (uint32_t p = 0; p < P; p++)
+				missing += bl - bcnt[(size_t)b * P + p];
+		}
+		if (!missing && equal && !mean) {
+			/* equal blocks, every value present: the median of the block sums over the
+			 * block length */
+			median8_rows(bsum, P, med);
 			for (uint32_t p = 0; p < P; p++) {
-				uint64_t sum = 0;
-				uint32_t bc = 0;
-				if (rv.phases == 16) {
-					sum = sum16[p];
-					bc = cnt16[p];
-				} else
-					for (uint32_t i = 0; i < nr; i++) {
-						uint32_t v = rows[i][p], ok = v != STORE_ABSENT;
-						sum += ok ? v : 0;
-						bc += ok;
-					}
-				double sc = (double)sum;
+				out[(size_t)r * P + p] = med[p] / (1000.0 * bstart[1]);
+				present[p] += n;
+			}
+			continue;
+		}
+		for (uint32_t b = 0; b < L2_BLOCKS; b++) {
+			/* equal blocks with every value present: compare sums and divide once at
+			 * the end; otherwise means (a block's sum scaled to its length, -1 when
+			 * empty) */
+			uint32_t bl = bstart[b + 1] - bstart[b];
+			for (uint32_t p = 0; p < P; p++) {
+				double sc = bsum[(size_t)b * P + p];
+				uint32_t bc = bcnt[(size_t)b * P + p];
 				if (bc != bl)
 					sc = bc ? sc * bl / bc : -1;
 				means[p * L2_BLOCKS + b] = sc;
@@ -226,7 +251,10 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 			for (uint32_t b = 0; b < L2_BLOCKS; b++)
 				full &= mb[b] >= 0;
 			if (full && equal && !mean) {
-				out[(size_t)r * P + p] = median8(mb) / (1000.0 * bstart[1]);
+				double col[L2_BLOCKS];
+				memcpy(col, mb, sizeof(col));
+				median8_rows(col, 1, &out[(size_t)r * P + p]);
+				out[(size_t)r * P + p] /= 1000.0 * bstart[1];
 				continue;
 			}
 			uint32_t m = 0;
@@ -382,8 +410,9 @@ enum topo_dim l2_collective_dim(uint8_t group)
 }
 
 /* statistics of a phase over the ranks members[0..n) that hold it, from its column (col[rank]:
- * the phase's values, contiguous; xs, scratch: n doubles) */
-static void members_stats(const double *col, const uint32_t *members, size_t n, double *xs, double *scratch,
+ * the phase's values, contiguous; xs, scratch: n doubles): with mean, sd and cv when full,
+ * else only the median and MAD (stats_robust) */
+static void members_stats(const double *col, const uint32_t *members, size_t n, double *xs, double *scratch, int full,
 			  struct stats_group *out)
 {
 	size_t m = 0;
@@ -392,7 +421,10 @@ static void members_stats(const double *col, const uint32_t *members, size_t n, 
 		if (isfinite(v))
 			xs[m++] = v;
 	}
-	stats_group(xs, m, scratch, out);
+	if (full)
+		stats_group(xs, m, scratch, out);
+	else
+		stats_robust(xs, m, out);
 }
 
 /* The reference of n changes (xs, reordered; scratch: n doubles): the lower quartile, with
@@ -448,7 +480,7 @@ static void collective_stats(const double *col, const struct coll *c, double *xs
 			     struct stats_group *cst)
 {
 	for (uint32_t g = 0; g < c->count; g++)
-		members_stats(col, c->order + c->start[g], c->start[g + 1] - c->start[g], xs, scratch, &cst[g]);
+		members_stats(col, c->order + c->start[g], c->start[g + 1] - c->start[g], xs, scratch, 0, &cst[g]);
 }
 
 /* Carves n bytes (64-byte aligned) for *p out of the arena at *off; with base NULL only
@@ -489,8 +521,16 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	uint32_t *order, *gstart, *buf, *idx, *sorder, *sstart, *stage;
 	double *xs, *scratch, *colv, *colb;
 	uint64_t *cnt;
-	struct stats_group *stage_st, *cst;
-	struct coll coll[TOPO_DIM_COUNT];
+	struct stats_group *stage_st, *cst, *gst;
+	struct coll coll[TOPO_DIM_COUNT] = {{0}};
+	/* the dimensions whose collective groups are needed: those of the communication phases
+	 * but DP, whose groups are the role groups */
+	uint32_t dims = 0;
+	for (uint32_t p = 0; p < P; p++) {
+		enum topo_dim d = l2_collective_dim(store_phase_group(s, p));
+		if (store_phase_kind(s, p) == RECORD_KIND_COMM && d != TOPO_DP)
+			dims |= 1u << d;
+	}
 	char *base = NULL;
 	size_t need = 0;
 	for (int pass = 0; pass < 2; pass++) {
@@ -517,12 +557,14 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		carve(&stage, base, &off, W * sizeof(uint32_t));
 		carve(&sstart, base, &off, (S + 1) * sizeof(uint32_t));
 		carve(&stage_st, base, &off, S * sizeof(*stage_st));
-		carve(&cst, base, &off, (W + 1) * sizeof(*cst));
+		carve(&cst, base, &off, (dims ? W + 1 : 1) * sizeof(*cst));
+		carve(&gst, base, &off, (G + 1) * sizeof(*gst));
 		for (int d = 0; d < TOPO_DIM_COUNT; d++) {
+			if (!(dims >> d & 1))
+				continue;
 			carve(&coll[d].group, base, &off, W * sizeof(uint32_t));
 			carve(&coll[d].order, base, &off, W * sizeof(uint32_t));
 			carve(&coll[d].start, base, &off, (W + 2) * sizeof(uint32_t));
-			coll[d].built = 0;
 		}
 		if (pass == 0) {
 			need = off;
@@ -598,11 +640,21 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			colv[r] = l->val[(size_t)r * P + p];
 			colb[r] = l->base[(size_t)r * P + p];
 		}
+		/* each role group's statistics (their cv and median are kept for the report) */
+		for (uint32_t g = 0; g < G; g++)
+			members_stats(colv, order + gstart[g], gstart[g + 1] - gstart[g], xs, scratch, 1, &gst[g]);
+		/* the collective's groups: along DP they are the role groups (topo_collective_group),
+		 * whose statistics are at hand */
 		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
-		if (comm && !coll[dim].built)
-			coll_build(&coll[dim], t, dim);
-		if (comm)
+		const uint32_t *cgroup = l->role;
+		const struct stats_group *cstat = gst;
+		if (comm && dim != TOPO_DP) {
+			if (!coll[dim].built)
+				coll_build(&coll[dim], t, dim);
 			collective_stats(colv, &coll[dim], xs, scratch, cst);
+			cgroup = coll[dim].group;
+			cstat = cst;
+		}
 		size_t own_n = 0; /* ranks with a change (v / b) */
 		double own_ref = NAN, own_spread = NAN;
 		if (l->has_base && !comm) {
@@ -620,11 +672,11 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		 * role groups do the same work); without TP or CP ranks it is the role group, which
 		 * the stage comparison needs more than (stage_st stays empty: n 0) */
 		for (uint32_t q = 0; q < S && !comm && !stage_is_group; q++)
-			members_stats(colv, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, &stage_st[q]);
+			members_stats(colv, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, 0,
+				      &stage_st[q]);
 		for (uint32_t g = 0; g < G; g++) {
 			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
-			struct stats_group st;
-			members_stats(colv, order + n0, n1 - n0, xs, scratch, &st);
+			const struct stats_group st = gst[g];
 			size_t n = st.n;
 			size_t gp = (size_t)g * P + p;
 			int small = n1 - n0 < cfg.small_group;
@@ -641,7 +693,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 				if (comm) {
 					/* waiting is only seen against the collective's members: no
 					 * stage, no own history (a victim waits longer than before) */
-					const struct stats_group *cg = &cst[coll[dim].group[r]];
+					const struct stats_group *cg = &cstat[cgroup[r]];
 					double floor = cfg.mad_floor_rel * cg->median;
 					if (cfg.step_ms > 0 && cfg.comm_share * cfg.step_ms / 10 < floor)
 						floor = cfg.comm_share * cfg.step_ms / 10;

@@ -26,16 +26,35 @@ void sketch_init(struct sketch *s)
 
 void sketch_free(struct sketch *s)
 {
-	free(s->bins);
+	if (!s->lent)
+		free(s->bins);
 	sketch_init(s);
 }
 
 void sketch_reset(struct sketch *s)
 {
-	uint32_t *bins = s->bins, cap = s->cap;
+	uint32_t *bins = s->bins, cap = s->cap, lent = s->lent;
 	sketch_init(s);
 	s->bins = bins;
 	s->cap = cap;
+	s->lent = lent;
+}
+
+void sketch_lend(struct sketch *s, uint32_t *bins, uint32_t cap)
+{
+	sketch_free(s);
+	s->bins = bins;
+	s->cap = cap;
+	s->lent = 1;
+}
+
+/* the bucket array of s becomes b (of its own), the old one freed unless lent */
+static void adopt(struct sketch *s, uint32_t *b)
+{
+	if (!s->lent)
+		free(s->bins);
+	s->bins = b;
+	s->lent = 0;
 }
 
 /* make bucket range [lo, hi] representable; collapses the lowest buckets past MAX_BINS */
@@ -47,11 +66,12 @@ static int ensure(struct sketch *s, int32_t lo, int32_t hi)
 		uint32_t need = (uint32_t)(hi - lo + 1);
 		if (need > s->cap) {
 			uint32_t cap = need < 16 ? 16 : need;
-			uint32_t *b = realloc(s->bins, cap * sizeof(*b));
+			uint32_t *b = s->lent ? malloc(cap * sizeof(*b)) : realloc(s->bins, cap * sizeof(*b));
 			if (!b)
 				return -1;
 			s->bins = b;
 			s->cap = cap;
+			s->lent = 0;
 		}
 		memset(s->bins, 0, need * sizeof(*s->bins));
 		s->lo = lo;
@@ -79,6 +99,15 @@ static int ensure(struct sketch *s, int32_t lo, int32_t hi)
 		memset(b + s->n, 0, (need - s->n) * sizeof(*b));
 		s->n = need;
 		return 0;
+	} else if (nlo < s->lo) {
+		/* a lower bucket that fits: shift in place (no array of its own for a lent one) */
+		uint32_t d = (uint32_t)(s->lo - nlo);
+		memmove(b + d, b, s->n * sizeof(*b));
+		memset(b, 0, d * sizeof(*b));
+		memset(b + d + s->n, 0, (need - d - s->n) * sizeof(*b));
+		s->lo = nlo;
+		s->n = need;
+		return 0;
 	} else {
 		b = malloc(s->cap * sizeof(*b));
 		if (!b)
@@ -91,8 +120,7 @@ static int ensure(struct sketch *s, int32_t lo, int32_t hi)
 		uint64_t v = (uint64_t)b[dst] + s->bins[k];
 		b[dst] = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 	}
-	free(s->bins);
-	s->bins = b;
+	adopt(s, b);
 	s->lo = nlo;
 	s->n = need;
 	return 0;

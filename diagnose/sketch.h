@@ -30,6 +30,7 @@ struct sketch {
 	int32_t lo;   /* bucket index of bins[0] */
 	uint32_t n;   /* buckets in use */
 	uint32_t cap; /* allocated buckets */
+	uint32_t lent; /* bins belong to the caller (sketch_lend): never freed or resized here */
 	uint32_t *bins;
 	uint64_t count; /* all values, zeros included */
 	uint64_t zeros;
@@ -39,6 +40,10 @@ struct sketch {
 void sketch_init(struct sketch *s);
 void sketch_free(struct sketch *s);
 void sketch_reset(struct sketch *s); /* empty, keeps its memory */
+/* Give the empty sketch s the buckets bins[0..cap), which the caller owns and frees after s
+ * (an arena of many sketches: no allocation of its own per sketch). s counts in them until
+ * it needs more than cap buckets, then moves to an array of its own, which sketch_free frees. */
+void sketch_lend(struct sketch *s, uint32_t *bins, uint32_t cap);
 /* Add value v weight times. Returns 0, -1 when out of memory. */
 int sketch_add(struct sketch *s, double v, uint64_t weight);
 /* dst += src. Returns 0, -1 when out of memory. */

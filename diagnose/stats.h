@@ -27,5 +27,8 @@ struct stats_group {
 	double median, mad, mean, sd, cv;
 };
 void stats_group(const double *x, size_t n, double *scratch, struct stats_group *out);
+/* Only n, median and MAD (mean, sd and cv NaN), as stats_group() gives them, in place: x is
+ * reordered and overwritten. */
+void stats_robust(double *x, size_t n, struct stats_group *out);
 
 #endif

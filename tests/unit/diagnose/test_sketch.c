@@ -203,12 +203,74 @@ static void wide_range_collapses(void **state)
 	sketch_free(&s);
 }
 
+static void same_buckets(const struct sketch *a, const struct sketch *b)
+{
+	assert_int_equal(a->lo, b->lo);
+	assert_int_equal(a->n, b->n);
+	assert_int_equal(a->count, b->count);
+	assert_memory_equal(a->bins, b->bins, a->n * sizeof(uint32_t));
+}
+
+/* Lent buckets (a store's arena): the same buckets as a sketch of its own at every step, the
+ * lent array used in place while it fits (a lower bucket shifts within it), left alone (never
+ * freed: it is on the stack here) once the sketch moves to an array of its own. */
+static void lent_buckets(void **state)
+{
+	(void)state;
+	uint32_t mem[2 + 16 + 2];
+	for (size_t i = 0; i < sizeof(mem) / sizeof(*mem); i++)
+		mem[i] = 0xdeadbeef;
+	struct sketch own, lent;
+	sketch_init(&own);
+	sketch_init(&lent);
+	sketch_lend(&lent, mem + 2, 16);
+	const double v[] = {1000, 1010, 990, 950, 1050, 900, 1100}; /* down, up, down: 11 buckets */
+	for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++) {
+		assert_int_equal(sketch_add(&own, v[i], 3), 0);
+		assert_int_equal(sketch_add(&lent, v[i], 3), 0);
+		same_buckets(&own, &lent);
+		assert_ptr_equal(lent.bins, mem + 2);
+	}
+	assert_int_equal(mem[0], 0xdeadbeef);
+	assert_int_equal(mem[1], 0xdeadbeef);
+	assert_int_equal(mem[18], 0xdeadbeef);
+	assert_int_equal(mem[19], 0xdeadbeef);
+	/* reset keeps the lent array; a sketch that outgrows it takes one of its own */
+	sketch_reset(&lent);
+	assert_ptr_equal(lent.bins, mem + 2);
+	sketch_reset(&own);
+	for (double x = 500; x < 2000; x *= 1.01) {
+		assert_int_equal(sketch_add(&own, x, 1), 0);
+		assert_int_equal(sketch_add(&lent, x, 1), 0);
+		same_buckets(&own, &lent);
+	}
+	assert_true(lent.bins != mem + 2 && !lent.lent);
+	assert_int_equal(mem[19], 0xdeadbeef);
+	sketch_free(&lent);
+	/* a range past SKETCH_MAX_BINS collapses a lent array's lowest buckets the same way */
+	uint32_t *big = malloc(SKETCH_MAX_BINS * sizeof(*big));
+	assert_non_null(big);
+	sketch_free(&own);
+	sketch_lend(&lent, big, SKETCH_MAX_BINS);
+	for (double x = 2; x < 1e15; x *= 1.02) {
+		assert_int_equal(sketch_add(&own, x, 1), 0);
+		assert_int_equal(sketch_add(&lent, x, 1), 0);
+	}
+	assert_int_equal(sketch_add(&own, 1e19, 1), 0);
+	assert_int_equal(sketch_add(&lent, 1e19, 1), 0);
+	same_buckets(&own, &lent);
+	assert_int_equal(lent.n, SKETCH_MAX_BINS);
+	sketch_free(&lent);
+	sketch_free(&own);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(quantiles_within_error), cmocka_unit_test(merge_associative),
 		cmocka_unit_test(bytes_round_trip),       cmocka_unit_test(ks_statistic),
-		cmocka_unit_test(wide_range_collapses),
+		cmocka_unit_test(wide_range_collapses),   cmocka_unit_test(lent_buckets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* test_store.c: out-of-order adds, completion quorum, ring replacement, names, snapshot
- * (also of a sketch of zeros only). */
+ * (also of a sketch of zeros only), many kernel sketches read back as made. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -320,13 +320,88 @@ static void snapshot_of_zero_sketch(void **state)
 	store_destroy(s);
 }
 
+/* the durations of (rank, kernel, iter) in many_sketches: some sketches fit the 16 buckets
+ * the store lends, those of every fifth rank span far more */
+static void many_durs(uint32_t r, uint32_t k, uint32_t it, int64_t d[4])
+{
+	for (uint32_t j = 0; j < 4; j++)
+		d[j] = r % 5 ? 1000 + (r % 97) * 10 + k * 300 + j * 7 + it : 100 + (int64_t)(r % 7 + j) * 9000 + it;
+}
+
+static void fill_kernels(struct store *s, uint32_t world, const uint32_t name[2], uint32_t from, uint32_t to)
+{
+	for (uint32_t it = from; it < to; it++)
+		for (uint32_t r = 0; r < world; r++)
+			for (uint32_t k = 0; k < 2; k++) {
+				struct record_kernel rec;
+				memset(&rec, 0, sizeof(rec));
+				rec.rank = r;
+				rec.iter = it;
+				rec.name = name[k];
+				rec.count = 4;
+				int64_t d[4];
+				many_durs(r, k, it, d);
+				assert_int_equal(store_add_kernel(s, &rec, d, 4), 0);
+			}
+}
+
+/* each pooled block of s equals a sketch made from the same durations */
+static void check_blocks(const struct store *s, uint32_t world, uint32_t first_block, uint32_t nblocks)
+{
+	struct sketch want, got;
+	sketch_init(&want);
+	sketch_init(&got);
+	for (uint32_t r = 0; r < world; r += r < 100 || r > world - 100 ? 1 : 331)
+		for (uint32_t k = 0; k < 2; k++)
+			for (uint32_t b = first_block; b < first_block + nblocks; b++) {
+				sketch_reset(&want);
+				sketch_reset(&got);
+				for (uint32_t it = b * 8; it < b * 8 + 8; it++) {
+					int64_t d[4];
+					many_durs(r, k, it, d);
+					for (int j = 0; j < 4; j++)
+						sketch_add(&want, (double)d[j], 1);
+				}
+				assert_int_equal(store_kernel_pool(s, r, k, b * 8, b * 8 + 7, &got), 1);
+				assert_int_equal(got.count, want.count);
+				assert_int_equal(got.lo, want.lo);
+				assert_int_equal(got.n, want.n);
+				assert_memory_equal(got.bins, want.bins, want.n * sizeof(uint32_t));
+			}
+	sketch_free(&want);
+	sketch_free(&got);
+}
+
+/* 80,000 sketches, past the store's first array of 65,536, some outgrowing their lent
+ * buckets: every block reads back as made, after the ring reuses the cells (sketch_reset
+ * keeps lent and own buckets alike) and in a snapshot (its buckets exactly sized). */
+static void many_sketches(void **state)
+{
+	(void)state;
+	const uint32_t world = 20000;
+	struct store *s = make(world, 16);
+	uint32_t name[2] = {(uint32_t)store_intern_name(s, "gemm"), (uint32_t)store_intern_name(s, "attn")};
+	fill_kernels(s, world, name, 0, 16);
+	check_blocks(s, world, 0, 2);
+	size_t mem = store_memory(s);
+	/* 3 cells a kernel: block 3 takes the cell of block 0, which fell out of the ring */
+	fill_kernels(s, world, name, 16, 32);
+	check_blocks(s, world, 2, 2);
+	assert_true(store_memory(s) >= mem);
+	struct store *c = store_snapshot(s);
+	assert_non_null(c);
+	store_destroy(s);
+	check_blocks(c, world, 2, 2);
+	store_destroy(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(completion_in_order),     cmocka_unit_test(partial_iteration_after_restart),
 		cmocka_unit_test(ring_and_phases),         cmocka_unit_test(phase_starts),
 		cmocka_unit_test(kernels_and_snapshot),    cmocka_unit_test(iteration_jump_is_cheap),
-		cmocka_unit_test(snapshot_of_zero_sketch),
+		cmocka_unit_test(snapshot_of_zero_sketch), cmocka_unit_test(many_sketches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
