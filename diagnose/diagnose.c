@@ -317,12 +317,12 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		double others = stats_median_inplace(tmp, n);
 		if (!(others > 0))
 			continue;
-		double rw = sw[pp] / others, rb = NAN;
+		double rw = sw[pp] / others, rb = NAN, ob = NAN;
 		for (uint32_t q = 0; q < S; q++)
 			if (q != pp && isfinite(sb[q]))
 				tmp[nb++] = sb[q];
 		if (nb && isfinite(sb[pp])) {
-			double ob = stats_median_inplace(tmp, nb);
+			ob = stats_median_inplace(tmp, nb);
 			if (ob > 0)
 				rb = sb[pp] / ob;
 		}
@@ -333,16 +333,20 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 			    rw > w->cfg->l2.subtle_ratio;
 		if (!(rw > w->cfg->stage_ratio || grown) || (isfinite(rb) && rw / rb <= 1.15) || rw <= best_ratio)
 			continue;
-		/* every member heavy (halfway to the stage's median); a grown stage's noise
-		 * may leave a tenth of them under that */
+		/* every member heavy (halfway to the stage's median) and, with a baseline, grown
+		 * against the other stages halfway to the stage's growth (the median of a stage of
+		 * two is their mean: one slow rank beside a peer that was always slow is not a
+		 * stage that grew); a grown stage's noise may leave a tenth of them under that */
 		size_t members = 0, heavy = 0;
 		double cut = others * (1 + ((grown ? rw : w->cfg->stage_ratio) - 1) / 2);
+		double grew = isfinite(rb) ? 1 + (rw / rb - 1) / 2 : NAN;
 		uint32_t host0 = UINT32_MAX;
 		int spread = 0; /* on more than one host */
 		for (uint32_t r = 0; r < W; r++)
 			if (stage[r] == pp && cw[r] > 0) {
 				members++;
-				heavy += cw[r] > cut;
+				heavy += cw[r] > cut &&
+					 !(isfinite(grew) && cb[r] > 0 && cw[r] / cb[r] < grew * others / ob);
 				uint32_t h = store_host_id(w->s, r);
 				if (host0 == UINT32_MAX)
 					host0 = h;
@@ -437,6 +441,122 @@ static int node_not_stage(const struct work *w, int stage, uint32_t *host)
 	free(tmp);
 	*host = h;
 	return node;
+}
+
+/* Ranks with a hint (one comparison past the subtle cut) in a compute phase where strong
+ * compute culprits are high, at half their smallest excess or more, join them: the same
+ * fault on more ranks, whose z fell under the threshold (four ranks of eight slowed 1.18x:
+ * the role groups and stages are half slow, only the own change says it, and not always by
+ * the full z). A hint alone, with no culprit it resembles, stays a hint. */
+static int join_hints(const struct work *w, uint8_t *kind, uint8_t *weak, size_t *count)
+{
+	uint32_t P = w->P;
+	double *least = malloc(P * sizeof(double));
+	if (!least)
+		return -1;
+	for (uint32_t p = 0; p < P; p++)
+		least[p] = NAN;
+	for (uint32_t r = 0; r < w->W; r++)
+		for (uint32_t p = 0; p < P && kind[r] == FK_COMPUTE && !weak[r]; p++) {
+			size_t i = (size_t)r * P + p;
+			if (w->kind[p] == RECORD_KIND_COMPUTE && (w->l2.flag[i] & L2_HIGH) &&
+			    !(w->l2.ratio[i] >= least[p]))
+				least[p] = w->l2.ratio[i];
+		}
+	for (uint32_t r = 0; r < w->W; r++)
+		for (uint32_t p = 0; p < P && kind[r] == FK_NONE; p++) {
+			size_t i = (size_t)r * P + p;
+			if ((w->l2.flag[i] & L2_HINT) && least[p] > 1 && w->l2.ratio[i] >= 1 + (least[p] - 1) / 2) {
+				kind[r] = FK_COMPUTE;
+				weak[r] = 0;
+				count[FK_NONE]--;
+				count[FK_COMPUTE]++;
+			}
+		}
+	free(least);
+	return 0;
+}
+
+/* When no phase of anyone stands out: ranks whose compute as a whole (the sum of their
+ * compute phases, own_growth) grew against the job's, past subtle_z and subtle_ratio and
+ * by step_share of the step. A 1.2x fault spread over a rank's phases may pass the subtle
+ * cut in one or two of them only (a hint, not a finding), while their sum, whose noise
+ * averages out, stands clear (a sum of 8 ranks' lower half is a rough spread: 1.18x
+ * stood at z 5.3 on an 8-rank job, its healthy ranks under 1.5). The job's reference is the lower quartile of the ranks'
+ * growths and its spread that of the lower half (as for a phase, l2.c), so a job-wide
+ * change names nobody; at most a quarter of the ranks. Each is shown by its compute phase
+ * that grew most. Returns -1 when out of memory. */
+static int own_compute_shift(struct work *w, uint8_t *kind, size_t *count)
+{
+	uint32_t W = w->W, P = w->P;
+	if (!w->l2.has_base || W < 4)
+		return 0;
+	double *g = malloc(2 * (size_t)W * sizeof(double)), *x = g + W;
+	if (!g)
+		return -1;
+	size_t n = 0;
+	for (uint32_t r = 0; r < W; r++) {
+		g[r] = 1 + own_growth(w, r);
+		if (isfinite(g[r]))
+			x[n++] = g[r];
+	}
+	size_t h = n / 2, named = 0;
+	double ref = NAN, spread = NAN;
+	if (h >= 2) {
+		stats_median_inplace(x, n); /* partitions: the lower half first */
+		ref = stats_median_inplace(x, h);
+		spread = 2 * stats_mad_inplace(x, h, ref);
+	}
+	const struct l2_config *cf = &w->cfg->l2;
+	double floor = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
+	double sd = STATS_MAD_SCALE * fmax(spread, cf->mad_floor_rel * ref);
+	for (uint32_t r = 0; r < W && ref > 0; r++) {
+		double win, base;
+		compute_sums(w, r, &win, &base);
+		x[r] = 0;
+		if (kind[r] == FK_NONE && g[r] / ref > cf->subtle_ratio && (g[r] - ref) / sd > cf->subtle_z &&
+		    win - base * ref > floor)
+			x[r] = 1, named++;
+	}
+	for (uint32_t r = 0; r < W && named && named * 4 <= W; r++) {
+		if (!(x[r] > 0))
+			continue;
+		uint32_t top = UINT32_MAX;
+		double most = 0;
+		for (uint32_t p = 0; p < P; p++) {
+			size_t i = (size_t)r * P + p;
+			double q = w->l2.val[i] / w->l2.base[i];
+			if (w->kind[p] == RECORD_KIND_COMPUTE && q > most)
+				most = q, top = p;
+		}
+		if (top == UINT32_MAX)
+			continue;
+		size_t i = (size_t)r * P + top;
+		w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
+		w->l2.ratio[i] = (float)(most / ref);
+		kind[r] = FK_COMPUTE;
+		count[FK_NONE]--;
+		count[FK_COMPUTE]++;
+	}
+	free(g);
+	return 0;
+}
+
+/* A heavy stage that is not the finding: a rank of another stage on a host of the stage's
+ * ranks computes slower on its own (a strong compute culprit: kind and not weak). Half the
+ * ranks of a small job's node slowed, a whole stage among them, is those ranks' fault, not
+ * the stage's layers, which weigh on the stage's own ranks only. */
+static int slowed_beside_stage(const struct work *w, const uint8_t *kind, const uint8_t *weak, int stage)
+{
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (kind[r] != FK_COMPUTE || weak[r] || topo_coords(w->t, r).pp == (uint32_t)stage)
+			continue;
+		uint32_t h = store_host_id(w->s, r);
+		for (uint32_t q = 0; q < w->W; q++)
+			if (topo_coords(w->t, q).pp == (uint32_t)stage && store_host_id(w->s, q) == h)
+				return 1;
+	}
+	return 0;
 }
 
 static int explained_by(const struct work *w, uint32_t r, const uint32_t *culprits, size_t nc)
@@ -542,17 +662,17 @@ static int report_hang(struct work *w, const struct diagnose_input *in, uint32_t
 
 /* --- findings --- */
 
-
 /* A rank's own fault. Compute or host: a phase high against its peers (L2_HIGH), or a hint
  * of it (one comparison past the subtle thresholds) on a rank that also arrives last at a
  * collective, which is what a slower rank does. Communication: a collective it takes
  * longer in than the collective's other members, with its own work normal. */
 /* Whether rank r's long collectives are only the wait of a rank that arrives early: its
  * own work is shorter than its peers' by as much as its collectives are longer (the fast
- * half of a bimodal fleet waits longest). Both sides are per iteration: each phase's
+ * half of a bimodal fleet waits longest), within COMM_WAIT_SLACK. Both sides are per iteration: each phase's
  * difference to its reference (value / ratio) weighted by the phase's presence. (A
  * collective's own difference says nothing of arriving early: its members leave it
  * together, and a short one means arriving last.) */
+#define COMM_WAIT_SLACK 1.25 /* the two sides are medians of noisy steps: 26.0 ms against 25.7 */
 int comm_is_wait(const struct work *w, uint32_t r)
 {
 	double ahead = 0, extra = 0;
@@ -569,7 +689,88 @@ int comm_is_wait(const struct work *w, uint32_t r)
 			ahead -= d;
 		}
 	}
-	return extra > 0 && extra <= ahead;
+	return extra > 0 && extra <= COMM_WAIT_SLACK * ahead;
+}
+
+/* A rank-phase of a collective (its group's number g) with the values now and before */
+struct member {
+	uint32_t g, r;
+	double v, b;
+};
+
+static int member_cmp(const void *a, const void *b)
+{
+	const struct member *x = a, *y = b;
+	return x->g < y->g ? -1 : x->g > y->g;
+}
+
+/* Clears L2_HIGH and L2_HINT of the collectives whose excess over their members stood
+ * before: a rank long against its collective's members now (excess: its value less their
+ * median) that was long by half of that excess or more in the baseline did not slow down; it
+ * was so (the slow half of a bimodal fleet in its pipeline transfers), and the window's rise
+ * is elsewhere. So for L2_LOW and a shortfall under the members: a rank that arrived last
+ * by as much before (a standing slow rank) is not a late arrival this window holds. Without
+ * a baseline nothing is cleared. Returns -1 when out of memory. */
+static int clear_standing_comm(struct work *w)
+{
+	uint32_t W = w->W, P = w->P;
+	if (!w->l2.has_base)
+		return 0;
+	uint8_t *gm = malloc(W);
+	struct member *m = malloc((size_t)W * sizeof(*m));
+	double *x = malloc(2 * (size_t)W * sizeof(double));
+	if (!gm || !m || !x) {
+		free(gm);
+		free(m);
+		free(x);
+		return -1;
+	}
+	for (uint32_t p = 0; p < P; p++) {
+		if (w->kind[p] != RECORD_KIND_COMM)
+			continue;
+		enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+		memset(gm, 0, W);
+		int any = 0;
+		for (uint32_t r = 0; r < W; r++)
+			if (w->l2.flag[(size_t)r * P + p] & (L2_HIGH | L2_HINT | L2_LOW)) {
+				gm[topo_collective_group(w->t, r, dim) % W] = 1;
+				any = 1;
+			}
+		if (!any)
+			continue;
+		size_t n = 0;
+		for (uint32_t r = 0; r < W; r++) {
+			uint32_t g = topo_collective_group(w->t, r, dim);
+			size_t i = (size_t)r * P + p;
+			if (gm[g % W])
+				m[n++] = (struct member){g, r, w->l2.val[i], w->l2.base[i]};
+		}
+		qsort(m, n, sizeof(*m), member_cmp);
+		for (size_t a = 0, e; a < n; a = e) {
+			size_t nv = 0, nb = 0;
+			for (e = a; e < n && m[e].g == m[a].g; e++) {
+				if (isfinite(m[e].v))
+					x[nv++] = m[e].v;
+				if (isfinite(m[e].b))
+					x[W + nb++] = m[e].b;
+			}
+			if (nv < 3 || nb < 3)
+				continue;
+			double mv = stats_median_inplace(x, nv), mb = stats_median_inplace(x + W, nb);
+			for (size_t k = a; k < e; k++) {
+				size_t i = (size_t)m[k].r * P + p;
+				double now = m[k].v - mv, before = m[k].b - mb;
+				if ((w->l2.flag[i] & (L2_HIGH | L2_HINT)) && isfinite(before) && before * 2 >= now)
+					w->l2.flag[i] &= (uint8_t) ~(L2_HIGH | L2_HINT);
+				if ((w->l2.flag[i] & L2_LOW) && isfinite(before) && before * 2 <= now)
+					w->l2.flag[i] &= (uint8_t)~L2_LOW;
+			}
+		}
+	}
+	free(gm);
+	free(m);
+	free(x);
+	return 0;
 }
 
 static enum fault_kind rank_fault(const struct work *w, uint32_t r, int *weak)
@@ -589,6 +790,47 @@ static enum fault_kind rank_fault(const struct work *w, uint32_t r, int *weak)
 	if (phase_flag_any(w, r, KM_COMM, L2_HIGH) && !comm_is_wait(w, r))
 		return FK_COMM;
 	return FK_NONE;
+}
+
+/* Communication culprits long in their collectives, when another node leaves those
+ * collectives later than its co-members (node_leaves_late): the long ones came early and
+ * waited for it (a slow NIC on the node that holds most of a collective's members makes
+ * the others long against the members' median), and that node is the culprit instead.
+ * Nothing changes when it names none or a node of theirs. Returns -1 when out of memory. */
+static int prefer_leaving_node(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+{
+	size_t cells = (size_t)w->W * w->P;
+	uint8_t *k2 = calloc(w->W, 1), *flag = malloc(cells);
+	float *ratio = malloc(cells * sizeof(float));
+	size_t c2[FK_COUNT] = {0};
+	int rc = -1;
+	if (!k2 || !flag || !ratio)
+		goto out;
+	memcpy(flag, w->l2.flag, cells); /* node_leaves_late marks the node's phase */
+	memcpy(ratio, w->l2.ratio, cells * sizeof(float));
+	c2[FK_NONE] = w->W;
+	if (node_leaves_late(w, k2, c2, nodes, few_nodes) < 0)
+		goto out;
+	int other = c2[FK_COMM] > 0;
+	for (uint32_t r = 0; r < w->W && other; r++)
+		for (uint32_t q = 0; q < w->W && kind[r] == FK_COMM; q++)
+			if (k2[q] == FK_COMM && store_host_id(w->s, q) == store_host_id(w->s, r)) {
+				other = 0;
+				break;
+			}
+	if (other) {
+		memcpy(kind, k2, w->W);
+		memcpy(count, c2, sizeof(c2));
+	} else {
+		memcpy(w->l2.flag, flag, cells);
+		memcpy(w->l2.ratio, ratio, cells * sizeof(float));
+	}
+	rc = 0;
+out:
+	free(k2);
+	free(flag);
+	free(ratio);
+	return rc;
 }
 
 /* Drops the weak compute and host candidates (a hint and a late arrival) whose lateness a
@@ -624,7 +866,7 @@ static int drop_late_by_peer(const struct work *w, uint8_t *kind, const uint8_t 
 
 /* Drops the communication candidates that only wait: every communication phase where
  * they are long has compute or host culprits for a third or more of the collective's
- * members. One late member makes every other member wait alike (none stands out); when a
+ * members (one, for a pipeline chain). One late member makes every other member wait alike (none stands out); when a
  * third or more are late, the median member is one of them and the ones on time look long.
  * A member long beyond the others' wait moves its data slower: it stays. */
 static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count, int stage)
@@ -663,10 +905,10 @@ static int drop_waiting(const struct work *w, uint8_t *kind, size_t *count, int 
 		int waits = 1;
 		for (uint32_t p = 0; p < P && waits; p++)
 			if (w->kind[p] == RECORD_KIND_COMM && (w->l2.flag[(size_t)r * P + p] & L2_HIGH)) {
-				size_t g =
-					(size_t)p * W +
-					topo_collective_group(w->t, r, l2_collective_dim(store_phase_group(w->s, p)));
-				waits = late[g] * 3 >= members[g];
+				enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+				size_t g = (size_t)p * W + topo_collective_group(w->t, r, dim);
+				/* a pipeline chain passes one late stage's delay on to every stage after it */
+				waits = dim == TOPO_PP ? late[g] > 0 : late[g] * 3 >= members[g];
 			}
 		if (waits) {
 			kind[r] = FK_NONE;
@@ -848,6 +1090,66 @@ static int standing_slow(const struct work *w, uint32_t r)
 	return 0;
 }
 
+/* A rank of a pipeline stage too small for a median (2 or 3 ranks: its tensor- or
+ * data-parallel peers) slower than each of its peers all along: in a compute phase, the median over the
+ * iterations of its own time over the peer's is past subtle_ratio and z_threshold robust
+ * deviations of that ratio's log from step to step (a pair's medians alone say nothing of
+ * which is off; a ratio that holds in every step does). Returns the phase with the largest
+ * such ratio against every peer, its ratio in *ratio and the ms a step it adds in *cost, or
+ * UINT32_MAX. */
+static uint32_t pair_slow(const struct work *w, uint32_t r, uint32_t first, uint32_t last, double *ratio, double *cost)
+{
+	uint32_t members[4], bestp = UINT32_MAX, pp = topo_coords(w->t, r).pp;
+	size_t m = 0;
+	if (w->W / (w->t->pp ? w->t->pp : 1) >= (uint32_t)w->cfg->l2.small_group)
+		return UINT32_MAX;
+	for (uint32_t q = 0; q < w->W && m < 4; q++)
+		if (topo_coords(w->t, q).pp == pp)
+			members[m++] = q;
+	if (m < 2 || m >= (size_t)w->cfg->l2.small_group)
+		return UINT32_MAX;
+	double x[L1_HISTORY_MAX], dev[L1_HISTORY_MAX];
+	for (uint32_t p = 0; p < w->P; p++) {
+		if (w->kind[p] != RECORD_KIND_COMPUTE)
+			continue;
+		double least = INFINITY, add = INFINITY;
+		for (size_t j = 0; j < m && least > 0; j++) {
+			uint32_t q = members[j];
+			if (q == r)
+				continue;
+			size_t n = 0;
+			for (uint32_t it = first; it <= last && n < L1_HISTORY_MAX; it++) {
+				if (!store_has_iter(w->s, r, it) || !store_has_iter(w->s, q, it))
+					continue;
+				uint32_t a = store_slot_phases(w->s, r, it)[p], b = store_slot_phases(w->s, q, it)[p];
+				if (a != STORE_ABSENT && b != STORE_ABSENT && a > 0 && b > 0)
+					x[n++] = log((double)a / b);
+			}
+			double med = n >= 8 ? stats_median_inplace(x, n) : NAN;
+			for (size_t i = 0; i < n; i++)
+				dev[i] = fabs(x[i] - med);
+			double mad = n >= 8 ? STATS_MAD_SCALE * stats_median_inplace(dev, n) : NAN;
+			if (!(med > log(w->cfg->l2.subtle_ratio)) || !(med > w->cfg->l2.z_threshold * mad)) {
+				least = 0;
+				break;
+			}
+			if (med < least)
+				least = med;
+			double d = w->l2.val[(size_t)r * w->P + p] - w->l2.val[(size_t)q * w->P + p];
+			if (d < add)
+				add = d;
+		}
+		if (least > 0 && isfinite(least) && (bestp == UINT32_MAX || exp(least) > *ratio)) {
+			bestp = p;
+			*ratio = exp(least);
+			*cost = add;
+		}
+	}
+	return bestp;
+}
+
+#define ADVISE_STAGE_RATIO 1.15
+
 /* over the iterations held up to last */
 static int advise(struct work *w, const struct diagnose_config *cfg, uint32_t last)
 {
@@ -865,8 +1167,16 @@ static int advise(struct work *w, const struct diagnose_config *cfg, uint32_t la
 	w->P = w->l2.nphase;
 	for (uint32_t p = 0; p < w->P && p < 256; p++)
 		w->kind[p] = store_phase_kind(w->s, p);
+	/* a standing stage is listed from ADVISE_STAGE_RATIO: an advisory pages nobody, and a
+	 * stage whose layers are 1.3x heavier spends part of its step in phases the layers do
+	 * not touch (1.22x over its compute as a whole) */
+	struct diagnose_config acfg = *w->cfg;
+	const struct diagnose_config *was = w->cfg;
+	acfg.stage_ratio = ADVISE_STAGE_RATIO;
+	w->cfg = &acfg;
 	double excess = 0, ratio = 0;
 	int stage = find_stage(w, &excess, &ratio);
+	w->cfg = was;
 	if (stage >= 0) {
 		struct report_advisory *a = &rep->advisories[rep->nadvisories++];
 		a->kind = "stage_imbalance";
@@ -881,7 +1191,28 @@ static int advise(struct work *w, const struct diagnose_config *cfg, uint32_t la
 			 stage, ratio, excess);
 	}
 	for (uint32_t r = 0; r < w->W && rep->nadvisories < REPORT_MAX_ADVISORIES; r++) {
-		if (!standing_slow(w, r) || (stage >= 0 && topo_coords(w->t, r).pp == (uint32_t)stage))
+		if (stage >= 0 && topo_coords(w->t, r).pp == (uint32_t)stage)
+			continue;
+		double pr = NAN, pc = NAN;
+		uint32_t pp = standing_slow(w, r) ? UINT32_MAX : pair_slow(w, r, first, last, &pr, &pc);
+		if (pp != UINT32_MAX) {
+			struct report_advisory *a = &rep->advisories[rep->nadvisories++];
+			a->kind = "slow_rank";
+			a->stage = -1;
+			a->rank = r;
+			store_host(w->s, r, a->host, sizeof(a->host));
+			a->ratio = pr;
+			a->cost_ms = pc;
+			char host[REPORT_NAME_MAX];
+			snprintf(host, sizeof(host), "%s", a->host);
+			snprintf(a->summary, sizeof(a->summary),
+				 "rank %u on %.63s computes %.48s %.2fx the other ranks of its pipeline stage in "
+				 "every step (no regression: it was so from the start); it holds its collectives "
+				 "back by about %.0f ms a step",
+				 r, host, store_name(w->s, store_phase_name(w->s, pp)), pr, pc);
+			continue;
+		}
+		if (!standing_slow(w, r))
 			continue;
 		struct report_suspect su;
 		double ex;
@@ -961,6 +1292,8 @@ static int assign_faults(struct work *w, struct faults *f)
 		few_nodes = 2;
 	uint8_t *kind = f->kind;
 	size_t *count = f->count;
+	if (clear_standing_comm(w) < 0)
+		return -1;
 	f->stage = find_stage(w, &f->stage_excess, &f->stage_ratio);
 	uint32_t slow_host = 0;
 	int slow_node = f->stage >= 0 ? node_not_stage(w, f->stage, &slow_host) : 0;
@@ -972,14 +1305,20 @@ static int assign_faults(struct work *w, struct faults *f)
 		int wk;
 		kind[r] = (uint8_t)rank_fault(w, r, &wk);
 		f->weak[r] = (uint8_t)wk;
-		if (f->stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w->t, r).pp == (uint32_t)f->stage)
-			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
 		if (slow_node && store_host_id(w->s, r) == slow_host) {
 			kind[r] = FK_COMPUTE; /* every rank of the slow node, the node's finding */
 			f->weak[r] = 0;
 		}
+	}
+	if (f->stage >= 0 && slowed_beside_stage(w, kind, f->weak, f->stage))
+		f->stage = -1;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (f->stage >= 0 && kind[r] == FK_COMPUTE && topo_coords(w->t, r).pp == (uint32_t)f->stage)
+			kind[r] = FK_NONE; /* the stage's ranks are the stage's finding */
 		count[kind[r]]++;
 	}
+	if (count[FK_COMPUTE] && join_hints(w, kind, f->weak, count) < 0)
+		return -1;
 	if (drop_late_by_peer(w, kind, f->weak, count) < 0)
 		return -1;
 	node_comm(w, kind, count, nodes, few_nodes);
@@ -988,6 +1327,12 @@ static int assign_faults(struct work *w, struct faults *f)
 		count[FK_COMPUTE] += n;
 		count[FK_NONE] -= n;
 	}
+	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM] &&
+	    own_compute_shift(w, kind, count) < 0)
+		return -1;
+	if (f->stage < 0 && count[FK_COMM] && !count[FK_COMPUTE] && !count[FK_HOST] &&
+	    prefer_leaving_node(w, kind, count, nodes, few_nodes) < 0)
+		return -1;
 	/* a long collective with a compute or host culprit among its members is a wait */
 	if (count[FK_COMM] && (count[FK_COMPUTE] || count[FK_HOST] || f->stage >= 0) &&
 	    drop_waiting(w, kind, count, f->stage) < 0)
@@ -1000,7 +1345,15 @@ static int assign_faults(struct work *w, struct faults *f)
 				kind[r] = FK_NONE;
 		count[FK_COMM] = 0;
 	}
-	if (f->stage < 0 && !count[FK_COMM] && comm_cover(w, kind, count, nodes, few_nodes) < 0)
+	/* nobody's own work longer: a node that leaves its collectives later than their other
+	 * members has slow transfers of its own (a NIC), and its partners, whose collectives
+	 * with it grow as long, only wait for it (before comm_cover, which weighs their long
+	 * instances alike) */
+	if (f->stage < 0 && !count[FK_COMM] && !count[FK_HOST] && !count[FK_COMPUTE] &&
+	    node_leaves_late(w, kind, count, nodes, few_nodes) < 0)
+		return -1;
+	if (f->stage < 0 && !count[FK_COMM] && !count[FK_HOST] && !count[FK_COMPUTE] &&
+	    comm_cover(w, kind, count, nodes, few_nodes) < 0)
 		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM] &&
 	    node_first_long(w, kind, count, nodes, few_nodes) < 0)

@@ -80,6 +80,7 @@ static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_
 	l->window_n = 0;
 	l->pending_sum_ms = 0;
 	l->pending_n = 0;
+	l->pending_high = 0;
 	for (uint32_t i = 0; i < l->nall; i++)
 		if (l->all_iter[i] >= first && l->all_iter[i] <= iter) {
 			l->window_sum_ms += l->all_ms[i];
@@ -253,18 +254,99 @@ static uint32_t risen(struct l1 *l)
 		return UINT32_MAX;
 	double level = stats_median_inplace(older, n);
 	double rel = l->mode == L1_GRADUAL ? 2 * c->rel_threshold : c->rel_threshold;
-	uint32_t high = 0, first = UINT32_MAX;
+	uint32_t high = 0, first = UINT32_MAX, spikes = 0;
+	for (uint32_t k = 0; k < c->open_m && k < l->nall; k++)
+		spikes += l->all_ms[all_at(l, k)] > level * L1_DRIFT_SPIKE;
+	double last[L1_HISTORY_MAX];
+	uint32_t m = 0;
 	for (uint32_t k = 0; k < c->open_m && k < l->nall; k++) {
 		uint32_t j = all_at(l, k);
-		if (l->all_ms[j] > level * (1 + rel)) {
+		last[m++] = l->all_ms[j];
+		/* spikes fewer than open_k (a checkpoint save, an eval pass, two of them close)
+		 * are no rise; a rise past them comes in runs */
+		if (l->all_ms[j] > level * (1 + rel) && !(spikes < c->open_k && l->all_ms[j] > level * L1_DRIFT_SPIKE)) {
 			high++;
 			first = l->all_iter[j];
 		}
 	}
 	if (high < c->open_k)
 		return UINT32_MAX;
+	/* a fault of its own rises by more than the window's excess over its baseline: a
+	 * 2.8x loader stall that settles 15% higher is the same fault, a 1.5x fault on top of
+	 * a 1.1x shift is another */
+	if (isfinite(l->baseline_ms) && stats_median_inplace(last, m) - level <= level - l->baseline_ms)
+		return UINT32_MAX;
 	l->rise_level = level;
 	return first;
+}
+
+/* The first of the run of high iterations that ends now when it holds the last open_m or
+ * more, or open_k or more of which none is a spike (over L1_DRIFT_SPIKE x their median: a
+ * checkpoint between two slow steps of the intermittent fault), else UINT32_MAX. A step
+ * inside an intermittent window is then seen at its open_k-th iteration, as outside one. */
+static uint32_t high_run(const struct l1 *l)
+{
+	uint32_t k = 0;
+	while (k < l->nall && l->all_high[all_at(l, k)])
+		k++;
+	if (k < l->cfg.open_k)
+		return UINT32_MAX;
+	uint32_t first = l->all_iter[all_at(l, k - 1)];
+	if (k >= l->cfg.open_m)
+		return first;
+	double run[L1_HISTORY_MAX];
+	for (uint32_t i = 0; i < k; i++)
+		run[i] = l->all_ms[all_at(l, i)];
+	double med = stats_median_inplace(run, k);
+	for (uint32_t i = 0; i < k; i++)
+		if (l->all_ms[all_at(l, i)] > med * L1_DRIFT_SPIKE)
+			return UINT32_MAX;
+	return first;
+}
+
+/* Where the step that high_run found began: iterations above the midpoint between the
+ * baseline and the run's median belong to it, though noise put some under the high bar (a
+ * step of 1.16x inside 2% noise), back to the window's first. A spike at its front (an eval
+ * or a checkpoint just before the step) is not the step's. */
+static uint32_t step_start(const struct l1 *l, uint32_t run_first)
+{
+	double run[L1_HISTORY_MAX];
+	uint32_t n = 0;
+	while (n < l->nall && l->all_iter[all_at(l, n)] >= run_first)
+		run[n] = l->all_ms[all_at(l, n)], n++;
+	double level = stats_median_inplace(run, n), mid = (l->baseline_ms + level) / 2;
+	uint32_t k = n;
+	while (k < l->nall && l->all_iter[all_at(l, k)] >= l->first_iter && l->all_ms[all_at(l, k)] > mid)
+		k++;
+	while (k > n && l->all_ms[all_at(l, k - 1)] > level * L1_DRIFT_SPIKE)
+		k--;
+	return l->all_iter[all_at(l, k - 1)];
+}
+
+/* The first of a step that opens on open_k of the last open_m high (first: the oldest
+ * high one). When a normal one follows it, the high ones before that normal one belong to
+ * the step only when the normal one is nearer the step than the baseline (past the
+ * midpoint between the baseline and the median of the high ones after it: a subtle step
+ * whose noise dipped under the bar). Else the step had not begun: they were a checkpoint
+ * or an eval just before the fault, and the step begins after the normal one (a window that
+ * began at the checkpoint held a normal iteration, and its level, pulled down, made the
+ * step's own iterations look like a rise on top of it 4 iterations later). With one high
+ * one only after the normal one, the slow steps may come and go (an intermittent fault:
+ * the window goes on as intermittent), and the first stays. */
+static uint32_t step_front(const struct l1 *l, uint32_t first, double med)
+{
+	uint32_t m = l->cfg.open_m < l->nall ? l->cfg.open_m : l->nall, k = 0;
+	while (k < m && l->all_high[all_at(l, k)])
+		k++; /* k: the newest normal one, if any */
+	if (k >= m || !isfinite(med))
+		return first;
+	double after[L1_HISTORY_MAX];
+	for (uint32_t i = 0; i < k; i++)
+		after[i] = l->all_ms[all_at(l, i)];
+	if (k < 2)
+		return first; /* one high one after it: no step yet (steps that come and go) */
+	double mid = (med + stats_median_inplace(after, k)) / 2;
+	return l->all_ms[all_at(l, k)] >= mid ? first : l->all_iter[all_at(l, k - 1)];
 }
 
 enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
@@ -308,6 +390,20 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		l->nall++;
 
 	uint32_t rise;
+	if (l->open && l->mode == L1_INTERMITTENT && (rise = high_run(l)) != UINT32_MAX && rise > l->first_iter) {
+		/* a run of high ones (high_run): a step inside the intermittent window (spikes
+		 * had opened it before the fault). The same window, so the same incident (one fault,
+		 * one page), now a step from the run's first against the same baseline: the
+		 * iterations between stay out of it. Its detection stays when the intermittent
+		 * window opened within the run (it saw the fault first, at its 2nd slow step). */
+		uint32_t det = l->detected_iter, n = l->windows;
+		rise = step_start(l, rise);
+		open_window(l, L1_STEP, rise, iter, l->baseline_ms);
+		l->windows = n;
+		if (det >= rise)
+			l->detected_iter = det;
+		return L1_NONE;
+	}
 	if (l->open && l->mode != L1_INTERMITTENT && (rise = risen(l)) != UINT32_MAX) {
 		/* a sudden rise on top of the window's own level (a fault inside a small shift
 		 * or a drift that noise or load opened): a window of its own, against that level */
@@ -322,6 +418,15 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		 * intermittent window is extended by any high iteration (its high ones do not
 		 * come in runs) and closes after 2/3 of spread_m normal ones in a row. */
 		int intermittent_win = l->mode == L1_INTERMITTENT;
+		/* A second lone high one before the window closes: the slow steps now come
+		 * every other one or so (a straggler slow on every 2nd step from the start, or
+		 * after a run of slow ones). The window goes on as intermittent, so that the
+		 * iterations before it stay the baseline; closing would leave the next window
+		 * a baseline that holds the fault. */
+		if (high && !l->prev_high && l->mode == L1_STEP && ++l->pending_high >= 2) {
+			l->mode = L1_INTERMITTENT;
+			intermittent_win = 1;
+		}
 		uint32_t close_after = intermittent_win ? c->spread_m * 2 / 3 : c->close_k;
 		if (high && (l->prev_high || intermittent_win)) {
 			l->last_iter = iter;
@@ -329,6 +434,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 			l->window_n += l->pending_n + 1;
 			l->pending_sum_ms = 0;
 			l->pending_n = 0;
+			l->pending_high = 0;
 			l->normal_run = 0;
 		} else {
 			l->pending_sum_ms += ms;
@@ -363,6 +469,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		}
 	}
 	if (nhigh >= c->open_k) {
+		first = step_front(l, first, med);
 		open_step(l, first, iter, med);
 		/* it lasts while the steps stay above the baseline by a small shift's margin:
 		 * a rise that settles a little lower is still the fault */
@@ -379,8 +486,9 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	double rel;
 	if ((first = shifted(l, med, mad, &rel)) != UINT32_MAX) {
 		open_step(l, first, iter, med);
-		if (l->mode == L1_STEP)
-			l->open_rel = rel; /* it lasts as long as the shift */
+		/* it lasts as long as the shift; a drift too, which opened under the bar (a
+		 * GPU slowing 1% a step is 1.09x when its climb shows) */
+		l->open_rel = rel;
 		return L1_OPENED;
 	}
 	if (drifted(l)) {
@@ -409,6 +517,6 @@ void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
 	l->normal_run = 0;
 	l->prev_high = 1;
 	l->window_sum_ms = l->pending_sum_ms = 0;
-	l->window_n = l->pending_n = 0;
+	l->window_n = l->pending_n = l->pending_high = 0;
 	l->nall = l->apos = 0;
 }

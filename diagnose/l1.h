@@ -52,9 +52,10 @@ struct l1 {
 	uint32_t window_n;
 	double pending_sum_ms; /* normal iterations after last_iter */
 	uint32_t pending_n;
-	uint32_t windows;  /* windows opened so far */
-	enum l1_mode mode; /* of the current or last window */
-	double open_rel;   /* while open: high = above baseline * (1 + open_rel) */
+	uint32_t pending_high; /* high ones among them (each alone, after a normal one) */
+	uint32_t windows;      /* windows opened so far */
+	enum l1_mode mode;     /* of the current or last window */
+	double open_rel;       /* while open: high = above baseline * (1 + open_rel) */
 	/* every iteration (high ones too): the k-of-m rule, the share of high ones before and now */
 	uint8_t all_high[L1_HISTORY_MAX];
 	double all_ms[L1_HISTORY_MAX];

@@ -571,21 +571,29 @@ static double median_or_nan(double *x, size_t n) { return n ? stats_median_inpla
 
 /* How much longer than in the baseline each rank takes to reach each communication phase:
  * arr[k * W + r] for the k-th in step order (the change of the phases that start before it;
- * st: every phase's start). One pass, not one per node. */
+ * st: every phase's start; at[] ascends). One running sum per rank over the phases in start
+ * order, not one sum per rank and phase. */
 static void arrival_changes(const struct work *w, const double *st, const double *at, uint32_t nc, double *arr)
 {
-	uint32_t W = w->W, P = w->P;
-	for (uint32_t r = 0; r < W; r++)
-		for (uint32_t k = 0; k < nc; k++) {
-			double d = 0;
-			for (uint32_t q = 0; q < P; q++) {
-				size_t i = (size_t)r * P + q;
-				double v = w->l2.val[i], b = w->l2.base[i];
-				if (st[q] >= 0 && st[q] < at[k] && isfinite(v) && isfinite(b))
-					d += v - b;
-			}
+	uint32_t W = w->W, P = w->P, qs[256], n = 0;
+	for (uint32_t q = 0; q < P; q++) {
+		if (st[q] < 0)
+			continue;
+		uint32_t j = n++;
+		for (; j > 0 && st[qs[j - 1]] > st[q]; j--)
+			qs[j] = qs[j - 1];
+		qs[j] = q;
+	}
+	for (uint32_t r = 0; r < W; r++) {
+		const double *v = w->l2.val + (size_t)r * P, *b = w->l2.base + (size_t)r * P;
+		double d = 0;
+		for (uint32_t k = 0, j = 0; k < nc; k++) {
+			for (; j < n && st[qs[j]] < at[k]; j++)
+				if (isfinite(v[qs[j]]) && isfinite(b[qs[j]]))
+					d += v[qs[j]] - b[qs[j]];
 			arr[(size_t)k * W + r] = d;
 		}
+	}
 }
 
 /* node h's side of phase p against the members, on other nodes, of the instances marked in
@@ -746,6 +754,246 @@ static double node_leave_gap(const struct work *w, uint32_t h, enum topo_dim dim
 	return d;
 }
 
+/* Ranks in the order of a key (instances of a collective, nodes): ranks sorted by key[r],
+ * then by rank, for runs of equal keys */
+struct keyed {
+	uint64_t key;
+	uint32_t r;
+};
+
+static int keyed_cmp(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->r < y->r ? -1 : x->r > y->r;
+}
+
+/* Every rank's change (window less baseline) of the time it takes to leave each
+ * communication phase: leave[k * W + r] for the k-th in step order (at[k]: its start;
+ * st: every phase's start). One pass over each rank's iterations; tmp: scratch of
+ * nc * max(window, baseline) doubles. */
+static void leave_changes(const struct work *w, const double *st, const double *at, uint32_t nc, double *leave,
+			  double *tmp)
+{
+	uint32_t W = w->W, P = w->P;
+	uint32_t span[2][2] = {{w->first, w->last}, {w->bfirst, w->blast}};
+	/* the phases in step order, and how many of them start by each collective's start
+	 * (at[] ascends): one running sum a rank-iteration gives every leave time */
+	uint32_t qs[256], upto[256];
+	for (uint32_t q = 0, j; q < P; q++) {
+		for (j = q; j > 0 && st[qs[j - 1]] > st[q]; j--)
+			qs[j] = qs[j - 1];
+		qs[j] = q;
+	}
+	for (uint32_t k = 0, j = 0; k < nc; k++) {
+		while (j < P && st[qs[j]] <= at[k])
+			j++;
+		upto[k] = j;
+	}
+	for (uint32_t r = 0; r < W; r++) {
+		double med[2][256];
+		for (int s = 0; s < 2; s++) {
+			size_t n = 0, cap = span[s][1] - span[s][0] + 1;
+			for (uint32_t it = span[s][0]; it <= span[s][1]; it++) {
+				if (!store_has_iter(w->s, r, it))
+					continue;
+				const uint32_t *d = store_slot_phases(w->s, r, it);
+				uint64_t sum = 0; /* microseconds: exact in any order */
+				for (uint32_t k = 0, j = 0; k < nc; k++) {
+					for (; j < upto[k]; j++)
+						if (d[qs[j]] != STORE_ABSENT)
+							sum += d[qs[j]];
+					tmp[(size_t)k * cap + n] = (double)sum / 1000.0;
+				}
+				n++;
+			}
+			for (uint32_t k = 0; k < nc; k++)
+				med[s][k] = median_or_nan(tmp + (size_t)k * cap, n);
+		}
+		for (uint32_t k = 0; k < nc; k++)
+			leave[(size_t)k * W + r] = med[0][k] - med[1][k];
+	}
+}
+
+/* Per communication phase k: each rank's leave-time change (leave[k * W + r]) less the
+ * median of its collective instance's (when its node holds under half of the instance, so
+ * that the median is the others'); per node the median of that over its ranks, against the
+ * spread of it over all ranks (robust z). A node that leaves later by floor_ms and zmin
+ * gets best[j] (the largest such gap), bestp[j] (its phase) and ratio[j]; one that leaves
+ * earlier by floor_ms in any phase is early[j]. O(W) a phase after one sort per dimension. */
+struct late_nodes {
+	struct keyed *by_node;
+	struct keyed *by_inst; /* TOPO_DIM_COUNT * W: per dimension, sorted at its first use (key
+				  UINT64_MAX before) and kept for the next phase and pass */
+	uint32_t *node, *bestp;
+	double *dev, *x, *best, *ratio;
+	uint8_t *early;
+};
+
+static void judge_leaves(struct work *w, const struct late_nodes *a, const uint32_t *ord, uint32_t nc,
+			 const double *leave, double floor_ms, double zmin)
+{
+	uint32_t W = w->W, P = w->P;
+	struct keyed *by_node = a->by_node;
+	uint32_t *node = a->node, *bestp = a->bestp;
+	double *dev = a->dev, *x = a->x, *best = a->best, *ratio = a->ratio;
+	uint8_t *early = a->early;
+	memset(best, 0, W * sizeof(double));
+	memset(early, 0, W);
+	for (uint32_t k = 0; k < nc; k++) {
+		uint32_t p = ord[k];
+		const double *lv = leave + (size_t)k * W;
+		enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
+		struct keyed *by_inst = a->by_inst + (size_t)dim * W;
+		if (by_inst[0].key == UINT64_MAX) {
+			for (uint32_t r = 0; r < W; r++)
+				by_inst[r] = (struct keyed){(uint64_t)topo_collective_group(w->t, r, dim) << 32 | node[r], r};
+			qsort(by_inst, W, sizeof(*by_inst), keyed_cmp);
+		}
+		/* each rank's change against its instance's median */
+		for (uint32_t a = 0, b; a < W; a = b) {
+			size_t n = 0;
+			for (b = a; b < W && by_inst[b].key >> 32 == by_inst[a].key >> 32; b++)
+				if (isfinite(lv[by_inst[b].r]))
+					x[n++] = lv[by_inst[b].r];
+			double m = median_or_nan(x, n);
+			for (uint32_t c = a, e; c < b; c = e) {
+				size_t mine = 0;
+				for (e = c; e < b && by_inst[e].key == by_inst[c].key; e++)
+					mine += isfinite(lv[by_inst[e].r]);
+				for (uint32_t i = c; i < e; i++)
+					dev[by_inst[i].r] = mine * 2 < n ? lv[by_inst[i].r] - m : NAN;
+			}
+		}
+		/* the spread of it over the ranks, and the job's stay in the phase */
+		size_t n = 0;
+		for (uint32_t r = 0; r < W; r++)
+			if (isfinite(dev[r]))
+				x[n++] = dev[r];
+		if (n < 8)
+			continue; /* no instance spans other nodes: a NIC does not carry it */
+		double mid = stats_median_inplace(x, n);
+		for (size_t i = 0; i < n; i++)
+			x[i] = fabs(x[i] - mid);
+		double mad = 1.4826 * stats_median_inplace(x, n);
+		n = 0;
+		for (uint32_t r = 0; r < W; r++)
+			if (isfinite(dev[r]) && isfinite(w->l2.val[(size_t)r * P + p]))
+				x[n++] = w->l2.val[(size_t)r * P + p];
+		double peer = median_or_nan(x, n);
+		/* per node */
+		for (uint32_t a = 0, b; a < W; a = b) {
+			size_t m = 0;
+			for (b = a; b < W && by_node[b].key == by_node[a].key; b++)
+				if (isfinite(dev[by_node[b].r]))
+					x[m++] = dev[by_node[b].r];
+			double d = median_or_nan(x, m);
+			uint32_t j = node[by_node[a].r];
+			if (!isfinite(d))
+				continue;
+			if (d < -floor_ms)
+				early[j] = 1;
+			double z = mad > 0 ? d / mad : (d > 0 ? INFINITY : 0);
+			if (d > floor_ms && z > zmin && d > best[j] && peer > 0) {
+				best[j] = d;
+				bestp[j] = p;
+				ratio[j] = (peer + d) / peer;
+			}
+		}
+	}
+}
+
+/* node_leaves_late on a job of more than NODE_MAX nodes. Per communication phase: each
+ * rank's leave-time change less the median of its collective instance's (the node holding
+ * under half of the instance, so that the median is the others'), and per node the median
+ * of that over its ranks, against the spread of it over all ranks (robust z). A node that
+ * leaves later by step_share of the step and subtle_z in one phase or more and earlier in
+ * none is a slow link; at most few_nodes of them. O(W) a phase after a sort per dimension. */
+static int leaves_late_many(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes,
+			    const uint32_t *ord, const double *at, uint32_t nc, const double *st)
+{
+	uint32_t W = w->W;
+	uint32_t nwin = w->last - w->first + 1, nbase = w->blast - w->bfirst + 1;
+	size_t cap = nwin > nbase ? nwin : nbase;
+	struct keyed *by_node = malloc((size_t)W * sizeof(*by_node)), *by_inst = malloc((size_t)TOPO_DIM_COUNT * W * sizeof(*by_inst));
+	double *leave = malloc((size_t)nc * W * sizeof(double)), *dev = malloc((size_t)W * sizeof(double));
+	double *x = malloc(((size_t)W + nc * cap) * sizeof(double));
+	uint32_t *node = malloc((size_t)W * sizeof(uint32_t)), *bestp = calloc(W, sizeof(uint32_t));
+	double *best = calloc(W, sizeof(double)), *ratio = calloc(W, sizeof(double)); /* per node */
+	uint8_t *early = calloc(W, 1);
+	int rc = -1;
+	if (!by_node || !by_inst || !leave || !dev || !x || !node || !bestp || !best || !ratio || !early)
+		goto out;
+	for (int d = 0; d < TOPO_DIM_COUNT; d++)
+		by_inst[(size_t)d * W].key = UINT64_MAX; /* not sorted yet */
+	/* the nodes, numbered 0..nn-1 in host order */
+	for (uint32_t r = 0; r < W; r++)
+		by_node[r] = (struct keyed){store_host_id(w->s, r), r};
+	qsort(by_node, W, sizeof(*by_node), keyed_cmp);
+	for (uint32_t i = 0, nn = 0; i < W; i++) {
+		if (i && by_node[i].key != by_node[i - 1].key)
+			nn++;
+		node[by_node[i].r] = nn;
+	}
+	const struct l2_config *cf = &w->cfg->l2;
+	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
+	struct late_nodes ln = {by_node, by_inst, node, bestp, dev, x, best, ratio, early};
+	/* first on a stand-in at half the floor and z (the change of each phase's window
+	 * median over its baseline one, summed up to the collective's end): the exact changes
+	 * (medians over iterations of each iteration's sum, a read of every rank-iteration)
+	 * only when a node with a rank not yet a culprit might leave late (the rank of a
+	 * compute fault leaves late too, but is named already) */
+	arrival_changes(w, st, at, nc, leave); /* plus each collective's own change */
+	for (uint32_t k = 0; k < nc; k++)
+		for (uint32_t r = 0; r < W; r++) {
+			size_t i = (size_t)r * w->P + ord[k];
+			double v = w->l2.val[i], b = w->l2.base[i];
+			if (isfinite(v) && isfinite(b))
+				leave[(size_t)k * W + r] += v - b;
+		}
+	judge_leaves(w, &ln, ord, nc, leave, floor_ms / 2, cf->subtle_z / 2);
+	int maybe = 0;
+	for (uint32_t r = 0; r < W && !maybe; r++)
+		maybe = kind[r] == FK_NONE && best[node[r]] > 0;
+	if (!maybe) {
+		rc = 0;
+		goto out;
+	}
+	leave_changes(w, st, at, nc, leave, x);
+	judge_leaves(w, &ln, ord, nc, leave, floor_ms, cf->subtle_z);
+	uint32_t slow[NODE_MAX], slowp[NODE_MAX];
+	double sratio[NODE_MAX];
+	size_t nslow = 0;
+	for (uint32_t a = 0, b; a < W; a = b) {
+		for (b = a; b < W && by_node[b].key == by_node[a].key; b++)
+			;
+		uint32_t j = node[by_node[a].r];
+		if (!(best[j] > 0) || early[j])
+			continue;
+		if (nslow == NODE_MAX) {
+			nslow = 0; /* more than a few: no node's fault */
+			break;
+		}
+		slow[nslow] = (uint32_t)by_node[a].key;
+		slowp[nslow] = bestp[j];
+		sratio[nslow++] = ratio[j];
+	}
+	rc = name_slow_nodes(w, kind, count, slow, slowp, sratio, nslow, nodes, few_nodes);
+out:
+	free(best);
+	free(ratio);
+	free(bestp);
+	free(early);
+	free(by_node);
+	free(by_inst);
+	free(leave);
+	free(dev);
+	free(x);
+	free(node);
+	return rc;
+}
+
 /* A slow NIC on a job of a few nodes while a compute fault holds the window (two faults at
  * once; docs/method.md, "A slow NIC beside a compute fault"). Every member of a collective
  * instance leaves it at the last arrival plus its own transfer, so the time from the step's
@@ -772,6 +1020,8 @@ int node_leaves_late(struct work *w, uint8_t *kind, size_t *count, uint32_t node
 			return 0; /* a phase with no place in the step: leave times are incomplete */
 	}
 	nh = job_hosts(w, hosts);
+	if (!nh)
+		return leaves_late_many(w, kind, count, nodes, few_nodes, ord, at, nc, st);
 	if (nh < 2)
 		return 0;
 	uint32_t nwin = w->last - w->first + 1, nbase = w->blast - w->bfirst + 1;

@@ -262,11 +262,20 @@ char *report_to_text(const struct report *r)
 			  s->role == REPORT_LATE_ARRIVER && s->consistent ? " explained by the culprits" : "");
 		for (size_t e = 0; e < s->nev; e++) {
 			const struct report_evidence *x = &s->ev[e];
-			sb_printf(&b,
-				  "      phase %-20s %-7s %8.1f ms vs %8.1f ms peers, ratio %.2f, z %.1f, group cv "
-				  "%.2f%s\n",
-				  x->phase, record_kind_name(x->kind), x->value_ms, x->peer_ms, x->ratio, x->z,
-				  x->group_cv, x->fallback ? " (own history)" : "");
+			/* a group with no finite peer time (all zero, say) has no peers to quote */
+			sb_printf(&b, "      phase %-20s %-7s %8.1f ms vs ", x->phase, record_kind_name(x->kind),
+				  isfinite(x->value_ms) ? x->value_ms : 0);
+			if (isfinite(x->peer_ms))
+				sb_printf(&b, "%8.1f ms peers", x->peer_ms);
+			else
+				sb_printf(&b, "unknown peers");
+			if (isfinite(x->ratio))
+				sb_printf(&b, ", ratio %.2f", x->ratio);
+			if (isfinite(x->z))
+				sb_printf(&b, ", z %.1f", x->z);
+			if (isfinite(x->group_cv)) /* none when the peers are the rank's own past */
+				sb_printf(&b, ", group cv %.2f", x->group_cv);
+			sb_printf(&b, "%s\n", x->fallback ? " (own history)" : "");
 		}
 		for (size_t k = 0; k < s->nk; k++) {
 			const struct report_kernel *x = &s->k[k];

@@ -171,7 +171,8 @@ STEP_KINDS = ("compute_rank", "compute_node", "compute_small_dp", "comm_nic", "h
 
 def detect_delay(results, out):
     """Time to detect of step faults that raise the step 1.3x or more: the slowed iterations
-    L1 saw up to the one at which the window opened (window.detected_iter - onset + 1)."""
+    L1 saw up to the one at which the window opened (window.detected_iter - onset + 1).
+    Returns the slowest such count (None when one was not detected; 0 when there were none)."""
     seen, late = [], []
     for t, r in results:
         if t["kind"] not in STEP_KINDS or t.get("onset") is None or t.get("step_rise", 0) < 1.3:
@@ -185,12 +186,13 @@ def detect_delay(results, out):
         if n > 3:
             late.append((t["case"], n))
     if not seen and not late:
-        return
+        return 0
     seen.sort()
     print("\ntime to detect, step faults >= 1.3x: %d cases, median %s, max %s slowed iterations; "
           "over 3 or not detected: %d %s" % (len(seen) + sum(1 for _, n in late if n is None),
                                            seen[len(seen) // 2] if seen else "-", seen[-1] if seen else "-",
                                            len(late), " ".join("%s:%s" % x for x in late[:10])), file=out)
+    return None if any(n is None for _, n in late) else seen[-1]
 
 
 def _host_of(report, rank):

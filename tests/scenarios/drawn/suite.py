@@ -48,6 +48,9 @@ def main():
     ap.add_argument("--culprit", required=True)
     ap.add_argument("--keep", default="")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--max-ttd", type=int, default=0,
+                    help="fail when a step fault of 1.3x or more is detected later than this many "
+                         "slowed iterations, or not at all (0: no bar)")
     ap.add_argument("--min-right", type=float, default=0.0,
                     help="exit 1 under this %% right, or on any false alarm when set")
     ap.add_argument("--max-world", type=int, default=4096)
@@ -79,6 +82,11 @@ def main():
     if failed:
         return 2
     # with a bar to meet, a false alarm fails whatever the score (nobody may be paged for nothing)
+    if a.max_ttd:
+        slowest = score.detect_delay([(t, r) for t, r, _ in out], open(os.devnull, "w"))
+        if slowest is None or slowest > a.max_ttd:
+            print("time to detect over %d slowed iterations (slowest: %s)" % (a.max_ttd, slowest or "not detected"))
+            return 1
     return 1 if pct < a.min_right or (a.min_right > 0 and fa) else 0
 
 

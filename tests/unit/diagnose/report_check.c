@@ -59,9 +59,11 @@ const char *report_check(const struct report *r, uint32_t world)
 		why = "NaN or inf in the JSON";
 	json_decref(back);
 	free(s);
-	char *t = why ? NULL : report_to_text(r); /* says "group cv nan" where JSON has null */
+	char *t = why ? NULL : report_to_text(r);
 	if (!why && !t)
 		why = "report_to_text failed";
+	else if (!why && has_nonfinite(t))
+		why = "nan or inf in the text";
 	free(t);
 	return why;
 }

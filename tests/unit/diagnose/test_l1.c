@@ -200,6 +200,212 @@ static void intermittent_straggler(void **state)
 	assert_true(l1_window_ms(&l) > 30000 * 1.2 && l1_window_ms(&l) < 30000 * 1.4);
 }
 
+/* a straggler slow on every 2nd step: the first slow ones come with a checkpoint and open a
+ * step window, then the slow steps come alone; the window goes on as intermittent instead of
+ * closing, so the baseline stays the iterations before the fault */
+static void alternating_after_open(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t closed = 0;
+	for (uint32_t i = 0; i < 60; i++) {
+		double t = 30000 * (1 + jitter(i) / 5);
+		if (i >= 20 && i < 44 && i % 2 == 0)
+			t = 55000;
+		if (i == 21)
+			t = 300000; /* a checkpoint between the first two slow ones */
+		if (l1_update(&l, i, t) == L1_CLOSED)
+			closed = i;
+	}
+	assert_int_equal(l.windows, 1);
+	assert_int_equal(l.mode, L1_INTERMITTENT);
+	assert_int_equal(l.first_iter, 20);
+	assert_int_equal(l.last_iter, 42);
+	assert_int_equal(closed, 52); /* after 10 normal ones */
+	assert_true(fabs(l.baseline_ms - 30000) < 500);
+}
+
+/* an intermittent window, then every step slow (a stage grew after evals and checkpoints had
+ * opened the window): the same window (one incident) becomes a step from the first of the
+ * run, against the same baseline, so that the iterations before the fault stay out of it */
+static void step_inside_intermittent(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 160; i++) {
+		double t = 30000 * (1 + jitter(i) / 5);
+		if (i >= 102 && i < 130 && i % 4 == 2)
+			t = 66000;
+		if (i >= 130)
+			t = 45000 * (1 + jitter(i) / 5);
+		enum l1_event e = l1_update(&l, i, t);
+		assert_int_not_equal(e, L1_REOPENED);
+		assert_int_not_equal(e, L1_CLOSED);
+		if (e == L1_OPENED)
+			assert_int_equal(l.mode, L1_INTERMITTENT);
+		if (i == 131)
+			assert_int_equal(l.mode, L1_INTERMITTENT);
+		if (i == 132) /* the 3rd slow one in a row, none a spike */
+			assert_int_equal(l.mode, L1_STEP);
+	}
+	assert_int_equal(l.windows, 1);
+	assert_int_equal(l.first_iter, 130);
+	/* the step's own detection (the intermittent window opened long before the step) */
+	assert_true(l.detected_iter >= 131 && l.detected_iter <= 133);
+	assert_true(fabs(l.baseline_ms - 30000) < 500);
+}
+
+/* an intermittent fault slow on every 2nd iteration with a checkpoint on a normal one
+ * between two slow ones: three high in a row, the checkpoint a spike among them, is no
+ * step (the window stays intermittent, one incident) */
+static void checkpoint_between_slow_steps(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 140; i++) {
+		double t = 30000 * (1 + jitter(i) / 5);
+		if (i >= 100 && i % 2 == 0)
+			t = 66000 * (1 + jitter(i) / 5);
+		if (i == 121)
+			t = 150000; /* a checkpoint */
+		enum l1_event e = l1_update(&l, i, t);
+		assert_int_not_equal(e, L1_REOPENED);
+		assert_int_not_equal(e, L1_CLOSED);
+		if (i > 110)
+			assert_int_equal(l.mode, L1_INTERMITTENT);
+	}
+	assert_true(l.open);
+	assert_int_equal(l.windows, 1);
+}
+
+/* the same with a small step (1.16x inside 2% noise, some of its iterations under the high
+ * bar): the step begins at its first iteration, not at the first run of 4 high ones (seed
+ * 5, comm_nic case 7: a window of the last 6 iterations named no one) */
+static void small_step_inside_intermittent(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 45; i++) {
+		double t = 2650 * (1 + jitter(i) / 2.5);
+		if (i == 17)
+			t = 10350; /* an eval */
+		if (i == 21)
+			t = 4900; /* a checkpoint */
+		if (i >= 30)
+			t = 2650 * 1.16 * (1 + jitter(i) / 2.5);
+		if (i == 35)
+			t = 10700;
+		l1_update(&l, i, t);
+	}
+	assert_true(l.open);
+	assert_int_equal(l.mode, L1_STEP);
+	assert_int_equal(l.first_iter, 30);
+	assert_int_equal(l.windows, 1);
+}
+
+/* a checkpoint two iterations before a step (high, normal, then the step): the window
+ * begins at the step, not at the checkpoint, and is not opened again 4 iterations later
+ * against a level the normal one pulled down (seed 21: 242, 880, 1352 detected at the 6th
+ * slowed iteration) */
+static void checkpoint_before_step(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	int reopened = 0;
+	for (uint32_t i = 0; i < 45; i++) {
+		double t = 977 * (1 + jitter(i) / 2.5);
+		if (i == 27)
+			t = 1562; /* a checkpoint */
+		if (i >= 29)
+			t = 2800 * (1 + jitter(i) / 2.5);
+		if (i == 29)
+			t = 14314; /* an eval on top of the fault's first step */
+		reopened += l1_update(&l, i, t) == L1_REOPENED;
+	}
+	assert_int_equal(reopened, 0);
+	assert_true(l.open);
+	assert_int_equal(l.first_iter, 29);
+	assert_int_equal(l.detected_iter, 30);
+	assert_int_equal(l.windows, 1);
+}
+
+/* a drift whose climb shows at 1.09x opens a gradual window under the 15% bar; it stays
+ * open while the shift lasts, not closing after 5 iterations under the bar (seed 21: 1835,
+ * a window opened again at an eval 17 iterations in, against a baseline that held the
+ * drift, named no one) */
+static void drift_opened_under_bar(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t closed = 0;
+	for (uint32_t i = 0; i < 54; i++) {
+		double t = 209 * (1 + jitter(i) / 10);
+		if (i >= 20)
+			t *= 1 + 0.0075 * (i - 19);
+		if (i == 17 || i == 35 || i == 53)
+			t = 1290; /* evals */
+		if (l1_update(&l, i, t) == L1_CLOSED)
+			closed = i;
+	}
+	assert_int_equal(closed, 0);
+	assert_true(l.open);
+	assert_int_equal(l.mode, L1_GRADUAL);
+	assert_int_equal(l.windows, 1);
+	assert_true(l.first_iter >= 18 && l.first_iter <= 26); /* where its climb shows */
+}
+
+/* a loader stall inside its window: two spikes among the last 4 (an eval and a checkpoint
+ * close together) are no rise, nor is the stall settling 15% higher than it began (seed 14:
+ * 550, 691, 1007, whose windows opened again 8 to 16 iterations in) */
+static void stall_settles_higher(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	int reopened = 0;
+	for (uint32_t i = 0; i < 50; i++) {
+		double t = 2100 * (1 + jitter(i) / 2.5);
+		if (i >= 17)
+			t = 5200 * (1 + jitter(i) * 2);     /* a stall of 2.5x, noisy */
+		if (i >= 34)
+			t = 6000 * (1 + jitter(i) * 2);     /* ... settling 15% higher */
+		if (i == 32)
+			t = 12100; /* an eval */
+		if (i == 33)
+			t = 25600; /* a checkpoint */
+		reopened += l1_update(&l, i, t) == L1_REOPENED;
+	}
+	assert_int_equal(reopened, 0);
+	assert_true(l.open);
+	assert_int_equal(l.first_iter, 17);
+	assert_int_equal(l.windows, 1);
+}
+
+/* a checkpoint save inside a window is no rise on top of it: one spike among the last 4 with
+ * noise of 15% (a loader's stall varies) must not start a second window against the first's
+ * level */
+static void spike_inside_window(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	static const double after[] = {471, 427, 429, 416, 486, 514, 1856, 472, 504,
+				       412, 496, 477, 427, 441, 440, 479,  428};
+	for (uint32_t i = 0; i < 18; i++)
+		l1_update(&l, i, 210 * (1 + jitter(i) / 5));
+	for (uint32_t i = 0; i < sizeof(after) / sizeof(after[0]); i++)
+		assert_int_not_equal(l1_update(&l, 18 + i, after[i]), L1_REOPENED);
+	assert_int_equal(l.windows, 1);
+	assert_true(l.open);
+	assert_int_equal(l.first_iter, 18);
+}
+
 /* thermal throttling: 1% slower per iteration up to 1.4x; the median of the last 32
  * normal iterations follows such a drift and its MAD widens the threshold, the reference
  * of the drift sum does not */
@@ -230,10 +436,22 @@ static void gradual_drift(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(noise_opens_nothing),       cmocka_unit_test(resumed_window),
-		cmocka_unit_test(rise_inside_window),        cmocka_unit_test(regression_opens_and_closes),
-		cmocka_unit_test(checkpoint_after_recovery), cmocka_unit_test(small_regression_below_threshold),
-		cmocka_unit_test(intermittent_straggler),    cmocka_unit_test(gradual_drift),
+		cmocka_unit_test(noise_opens_nothing),
+		cmocka_unit_test(resumed_window),
+		cmocka_unit_test(rise_inside_window),
+		cmocka_unit_test(regression_opens_and_closes),
+		cmocka_unit_test(checkpoint_after_recovery),
+		cmocka_unit_test(small_regression_below_threshold),
+		cmocka_unit_test(intermittent_straggler),
+		cmocka_unit_test(alternating_after_open),
+		cmocka_unit_test(step_inside_intermittent),
+		cmocka_unit_test(checkpoint_between_slow_steps),
+		cmocka_unit_test(small_step_inside_intermittent),
+		cmocka_unit_test(checkpoint_before_step),
+		cmocka_unit_test(drift_opened_under_bar),
+		cmocka_unit_test(stall_settles_higher),
+		cmocka_unit_test(spike_inside_window),
+		cmocka_unit_test(gradual_drift),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
