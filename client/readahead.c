@@ -15,7 +15,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-
 struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
 {
 	int fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
@@ -36,16 +35,16 @@ struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
 
 struct readahead {
 	int fd;
-	bool sniffed;                  /* the first bytes read: gzip or plain decided */
-	bool gzip;                     /* inflated by ISA-L; else the bytes as read */
-	bool in_eof;                   /* read() said end of file */
-	bool done;                     /* the last gzip member ended */
-	bool failed;                   /* err set: the next block is -1 */
-	uint8_t *in;                   /* input bytes (compressed, or plain ones read to sniff) */
+	bool sniffed; /* the first bytes read: gzip or plain decided */
+	bool gzip;    /* inflated by ISA-L; else the bytes as read */
+	bool in_eof;  /* read() said end of file */
+	bool done;    /* the last gzip member ended */
+	bool failed;  /* err set: the next block is -1 */
+	uint8_t *in;  /* input bytes (compressed, or plain ones read to sniff) */
 	unsigned in_cap;
-	uint8_t *next;                 /* input not yet used: next, avail */
+	uint8_t *next; /* input not yet used: next, avail */
 	unsigned avail;
-	struct inflate_state *inf;     /* gzip only */
+	struct inflate_state *inf; /* gzip only */
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -81,20 +80,13 @@ static int in_more(struct readahead *r)
 static const char *isal_message(int rc)
 {
 	switch (rc) {
-	case ISAL_INVALID_BLOCK:
-		return "bad gzip data (invalid deflate block)";
-	case ISAL_INVALID_SYMBOL:
-		return "bad gzip data (invalid code)";
-	case ISAL_INVALID_LOOKBACK:
-		return "bad gzip data (invalid distance too far back)";
-	case ISAL_INVALID_WRAPPER:
-		return "bad gzip data (invalid gzip header)";
-	case ISAL_UNSUPPORTED_METHOD:
-		return "bad gzip data (unknown compression method)";
-	case ISAL_INCORRECT_CHECKSUM:
-		return "bad gzip data (incorrect data check)";
-	default:
-		return "bad gzip data";
+	case ISAL_INVALID_BLOCK: return "bad gzip data (invalid deflate block)";
+	case ISAL_INVALID_SYMBOL: return "bad gzip data (invalid code)";
+	case ISAL_INVALID_LOOKBACK: return "bad gzip data (invalid distance too far back)";
+	case ISAL_INVALID_WRAPPER: return "bad gzip data (invalid gzip header)";
+	case ISAL_UNSUPPORTED_METHOD: return "bad gzip data (unknown compression method)";
+	case ISAL_INCORRECT_CHECKSUM: return "bad gzip data (incorrect data check)";
+	default: return "bad gzip data";
 	}
 }
 

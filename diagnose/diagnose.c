@@ -491,9 +491,10 @@ static int own_compute_shift(struct work *w, uint8_t *kind, size_t *count)
 	uint32_t W = w->W, P = w->P;
 	if (!w->l2.has_base || W < 4)
 		return 0;
-	double *g = malloc(2 * (size_t)W * sizeof(double)), *x = g + W;
+	double *g = malloc(2 * (size_t)W * sizeof(double));
 	if (!g)
 		return -1;
+	double *x = g + W;
 	size_t n = 0;
 	for (uint32_t r = 0; r < W; r++) {
 		g[r] = 1 + own_growth(w, r);

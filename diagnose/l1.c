@@ -264,7 +264,8 @@ static uint32_t risen(struct l1 *l)
 		last[m++] = l->all_ms[j];
 		/* spikes fewer than open_k (a checkpoint save, an eval pass, two of them close)
 		 * are no rise; a rise past them comes in runs */
-		if (l->all_ms[j] > level * (1 + rel) && !(spikes < c->open_k && l->all_ms[j] > level * L1_DRIFT_SPIKE)) {
+		if (l->all_ms[j] > level * (1 + rel) &&
+		    !(spikes < c->open_k && l->all_ms[j] > level * L1_DRIFT_SPIKE)) {
 			high++;
 			first = l->all_iter[j];
 		}

@@ -575,7 +575,7 @@ static double median_or_nan(double *x, size_t n) { return n ? stats_median_inpla
  * order, not one sum per rank and phase. */
 static void arrival_changes(const struct work *w, const double *st, const double *at, uint32_t nc, double *arr)
 {
-	uint32_t W = w->W, P = w->P, qs[256], n = 0;
+	uint32_t W = w->W, P = w->P, qs[256] = {0}, n = 0; /* zeroed: cppcheck cannot see that n counts qs */
 	for (uint32_t q = 0; q < P; q++) {
 		if (st[q] < 0)
 			continue;
@@ -780,7 +780,7 @@ static void leave_changes(const struct work *w, const double *st, const double *
 	uint32_t span[2][2] = {{w->first, w->last}, {w->bfirst, w->blast}};
 	/* the phases in step order, and how many of them start by each collective's start
 	 * (at[] ascends): one running sum a rank-iteration gives every leave time */
-	uint32_t qs[256], upto[256];
+	uint32_t qs[256] = {0}, upto[256] = {0}; /* zeroed: cppcheck cannot see that q < P fills qs */
 	for (uint32_t q = 0, j; q < P; q++) {
 		for (j = q; j > 0 && st[qs[j - 1]] > st[q]; j--)
 			qs[j] = qs[j - 1];
@@ -848,7 +848,8 @@ static void judge_leaves(struct work *w, const struct late_nodes *a, const uint3
 		struct keyed *by_inst = a->by_inst + (size_t)dim * W;
 		if (by_inst[0].key == UINT64_MAX) {
 			for (uint32_t r = 0; r < W; r++)
-				by_inst[r] = (struct keyed){(uint64_t)topo_collective_group(w->t, r, dim) << 32 | node[r], r};
+				by_inst[r] = (struct keyed){
+					(uint64_t)topo_collective_group(w->t, r, dim) << 32 | node[r], r};
 			qsort(by_inst, W, sizeof(*by_inst), keyed_cmp);
 		}
 		/* each rank's change against its instance's median */
@@ -914,9 +915,12 @@ static int leaves_late_many(struct work *w, uint8_t *kind, size_t *count, uint32
 			    const uint32_t *ord, const double *at, uint32_t nc, const double *st)
 {
 	uint32_t W = w->W;
+	if (!W)
+		return 0;
 	uint32_t nwin = w->last - w->first + 1, nbase = w->blast - w->bfirst + 1;
 	size_t cap = nwin > nbase ? nwin : nbase;
-	struct keyed *by_node = malloc((size_t)W * sizeof(*by_node)), *by_inst = malloc((size_t)TOPO_DIM_COUNT * W * sizeof(*by_inst));
+	struct keyed *by_node = malloc((size_t)W * sizeof(*by_node));
+	struct keyed *by_inst = malloc((size_t)TOPO_DIM_COUNT * W * sizeof(*by_inst));
 	double *leave = malloc((size_t)nc * W * sizeof(double)), *dev = malloc((size_t)W * sizeof(double));
 	double *x = malloc(((size_t)W + nc * cap) * sizeof(double));
 	uint32_t *node = malloc((size_t)W * sizeof(uint32_t)), *bestp = calloc(W, sizeof(uint32_t));

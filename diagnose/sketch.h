@@ -27,9 +27,9 @@
 #define SKETCH_MAX_BINS 2048
 
 struct sketch {
-	int32_t lo;   /* bucket index of bins[0] */
-	uint32_t n;   /* buckets in use */
-	uint32_t cap; /* allocated buckets */
+	int32_t lo;    /* bucket index of bins[0] */
+	uint32_t n;    /* buckets in use */
+	uint32_t cap;  /* allocated buckets */
 	uint32_t lent; /* bins belong to the caller (sketch_lend): never freed or resized here */
 	uint32_t *bins;
 	uint64_t count; /* all values, zeros included */

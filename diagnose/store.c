@@ -69,7 +69,7 @@ struct store {
 	uint32_t nsk, sk_chunk_cap;
 	uint32_t **bin_slab;
 	size_t nslab, bin_slab_cap, bin_used; /* buckets used of the last slab */
-	int frozen; /* a snapshot: it takes no more kernel records */
+	int frozen;                           /* a snapshot: it takes no more kernel records */
 
 	struct store_event *events;
 	size_t nevents, events_cap;

@@ -396,10 +396,8 @@ static void gzip_members_and_damage(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(reads_everything),
-		cmocka_unit_test(errors_name_file_and_line),
-		cmocka_unit_test(keys_in_any_order),
-		cmocka_unit_test(writer_round_trip),
+		cmocka_unit_test(reads_everything),        cmocka_unit_test(errors_name_file_and_line),
+		cmocka_unit_test(keys_in_any_order),       cmocka_unit_test(writer_round_trip),
 		cmocka_unit_test(gzip_members_and_damage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -372,9 +372,9 @@ static void stall_settles_higher(void **state)
 	for (uint32_t i = 0; i < 50; i++) {
 		double t = 2100 * (1 + jitter(i) / 2.5);
 		if (i >= 17)
-			t = 5200 * (1 + jitter(i) * 2);     /* a stall of 2.5x, noisy */
+			t = 5200 * (1 + jitter(i) * 2); /* a stall of 2.5x, noisy */
 		if (i >= 34)
-			t = 6000 * (1 + jitter(i) * 2);     /* ... settling 15% higher */
+			t = 6000 * (1 + jitter(i) * 2); /* ... settling 15% higher */
 		if (i == 32)
 			t = 12100; /* an eval */
 		if (i == 33)
