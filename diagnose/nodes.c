@@ -828,6 +828,7 @@ struct late_nodes {
 				  UINT64_MAX before) and kept for the next phase and pass */
 	uint32_t *node, *bestp;
 	double *dev, *x, *best, *ratio;
+	double *nd; /* per node: the median of its ranks' changes in the phase at hand */
 	uint8_t *early;
 };
 
@@ -839,6 +840,7 @@ static void judge_leaves(struct work *w, const struct late_nodes *a, const uint3
 	uint32_t *node = a->node, *bestp = a->bestp;
 	double *dev = a->dev, *x = a->x, *best = a->best, *ratio = a->ratio;
 	uint8_t *early = a->early;
+	double *nd = a->nd;
 	memset(best, 0, W * sizeof(double));
 	memset(early, 0, W);
 	for (uint32_t k = 0; k < nc; k++) {
@@ -867,13 +869,32 @@ static void judge_leaves(struct work *w, const struct late_nodes *a, const uint3
 					dev[by_inst[i].r] = mine * 2 < n ? lv[by_inst[i].r] - m : NAN;
 			}
 		}
-		/* the spread of it over the ranks, and the job's stay in the phase */
 		size_t n = 0;
+		for (uint32_t r = 0; r < W; r++)
+			n += isfinite(dev[r]) != 0;
+		if (n < 8)
+			continue; /* no instance spans other nodes: a NIC does not carry it */
+		/* per node; the spread over the ranks and the job's stay in the phase only when a
+		 * node leaves later by the floor (most phases have none) */
+		int late = 0;
+		for (uint32_t a = 0, b; a < W; a = b) {
+			size_t m = 0;
+			for (b = a; b < W && by_node[b].key == by_node[a].key; b++)
+				if (isfinite(dev[by_node[b].r]))
+					x[m++] = dev[by_node[b].r];
+			double d = median_or_nan(x, m);
+			uint32_t j = node[by_node[a].r];
+			nd[j] = d;
+			if (d < -floor_ms)
+				early[j] = 1;
+			late |= d > floor_ms;
+		}
+		if (!late)
+			continue;
+		n = 0;
 		for (uint32_t r = 0; r < W; r++)
 			if (isfinite(dev[r]))
 				x[n++] = dev[r];
-		if (n < 8)
-			continue; /* no instance spans other nodes: a NIC does not carry it */
 		double mid = stats_median_inplace(x, n);
 		for (size_t i = 0; i < n; i++)
 			x[i] = fabs(x[i] - mid);
@@ -883,18 +904,11 @@ static void judge_leaves(struct work *w, const struct late_nodes *a, const uint3
 			if (isfinite(dev[r]) && isfinite(w->l2.val[(size_t)r * P + p]))
 				x[n++] = w->l2.val[(size_t)r * P + p];
 		double peer = median_or_nan(x, n);
-		/* per node */
 		for (uint32_t a = 0, b; a < W; a = b) {
-			size_t m = 0;
 			for (b = a; b < W && by_node[b].key == by_node[a].key; b++)
-				if (isfinite(dev[by_node[b].r]))
-					x[m++] = dev[by_node[b].r];
-			double d = median_or_nan(x, m);
+				;
 			uint32_t j = node[by_node[a].r];
-			if (!isfinite(d))
-				continue;
-			if (d < -floor_ms)
-				early[j] = 1;
+			double d = nd[j];
 			double z = mad > 0 ? d / mad : (d > 0 ? INFINITY : 0);
 			if (d > floor_ms && z > zmin && d > best[j] && peer > 0) {
 				best[j] = d;
@@ -925,9 +939,10 @@ static int leaves_late_many(struct work *w, uint8_t *kind, size_t *count, uint32
 	double *x = malloc(((size_t)W + nc * cap) * sizeof(double));
 	uint32_t *node = malloc((size_t)W * sizeof(uint32_t)), *bestp = calloc(W, sizeof(uint32_t));
 	double *best = calloc(W, sizeof(double)), *ratio = calloc(W, sizeof(double)); /* per node */
+	double *nd = malloc((size_t)W * sizeof(double));
 	uint8_t *early = calloc(W, 1);
 	int rc = -1;
-	if (!by_node || !by_inst || !leave || !dev || !x || !node || !bestp || !best || !ratio || !early)
+	if (!by_node || !by_inst || !leave || !dev || !x || !node || !bestp || !best || !ratio || !early || !nd)
 		goto out;
 	for (int d = 0; d < TOPO_DIM_COUNT; d++)
 		by_inst[(size_t)d * W].key = UINT64_MAX; /* not sorted yet */
@@ -942,7 +957,7 @@ static int leaves_late_many(struct work *w, uint8_t *kind, size_t *count, uint32
 	}
 	const struct l2_config *cf = &w->cfg->l2;
 	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
-	struct late_nodes ln = {by_node, by_inst, node, bestp, dev, x, best, ratio, early};
+	struct late_nodes ln = {by_node, by_inst, node, bestp, dev, x, best, ratio, nd, early};
 	/* first on a stand-in at half the floor and z (the change of each phase's window
 	 * median over its baseline one, summed up to the collective's end): the exact changes
 	 * (medians over iterations of each iteration's sum, a read of every rank-iteration)
@@ -986,6 +1001,7 @@ static int leaves_late_many(struct work *w, uint8_t *kind, size_t *count, uint32
 	rc = name_slow_nodes(w, kind, count, slow, slowp, sratio, nslow, nodes, few_nodes);
 out:
 	free(best);
+	free(nd);
 	free(ratio);
 	free(bestp);
 	free(early);
