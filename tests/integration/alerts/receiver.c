@@ -132,23 +132,9 @@ static void serve(struct rx *r, int c)
 	}
 }
 
-/* A listening socket on 127.0.0.1:port (0: any), or -1. */
-static int listen_on(int port)
-{
-	struct sockaddr_in a = {
-		.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons((uint16_t)port)};
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
+/* Accepts and serves one connection at a time. Down, it still accepts, and resets each
+ * connection at once: closing the port instead let another process take it while down (a
+ * webhook sent there hung until its timeout, and the receiver could not listen again). */
 static void *rx_main(void *arg)
 {
 	struct rx *r = arg;
@@ -157,28 +143,18 @@ static void *rx_main(void *arg)
 		struct pollfd p = {r->fd, POLLIN, 0};
 		int c;
 
-		if (atomic_load(&r->down) && r->fd >= 0) {
-			close(r->fd);
-			r->fd = -1;
-		}
-		if (!atomic_load(&r->down) && r->fd < 0) {
-			r->fd = listen_on(r->port);
-			if (r->fd < 0) {
-				poll(NULL, 0, 50);
-				continue;
-			}
-			p.fd = r->fd;
-		}
-		if (r->fd < 0) {
-			poll(NULL, 0, 50);
-			continue;
-		}
-
 		if (poll(&p, 1, 100) <= 0)
 			continue;
 		c = accept(r->fd, NULL, NULL);
 		if (c < 0)
 			continue;
+		if (atomic_load(&r->down)) {
+			struct linger l = {1, 0}; /* close sends a reset */
+
+			setsockopt(c, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+			close(c);
+			continue;
+		}
 		serve(r, c);
 		close(c);
 	}

@@ -23,8 +23,8 @@ struct rx;
 struct rx *rx_start(int *port);
 /* n > 0: answer 500 to the next n requests; n < 0: to every request until changed; 0: accept. */
 void rx_fail(struct rx *r, int n);
-/* down != 0: the receiver is down, its port closed (connections refused) until called with
- * 0, when it listens on the same port again. Takes effect within 100 ms. */
+/* down != 0: the receiver is down, every connection reset at once (its port kept, so that no
+ * other process takes it), until called with 0. */
 void rx_down(struct rx *r, int down);
 /* Copies the hits so far into *out (malloc'd, bodies too); returns how many. */
 size_t rx_hits(struct rx *r, struct rx_hit **out);

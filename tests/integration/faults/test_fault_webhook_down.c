@@ -1,5 +1,5 @@
-/* test_fault_webhook_down: the webhook receiver is down (its port closed: connections
- * refused) while an incident fires and resolves, for DOWN seconds, then comes back.
+/* test_fault_webhook_down: the webhook receiver is down (every connection reset at once)
+ * while an incident fires and resolves, for DOWN seconds, then comes back.
  *
  * compute_straggler (1,024 ranks, agents of the agent library in this process) runs with a
  * fault that ends; every incident state is queued in the outbox and retried with backoff
