@@ -60,6 +60,7 @@ static double median_small(const double *x, uint32_t n)
 #define L2_BLOCKS 8      /* median8_rows() is written for 8 */
 #define L2_MAX_SPAN 4096 /* iterations in one window or baseline (the ring bounds it) */
 #define L2_MAX_PHASES 256
+#define L2_COLS 8 /* phases gathered into columns at once: a cache line of doubles */
 
 /* The median of 8 values for each of n phases at once: m[b * n + p] is value b of phase p,
  * out[p] its median. An optimal 19-comparator sorting network applied row by row, each
@@ -108,13 +109,14 @@ static void median8_rows(double *m, uint32_t n, double *out)
  * the phases past the last whole vector one at a time. Each duration is summed as two 32-bit
  * halves (lo: its low 16 bits, hi: the rest), which a block of up to L2_MAX_SPAN /
  * L2_BLOCKS = 512 rows cannot overflow: the sum is hi * 65536 + lo, exact, and exact as a
- * double (under 2^53). */
+ * double (under 2^53). Returns the sum of cnt[0..P). */
 typedef uint32_t l2_u32x4 __attribute__((vector_size(16)));
 typedef double l2_f64x4 __attribute__((vector_size(32)));
 
-static void block_sums(const uint32_t *const *rows, uint32_t nr, uint32_t P, uint32_t phases, double *sum,
-		       uint32_t *cnt)
+static uint32_t block_sums(const uint32_t *const *rows, uint32_t nr, uint32_t P, uint32_t phases, double *sum,
+			   uint32_t *cnt)
 {
+	uint32_t total = 0;
 	const l2_u32x4 absent = {STORE_ABSENT, STORE_ABSENT, STORE_ABSENT, STORE_ABSENT};
 	const l2_u32x4 low = {0xffff, 0xffff, 0xffff, 0xffff};
 	uint32_t q = 0;
@@ -130,9 +132,16 @@ static void block_sums(const uint32_t *const *rows, uint32_t nr, uint32_t P, uin
 			n -= m;
 		}
 		l2_f64x4 d = __builtin_convertvector(hi, l2_f64x4) * 65536 + __builtin_convertvector(lo, l2_f64x4);
+		if (q + 4 <= P) { /* whole vectors: a lane at a time stalled on store forwarding */
+			memcpy(sum + q, &d, sizeof(d));
+			memcpy(cnt + q, &n, sizeof(n));
+			total += n[0] + n[1] + n[2] + n[3];
+			continue;
+		}
 		for (int j = 0; j < 4 && q + j < P; j++) {
 			sum[q + j] = d[j];
 			cnt[q + j] = n[j];
+			total += n[j];
 		}
 	}
 	for (; q < P; q++) {
@@ -145,7 +154,9 @@ static void block_sums(const uint32_t *const *rows, uint32_t nr, uint32_t P, uin
 		}
 		sum[q] = (double)t;
 		cnt[q] = c;
+		total += c;
 	}
+	return total;
 }
 
 static double mean_of(const double *x, uint32_t n)
@@ -216,10 +227,10 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 				if (rv.tag[cell] == first + k + 1)
 					rows[nr++] = rv.pdur + cell * rv.phases;
 			}
-			block_sums(rows, nr, P, rv.phases, bsum + (size_t)b * P, bcnt + (size_t)b * P);
-			uint32_t bl = bstart[b + 1] - bstart[b];
-			for (uint32_t p = 0; p < P; p++)
-				missing += bl - bcnt[(size_t)b * P + p];
+			/* the count of present values comes back summed: reading bcnt[] just written
+			 * a lane at a time stalled on store forwarding */
+			uint32_t got = block_sums(rows, nr, P, rv.phases, bsum + (size_t)b * P, bcnt + (size_t)b * P);
+			missing += (bstart[b + 1] - bstart[b]) * P - got;
 		}
 		if (!missing && equal && !mean) {
 			/* equal blocks, every value present: the median of the block sums over the
@@ -519,7 +530,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	uint32_t S = t->pp ? t->pp : 1;
 	int rc = -1;
 	uint32_t *order, *gstart, *buf, *idx, *sorder, *sstart, *stage;
-	double *xs, *scratch, *colv, *colb;
+	double *xs, *scratch, *colsv, *colsb, *colv, *colb;
 	uint64_t *cnt;
 	struct stats_group *stage_st, *cst, *gst;
 	struct coll coll[TOPO_DIM_COUNT] = {{0}};
@@ -549,8 +560,8 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		carve(&buf, base, &off, (PP * span + 1) * sizeof(uint32_t));
 		carve(&xs, base, &off, (W + 1) * sizeof(double));
 		carve(&scratch, base, &off, (W + 1) * sizeof(double));
-		carve(&colv, base, &off, W * sizeof(double));
-		carve(&colb, base, &off, W * sizeof(double));
+		carve(&colsv, base, &off, (size_t)L2_COLS * W * sizeof(double));
+		carve(&colsb, base, &off, (size_t)L2_COLS * W * sizeof(double));
 		carve(&cnt, base, &off, PP * sizeof(uint64_t));
 		carve(&idx, base, &off, (W + 1) * sizeof(uint32_t));
 		carve(&sorder, base, &off, (W + 1) * sizeof(uint32_t));
@@ -634,12 +645,22 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		/* a communication phase: its collective's own group, where the member that
 		 * arrived last waits least and a slow link's member transfers longest */
 		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
-		/* the phase's values as columns: the statistics gather them by group, and a
-		 * gather from [rank * P + p] was a cache miss per rank at 100,000 ranks */
-		for (uint32_t r = 0; r < W; r++) {
-			colv[r] = l->val[(size_t)r * P + p];
-			colb[r] = l->base[(size_t)r * P + p];
+		/* the phase's values as columns: the statistics gather them by group. A gather
+		 * from [rank * P + p] was a cache miss per rank at 100,000 ranks, so L2_COLS
+		 * phases are gathered at once (a rank's values of them share a cache line) */
+		uint32_t p0 = p - p % L2_COLS;
+		if (p == p0) {
+			uint32_t C = P - p0 < L2_COLS ? P - p0 : L2_COLS;
+			for (uint32_t r = 0; r < W; r++) {
+				const double *vr = l->val + (size_t)r * P + p0, *br = l->base + (size_t)r * P + p0;
+				for (uint32_t q = 0; q < C; q++) {
+					colsv[(size_t)q * W + r] = vr[q];
+					colsb[(size_t)q * W + r] = br[q];
+				}
+			}
 		}
+		colv = colsv + (size_t)(p - p0) * W;
+		colb = colsb + (size_t)(p - p0) * W;
 		/* each role group's statistics (their cv and median are kept for the report) */
 		for (uint32_t g = 0; g < G; g++)
 			members_stats(colv, order + gstart[g], gstart[g + 1] - gstart[g], xs, scratch, 1, &gst[g]);

@@ -161,14 +161,14 @@ static void *dup_array(const void *p, size_t bytes)
 	return q;
 }
 
-/* An array of the ring or the kernels; with cfg.huge_pages, from 4 MiB on, aligned on and
- * advised to transparent huge pages (a hint: without them it is an ordinary array). Freed
- * with free(). */
+/* An array of the ring or the kernels; with huge (the ring) or cfg.huge_pages, from 4 MiB
+ * on, aligned on and advised to transparent huge pages (a hint: without them it is an
+ * ordinary array). Freed with free(). */
 #define STORE_HUGE (2u << 20)
-static void *big_alloc(const struct store *s, size_t n, size_t size, int zero)
+static void *big_alloc(const struct store *s, size_t n, size_t size, int zero, int huge)
 {
 	size_t bytes = n * size;
-	if (!s->cfg.huge_pages || bytes < 2 * STORE_HUGE)
+	if (!(huge || s->cfg.huge_pages) || bytes < 2 * STORE_HUGE)
 		return zero ? calloc(n, size) : malloc(bytes);
 	void *p = NULL;
 	if (posix_memalign(&p, STORE_HUGE, bytes) != 0)
@@ -212,7 +212,7 @@ static struct sketch *sk_new(struct store *s, uint32_t *num)
 			s->sk_chunk = p;
 			s->sk_chunk_cap = cap;
 		}
-		s->sk_chunk[c] = big_alloc(s, STORE_SK_CHUNK, sizeof(struct sketch), 0);
+		s->sk_chunk[c] = big_alloc(s, STORE_SK_CHUNK, sizeof(struct sketch), 0, 0);
 		if (!s->sk_chunk[c])
 			return NULL;
 	}
@@ -234,7 +234,7 @@ static uint32_t *bins_new(struct store *s, size_t n)
 			s->bin_slab = p;
 			s->bin_slab_cap = cap;
 		}
-		uint32_t *slab = big_alloc(s, STORE_BIN_SLAB, sizeof(*slab), 0);
+		uint32_t *slab = big_alloc(s, STORE_BIN_SLAB, sizeof(*slab), 0, 0);
 		if (!slab)
 			return NULL;
 		s->bin_slab[s->nslab++] = slab;
@@ -251,8 +251,8 @@ static int kernels_alloc(struct store *s)
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	s->ks = big_alloc(s, n, sizeof(*s->ks), 1);
-	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 1);
+	s->ks = big_alloc(s, n, sizeof(*s->ks), 1, 0);
+	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 1, 0);
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
@@ -284,9 +284,9 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 		s->cfg.quorum = 0.95;
 	s->nb = (s->cfg.ring_iters + s->cfg.kernel_block_iters - 1) / s->cfg.kernel_block_iters + 1;
 	size_t cells = ring_cells(s), R = s->cfg.ring_iters, P = s->cfg.max_phases;
-	s->tag = big_alloc(s, cells, sizeof(*s->tag), 1);
-	s->dur = big_alloc(s, cells, sizeof(*s->dur), 0);
-	s->pdur = big_alloc(s, cells * P, sizeof(*s->pdur), 0);
+	s->tag = big_alloc(s, cells, sizeof(*s->tag), 1, 1);
+	s->dur = big_alloc(s, cells, sizeof(*s->dur), 0, 1);
+	s->pdur = big_alloc(s, cells * P, sizeof(*s->pdur), 0, 1);
 	s->last_p1 = calloc(t->world, sizeof(*s->last_p1));
 	s->last_end = calloc(t->world, sizeof(*s->last_end));
 	s->host_of = malloc(t->world * sizeof(*s->host_of));
