@@ -7,6 +7,8 @@
 
 /* Under this many elements selection ends in an insertion sort. */
 #define STATS_SORT_SMALL 16
+/* From this many elements a quickselect pivot comes from a sample (sample_pivot) */
+#define STATS_SAMPLE_FROM 1024
 
 static void swap_d(double *a, double *b)
 {
@@ -44,23 +46,48 @@ static size_t partition_equal(double *a, size_t n, double p)
 	return j;
 }
 
+static double select_k(double *a, size_t n, size_t k);
+
+/* Puts at a[l] a pivot for selecting the k-th of a[l..r) (r - l > STATS_SAMPLE_FROM): a
+ * sample of about (r - l)^(2/3) / 2 elements spread over the range is gathered at its front
+ * and the pivot selected from it just past k's share of the sample, toward the range's
+ * nearer end by about two standard deviations of that share, so that k falls on the short
+ * side of the partition: the range shrinks to a few percent of itself in two partitions
+ * where a median of three takes about four (the idea of Floyd and Rivest's SELECT, 1975). */
+static void sample_pivot(double *a, size_t l, size_t r, size_t k)
+{
+	size_t n = r - l, s = (size_t)(0.5 * pow((double)n, 2.0 / 3)), step = n / s;
+	for (size_t j = 1; j < s; j++)
+		swap_d(&a[l + j], &a[l + j * step]);
+	double frac = (double)(k - l) / (double)n, off = sqrt((double)s);
+	double at = frac * (double)s + (frac <= 0.5 ? off : -off);
+	size_t ks = at < 0 ? 0 : at > (double)(s - 1) ? s - 1 : (size_t)at;
+	select_k(a + l, s, ks);
+	swap_d(&a[l], &a[l + ks]);
+}
+
 /* The k-th smallest of a[0..n), partially reordering a so that a[0..k) <= a[k] <= a(k..n)
- * (callers rely on it: the lower half comes first). Quickselect: the median of the range's
- * first, middle and last element as pivot, a branchless partition; when few elements fall
- * below the pivot, its equals are moved next to it in a second pass (many equal values
- * would otherwise narrow the range by one a pass). */
+ * (callers rely on it: the lower half comes first). Quickselect: a pivot from a sample on a
+ * large range (sample_pivot), else the median of the range's first, middle and last element;
+ * a branchless partition; when few elements fall below the pivot, its equals are moved next
+ * to it in a second pass (many equal values would otherwise narrow the range by one a
+ * pass). */
 static double select_k(double *a, size_t n, size_t k)
 {
 	size_t l = 0, r = n; /* k is in a[l..r) */
 	while (r - l > STATS_SORT_SMALL) {
-		size_t mid = l + (r - l) / 2;
-		if (a[mid] < a[l])
-			swap_d(&a[mid], &a[l]);
-		if (a[r - 1] < a[mid])
-			swap_d(&a[r - 1], &a[mid]);
-		if (a[mid] < a[l])
-			swap_d(&a[mid], &a[l]);
-		swap_d(&a[l], &a[mid]); /* the pivot at a[l] */
+		if (r - l > STATS_SAMPLE_FROM) {
+			sample_pivot(a, l, r, k);
+		} else {
+			size_t mid = l + (r - l) / 2;
+			if (a[mid] < a[l])
+				swap_d(&a[mid], &a[l]);
+			if (a[r - 1] < a[mid])
+				swap_d(&a[r - 1], &a[mid]);
+			if (a[mid] < a[l])
+				swap_d(&a[mid], &a[l]);
+			swap_d(&a[l], &a[mid]); /* the pivot at a[l] */
+		}
 		double p = a[l];
 		size_t m = l + partition_below(a + l + 1, r - l - 1, p);
 		a[l] = a[m]; /* the pivot between the two parts: a[l..m) < p = a[m] <= a(m..r) */

@@ -103,11 +103,64 @@ static void edge_cases(void **state)
 	free(s);
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* the median against a sort, and the order callers rely on (the lower half first), on
+ * arrays large enough for the sampled pivot, in shapes a sample could be fooled by */
+static void median_shapes(void **state)
+{
+	(void)state;
+	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(rng, 7);
+	size_t sizes[] = {1025, 1026, 5000, 100001};
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(*sizes); si++) {
+		size_t n = sizes[si];
+		double *x = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
+		for (int shape = 0; shape < 8; shape++) {
+			for (size_t i = 0; i < n; i++) {
+				switch (shape) {
+				case 0: x[i] = gsl_rng_uniform(rng); break;                     /* random */
+				case 1: x[i] = (double)i; break;                                /* sorted */
+				case 2: x[i] = (double)(n - i); break;                          /* reversed */
+				case 3: x[i] = (double)(i < n / 2 ? i : n - i); break;          /* organ pipe */
+				case 4: x[i] = 7; break;                                        /* all equal */
+				case 5: x[i] = (double)(gsl_rng_uniform_int(rng, 3)); break;    /* three values */
+				case 6: x[i] = (double)(i % 97); break;                         /* sawtooth */
+				default: x[i] = i % 2 ? 1e9 : gsl_ran_gaussian(rng, 1); break; /* half outliers */
+				}
+			}
+			memcpy(y, x, n * sizeof(double));
+			qsort(y, n, sizeof(double), cmp_d);
+			double want = n % 2 ? y[n / 2] : (y[n / 2 - 1] + y[n / 2]) / 2;
+			double med = stats_median_inplace(x, n);
+			if (med != want)
+				fail_msg("n %zu shape %d: median %.17g, sorted %.17g", n, shape, med, want);
+			for (size_t i = 0; i < n / 2; i++)
+				if (x[i] > y[n / 2])
+					fail_msg("n %zu shape %d: x[%zu] above the middle", n, shape, i);
+			for (size_t i = n / 2; i < n; i++)
+				if (x[i] < y[n / 2])
+					fail_msg("n %zu shape %d: x[%zu] below the middle", n, shape, i);
+			/* the same multiset */
+			qsort(x, n, sizeof(double), cmp_d);
+			assert_memory_equal(x, y, n * sizeof(double));
+		}
+		free(x);
+		free(y);
+	}
+	gsl_rng_free(rng);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(against_gsl),
 		cmocka_unit_test(edge_cases),
+		cmocka_unit_test(median_shapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
