@@ -486,15 +486,17 @@ struct coll {
 	uint32_t *order; /* ranks by group; group g's are order[start[g] .. start[g + 1]) */
 	uint32_t *start; /* [C + 2] */
 	uint32_t count;
-	int built;
 };
+
+static uint32_t coll_count(const struct topo *t, enum topo_dim dim)
+{
+	uint32_t C = topo_collective_group_count(t, dim);
+	return C > t->world ? t->world : C;
+}
 
 static void coll_build(struct coll *c, const struct topo *t, enum topo_dim dim)
 {
-	uint32_t W = t->world, C = topo_collective_group_count(t, dim);
-	if (C > W)
-		C = W;
-	c->count = C;
+	uint32_t W = t->world, C = c->count;
 	memset(c->start, 0, (C + 2) * sizeof(*c->start));
 	for (uint32_t r = 0; r < W; r++) {
 		c->group[r] = topo_collective_group(t, r, dim);
@@ -504,7 +506,6 @@ static void coll_build(struct coll *c, const struct topo *t, enum topo_dim dim)
 		c->start[g + 2] += c->start[g + 1];
 	for (uint32_t r = 0; r < W; r++)
 		c->order[c->start[c->group[r] + 1]++] = r;
-	c->built = 1;
 }
 
 /* median and MAD of phase p over each collective group, into cst[group] */
@@ -613,9 +614,18 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	memset(l->z, 0, cells * sizeof(float));
 	memset(l->ratio, 0, cells * sizeof(float));
 	memset(l->flag, 0, cells);
-	memset(gstart, 0, (G + 1) * sizeof(uint32_t));
-	memset(sstart, 0, (S + 1) * sizeof(uint32_t));
 	memset(stage_st, 0, S * sizeof(*stage_st));
+	/* the ranks by role group, by stage and by collective group depend on the topology
+	 * only: kept from the run before when it had the same topology and layout */
+	int kept = l->topo_kept && l->topo_mem == l->mem && l->topo_need == need && l->topo_P == P &&
+		   l->topo_dims == dims &&
+		   !memcmp(&l->topo, t, sizeof(*t));
+	if (!kept)
+		l->topo_colls = 0;
+	l->topo_kept = 0; /* until this run ends well */
+	for (int d = 0; d < TOPO_DIM_COUNT; d++)
+		if (dims >> d & 1)
+			coll[d].count = coll_count(t, (enum topo_dim)d);
 
 	medians(s, first, last, P, cfg.window_mean, l->val, buf, cnt);
 	for (uint32_t p = 0; p < P; p++)
@@ -631,7 +641,11 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		for (size_t i = 0; i < cells; i++)
 			l->base[i] = NAN;
 
+	if (kept)
+		goto ranks_sorted;
 	/* bucket ranks by role group (counting sort) */
+	memset(gstart, 0, (G + 1) * sizeof(uint32_t));
+	memset(sstart, 0, (S + 1) * sizeof(uint32_t));
 	for (uint32_t r = 0; r < W; r++) {
 		l->role[r] = topo_role_group(t, r);
 		gstart[l->role[r] + 1]++;
@@ -661,6 +675,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		for (uint32_t r = 0; r < W; r++)
 			sorder[cur[stage[r]]++] = r;
 	}
+ranks_sorted:;
 	int stage_is_group = G == S;
 	for (uint32_t p = 0; p < P; p++) {
 		/* a communication phase: its collective's own group, where the member that
@@ -691,8 +706,10 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		const uint32_t *cgroup = l->role;
 		const struct stats_group *cstat = gst;
 		if (comm && dim != TOPO_DP) {
-			if (!coll[dim].built)
+			if (!(l->topo_colls >> dim & 1)) {
 				coll_build(&coll[dim], t, dim);
+				l->topo_colls |= 1u << dim;
+			}
 			collective_stats(colv, &coll[dim], xs, scratch, cst);
 			cgroup = coll[dim].group;
 			cstat = cst;
@@ -756,6 +773,12 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		}
 	}
 	rc = 0;
+	l->topo_kept = 1;
+	l->topo = *t;
+	l->topo_mem = l->mem;
+	l->topo_need = need;
+	l->topo_P = P;
+	l->topo_dims = dims;
 out:
 	if (rc)
 		l2_free(l);

@@ -1,4 +1,4 @@
-/* stats.c: quickselect median, MAD, mean, sd, CV, robust z. */
+/* stats.c: quickselect median, MAD, mean, sd, CV (the robust z is inline in stats.h). */
 #include "stats.h"
 
 #include <math.h>
@@ -172,14 +172,6 @@ double stats_cv(const double *x, size_t n)
 	if (m == 0)
 		return NAN;
 	return stats_sd(x, n) / m;
-}
-
-double stats_robust_z(double v, double med, double mad, double floor)
-{
-	double s = mad > floor ? mad : floor;
-	if (!(s > 0))
-		return 0;
-	return (v - med) / (STATS_MAD_SCALE * s);
 }
 
 void stats_group(const double *x, size_t n, double *scratch, struct stats_group *out)

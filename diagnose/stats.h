@@ -17,8 +17,15 @@ double stats_mean(const double *x, size_t n);
 double stats_sd(const double *x, size_t n);
 /* Coefficient of variation sd / mean (sample sd); NaN when mean is 0 or n < 2. */
 double stats_cv(const double *x, size_t n);
-/* Robust z-score (v - med) / (STATS_MAD_SCALE * mad), with mad floored at floor. */
-double stats_robust_z(double v, double med, double mad, double floor);
+/* Robust z-score (v - med) / (STATS_MAD_SCALE * mad), with mad floored at floor; 0 when
+ * both are 0. Inline: L2 takes three for each rank and phase. */
+static inline double stats_robust_z(double v, double med, double mad, double floor)
+{
+	double s = mad > floor ? mad : floor;
+	if (!(s > 0))
+		return 0;
+	return (v - med) / (STATS_MAD_SCALE * s);
+}
 
 /* Group summary filled by stats_group(): median, MAD, mean, sd, cv. scratch must hold n
  * doubles; x is not modified. */

@@ -15,11 +15,11 @@
 
 /* 16 ranks, 48 iterations of "mlp" and "dp_reduce_scatter"; with slow, rank 5's mlp runs
  * 3x from iteration 16 and rank 6 arrives late at the reduce-scatter */
-static struct store *make_with(int slow)
+static struct store *make_topo(int slow, uint32_t tp, uint32_t pp, const char *order)
 {
 	struct topo t;
 	char err[64];
-	assert_int_equal(topo_init(&t, 16, 1, 1, 1, 16, 1, NULL, 8, err, sizeof(err)), 0);
+	assert_int_equal(topo_init(&t, 16, tp, 1, pp, 16 / tp / pp, 1, order, 8, err, sizeof(err)), 0);
 	struct store *s = store_create(&t, NULL);
 	assert_non_null(s);
 	uint32_t a = (uint32_t)store_intern_name(s, "mlp");
@@ -48,6 +48,8 @@ static struct store *make_with(int slow)
 		}
 	return s;
 }
+
+static struct store *make_with(int slow) { return make_topo(slow, 1, 1, NULL); }
 
 static struct store *make(void) { return make_with(1); }
 
@@ -122,11 +124,23 @@ static void kept_memory(void **state)
 	/* the short-window path (plain medians) on kept memory */
 	assert_int_equal(l2_run(&kept, slow, 43, 47, 1, 0, NULL), 0);
 	assert_true(kept.flag[5 * 2] & L2_HIGH);
+	/* another rank order of the same grid (as many groups, stages and phases: the same
+	 * layout): the ranks are sorted into its role groups, not those of the run before */
+	struct store *grid = make_topo(1, 2, 2, "pp-dp-tp"), *other = make_topo(1, 2, 2, NULL);
+	assert_int_equal(l2_run(&kept, other, 16, 47, 0, 15, NULL), 0);
+	assert_int_equal(l2_run(&kept, grid, 16, 47, 0, 15, NULL), 0);
+	assert_int_equal(l2_run(&fresh, grid, 16, 47, 0, 15, NULL), 0);
+	assert_int_equal(kept.ngroups, fresh.ngroups);
+	assert_memory_equal(kept.role, fresh.role, kept.world * sizeof(uint32_t));
+	assert_memory_equal(kept.group_med, fresh.group_med, kept.ngroups * kept.nphase * sizeof(double));
+	assert_memory_equal(kept.flag, fresh.flag, cells);
 	l2_free(&kept);
 	l2_free(&fresh);
 	assert_null(kept.mem);
 	store_destroy(slow);
 	store_destroy(healthy);
+	store_destroy(grid);
+	store_destroy(other);
 }
 
 static int cmp_u32(const void *a, const void *b)
