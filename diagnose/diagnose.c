@@ -1547,10 +1547,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 	w.cfg = &cfg;
 	w.W = w.t->world;
 	w.rep = rep;
-	if (in->l2_keep) { /* only its memory: no results of an earlier run */
-		w.l2.mem = in->l2_keep->mem;
-		w.l2.mem_size = in->l2_keep->mem_size;
-	}
+	if (in->l2_keep) /* its memory and the ranks sorted in it; l2_run sets every result */
+		w.l2 = *in->l2_keep;
 	w.role = calloc(w.W, 1);
 	uint32_t *list = malloc((w.W + 1) * sizeof(uint32_t));
 	struct faults f;

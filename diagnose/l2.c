@@ -198,7 +198,7 @@ static double mean_of(const double *x, uint32_t n)
  * medians of 8 (median8_rows), each over all phases; any other phase by phase. present[p]:
  * how many of the window's values of phase p are present. */
 static void medians(const struct store *s, uint32_t first, uint32_t last, uint32_t P, int mean, double *out,
-		    uint32_t *buf /* n * P */, uint64_t *present /* P */)
+		    uint32_t *buf /* L2_BLOCKS * P, for n < L2_BLOCKS */, uint64_t *present /* P */)
 {
 	uint32_t world = store_topo(s)->world, n = last - first + 1;
 	memset(present, 0, P * sizeof(*present));
@@ -543,9 +543,6 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		first = last - L2_MAX_SPAN + 1;
 	if (blast >= bfirst && blast - bfirst + 1 > L2_MAX_SPAN)
 		bfirst = blast - L2_MAX_SPAN + 1;
-	uint32_t span = last - first + 1;
-	if (l->has_base && blast - bfirst + 1 > span)
-		span = blast - bfirst + 1;
 	/* every array in one arena, kept in *l between passes (at 100,000 ranks fresh arrays
 	 * cost 13,000 page faults a pass) */
 	size_t PP = P ? P : 1;
@@ -579,7 +576,9 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 		carve(&l->role, base, &off, W * sizeof(uint32_t));
 		carve(&order, base, &off, W * sizeof(uint32_t));
 		carve(&gstart, base, &off, (G + 1) * sizeof(uint32_t));
-		carve(&buf, base, &off, (PP * span + 1) * sizeof(uint32_t));
+		/* rows of a range under L2_BLOCKS iterations (medians): the layout does not
+		 * depend on the ranges, so the sorted ranks are kept across them */
+		carve(&buf, base, &off, (PP * L2_BLOCKS + 1) * sizeof(uint32_t));
 		carve(&xs, base, &off, (W + 1) * sizeof(double));
 		carve(&scratch, base, &off, (W + 1) * sizeof(double));
 		carve(&colsv, base, &off, (size_t)L2_COLS * W * sizeof(double));

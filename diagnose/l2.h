@@ -56,9 +56,10 @@ struct l2 {
 	void *mem; /* every array above and l2_run's scratch: kept between runs */
 	size_t mem_size;
 	/* the ranks sorted by role group, stage and collective group in mem are those of this
-	 * topology, mem and its layout (need: the bytes carved, which the span of the ranges
-	 * changes), phase count and collective dimensions (topo_colls: the dimensions built)
-	 * when topo_kept: the next run on them does not sort again */
+	 * topology, mem and its layout (need: the bytes carved), phase count and collective
+	 * dimensions (topo_colls: the dimensions built) when topo_kept: the next run on them
+	 * does not sort again, whatever its ranges (a diagnosis runs L2 on its window and on
+	 * the standing costs') */
 	int topo_kept;
 	struct topo topo;
 	void *topo_mem;
