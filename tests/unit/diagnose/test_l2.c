@@ -152,30 +152,32 @@ static int cmp_u32(const void *a, const void *b)
 /* The median of 8 block means is exact: over an 8-iteration window (blocks of one
  * iteration) each rank's value is the mean of its 4th and 5th smallest durations, for every
  * 0/1 pattern of 8 (a network of compare-exchanges right on those is right on all inputs)
- * and for 1,792 ranks of 8 distinct durations in a random order, in 5 phases (the network
- * runs over phases in vectors, with a remainder). */
-static void median_of_8_exact(void **state)
+ * and for 1,792 ranks of 8 distinct durations in a random order; with P phases in rows of
+ * max_phases slots (the block sums take four phases to a vector, the rest one at a time; the
+ * network runs over the phases in vectors, with a remainder). */
+static void check_median8(uint32_t max_phases, uint32_t P)
 {
-	(void)state;
-	enum { W = 2048, P = 5 };
+	enum { W = 2048, PMAX = 20 };
 	struct topo t;
 	char err[64];
+	assert_true(P <= PMAX && P <= max_phases);
 	assert_int_equal(topo_init(&t, W, 1, 1, 1, W, 1, NULL, 8, err, sizeof(err)), 0);
-	struct store *s = store_create(&t, NULL);
+	struct store_config cfg = {.max_phases = max_phases};
+	struct store *s = store_create(&t, &cfg);
 	assert_non_null(s);
-	uint32_t name[P];
-	for (int p = 0; p < P; p++) {
-		char nm[16];
-		snprintf(nm, sizeof(nm), "phase_%d", p);
+	uint32_t name[PMAX];
+	for (uint32_t p = 0; p < P; p++) {
+		char nm[24];
+		snprintf(nm, sizeof(nm), "phase_%u", p);
 		name[p] = (uint32_t)store_intern_name(s, nm);
 	}
-	static uint32_t dur[W][P][8];
+	static uint32_t dur[W][PMAX][8];
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 	for (uint32_t r = 0; r < W; r++)
-		for (int p = 0; p < P; p++) {
-			for (int it = 0; it < 8; it++)
-				dur[r][p][it] = r < 256 ? 100000 + 50000 * ((r + (uint32_t)p) % 256 >> it & 1)
-							: 100000 + 1000 * (uint32_t)it + (uint32_t)p;
+		for (uint32_t p = 0; p < P; p++) {
+			for (uint32_t it = 0; it < 8; it++)
+				dur[r][p][it] = r < 256 ? 100000 + 50000 * ((r + p) % 256 >> it & 1)
+							: 100000 + 1000 * it + p;
 			for (int i = 7; i > 0 && r >= 256; i--) { /* a random order */
 				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 				int j = (int)(x % (uint64_t)(i + 1));
@@ -188,7 +190,7 @@ static void median_of_8_exact(void **state)
 		for (uint32_t r = 0; r < W; r++) {
 			struct record_iter ri = {r, it, 0, 1000000};
 			assert_int_equal(store_add_iter(s, &ri), 0);
-			for (int p = 0; p < P; p++) {
+			for (uint32_t p = 0; p < P; p++) {
 				struct record_phase ph = {r, it, name[p], RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0,
 							  dur[r][p][it]};
 				assert_int_equal(store_add_phase(s, &ph), 0);
@@ -198,16 +200,26 @@ static void median_of_8_exact(void **state)
 	assert_int_equal(l2_run(&l, s, 0, 7, 1, 0, NULL), 0);
 	assert_int_equal(l.nphase, P);
 	for (uint32_t r = 0; r < W; r++)
-		for (int p = 0; p < P; p++) {
+		for (uint32_t p = 0; p < P; p++) {
 			uint32_t v[8];
 			memcpy(v, dur[r][p], sizeof(v));
 			qsort(v, 8, sizeof(*v), cmp_u32);
 			double want = ((double)v[3] + v[4]) / 2 / 1000.0;
-			if (l.val[r * P + (uint32_t)p] != want)
-				fail_msg("rank %u phase %d: %.17g, want %.17g", r, p, l.val[r * P + (uint32_t)p], want);
+			if (l.val[r * P + p] != want)
+				fail_msg("max_phases %u, %u phases: rank %u phase %u: %.17g, want %.17g", max_phases, P,
+					 r, p, l.val[r * P + p], want);
 		}
 	l2_free(&l);
 	store_destroy(s);
+}
+
+static void median_of_8_exact(void **state)
+{
+	(void)state;
+	check_median8(16, 5); /* a vector and one phase */
+	check_median8(16, 16);
+	check_median8(6, 5);   /* rows of 6 slots: one vector, then one at a time */
+	check_median8(24, 18); /* over 16 phases */
 }
 
 int main(void)
