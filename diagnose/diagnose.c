@@ -256,7 +256,7 @@ static void compute_sums(const struct work *w, uint32_t r, double *win, double *
 	uint32_t P = w->P;
 	double a = 0, b = 0;
 	for (uint32_t p = 0; p < P; p++) {
-		if (store_phase_kind(w->s, p) != RECORD_KIND_COMPUTE)
+		if (w->kind[p] != RECORD_KIND_COMPUTE)
 			continue;
 		/* a phase of some iterations only (an eval step) weighs by its share */
 		double f = w->l2.presence[p];
