@@ -618,7 +618,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	 * only: kept from the run before when it had the same topology and layout */
 	int kept = l->topo_kept && l->topo_mem == l->mem && l->topo_need == need && l->topo_P == P &&
 		   l->topo_dims == dims &&
-		   !memcmp(&l->topo, t, sizeof(*t));
+		   topo_equal(&l->topo, t);
 	if (!kept)
 		l->topo_colls = 0;
 	l->topo_kept = 0; /* until this run ends well */

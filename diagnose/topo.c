@@ -13,6 +13,18 @@ static int fail(char *err, size_t errlen, const char *msg, const char *arg)
 	return -1;
 }
 
+int topo_equal(const struct topo *a, const struct topo *b)
+{
+	if (a->world != b->world || a->tp != b->tp || a->cp != b->cp || a->pp != b->pp || a->dp != b->dp ||
+	    a->ep != b->ep || a->gpus_per_node != b->gpus_per_node || a->ndims != b->ndims ||
+	    a->ep_in_order != b->ep_in_order)
+		return 0;
+	for (int d = 0; d < TOPO_DIM_COUNT; d++)
+		if (a->order[d] != b->order[d] || a->size[d] != b->size[d] || a->stride[d] != b->stride[d])
+			return 0;
+	return 1;
+}
+
 int topo_init(struct topo *t, uint32_t world, uint32_t tp, uint32_t cp, uint32_t pp, uint32_t dp, uint32_t ep,
 	      const char *order, uint32_t gpus_per_node, char *err, size_t errlen)
 {

@@ -27,6 +27,8 @@ struct topo {
 	uint32_t stride[TOPO_DIM_COUNT];
 };
 
+/* 1 when a and b map ranks alike (every field the same), else 0 */
+int topo_equal(const struct topo *a, const struct topo *b);
 /* Fills *t. order may be NULL or "" (Megatron's default). gpus_per_node 0 means 8.
  * Returns 0, or -1 with a message in err (world != tp*cp*pp*dp, ep not dividing dp,
  * unknown or repeated dimension in order, a dimension of size > 1 missing from order). */
