@@ -73,29 +73,28 @@ static double median_small(const double *x, uint32_t n)
 static void median8_rows(double *m, uint32_t n, double *out)
 {
 #define ROW(a) (m + (size_t)(a)*n)
-#define STEP(body)                                        \
-	do {                                              \
-		for (uint32_t p_ = 0; p_ < n; p_++) {     \
-			body;                             \
-		}                                         \
+#define STEP(body)                                    \
+	do {                                          \
+		for (uint32_t p_ = 0; p_ < n; p_++) { \
+			body;                         \
+		}                                     \
 	} while (0)
 #define MIN_(x, y) ((x) < (y) ? (x) : (y))
 #define MAX_(x, y) ((x) > (y) ? (x) : (y))
-#define CE(a, b)                                                           \
-	do {                                                               \
-		double *restrict x_ = ROW(a), *restrict y_ = ROW(b);       \
-		STEP(double lo_ = MIN_(x_[p_], y_[p_]); y_[p_] = MAX_(x_[p_], y_[p_]); \
-		     x_[p_] = lo_);                                        \
+#define CE(a, b)                                                                                      \
+	do {                                                                                          \
+		double *restrict x_ = ROW(a), *restrict y_ = ROW(b);                                  \
+		STEP(double lo_ = MIN_(x_[p_], y_[p_]); y_[p_] = MAX_(x_[p_], y_[p_]); x_[p_] = lo_); \
 	} while (0)
-#define LO(a, b) /* only the min, into a */                                \
-	do {                                                               \
-		double *restrict x_ = ROW(a), *restrict y_ = ROW(b);       \
-		STEP(x_[p_] = MIN_(x_[p_], y_[p_]));                       \
+#define LO(a, b) /* only the min, into a */                          \
+	do {                                                         \
+		double *restrict x_ = ROW(a), *restrict y_ = ROW(b); \
+		STEP(x_[p_] = MIN_(x_[p_], y_[p_]));                 \
 	} while (0)
-#define HI(a, b) /* only the max, into b */                                \
-	do {                                                               \
-		double *restrict x_ = ROW(a), *restrict y_ = ROW(b);       \
-		STEP(y_[p_] = MAX_(x_[p_], y_[p_]));                       \
+#define HI(a, b) /* only the max, into b */                          \
+	do {                                                         \
+		double *restrict x_ = ROW(a), *restrict y_ = ROW(b); \
+		STEP(y_[p_] = MAX_(x_[p_], y_[p_]));                 \
 	} while (0)
 	CE(0, 2);
 	CE(1, 3);
@@ -615,10 +614,10 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	memset(l->flag, 0, cells);
 	memset(stage_st, 0, S * sizeof(*stage_st));
 	/* the ranks by role group, by stage and by collective group depend on the topology
-	 * only: kept from the run before when it had the same topology and layout */
-	int kept = l->topo_kept && l->topo_mem == l->mem && l->topo_need == need && l->topo_P == P &&
-		   l->topo_dims == dims &&
-		   topo_equal(&l->topo, t);
+	 * only: kept from the run before when it had the same topology, phase count and
+	 * collective dimensions, which fix the arena's layout (a larger arena comes only with
+	 * another layout) */
+	int kept = l->topo_kept && l->topo_P == P && l->topo_dims == dims && topo_equal(&l->topo, t);
 	if (!kept)
 		l->topo_colls = 0;
 	l->topo_kept = 0; /* until this run ends well */
@@ -774,8 +773,6 @@ ranks_sorted:;
 	rc = 0;
 	l->topo_kept = 1;
 	l->topo = *t;
-	l->topo_mem = l->mem;
-	l->topo_need = need;
 	l->topo_P = P;
 	l->topo_dims = dims;
 out:

@@ -56,14 +56,11 @@ struct l2 {
 	void *mem; /* every array above and l2_run's scratch: kept between runs */
 	size_t mem_size;
 	/* the ranks sorted by role group, stage and collective group in mem are those of this
-	 * topology, mem and its layout (need: the bytes carved), phase count and collective
-	 * dimensions (topo_colls: the dimensions built) when topo_kept: the next run on them
-	 * does not sort again, whatever its ranges (a diagnosis runs L2 on its window and on
-	 * the standing costs') */
+	 * topology, phase count and collective dimensions (topo_colls: the dimensions built)
+	 * when topo_kept: the next run on them does not sort again, whatever its ranges (a
+	 * diagnosis runs L2 on its window and on the standing costs') */
 	int topo_kept;
 	struct topo topo;
-	void *topo_mem;
-	size_t topo_need;
 	uint32_t topo_P, topo_dims, topo_colls;
 };
 
