@@ -48,7 +48,7 @@ static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
 	struct engine_config cfg;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.diagnose_on_close = 1;
-	cfg.store.huge_pages = 1; /* the window is filled once, at full speed */
+	cfg.store.one_shot = 1; /* the window is filled once, at full speed */
 	if (in->wide) {
 		/* traces: more names, and collectives shorter than a millisecond (import.h) */
 		cfg.store.max_phases = 48;

@@ -14,6 +14,12 @@ struct intern {
 	uint32_t n, cap;
 	uint32_t *tab; /* id + 1, 0 empty */
 	uint32_t tabcap;
+	/* a guess tried before the table: names come in the same order record after record (the
+	 * phases and kernels of a rank's iteration), so the one asked after id last time is
+	 * likely asked after it again. after[id + 1]: that one's id + 1 ([0]: after none), 0 no
+	 * guess; last: the id + 1 asked last */
+	uint32_t *after;
+	uint32_t last;
 };
 
 struct store {
@@ -37,6 +43,7 @@ struct store {
 	uint8_t *kernel_kind;
 
 	/* ring: [rank * R + iter % R] */
+	uint32_t R;    /* slots per rank: cfg.ring_iters, or fewer while a one-shot fill grows it */
 	uint32_t *tag; /* iter + 1, 0 empty */
 	uint32_t *dur;
 	uint32_t *pdur; /* [(rank * R + slot) * P + phase] */
@@ -56,7 +63,7 @@ struct store {
 
 	/* kernels: [(k * W + rank) * NB + block % NB], slot-major: the pages of the slots no
 	 * kernel took are never touched (13 of the 16 by default at 3 kernels: 82 MiB of 110 at
-	 * 100,000 ranks, allocated zeroed and lazily by the system unless huge_pages) */
+	 * 100,000 ranks, allocated zeroed and lazily by the system unless one_shot) */
 	uint32_t nb;
 	uint32_t *ks;   /* the number + 1 of the cell's sketch, 0 none */
 	uint32_t *ktag; /* block + 1 */
@@ -109,28 +116,42 @@ static int64_t intern_find(const struct intern *in, const char *s)
 
 static int64_t intern_add(struct intern *in, const char *s)
 {
-	int64_t id = intern_find(in, s);
-	if (id >= 0)
-		return id;
-	if ((in->n + 1) * 2 > in->tabcap && intern_grow(in) < 0)
-		return -1;
-	if (in->n == in->cap) {
-		uint32_t cap = in->cap ? in->cap * 2 : 16;
-		char **str = realloc(in->str, cap * sizeof(*str));
-		if (!str)
-			return -1;
-		in->str = str;
-		in->cap = cap;
+	uint32_t g = in->after ? in->after[in->last] : 0;
+	if (g && strcmp(in->str[g - 1], s) == 0) {
+		in->last = g;
+		return g - 1;
 	}
-	char *copy = strdup(s);
-	if (!copy)
-		return -1;
-	in->str[in->n] = copy;
-	uint32_t h = (uint32_t)hash_str(s) & (in->tabcap - 1);
-	while (in->tab[h])
-		h = (h + 1) & (in->tabcap - 1);
-	in->tab[h] = in->n + 1;
-	return in->n++;
+	int64_t id = intern_find(in, s);
+	if (id < 0) {
+		if ((in->n + 1) * 2 > in->tabcap && intern_grow(in) < 0)
+			return -1;
+		if (in->n == in->cap) {
+			uint32_t cap = in->cap ? in->cap * 2 : 16;
+			char **str = realloc(in->str, cap * sizeof(*str));
+			if (!str)
+				return -1;
+			in->str = str;
+			size_t had = in->after ? in->cap + 1 : 0;
+			uint32_t *after = realloc(in->after, (cap + 1) * sizeof(*after));
+			if (!after)
+				return -1;
+			memset(after + had, 0, (cap + 1 - had) * sizeof(*after));
+			in->after = after;
+			in->cap = cap;
+		}
+		char *copy = strdup(s);
+		if (!copy)
+			return -1;
+		in->str[in->n] = copy;
+		uint32_t h = (uint32_t)hash_str(s) & (in->tabcap - 1);
+		while (in->tab[h])
+			h = (h + 1) & (in->tabcap - 1);
+		in->tab[h] = in->n + 1;
+		id = in->n++;
+	}
+	in->after[in->last] = (uint32_t)id + 1;
+	in->last = (uint32_t)id + 1;
+	return id;
 }
 
 static void intern_free(struct intern *in)
@@ -139,6 +160,7 @@ static void intern_free(struct intern *in)
 		free(in->str[i]);
 	free(in->str);
 	free(in->tab);
+	free(in->after);
 	memset(in, 0, sizeof(*in));
 }
 
@@ -161,25 +183,23 @@ static void *dup_array(const void *p, size_t bytes)
 	return q;
 }
 
-/* An array of the ring or the kernels; with huge (the ring) or cfg.huge_pages, from 4 MiB
- * on, aligned on and advised to transparent huge pages (a hint: without them it is an
- * ordinary array). Freed with free(). */
-#define STORE_HUGE (2u << 20)
-static void *big_alloc(const struct store *s, size_t n, size_t size, int zero, int huge)
+/* An array of the ring or the kernels, zeroed and lazily (calloc of this size maps fresh
+ * pages: the system zeroes a page when it is first touched, and never one left untouched);
+ * with huge (the ring) or cfg.one_shot, from 4 MiB on, its whole 2 MiB spans advised to
+ * transparent huge pages (a hint: without them it is an ordinary array). Freed with free(). */
+#define STORE_HUGE ((size_t)2 << 20)
+static void *big_alloc(const struct store *s, size_t n, size_t size, int huge)
 {
+	char *p = calloc(n, size);
 	size_t bytes = n * size;
-	if (!(huge || s->cfg.huge_pages) || bytes < 2 * STORE_HUGE)
-		return zero ? calloc(n, size) : malloc(bytes);
-	void *p = NULL;
-	if (posix_memalign(&p, STORE_HUGE, bytes) != 0)
-		return NULL;
-	(void)madvise(p, bytes & ~(size_t)(STORE_HUGE - 1), MADV_HUGEPAGE);
-	if (zero)
-		memset(p, 0, bytes);
+	if (!p || !(huge || s->cfg.one_shot) || bytes < 2 * STORE_HUGE)
+		return p;
+	char *lo = (char *)(((uintptr_t)p + STORE_HUGE - 1) & ~(uintptr_t)(STORE_HUGE - 1));
+	(void)madvise(lo, (size_t)(p + bytes - lo) & ~(STORE_HUGE - 1), MADV_HUGEPAGE);
 	return p;
 }
 
-static size_t ring_cells(const struct store *s) { return (size_t)s->topo.world * s->cfg.ring_iters; }
+static size_t ring_cells(const struct store *s) { return (size_t)s->topo.world * s->R; }
 
 static size_t kcells(const struct store *s) { return (size_t)s->topo.world * s->cfg.max_kernels * s->nb; }
 
@@ -212,7 +232,7 @@ static struct sketch *sk_new(struct store *s, uint32_t *num)
 			s->sk_chunk = p;
 			s->sk_chunk_cap = cap;
 		}
-		s->sk_chunk[c] = big_alloc(s, STORE_SK_CHUNK, sizeof(struct sketch), 0, 0);
+		s->sk_chunk[c] = big_alloc(s, STORE_SK_CHUNK, sizeof(struct sketch), 0);
 		if (!s->sk_chunk[c])
 			return NULL;
 	}
@@ -234,7 +254,7 @@ static uint32_t *bins_new(struct store *s, size_t n)
 			s->bin_slab = p;
 			s->bin_slab_cap = cap;
 		}
-		uint32_t *slab = big_alloc(s, STORE_BIN_SLAB, sizeof(*slab), 0, 0);
+		uint32_t *slab = big_alloc(s, STORE_BIN_SLAB, sizeof(*slab), 0);
 		if (!slab)
 			return NULL;
 		s->bin_slab[s->nslab++] = slab;
@@ -251,8 +271,8 @@ static int kernels_alloc(struct store *s)
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	s->ks = big_alloc(s, n, sizeof(*s->ks), 1, 0);
-	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 1, 0);
+	s->ks = big_alloc(s, n, sizeof(*s->ks), 0);
+	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 0);
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
@@ -283,10 +303,15 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	if (!(s->cfg.quorum > 0 && s->cfg.quorum <= 1))
 		s->cfg.quorum = 0.95;
 	s->nb = (s->cfg.ring_iters + s->cfg.kernel_block_iters - 1) / s->cfg.kernel_block_iters + 1;
+	/* a one-shot fill starts small (a divisor of ring_iters, so that two iterations share a
+	 * slot of the full ring only when they share one of each smaller ring: ring_grow) */
+	s->R = s->cfg.ring_iters;
+	while (s->cfg.one_shot && s->R % 2 == 0 && s->R / 2 >= STORE_RING_FIRST)
+		s->R /= 2;
 	size_t cells = ring_cells(s), R = s->cfg.ring_iters, P = s->cfg.max_phases;
-	s->tag = big_alloc(s, cells, sizeof(*s->tag), 1, 1);
-	s->dur = big_alloc(s, cells, sizeof(*s->dur), 0, 1);
-	s->pdur = big_alloc(s, cells * P, sizeof(*s->pdur), 0, 1);
+	s->tag = big_alloc(s, cells, sizeof(*s->tag), 1);
+	s->dur = big_alloc(s, cells, sizeof(*s->dur), 1);
+	s->pdur = big_alloc(s, cells * P, sizeof(*s->pdur), 1);
 	s->last_p1 = calloc(t->world, sizeof(*s->last_p1));
 	s->last_end = calloc(t->world, sizeof(*s->last_end));
 	s->host_of = malloc(t->world * sizeof(*s->host_of));
@@ -417,7 +442,7 @@ struct store *store_snapshot(const struct store *src)
 	s->events = NULL;
 	s->nevents = s->events_cap = 0;
 	sketch_init(&s->scratch);
-	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases;
+	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases; /* jtag..: R */
 	size_t W = src->topo.world, K = src->cfg.max_kernels;
 	s->tag = dup_array(src->tag, cells * sizeof(*s->tag));
 	s->dur = dup_array(src->dur, cells * sizeof(*s->dur));
@@ -469,7 +494,7 @@ size_t store_memory(const struct store *s)
 	m += W * (sizeof(uint32_t) * 2 + sizeof(int64_t));
 	if (s->ks) {
 		/* the cells of slots no kernel took are untouched pages, unless memset (huge pages) */
-		size_t slots = s->cfg.huge_pages ? s->cfg.max_kernels : s->nkernel;
+		size_t slots = s->cfg.one_shot ? s->cfg.max_kernels : s->nkernel;
 		m += (size_t)s->topo.world * slots * s->nb * (sizeof(*s->ks) + sizeof(*s->ktag));
 		m += (size_t)s->nsk * sizeof(struct sketch) + s->sk_chunk_cap * sizeof(*s->sk_chunk);
 		if (s->nslab)
@@ -556,13 +581,51 @@ uint32_t store_host_id(const struct store *s, uint32_t rank)
 	return 0x80000000u | topo_node(&s->topo, rank);
 }
 
-/* the ring cell of (rank, iter), claiming it for iter when it holds an older one */
+/* Doubles the ring of a one-shot fill: every held cell to the slot of its iteration in the
+ * larger ring. The ring grows before any cell is taken for another iteration (claim), and
+ * its size divides ring_iters, so it holds what the full ring would: iterations that share
+ * a slot of the full ring share one of every smaller ring. -1 when out of memory. */
+static int ring_grow(struct store *s)
+{
+	size_t R = s->R, R2 = 2 * R, W = s->topo.world, P = s->cfg.max_phases;
+	uint32_t *tag = big_alloc(s, W * R2, sizeof(*tag), 1), *dur = big_alloc(s, W * R2, sizeof(*dur), 1);
+	uint32_t *pdur = big_alloc(s, W * R2 * P, sizeof(*pdur), 1);
+	if (!tag || !dur || !pdur) {
+		free(tag);
+		free(dur);
+		free(pdur);
+		return -1;
+	}
+	for (size_t from = 0; from < W * R; from++) {
+		uint32_t t = s->tag[from];
+		if (!t)
+			continue;
+		size_t to = from / R * R2 + (t - 1) % R2;
+		tag[to] = t;
+		dur[to] = s->dur[from];
+		memcpy(pdur + to * P, s->pdur + from * P, P * sizeof(*pdur));
+	}
+	free(s->tag);
+	free(s->dur);
+	free(s->pdur);
+	s->tag = tag;
+	s->dur = dur;
+	s->pdur = pdur;
+	s->R = (uint32_t)R2;
+	return 0;
+}
+
+/* the ring cell of (rank, iter), claiming it for iter when it holds an older one; SIZE_MAX
+ * when it holds a newer one, STORE_NO_CELL when the ring could not grow */
+#define STORE_NO_CELL (SIZE_MAX - 1)
 static size_t claim(struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t R = s->cfg.ring_iters, P = s->cfg.max_phases;
+	size_t R = s->R, P = s->cfg.max_phases;
 	size_t idx = (size_t)rank * R + iter % R;
 	if (s->tag[idx] == iter + 1)
 		return idx;
+	if (s->tag[idx] && R < s->cfg.ring_iters)
+		return ring_grow(s) < 0 ? STORE_NO_CELL : claim(s, rank, iter);
 	if (s->tag[idx] > iter + 1)
 		return SIZE_MAX;
 	s->tag[idx] = iter + 1;
@@ -590,6 +653,8 @@ int store_add_iter(struct store *s, const struct record_iter *rec)
 		return 1;
 	}
 	size_t idx = claim(s, rec->rank, rec->iter);
+	if (idx == STORE_NO_CELL)
+		return -1;
 	if (idx == SIZE_MAX) {
 		s->dropped++;
 		return 1;
@@ -680,6 +745,8 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 		s->phase_group[slot] = rec->group;
 	}
 	size_t idx = claim(s, rec->rank, rec->iter);
+	if (idx == STORE_NO_CELL)
+		return -1;
 	if (idx == SIZE_MAX) {
 		s->dropped++;
 		return 1;
@@ -889,30 +956,30 @@ uint8_t store_kernel_kind(const struct store *s, uint32_t slot) { return s->kern
 
 int store_has_iter(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	return s->tag[(size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters] == iter + 1;
+	return s->tag[(size_t)rank * s->R + iter % s->R] == iter + 1;
 }
 
 uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	size_t idx = (size_t)rank * s->R + iter % s->R;
 	return s->tag[idx] == iter + 1 ? s->dur[idx] : STORE_ABSENT;
 }
 
 uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot)
 {
-	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	size_t idx = (size_t)rank * s->R + iter % s->R;
 	return s->tag[idx] == iter + 1 ? s->pdur[idx * s->cfg.max_phases + slot] : STORE_ABSENT;
 }
 
 const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	size_t idx = (size_t)rank * s->R + iter % s->R;
 	return s->tag[idx] == iter + 1 ? s->pdur + idx * s->cfg.max_phases : NULL;
 }
 
 const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t idx = (size_t)rank * s->cfg.ring_iters + iter % s->cfg.ring_iters;
+	size_t idx = (size_t)rank * s->R + iter % s->R;
 	return s->pdur + idx * s->cfg.max_phases;
 }
 
@@ -920,7 +987,7 @@ void store_ring_view(const struct store *s, struct store_ring *out)
 {
 	out->tag = s->tag;
 	out->pdur = s->pdur;
-	out->ring = s->cfg.ring_iters;
+	out->ring = s->R;
 	out->phases = s->cfg.max_phases;
 }
 

@@ -28,6 +28,7 @@
 
 #define STORE_ABSENT UINT32_MAX /* a duration not (yet) reported */
 #define STORE_NO_SLOT UINT32_MAX
+#define STORE_RING_FIRST 16 /* the fewest slots a one-shot ring starts with */
 
 struct store_config {
 	uint32_t ring_iters;         /* iterations kept per rank (default 64) */
@@ -40,11 +41,16 @@ struct store_config {
 				       * skipped once a later one is complete (its other reports are not
 				       * coming: stored before a restart of the server, not resent).
 				       * 0 for files, whose records may come in any order */
-	int huge_pages;              /* back the kernel arrays too with transparent huge pages
-				       * (the ring always is, from 4 MiB: every cell of it is used, and
-				       * a pass reads it in 2 KiB runs, a TLB miss each on 4 KiB
-				       * pages): a one-shot fill (culprit diagnose) faults 2 MiB at a
-				       * time instead of 4 KiB (26,000 faults to 5,000 for case5) */
+	int one_shot;                /* a file filled once (culprit diagnose), not a live job: the
+				       * kernel arrays too on transparent huge pages (the ring always is,
+				       * from 4 MiB: a pass reads it in 2 KiB runs, a TLB miss each on
+				       * 4 KiB pages), faulted 2 MiB at a time instead of 4 KiB; and the
+				       * ring starts at a quarter of ring_iters (STORE_RING_FIRST slots
+				       * at least) and doubles when a rank's iterations need it, so a
+				       * short file does not touch (and the system zero) the whole ring
+				       * (12 iterations of 12,960 ranks: 13 of its 53 MB). A live job
+				       * keeps the full ring: a doubling copies it, a stall of the
+				       * event loop */
 };
 
 struct store_event {

@@ -395,6 +395,70 @@ static void many_sketches(void **state)
 	store_destroy(c);
 }
 
+/* A one-shot store starts with a quarter of its ring and doubles it as iterations need:
+ * fed the same records in the same order (iterations out of order, gaps, a rank far ahead,
+ * ones old enough to fall out of the full ring), it holds and hands out exactly what a store
+ * with the full ring from the start does, grown or not. */
+static void one_shot_ring_grows(void **state)
+{
+	(void)state;
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, 24, 1, 1, 1, 24, 1, NULL, 8, err, sizeof(err)), 0);
+	unsigned seed = 7;
+	for (int trial = 0; trial < 40; trial++) {
+		struct store_config full = {.ring_iters = trial % 2 ? 64 : 48}, grown = full;
+		grown.one_shot = 1;
+		struct store *a = store_create(&t, &full), *b = store_create(&t, &grown);
+		assert_non_null(a);
+		assert_non_null(b);
+		int ph[2] = {store_intern_name(a, "fwd"), store_intern_name(a, "bwd")};
+		assert_int_equal(store_intern_name(b, "fwd"), ph[0]);
+		assert_int_equal(store_intern_name(b, "bwd"), ph[1]);
+		uint32_t span = trial < 10 ? 12 : trial < 30 ? 40 : 200; /* within a quarter, the ring, past it */
+		for (int n = 0; n < 3000; n++) {
+			seed = seed * 1103515245u + 12345u;
+			uint32_t rank = (seed >> 8) % 24, iter = (seed >> 16) % span;
+			if (trial % 5 == 4 && span > 12 && n % 97 == 0)
+				iter += 1000; /* a jump */
+			int64_t dur = 1000 + (int64_t)(seed % 5000);
+			struct record_iter r = {rank, iter, (int64_t)iter * 1000000, dur};
+			struct record_phase p = {rank, iter, (uint32_t)ph[n % 2], RECORD_KIND_COMPUTE, 0, 10, dur / 2};
+			if (n % 3) {
+				assert_int_equal(store_add_iter(a, &r), store_add_iter(b, &r));
+			} else {
+				assert_int_equal(store_add_phase(a, &p), store_add_phase(b, &p));
+			}
+			uint32_t ia, ib;
+			double ma, mb;
+			int ca = store_next_complete(a, &ia, &ma), cb = store_next_complete(b, &ib, &mb);
+			assert_int_equal(ca, cb);
+			if (ca) {
+				assert_int_equal(ia, ib);
+				assert_true(ma == mb);
+			}
+		}
+		assert_int_equal(store_max_iter(a), store_max_iter(b));
+		assert_int_equal(store_dropped(a), store_dropped(b));
+		uint32_t top = store_max_iter(a);
+		for (uint32_t rank = 0; rank < 24; rank++)
+			for (uint32_t it = top > 300 ? top - 300 : 0; it <= top; it++) {
+				assert_int_equal(store_has_iter(a, rank, it), store_has_iter(b, rank, it));
+				assert_int_equal(store_iter_dur(a, rank, it), store_iter_dur(b, rank, it));
+				for (uint32_t slot = 0; slot < 2; slot++)
+					assert_int_equal(store_phase_dur(a, rank, it, slot),
+							 store_phase_dur(b, rank, it, slot));
+			}
+		struct store_ring ra, rb;
+		store_ring_view(a, &ra);
+		store_ring_view(b, &rb);
+		if (span <= 12)
+			assert_true(rb.ring < ra.ring); /* a short fill left the ring small */
+		store_destroy(a);
+		store_destroy(b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +466,7 @@ int main(void)
 		cmocka_unit_test(ring_and_phases),         cmocka_unit_test(phase_starts),
 		cmocka_unit_test(kernels_and_snapshot),    cmocka_unit_test(iteration_jump_is_cheap),
 		cmocka_unit_test(snapshot_of_zero_sketch), cmocka_unit_test(many_sketches),
+		cmocka_unit_test(one_shot_ring_grows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
