@@ -21,22 +21,21 @@ const char *record_group_name(enum record_group group)
 	return (unsigned)group < RECORD_GROUP_COUNT ? group_names[group] : "unknown";
 }
 
+/* the first byte before strcmp: these run once per record of a file */
 int record_kind_parse(const char *s)
 {
 	for (int i = 0; i < RECORD_KIND_COUNT; i++)
-		if (strcmp(s, kind_names[i]) == 0)
+		if (s[0] == kind_names[i][0] && strcmp(s, kind_names[i]) == 0)
 			return i;
 	return -1;
 }
 
 int record_group_parse(const char *s)
 {
-	if (strcmp(s, "none") == 0)
-		return RECORD_GROUP_NONE;
 	for (int i = 0; i < RECORD_GROUP_COUNT; i++)
-		if (strcmp(s, group_names[i]) == 0)
+		if (s[0] == group_names[i][0] && strcmp(s, group_names[i]) == 0)
 			return i;
-	return -1;
+	return strcmp(s, "none") == 0 ? RECORD_GROUP_NONE : -1;
 }
 
 int record_kernel_quantiles(struct record_kernel *k, struct sketch *scratch)

@@ -2,13 +2,36 @@
 #include "sketch.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* log(gamma) with gamma = (1 + a) / (1 - a) */
 static double log_gamma(void) { return log1p(2 * SKETCH_ALPHA / (1 - SKETCH_ALPHA)); }
 
-static int32_t bucket_of(double v) { return (int32_t)ceil(log(v) / log_gamma()); }
+static int32_t bucket_of_log(double v) { return (int32_t)ceil(log(v) / log_gamma()); }
+
+/* The buckets of the integers below SKETCH_TABLE (durations in microseconds, mostly), made
+ * once by the same formula, so the same buckets: a load instead of a log and a division
+ * (a third of `culprit diagnose`'s thread that stores the records, at 3.7 M durations). */
+#define SKETCH_TABLE 65536
+static int32_t bucket_table[SKETCH_TABLE];
+static pthread_once_t bucket_once = PTHREAD_ONCE_INIT;
+
+static void bucket_table_init(void)
+{
+	for (int i = 1; i < SKETCH_TABLE; i++)
+		bucket_table[i] = bucket_of_log(i);
+}
+
+static int32_t bucket_of(double v)
+{
+	if (v >= 1 && v < SKETCH_TABLE && v == (double)(int32_t)v) {
+		pthread_once(&bucket_once, bucket_table_init);
+		return bucket_table[(int32_t)v];
+	}
+	return bucket_of_log(v);
+}
 
 /* representative value of bucket i: 2 gamma^i / (gamma + 1), within alpha of any member */
 static double bucket_value(int32_t i)
