@@ -5,9 +5,11 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "hex.h"
@@ -17,14 +19,15 @@
  *
  * A small validating parser for one flat JSON object a line (jansson allocates per value
  * and was 80% of `culprit diagnose`). Top-level scalars are decoded in place (strings
- * unescaped into a scratch buffer); nested arrays and objects are validated and kept as
- * spans, durs_us is decoded from its span. Anything that is not JSON is an error. */
+ * unescaped where they stand in the line, which the reader owns); nested arrays and
+ * objects are validated only (their strings unescaped in place too: their text is not
+ * kept), durs_us is decoded as it is read. Anything that is not JSON is an error. */
 
 enum jt { JT_NULL, JT_BOOL, JT_NUM, JT_STR, JT_ARR, JT_OBJ };
 
 struct jval {
 	enum jt t;
-	const char *s; /* JT_STR: unescaped, NUL-terminated; JT_ARR/JT_OBJ: raw span */
+	const char *s; /* JT_STR: unescaped, NUL-terminated, in the line */
 	size_t len;
 	int is_int;
 	int64_t i;
@@ -75,6 +78,10 @@ static unsigned char jkey_tab[JKEY_SLOTS]; /* enum jkey + 1, 0 empty */
 static unsigned char jkey_len[JK_COUNT];
 static pthread_once_t jkey_once = PTHREAD_ONCE_INIT;
 
+/* each key's name and closing quote as two words, and the masks of their bytes: a guess is
+ * checked with two loads (the reader pads its blocks, readahead.h) */
+static uint64_t jkey_word[JK_COUNT][2], jkey_mask[JK_COUNT][2];
+
 static unsigned jkey_hash(const char *k, size_t len)
 {
 	unsigned h = (unsigned)len;
@@ -88,6 +95,12 @@ static void jkey_init(void)
 {
 	for (int i = 0; i < JK_COUNT; i++) {
 		jkey_len[i] = (unsigned char)strlen(jkey_names[i]);
+		char word[16] = {0}, mask[16] = {0};
+		memcpy(word, jkey_names[i], jkey_len[i]);
+		word[jkey_len[i]] = '"';
+		memset(mask, 0xff, jkey_len[i] + 1u);
+		memcpy(jkey_word[i], word, 16);
+		memcpy(jkey_mask[i], mask, 16);
 		unsigned h = jkey_hash(jkey_names[i], jkey_len[i]);
 		while (jkey_tab[h])
 			h = (h + 1) & (JKEY_SLOTS - 1);
@@ -108,9 +121,7 @@ static enum jkey jkey_find(const char *k, size_t len)
 }
 
 struct jp {
-	const char *p, *end, *base;
-	char *scratch;
-	size_t spos;
+	char *p, *end; /* the line, unescaped in place */
 	const char *err;
 };
 
@@ -143,36 +154,66 @@ static int read_hex4(struct jp *j, uint32_t *out)
 	return 0;
 }
 
-static void put_utf8(struct jp *j, uint32_t cp)
+/* cp as UTF-8 at *w, never longer than the \u escape (or two) it was written as */
+static void put_utf8(char **w, uint32_t cp)
 {
-	char *o = j->scratch + j->spos;
+	char *o = *w;
 	if (cp < 0x80) {
 		o[0] = (char)cp;
-		j->spos += 1;
+		*w += 1;
 	} else if (cp < 0x800) {
 		o[0] = (char)(0xC0 | (cp >> 6));
 		o[1] = (char)(0x80 | (cp & 0x3F));
-		j->spos += 2;
+		*w += 2;
 	} else if (cp < 0x10000) {
 		o[0] = (char)(0xE0 | (cp >> 12));
 		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
 		o[2] = (char)(0x80 | (cp & 0x3F));
-		j->spos += 3;
+		*w += 3;
 	} else {
 		o[0] = (char)(0xF0 | (cp >> 18));
 		o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
 		o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
 		o[3] = (char)(0x80 | (cp & 0x3F));
-		j->spos += 4;
+		*w += 4;
 	}
 }
 
-/* at the opening quote; the result is NUL-terminated in scratch (never longer than the
- * raw text: every escape is at least as long as its UTF-8) */
+/* The end of a run of characters from p that are not '"', '\\' or control characters, at most
+ * end. Eight at a time: the line ends in a control character ('\n', '\r' or the zero bytes
+ * that pad the block, readahead.h), so the words read stop there or before. */
+static char *plain_run(char *p, char *end)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+	for (;; p += 8) {
+		uint64_t w, q, b;
+		memcpy(&w, p, 8);
+		q = w ^ (ones * '"');
+		b = w ^ (ones * '\\');
+		/* the high bit of each byte that is a quote, a backslash, or under 0x20: exact up to
+		 * the first one (a borrow marks only bytes after it) */
+		uint64_t m = (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & high;
+		if (m) {
+			p += __builtin_ctzll(m) / 8;
+			return p < end ? p : end;
+		}
+		if (p + 8 >= end)
+			return end;
+	}
+#else
+	while (p < end && (unsigned char)*p >= 0x20 && *p != '"' && *p != '\\')
+		p++;
+	return p;
+#endif
+}
+
+/* At the opening quote: the string unescaped in place, where it stands in the line, and
+ * NUL-terminated (its text is never shorter than its value: the closing quote at least
+ * makes room for the NUL). No copy for a string without escapes. */
 static int jstring(struct jp *j, const char **out, size_t *len)
 {
-	j->p++;
-	size_t start = j->spos;
+	char *start = ++j->p, *w = start;
 	for (;;) {
 		if (j->p >= j->end)
 			return jfail(j, "unterminated string");
@@ -184,12 +225,11 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 		if (ch < 0x20)
 			return jfail(j, "control character in string");
 		if (ch != '\\') {
-			/* a run of plain characters at once */
-			const char *q = j->p + 1;
-			while (q < j->end && (unsigned char)*q >= 0x20 && *q != '"' && *q != '\\')
-				q++;
-			memcpy(j->scratch + j->spos, j->p, (size_t)(q - j->p));
-			j->spos += (size_t)(q - j->p);
+			/* a run of plain characters at once, moved only after an escape */
+			char *q = plain_run(j->p + 1, j->end);
+			if (w != j->p)
+				memmove(w, j->p, (size_t)(q - j->p));
+			w += q - j->p;
 			j->p = q;
 			continue;
 		}
@@ -200,12 +240,12 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 		switch (e) {
 		case '"':
 		case '\\':
-		case '/': j->scratch[j->spos++] = e; break;
-		case 'b': j->scratch[j->spos++] = '\b'; break;
-		case 'f': j->scratch[j->spos++] = '\f'; break;
-		case 'n': j->scratch[j->spos++] = '\n'; break;
-		case 'r': j->scratch[j->spos++] = '\r'; break;
-		case 't': j->scratch[j->spos++] = '\t'; break;
+		case '/': *w++ = e; break;
+		case 'b': *w++ = '\b'; break;
+		case 'f': *w++ = '\f'; break;
+		case 'n': *w++ = '\n'; break;
+		case 'r': *w++ = '\r'; break;
+		case 't': *w++ = '\t'; break;
 		case 'u': {
 			uint32_t cp = 0;
 			if (read_hex4(j, &cp) < 0)
@@ -223,19 +263,41 @@ static int jstring(struct jp *j, const char **out, size_t *len)
 			}
 			if (cp == 0)
 				return jfail(j, "NUL in string");
-			put_utf8(j, cp);
+			put_utf8(&w, cp);
 			break;
 		}
 		default: return jfail(j, "invalid escape");
 		}
 	}
-	j->scratch[j->spos++] = 0;
-	*out = j->scratch + start;
-	*len = j->spos - start - 1;
+	*w = 0;
+	*out = start;
+	*len = (size_t)(w - start);
 	return 0;
 }
 
+static int jnumber_any(struct jp *j, struct jval *v);
+
+/* A number: the usual one, an integer of up to 18 digits, read in one pass; any other
+ * (a fraction, an exponent, a longer one, a malformed one) by jnumber_any */
 static int jnumber(struct jp *j, struct jval *v)
+{
+	char *p = j->p, *end = j->end;
+	int neg = p < end && *p == '-';
+	char *d = p + neg;
+	uint64_t acc = 0;
+	for (p = d; p < end && (unsigned char)(*p - '0') < 10; p++)
+		acc = acc * 10 + (uint64_t)(*p - '0');
+	if (p == d || p - d > 18 || (*d == '0' && p - d > 1) || (p < end && (*p == '.' || *p == 'e' || *p == 'E')))
+		return jnumber_any(j, v);
+	j->p = p;
+	v->t = JT_NUM;
+	v->is_int = 1;
+	v->i = neg ? -(int64_t)acc : (int64_t)acc;
+	v->d = (double)v->i;
+	return 0;
+}
+
+static int jnumber_any(struct jp *j, struct jval *v)
 {
 	const char *s = j->p;
 	int is_int = 1;
@@ -316,7 +378,7 @@ static int jnext(struct jp *j, char close)
 	return -1;
 }
 
-/* validates any value; strings nested in arrays/objects are unescaped into scratch too */
+/* validates any value (its strings unescaped in place, as any) */
 static int jskip(struct jp *j, int depth)
 {
 	if (depth > JMAX_DEPTH)
@@ -407,19 +469,21 @@ static int jdurs(struct jp *j, struct jobj *o)
 }
 
 /* The key expected after prev, when it stands there: its name and a closing quote (the
- * names have no escapes), compared byte by byte (a few bytes: no call of memcmp) */
+ * names have no escapes, none is over 15 bytes), compared a word at a time */
 static int jkey_guess(struct jp *j, const struct jobj *o, enum jkey prev, enum jkey *key)
 {
 	enum jkey g = (enum jkey)o->next_key[prev];
 	if (g >= JK_COUNT)
 		return 0;
 	size_t n = jkey_len[g];
-	const char *k = j->p + 1, *name = jkey_names[g];
-	if ((size_t)(j->end - k) <= n || k[n] != '"')
+	char *k = j->p + 1;
+	if ((size_t)(j->end - k) <= n)
 		return 0;
-	for (size_t c = 0; c < n; c++)
-		if (k[c] != name[c])
-			return 0;
+	uint64_t a, b;
+	memcpy(&a, k, 8);
+	memcpy(&b, k + 8, 8);
+	if (((a ^ jkey_word[g][0]) & jkey_mask[g][0]) | ((b ^ jkey_word[g][1]) & jkey_mask[g][1]))
+		return 0;
 	*key = g;
 	j->p = k + n + 1;
 	return 1;
@@ -430,7 +494,7 @@ static int jkey_parse(struct jp *j, struct jobj *o, enum jkey prev, enum jkey *k
 {
 	if (jkey_guess(j, o, prev, key))
 		return 0;
-	const char *q = j->p + 1;
+	char *q = j->p + 1;
 	while (q < j->end && (unsigned char)*q >= 0x20 && *q != '"' && *q != '\\')
 		q++;
 	if (q < j->end && *q == '"') {
@@ -449,7 +513,6 @@ static int jkey_parse(struct jp *j, struct jobj *o, enum jkey prev, enum jkey *k
 
 static int jparse_line(struct jp *j, struct jobj *o)
 {
-	pthread_once(&jkey_once, jkey_init);
 	o->seen = 0;
 	o->durs_ok = 0;
 	jws(j);
@@ -479,7 +542,7 @@ static int jparse_line(struct jp *j, struct jobj *o)
 			v->is_int = 0;
 			if (j->p >= j->end)
 				return jfail(j, "unexpected end of line");
-			const char *start = j->p;
+			char *start = j->p;
 			switch (*j->p) {
 			case '"':
 				v->t = JT_STR;
@@ -496,15 +559,11 @@ static int jparse_line(struct jp *j, struct jobj *o)
 						return -1;
 				}
 				v->t = JT_ARR;
-				v->s = start;
-				v->len = (size_t)(j->p - start);
 				break;
 			case '{':
 				v->t = JT_OBJ;
 				if (jskip(j, 1) < 0)
 					return -1;
-				v->s = start;
-				v->len = (size_t)(j->p - start);
 				break;
 			case 't':
 			case 'f':
@@ -602,7 +661,33 @@ static int str_is(const struct jval *v, const char *s, size_t len)
 }
 #define STR_IS(v, lit) str_is(v, lit, sizeof(lit) - 1)
 
-static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char *msg, size_t msglen)
+/* A record decoded from a line, handed to the handler later, in the file's order. Its
+ * strings lie in its block's text, a kernel's durations in the block's durs. */
+enum drec_type { D_JOB, D_HOST, D_ITER, D_PHASE, D_KERNEL, D_EVENT };
+
+struct drec {
+	enum drec_type type;
+	uint32_t line;    /* in its block, from 1 */
+	const char *name; /* a phase's or kernel's name, a host line's or event's host */
+	union {
+		struct jsonl_job job;
+		uint32_t rank; /* host */
+		struct record_iter iter;
+		struct record_phase phase;
+		struct {
+			struct record_kernel r;
+			size_t durs, ndurs; /* at the block's durs + durs */
+		} kernel;
+		struct {
+			const char *kind, *source, *detail;
+			int64_t ts_us;
+		} event;
+	} u;
+};
+
+/* The record of a line (1), or an unknown type, ignored (forward compatibility) (0), or
+ * -1 with msg set. kernel_durs: the line's durs_us, copied by the caller. */
+static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t msglen)
 {
 	const char *why = NULL;
 	int rc = 0;
@@ -626,54 +711,50 @@ static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char
 		}                                                      \
 	} while (0)
 	if (STR_IS(type, "job")) {
-		struct jsonl_job j;
-		memset(&j, 0, sizeof(j));
-		j.job = get_str(o, JK_job);
-		j.order = get_str(o, JK_order);
-		U32(JK_world, 1, 0, &j.world);
-		U32(JK_tp, 0, 1, &j.tp);
-		U32(JK_cp, 0, 1, &j.cp);
-		U32(JK_pp, 0, 1, &j.pp);
-		U32(JK_dp, 0, 0, &j.dp);
-		U32(JK_ep, 0, 1, &j.ep);
-		U32(JK_gpus_per_node, 0, 8, &j.gpus_per_node);
-		if (!j.dp && j.tp && j.cp && j.pp)
-			j.dp = j.world / (j.tp * j.cp * j.pp);
-		if (h->job && h->job(h->ctx, &j, &why) < 0)
-			goto handler;
+		struct jsonl_job *j = &d->u.job;
+		d->type = D_JOB;
+		memset(j, 0, sizeof(*j));
+		j->job = get_str(o, JK_job);
+		j->order = get_str(o, JK_order);
+		U32(JK_world, 1, 0, &j->world);
+		U32(JK_tp, 0, 1, &j->tp);
+		U32(JK_cp, 0, 1, &j->cp);
+		U32(JK_pp, 0, 1, &j->pp);
+		U32(JK_dp, 0, 0, &j->dp);
+		U32(JK_ep, 0, 1, &j->ep);
+		U32(JK_gpus_per_node, 0, 8, &j->gpus_per_node);
+		if (!j->dp && j->tp && j->cp && j->pp)
+			j->dp = j->world / (j->tp * j->cp * j->pp);
 	} else if (STR_IS(type, "host")) {
-		uint32_t rank;
-		U32(JK_rank, 1, 0, &rank);
-		const char *host = get_str(o, JK_host);
-		if (!host) {
+		d->type = D_HOST;
+		U32(JK_rank, 1, 0, &d->u.rank);
+		if (!(d->name = get_str(o, JK_host))) {
 			snprintf(msg, msglen, "missing field \"host\"");
 			return -1;
 		}
-		if (h->host && h->host(h->ctx, rank, host, &why) < 0)
-			goto handler;
 	} else if (STR_IS(type, "iter")) {
-		struct record_iter r;
-		U32(JK_rank, 1, 0, &r.rank);
-		U32(JK_iter, 1, 0, &r.iter);
-		I64(JK_start_us, 0, 0, &r.start_us);
-		I64(JK_dur_us, 1, 0, &r.dur_us);
-		if (r.dur_us < 0) {
+		struct record_iter *r = &d->u.iter;
+		d->type = D_ITER;
+		U32(JK_rank, 1, 0, &r->rank);
+		U32(JK_iter, 1, 0, &r->iter);
+		I64(JK_start_us, 0, 0, &r->start_us);
+		I64(JK_dur_us, 1, 0, &r->dur_us);
+		if (r->dur_us < 0) {
 			snprintf(msg, msglen, "negative dur_us");
 			return -1;
 		}
-		if (h->iter && h->iter(h->ctx, &r, &why) < 0)
-			goto handler;
 	} else if (STR_IS(type, "phase")) {
-		struct record_phase r;
-		memset(&r, 0, sizeof(r));
-		U32(JK_rank, 1, 0, &r.rank);
-		U32(JK_iter, 1, 0, &r.iter);
-		I64(JK_start_us, 0, RECORD_NO_START, &r.start_us);
-		I64(JK_dur_us, 1, 0, &r.dur_us);
-		const char *name = get_str(o, JK_name), *kind = get_str(o, JK_kind);
-		const char *group = get_str(o, JK_group);
-		if (!name || !kind) {
-			snprintf(msg, msglen, "missing field \"%s\"", name ? "kind" : "name");
+		struct record_phase *r = &d->u.phase;
+		d->type = D_PHASE;
+		memset(r, 0, sizeof(*r));
+		U32(JK_rank, 1, 0, &r->rank);
+		U32(JK_iter, 1, 0, &r->iter);
+		I64(JK_start_us, 0, RECORD_NO_START, &r->start_us);
+		I64(JK_dur_us, 1, 0, &r->dur_us);
+		const char *kind = get_str(o, JK_kind), *group = get_str(o, JK_group);
+		d->name = get_str(o, JK_name);
+		if (!d->name || !kind) {
+			snprintf(msg, msglen, "missing field \"%s\"", d->name ? "kind" : "name");
 			return -1;
 		}
 		int k = record_kind_parse(kind), g = group ? record_group_parse(group) : 0;
@@ -681,19 +762,19 @@ static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char
 			snprintf(msg, msglen, "unknown %s \"%s\"", k < 0 ? "kind" : "group", k < 0 ? kind : group);
 			return -1;
 		}
-		r.kind = (uint8_t)k;
-		r.group = (uint8_t)g;
-		if (h->phase && h->phase(h->ctx, &r, name, &why) < 0)
-			goto handler;
+		r->kind = (uint8_t)k;
+		r->group = (uint8_t)g;
 	} else if (STR_IS(type, "kernel")) {
-		struct record_kernel r;
-		memset(&r, 0, sizeof(r));
-		U32(JK_rank, 1, 0, &r.rank);
-		U32(JK_iter, 1, 0, &r.iter);
-		U32(JK_count, 0, 0, &r.count);
-		const char *name = get_str(o, JK_name), *kind = get_str(o, JK_kind);
-		if (!name || !kind) {
-			snprintf(msg, msglen, "missing field \"%s\"", name ? "kind" : "name");
+		struct record_kernel *r = &d->u.kernel.r;
+		d->type = D_KERNEL;
+		memset(r, 0, sizeof(*r));
+		U32(JK_rank, 1, 0, &r->rank);
+		U32(JK_iter, 1, 0, &r->iter);
+		U32(JK_count, 0, 0, &r->count);
+		const char *kind = get_str(o, JK_kind);
+		d->name = get_str(o, JK_name);
+		if (!d->name || !kind) {
+			snprintf(msg, msglen, "missing field \"%s\"", d->name ? "kind" : "name");
 			return -1;
 		}
 		int k = record_kind_parse(kind);
@@ -701,174 +782,276 @@ static int handle_line(const struct jobj *o, const struct jsonl_handler *h, char
 			snprintf(msg, msglen, "unknown kind \"%s\"", kind);
 			return -1;
 		}
-		r.kind = (uint8_t)k;
-		const struct jval *d = jget(o, JK_durs_us);
-		size_t nd = 0;
-		if (d) {
-			if (d->t != JT_ARR || !o->durs_ok) {
+		r->kind = (uint8_t)k;
+		const struct jval *dv = jget(o, JK_durs_us);
+		d->u.kernel.ndurs = 0;
+		if (dv) {
+			if (dv->t != JT_ARR || !o->durs_ok) {
 				snprintf(msg, msglen, "invalid field \"durs_us\"");
 				return -1;
 			}
-			nd = o->ndurs;
-			if (!r.count)
-				r.count = (uint32_t)nd;
+			d->u.kernel.ndurs = o->ndurs;
+			if (!r->count)
+				r->count = (uint32_t)o->ndurs;
 		} else {
-			I64(JK_sum_us, 0, 0, &r.sum_us);
-			I64(JK_min_us, 1, 0, &r.min_us);
-			I64(JK_max_us, 1, 0, &r.max_us);
-			I64(JK_p50_us, 1, 0, &r.p50_us);
-			I64(JK_p99_us, 0, r.max_us, &r.p99_us);
+			I64(JK_sum_us, 0, 0, &r->sum_us);
+			I64(JK_min_us, 1, 0, &r->min_us);
+			I64(JK_max_us, 1, 0, &r->max_us);
+			I64(JK_p50_us, 1, 0, &r->p50_us);
+			I64(JK_p99_us, 0, r->max_us, &r->p99_us);
 		}
-		if (h->kernel && h->kernel(h->ctx, &r, name, nd ? o->durs : NULL, nd, &why) < 0)
-			goto handler;
 	} else if (STR_IS(type, "event")) {
-		int64_t ts;
-		I64(JK_ts_us, 0, 0, &ts);
-		const char *host = get_str(o, JK_host), *kind = get_str(o, JK_kind);
-		if (!host || !kind) {
-			snprintf(msg, msglen, "missing field \"%s\"", host ? "kind" : "host");
+		d->type = D_EVENT;
+		I64(JK_ts_us, 0, 0, &d->u.event.ts_us);
+		d->name = get_str(o, JK_host);
+		d->u.event.kind = get_str(o, JK_kind);
+		if (!d->name || !d->u.event.kind) {
+			snprintf(msg, msglen, "missing field \"%s\"", d->name ? "kind" : "host");
 			return -1;
 		}
-		if (h->event &&
-		    h->event(h->ctx, host, kind, ts, get_str(o, JK_source), get_str(o, JK_detail), &why) < 0)
-			goto handler;
+		d->u.event.source = get_str(o, JK_source);
+		d->u.event.detail = get_str(o, JK_detail);
+	} else {
+		return 0;
 	}
-	/* unknown types are ignored (forward compatibility) */
-	return 0;
-handler:
-	snprintf(msg, msglen, "%s", why ? why : "rejected");
-	return -1;
+	return 1;
 #undef U32
 #undef I64
 }
 
-#define JSONL_MAX_LINE (64u << 20)
-
-struct reader {
-	const char *path;
-	const struct jsonl_handler *h;
-	uint64_t line;
-	char *scratch;
-	size_t scratch_cap;
-	struct jobj obj;
-	char *err;
-	size_t errlen;
+/* A block of whole lines from readahead, and what its lines decode to. */
+struct block {
+	bool decoded;
+	uint64_t lines;   /* lines in the block */
+	struct drec *rec; /* one per record line, in order */
+	size_t nrec, rec_cap;
+	int64_t *durs; /* the kernels' durations */
+	size_t ndurs, durs_cap;
+	uint32_t err_line; /* a line that could not be decoded (0: none), the block's end */
+	char err[240];
 };
 
-/* One line (without its newline); 0, or -1 with the error in r->err. */
-static int read_line(struct reader *r, const char *buf, size_t len)
+/* Decodes the lines of data[0..n) into b, until the end or the first bad line. */
+static void decode_block(struct block *b, char *data, size_t n, struct jobj *o)
 {
-	r->line++;
-	while (len && buf[len - 1] == '\r')
-		len--;
-	size_t i = 0;
-	while (i < len && (buf[i] == ' ' || buf[i] == '\t'))
-		i++;
-	if (i == len)
-		return 0;
-	if (len + 1 > r->scratch_cap) {
-		char *ns = realloc(r->scratch, len + 1);
-		if (!ns) {
-			snprintf(r->err, r->errlen, "%s:%" PRIu64 ": out of memory", r->path, r->line);
-			return -1;
+	b->nrec = b->ndurs = 0;
+	b->lines = 0;
+	b->err_line = 0;
+	for (char *p = data, *end = data + n; p < end;) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		char *le = nl ? nl : end;
+		b->lines++;
+		char *ls = p, *q = p;
+		p = nl ? nl + 1 : end;
+		while (le > q && le[-1] == '\r')
+			le--;
+		while (q < le && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q == le)
+			continue;
+		if (b->nrec == b->rec_cap) {
+			size_t c = b->rec_cap ? b->rec_cap * 2 : 1024;
+			struct drec *r = realloc(b->rec, c * sizeof(*r));
+			if (!r) {
+				b->err_line = (uint32_t)b->lines;
+				snprintf(b->err, sizeof(b->err), "out of memory");
+				return;
+			}
+			b->rec = r;
+			b->rec_cap = c;
 		}
-		r->scratch = ns;
-		r->scratch_cap = len + 1;
+		struct drec *d = &b->rec[b->nrec];
+		struct jp jp = {q, le, NULL};
+		if (jparse_line(&jp, o) < 0) {
+			b->err_line = (uint32_t)b->lines;
+			snprintf(b->err, sizeof(b->err), "malformed JSON: %s (column %zu)", jp.err ? jp.err : "?",
+				 (size_t)(jp.p - ls) + 1);
+			return;
+		}
+		int rc = decode_line(o, d, b->err, sizeof(b->err));
+		if (rc < 0) {
+			b->err_line = (uint32_t)b->lines;
+			return;
+		}
+		if (!rc)
+			continue;
+		d->line = (uint32_t)b->lines;
+		if (d->type == D_KERNEL && d->u.kernel.ndurs) {
+			size_t nd = d->u.kernel.ndurs;
+			if (b->ndurs + nd > b->durs_cap) {
+				size_t c = b->durs_cap ? b->durs_cap : 4096;
+				while (c < b->ndurs + nd)
+					c *= 2;
+				int64_t *x = realloc(b->durs, c * sizeof(*x));
+				if (!x) {
+					b->err_line = (uint32_t)b->lines;
+					snprintf(b->err, sizeof(b->err), "out of memory");
+					return;
+				}
+				b->durs = x;
+				b->durs_cap = c;
+			}
+			memcpy(b->durs + b->ndurs, o->durs, nd * sizeof(*b->durs));
+			d->u.kernel.durs = b->ndurs;
+			b->ndurs += nd;
+		}
+		b->nrec++;
 	}
-	struct jp jp = {buf + i, buf + len, buf, r->scratch, 0, NULL};
-	if (jparse_line(&jp, &r->obj) < 0) {
-		snprintf(r->err, r->errlen, "%s:%" PRIu64 ": malformed JSON: %s (column %zu)", r->path, r->line,
-			 jp.err ? jp.err : "?", (size_t)(jp.p - buf) + 1);
-		return -1;
+}
+
+/* Hands a decoded record to the handler: 0, or -1 with *why set. */
+static int apply(const struct drec *d, const struct block *b, const struct jsonl_handler *h, const char **why)
+{
+	switch (d->type) {
+	case D_JOB: return h->job ? h->job(h->ctx, &d->u.job, why) : 0;
+	case D_HOST: return h->host ? h->host(h->ctx, d->u.rank, d->name, why) : 0;
+	case D_ITER: return h->iter ? h->iter(h->ctx, &d->u.iter, why) : 0;
+	case D_PHASE: return h->phase ? h->phase(h->ctx, &d->u.phase, d->name, why) : 0;
+	case D_KERNEL: {
+		size_t nd = d->u.kernel.ndurs;
+		return h->kernel ? h->kernel(h->ctx, &d->u.kernel.r, d->name, nd ? b->durs + d->u.kernel.durs : NULL,
+					     nd, why)
+				 : 0;
 	}
-	char msg[200];
-	if (handle_line(&r->obj, r->h, msg, sizeof(msg)) < 0) {
-		snprintf(r->err, r->errlen, "%s:%" PRIu64 ": %s", r->path, r->line, msg);
-		return -1;
+	case D_EVENT:
+		return h->event ? h->event(h->ctx, d->name, d->u.event.kind, d->u.event.ts_us, d->u.event.source,
+					   d->u.event.detail, why)
+				: 0;
 	}
 	return 0;
 }
 
-/* Appends data[0..n) to the line carried over from the previous block. */
-static int carry_add(struct reader *r, char **carry, size_t *clen, size_t *ccap, const char *data, size_t n)
+/* The reading: readahead's thread reads (and inflates) blocks of whole lines; JSONL_DECODERS
+ * threads decode them, each block whole, into records (the parsing and checking, most of the
+ * time); the caller's thread hands the records to the handler in the file's order, block by
+ * block, and gives each block back when done. Block k of the file is blocks[k % N]: readahead
+ * lends at most N blocks, so block k - N was given back before block k is lent. */
+#define JSONL_DECODERS_MAX 4
+
+struct reading {
+	struct readahead *ra;
+	pthread_mutex_t fetch; /* a decoder takes the next block and its number together */
+	uint64_t fetched;
+	pthread_mutex_t mu; /* the blocks' decoded flags and the end */
+	pthread_cond_t cv;
+	bool ended; /* readahead said end or error: there is no block end_at */
+	uint64_t end_at;
+	ssize_t end_rc; /* 0 end of file, -1 error (readahead_error) */
+	struct block blocks[READAHEAD_BLOCKS];
+};
+
+static void *decoder(void *arg)
 {
-	if (*clen + n > JSONL_MAX_LINE) {
-		snprintf(r->err, r->errlen, "%s:%" PRIu64 ": line longer than %u MiB", r->path, r->line + 1,
-			 JSONL_MAX_LINE >> 20);
-		return -1;
-	}
-	if (*clen + n > *ccap) {
-		size_t c = *ccap ? *ccap : 1 << 16;
-		while (c < *clen + n)
-			c *= 2;
-		char *nc = realloc(*carry, c);
-		if (!nc) {
-			snprintf(r->err, r->errlen, "%s:%" PRIu64 ": out of memory", r->path, r->line + 1);
-			return -1;
+	struct reading *g = arg;
+	struct jobj obj;
+	memset(&obj, 0, sizeof(obj));
+	for (;;) {
+		pthread_mutex_lock(&g->fetch);
+		char *data = NULL;
+		ssize_t n = readahead_next(g->ra, &data);
+		uint64_t k = g->fetched;
+		if (n > 0)
+			g->fetched++;
+		pthread_mutex_unlock(&g->fetch);
+		if (n <= 0) {
+			pthread_mutex_lock(&g->mu);
+			if (!g->ended) {
+				g->ended = true;
+				g->end_at = k;
+				g->end_rc = n;
+			}
+			pthread_cond_broadcast(&g->cv);
+			pthread_mutex_unlock(&g->mu);
+			break;
 		}
-		*carry = nc;
-		*ccap = c;
+		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
+		decode_block(b, data, (size_t)n, &obj);
+		pthread_mutex_lock(&g->mu);
+		b->decoded = true;
+		pthread_cond_broadcast(&g->cv);
+		pthread_mutex_unlock(&g->mu);
 	}
-	if (n) /* an empty carry has no buffer yet */
-		memcpy(*carry + *clen, data, n);
-	*clen += n;
-	return 0;
+	free(obj.durs);
+	return NULL;
 }
 
 int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen)
 {
-	struct readahead *ra = readahead_open(path);
-	if (!ra) {
-		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
+	struct reading *g = calloc(1, sizeof(*g));
+	if (!g) {
+		snprintf(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
-	struct reader r = {.path = path, .h = h, .err = err, .errlen = errlen};
-	char *carry = NULL;
-	size_t clen = 0, ccap = 0;
+	if (!(g->ra = readahead_open(path))) {
+		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
+		free(g);
+		return -1;
+	}
+	pthread_once(&jkey_once, jkey_init);
+	pthread_mutex_init(&g->fetch, NULL);
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int want = cpus < 1 ? 1 : cpus > JSONL_DECODERS_MAX ? JSONL_DECODERS_MAX : (int)cpus, nthr = 0;
+	pthread_t thr[JSONL_DECODERS_MAX];
+	while (nthr < want && pthread_create(&thr[nthr], NULL, decoder, g) == 0)
+		nthr++;
 	int rc = 0;
-	/* lines are parsed in place in the blocks; one that spans two is carried over */
-	while (!rc) {
-		const char *data;
-		ssize_t n = readahead_next(ra, &data);
-		if (n < 0) {
-			snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, r.line + 1, readahead_error(ra));
-			rc = -1;
+	uint64_t line = 0; /* lines before block k */
+	if (!nthr) {
+		snprintf(err, errlen, "%s: could not start a thread", path);
+		rc = -1;
+	}
+	for (uint64_t k = 0; !rc; k++) {
+		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
+		pthread_mutex_lock(&g->mu);
+		while (!b->decoded && !(g->ended && g->end_at == k))
+			pthread_cond_wait(&g->cv, &g->mu);
+		bool done = !b->decoded;
+		ssize_t end_rc = g->end_rc;
+		pthread_mutex_unlock(&g->mu);
+		if (done) {
+			if (end_rc < 0) {
+				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line + 1, readahead_error(g->ra));
+				rc = -1;
+			}
 			break;
 		}
-		if (n == 0) {
-			if (clen)
-				rc = read_line(&r, carry, clen);
-			break;
-		}
-		const char *p = data, *end = data + n;
-		if (clen) {
-			const char *nl = memchr(p, '\n', (size_t)n);
-			if (carry_add(&r, &carry, &clen, &ccap, p, (size_t)((nl ? nl : end) - p)) < 0) {
+		const char *why = NULL;
+		for (size_t i = 0; i < b->nrec; i++) {
+			if (apply(&b->rec[i], b, h, &why) < 0) {
+				line += b->rec[i].line;
+				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, why ? why : "rejected");
 				rc = -1;
 				break;
 			}
-			if (!nl)
-				continue;
-			rc = read_line(&r, carry, clen);
-			clen = 0;
-			p = nl + 1;
 		}
-		while (!rc && p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			if (!nl) {
-				rc = carry_add(&r, &carry, &clen, &ccap, p, (size_t)(end - p));
-				break;
-			}
-			rc = read_line(&r, p, (size_t)(nl - p));
-			p = nl + 1;
+		if (!rc && b->err_line) {
+			line += b->err_line;
+			snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, b->err);
+			rc = -1;
 		}
+		if (!rc)
+			line += b->lines;
+		pthread_mutex_lock(&g->mu);
+		b->decoded = false;
+		pthread_mutex_unlock(&g->mu);
+		readahead_release(g->ra);
 	}
+	readahead_cancel(g->ra);
+	for (int i = 0; i < nthr; i++)
+		pthread_join(thr[i], NULL);
+	readahead_close(g->ra);
+	pthread_mutex_destroy(&g->fetch);
+	pthread_mutex_destroy(&g->mu);
+	pthread_cond_destroy(&g->cv);
+	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++) {
+		free(g->blocks[i].rec);
+		free(g->blocks[i].durs);
+	}
+	free(g);
 	if (lines)
-		*lines = r.line;
-	free(carry);
-	free(r.scratch);
-	free(r.obj.durs);
-	readahead_close(ra);
+		*lines = line;
 	return rc;
 }
 

@@ -45,14 +45,17 @@ struct readahead {
 	uint8_t *next; /* input not yet used: next, avail */
 	unsigned avail;
 	struct inflate_state *inf; /* gzip only */
+	char *carry;               /* the thread's: the start of a line a block cut, for the next block */
+	size_t clen, ccap;
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	char *buf[READAHEAD_BLOCKS];   /* allocated when first filled */
-	unsigned block;                /* bytes: READAHEAD_BLOCK, less for a small file */
+	char *buf[READAHEAD_BLOCKS]; /* allocated when first filled */
+	size_t cap[READAHEAD_BLOCKS];
+	unsigned block;                /* bytes read a block: READAHEAD_BLOCK, less for a small file */
 	ssize_t len[READAHEAD_BLOCKS]; /* filled block: bytes, 0 end, -1 error */
-	unsigned head, count;          /* next block to read out; blocks filled and not yet read */
-	bool held;                     /* the reader holds block head (until its next call) */
+	unsigned head, count;          /* the oldest block not given back; blocks filled and not given back */
+	unsigned out;                  /* of those, held by the reader (from head on) */
 	bool stop;
 	char err[160];
 };
@@ -189,6 +192,68 @@ static ssize_t get(struct readahead *r, char *buf, size_t cap)
 	return got ? (ssize_t)got : r->failed ? -1 : 0;
 }
 
+/* Block i filled with whole lines: the carried start of a line, then the file's bytes up to
+ * the last newline (the rest is carried to the next block); the file's last line when it
+ * has no newline. Its length, 0 at the end, -1 on an error (err set). */
+static ssize_t fill_block(struct readahead *r, unsigned i)
+{
+	size_t want = r->clen + r->block;
+	if (r->cap[i] < want) {
+		char *b = realloc(r->buf[i], want + READAHEAD_PAD);
+		if (!b) {
+			snprintf(r->err, sizeof(r->err), "out of memory");
+			return -1;
+		}
+		r->buf[i] = b;
+		r->cap[i] = want;
+	}
+	char *buf = r->buf[i];
+	size_t len = r->clen;
+	if (len)
+		memcpy(buf, r->carry, len);
+	r->clen = 0;
+	for (;;) {
+		ssize_t n = get(r, buf + len, r->cap[i] - len);
+		if (n < 0)
+			return -1; /* a line cut by an error is not read */
+		if (n == 0) {
+			memset(buf + len, 0, READAHEAD_PAD);
+			return (ssize_t)len;
+		}
+		char *nl = memrchr(buf + len, '\n', (size_t)n);
+		len += (size_t)n;
+		if (nl) {
+			size_t keep = (size_t)(nl + 1 - buf), rest = len - keep;
+			if (rest > r->ccap) {
+				char *c = realloc(r->carry, rest);
+				if (!c) {
+					snprintf(r->err, sizeof(r->err), "out of memory");
+					return -1;
+				}
+				r->carry = c;
+				r->ccap = rest;
+			}
+			if (rest) /* no carry buffer before the first cut line */
+				memcpy(r->carry, nl + 1, rest);
+			r->clen = rest;
+			memset(buf + keep, 0, READAHEAD_PAD);
+			return (ssize_t)keep;
+		}
+		if (len >= READAHEAD_MAX_LINE) {
+			snprintf(r->err, sizeof(r->err), "line longer than %u MiB", READAHEAD_MAX_LINE >> 20);
+			return -1;
+		}
+		/* no newline yet: a longer line, a larger block */
+		char *b = realloc(r->buf[i], r->cap[i] * 2 + READAHEAD_PAD);
+		if (!b) {
+			snprintf(r->err, sizeof(r->err), "out of memory");
+			return -1;
+		}
+		r->buf[i] = buf = b;
+		r->cap[i] *= 2;
+	}
+}
+
 static void *fill(void *arg)
 {
 	struct readahead *r = arg;
@@ -202,11 +267,7 @@ static void *fill(void *arg)
 		if (stop)
 			return NULL;
 		/* block tail is free: neither filled nor held */
-		ssize_t n = -1;
-		if (!r->buf[tail] && !(r->buf[tail] = malloc(r->block)))
-			snprintf(r->err, sizeof(r->err), "out of memory");
-		else
-			n = get(r, r->buf[tail], r->block);
+		ssize_t n = fill_block(r, tail);
 		pthread_mutex_lock(&r->mu);
 		r->len[tail] = n;
 		r->count++;
@@ -258,25 +319,40 @@ struct readahead *readahead_open(const char *path)
 	return r;
 }
 
-ssize_t readahead_next(struct readahead *r, const char **data)
+ssize_t readahead_next(struct readahead *r, char **data)
 {
 	pthread_mutex_lock(&r->mu);
-	if (r->held) {
-		/* give the block read last back to the thread */
-		r->held = false;
-		r->head = (r->head + 1) % READAHEAD_BLOCKS;
-		r->count--;
-		pthread_cond_broadcast(&r->cv);
-	}
-	while (r->count == 0)
+	while (!r->stop && r->out == r->count)
 		pthread_cond_wait(&r->cv, &r->mu);
-	ssize_t n = r->len[r->head];
-	if (n > 0) {
-		*data = r->buf[r->head];
-		r->held = true;
+	ssize_t n = -1;
+	if (!r->stop) {
+		unsigned i = (r->head + r->out) % READAHEAD_BLOCKS;
+		n = r->len[i];
+		if (n > 0) {
+			*data = r->buf[i];
+			r->out++;
+		}
 	}
 	pthread_mutex_unlock(&r->mu);
 	return n;
+}
+
+void readahead_release(struct readahead *r)
+{
+	pthread_mutex_lock(&r->mu);
+	r->head = (r->head + 1) % READAHEAD_BLOCKS;
+	r->out--;
+	r->count--;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+void readahead_cancel(struct readahead *r)
+{
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
 }
 
 const char *readahead_error(const struct readahead *r) { return r->err[0] ? r->err : "read error"; }
@@ -285,10 +361,7 @@ void readahead_close(struct readahead *r)
 {
 	if (!r)
 		return;
-	pthread_mutex_lock(&r->mu);
-	r->stop = true;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
+	readahead_cancel(r);
 	pthread_join(r->thr, NULL);
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
@@ -297,5 +370,6 @@ void readahead_close(struct readahead *r)
 	close(r->fd);
 	free(r->in);
 	free(r->inf);
+	free(r->carry);
 	free(r);
 }

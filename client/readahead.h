@@ -1,10 +1,11 @@
-/* readahead.h: a file (plain or gzip, "-" for standard input) read in large blocks by a
- * thread of its own, so that inflating the next block overlaps parsing this one. Gzip (one
- * member or several concatenated, told from the first bytes as zlib does) is inflated by
- * ISA-L's igzip, CRC checked. At most
- * READAHEAD_BLOCKS blocks of READAHEAD_BLOCK bytes are held (a bounded queue: the thread
- * waits when the reader is behind); a small file gets smaller blocks. Used by the JSONL
- * reader. */
+/* readahead.h: a file (plain or gzip, "-" for standard input) read on a thread of its own
+ * into blocks of whole lines, so that reading and inflating the next blocks overlap the
+ * parsing of these. Gzip (one member or several concatenated, told from the first bytes as
+ * zlib does) is inflated by ISA-L's igzip, CRC checked. At most READAHEAD_BLOCKS blocks are
+ * held, filled or lent out (a bounded queue: the thread waits when the readers are behind);
+ * a block takes READAHEAD_BLOCK bytes of the file (a small file: its size), less the line
+ * its end cuts, which starts the next block; a longer line makes a larger block, up to
+ * READAHEAD_MAX_LINE. Used by the JSONL reader. */
 #ifndef CULPRIT_READAHEAD_H
 #define CULPRIT_READAHEAD_H
 
@@ -12,7 +13,9 @@
 #include <sys/types.h>
 
 #define READAHEAD_BLOCK (1u << 20)
-#define READAHEAD_BLOCKS 4
+#define READAHEAD_BLOCKS 8
+#define READAHEAD_MAX_LINE (64u << 20)
+#define READAHEAD_PAD 16 /* zero bytes after every block: a parser may read words past a line */
 
 /* Opens path ("-": standard input) for reading, plain or gzip, with zlib's buffers sized to
  * the file and at most max_buf: a small file does not pay for large buffers on every open.
@@ -23,9 +26,16 @@ struct readahead;
 
 /* NULL (errno set) when path cannot be opened or the thread not started. */
 struct readahead *readahead_open(const char *path);
-/* The next block: its bytes in *data (valid until the next call), 0 at the end of the file,
- * -1 on a read or gzip error (readahead_error says which). */
-ssize_t readahead_next(struct readahead *r, const char **data);
+/* The next block: its bytes in *data, whole lines (the file's last one may have no newline),
+ * followed by READAHEAD_PAD zero bytes, lent until given back with readahead_release (several may be lent at once); 0 at the end
+ * of the file, -1 on a read or gzip error (readahead_error says which) or once cancelled.
+ * Thread-safe: callers get the blocks in the file's order. */
+ssize_t readahead_next(struct readahead *r, char **data);
+/* Gives back the oldest block lent. */
+void readahead_release(struct readahead *r);
+/* Ends the reading early: readahead_next returns -1 from now on, in any thread waiting in it
+ * too. */
+void readahead_cancel(struct readahead *r);
 /* The error that ended the file ("truncated gzip data (unexpected end of file)", ...). */
 const char *readahead_error(const struct readahead *r);
 void readahead_close(struct readahead *r);

@@ -393,12 +393,116 @@ static void gzip_members_and_damage(void **state)
 	unlink(path);
 }
 
+/* text to the file (gzip or plain), counting its newlines into *line */
+static void put(gzFile gz, FILE *f, const char *text, uint64_t *line)
+{
+	if (gz)
+		assert_true(gzputs(gz, text) >= 0);
+	else
+		assert_true(fputs(text, f) != EOF);
+	for (const char *c = text; *c; c++)
+		*line += *c == '\n';
+}
+
+struct order {
+	int64_t n, last, bad; /* iter records seen, the last dur_us, ones out of order */
+};
+
+static int o_iter(void *c, const struct record_iter *r, const char **why)
+{
+	struct order *o = c;
+	o->bad += r->dur_us <= o->last;
+	o->last = r->dur_us;
+	o->n++;
+	if (r->rank == 99) {
+		*why = "rank 99 refused";
+		return -1;
+	}
+	return 0;
+}
+
+/* A file of many blocks, read by several threads, reaches the handler in the file's order:
+ * lines ending in \r\n, blank ones, one longer than a block, the last without a newline.
+ * A bad line and a refused record deep in it are named by their line, after every record
+ * before them and none after. */
+static void blocks_in_file_order(void **state)
+{
+	(void)state;
+	const int n = 60000, long_at = 20000; /* iter records; the long one's index */
+	for (int variant = 0; variant < 4; variant++) {
+		/* 0 plain, 1 gzip, 2 a bad line at record 50,000, 3 rank 99 at record 45,000 */
+		char path[64];
+		snprintf(path, sizeof(path), "/tmp/test_jsonl_order.%d%s", (int)getpid(), variant == 1 ? ".gz" : "");
+		gzFile gz = variant == 1 ? gzopen(path, "wb1") : NULL;
+		FILE *f = variant == 1 ? NULL : fopen(path, "w");
+		assert_true(gz || f);
+		char *pad = malloc(3u << 19);
+		assert_non_null(pad);
+		memset(pad, 'x', (3u << 19) - 1);
+		pad[(3u << 19) - 1] = 0;
+		uint64_t line = 1, bad_line = 0; /* the line being written, from 1 */
+		put(gz, f, "{\"type\":\"job\",\"job\":\"J\",\"world\":128,\"dp\":128}\n", &line);
+		for (int i = 1; i <= n; i++) {
+			char buf[256];
+			int rank = (variant == 3 && i == 45000) ? 99 : i % 64;
+			if ((variant == 2 && i == 50000) || (variant == 3 && i == 45000))
+				bad_line = line;
+			if (variant == 2 && i == 50000)
+				snprintf(buf, sizeof(buf), "{\"type\":\"iter\",\"rank\":1,\n");
+			else if (i == long_at)
+				snprintf(buf, sizeof(buf),
+					 "{\"type\":\"iter\",\"rank\":%d,\"iter\":%d,\"dur_us\":%d,\"pad\":\"", rank,
+					 i / 128, i);
+			else
+				snprintf(buf, sizeof(buf),
+					 "{\"type\":\"iter\",\"rank\":%d,\"iter\":%d,\"dur_us\":%d}%s%s", rank, i / 128,
+					 i, i % 7 ? "" : "\r",
+					 i == n     ? ""
+					 : i % 1000 ? "\n"
+						    : "\n\n");
+			put(gz, f, buf, &line);
+			if (i == long_at) {
+				put(gz, f, pad, &line);
+				put(gz, f, "\"}\n", &line);
+			}
+		}
+		free(pad);
+		if (gz)
+			gzclose(gz);
+		else
+			fclose(f);
+		struct order o = {0, 0, 0};
+		struct jsonl_handler h = {&o, NULL, NULL, o_iter, NULL, NULL, NULL};
+		char err[256] = "";
+		uint64_t lines = 0;
+		int rc = jsonl_read(path, &h, &lines, err, sizeof(err));
+		unlink(path);
+		assert_int_equal(o.bad, 0);
+		if (variant < 2) {
+			if (rc != 0)
+				fail_msg("%s", err);
+			assert_int_equal(o.n, n);
+			assert_int_equal(o.last, n);
+			assert_int_equal(lines, line);
+			continue;
+		}
+		assert_int_equal(rc, -1);
+		char want[128];
+		snprintf(want, sizeof(want), "%s:%llu: %s", path, (unsigned long long)bad_line,
+			 variant == 2 ? "malformed JSON" : "rank 99 refused");
+		if (strncmp(err, want, strlen(want)) != 0)
+			fail_msg("got \"%s\", want \"%s\"", err, want);
+		assert_int_equal(lines, bad_line);
+		assert_int_equal(o.n, variant == 2 ? 49999 : 45000);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(reads_everything),        cmocka_unit_test(errors_name_file_and_line),
 		cmocka_unit_test(keys_in_any_order),       cmocka_unit_test(writer_round_trip),
-		cmocka_unit_test(gzip_members_and_damage),
+		cmocka_unit_test(gzip_members_and_damage), cmocka_unit_test(blocks_in_file_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
