@@ -876,7 +876,7 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o)
 		if (!rc)
 			continue;
 		d->line = (uint32_t)b->lines;
-		if (d->type == D_KERNEL && d->u.kernel.ndurs) {
+		if (d->type == D_KERNEL && d->u.kernel.ndurs && o->durs) {
 			size_t nd = d->u.kernel.ndurs;
 			if (b->ndurs + nd > b->durs_cap) {
 				size_t c = b->durs_cap ? b->durs_cap : 4096;
@@ -927,6 +927,7 @@ static int apply(const struct drec *d, const struct block *b, const struct jsonl
  * block, and gives each block back when done. Block k of the file is blocks[k % N]: readahead
  * lends at most N blocks, so block k - N was given back before block k is lent. */
 #define JSONL_DECODERS_MAX 4
+#define JSONL_PREFETCH 8
 
 struct reading {
 	struct readahead *ra;
@@ -1019,6 +1020,10 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 		}
 		const char *why = NULL;
 		for (size_t i = 0; i < b->nrec; i++) {
+			/* the names a few records on, written by another thread: in this core's cache
+			 * by the time they are read */
+			if (i + JSONL_PREFETCH < b->nrec)
+				__builtin_prefetch(b->rec[i + JSONL_PREFETCH].name);
 			if (apply(&b->rec[i], b, h, &why) < 0) {
 				line += b->rec[i].line;
 				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, why ? why : "rejected");

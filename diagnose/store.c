@@ -149,8 +149,10 @@ static int64_t intern_add(struct intern *in, const char *s)
 		in->tab[h] = in->n + 1;
 		id = in->n++;
 	}
-	in->after[in->last] = (uint32_t)id + 1;
-	in->last = (uint32_t)id + 1;
+	if (in->after) { /* always, once a name is in: allocated with the first */
+		in->after[in->last] = (uint32_t)id + 1;
+		in->last = (uint32_t)id + 1;
+	}
 	return id;
 }
 
