@@ -41,7 +41,8 @@ struct store_config {
 				       * skipped once a later one is complete (its other reports are not
 				       * coming: stored before a restart of the server, not resent).
 				       * 0 for files, whose records may come in any order */
-	int one_shot;                /* a file filled once (culprit diagnose), not a live job: the
+	int one_shot;                /* a file filled once (culprit diagnose), not a live job: every
+				       * array zeroed lazily by the system, as first touched; the
 				       * kernel arrays too on transparent huge pages (the ring always is,
 				       * from 4 MiB: a pass reads it in 2 KiB runs, a TLB miss each on
 				       * 4 KiB pages), faulted 2 MiB at a time instead of 4 KiB; and the
