@@ -203,6 +203,25 @@ static void wide_range_collapses(void **state)
 	sketch_free(&s);
 }
 
+/* The bucket of a value is ceil(log v / log gamma), gamma = (1 + a) / (1 - a): for every
+ * integer under 65,536 (read from a table made once) and for values past it or between
+ * integers (the formula itself). */
+static void buckets_by_the_formula(void **state)
+{
+	(void)state;
+	double lg = log1p(2 * SKETCH_ALPHA / (1 - SKETCH_ALPHA));
+	struct sketch s;
+	sketch_init(&s);
+	for (double v = 1; v < 70000; v += v < 65536 ? 1 : 0.37) {
+		sketch_reset(&s);
+		assert_int_equal(sketch_add(&s, v, 1), 0);
+		int32_t want = (int32_t)ceil(log(v) / lg);
+		if (s.lo != want)
+			fail_msg("%.2f: bucket %d, want %d", v, s.lo, want);
+	}
+	sketch_free(&s);
+}
+
 static void same_buckets(const struct sketch *a, const struct sketch *b)
 {
 	assert_int_equal(a->lo, b->lo);
@@ -271,6 +290,7 @@ int main(void)
 		cmocka_unit_test(quantiles_within_error), cmocka_unit_test(merge_associative),
 		cmocka_unit_test(bytes_round_trip),       cmocka_unit_test(ks_statistic),
 		cmocka_unit_test(wide_range_collapses),   cmocka_unit_test(lent_buckets),
+		cmocka_unit_test(buckets_by_the_formula),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

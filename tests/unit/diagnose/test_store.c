@@ -395,6 +395,26 @@ static void many_sketches(void **state)
 	store_destroy(c);
 }
 
+/* Names interned in a repeating order (the store guesses the one after the last) and out
+ * of it: each keeps its number. */
+static void names_in_any_order(void **state)
+{
+	(void)state;
+	struct store *s = make(8, 8);
+	static const char *const names[] = {"attn", "mlp", "ep_dispatch", "optimizer"};
+	static const int order[] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 2, 1, 3, 3, 0, 1, 1, 2, 0, 3, 2};
+	int id[4];
+	for (int i = 0; i < 4; i++)
+		id[i] = store_intern_name(s, names[i]);
+	for (size_t k = 0; k < sizeof(order) / sizeof(*order); k++) {
+		int n = order[k];
+		assert_int_equal(store_intern_name(s, names[n]), id[n]);
+		assert_string_equal(store_name(s, (uint32_t)id[n]), names[n]);
+	}
+	assert_int_equal(store_name_count(s), 4);
+	store_destroy(s);
+}
+
 /* A one-shot store starts with a quarter of its ring and doubles it as iterations need:
  * fed the same records in the same order (iterations out of order, gaps, a rank far ahead,
  * ones old enough to fall out of the full ring), it holds and hands out exactly what a store
@@ -466,7 +486,7 @@ int main(void)
 		cmocka_unit_test(ring_and_phases),         cmocka_unit_test(phase_starts),
 		cmocka_unit_test(kernels_and_snapshot),    cmocka_unit_test(iteration_jump_is_cheap),
 		cmocka_unit_test(snapshot_of_zero_sketch), cmocka_unit_test(many_sketches),
-		cmocka_unit_test(one_shot_ring_grows),
+		cmocka_unit_test(one_shot_ring_grows),     cmocka_unit_test(names_in_any_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
