@@ -686,7 +686,7 @@ struct drec {
 };
 
 /* The record of a line (1), or an unknown type, ignored (forward compatibility) (0), or
- * -1 with msg set. kernel_durs: the line's durs_us, copied by the caller. */
+ * -1 with msg set. A kernel's durations (o->durs) are copied into the block by the caller. */
 static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t msglen)
 {
 	const char *why = NULL;
@@ -927,7 +927,6 @@ static int apply(const struct drec *d, const struct block *b, const struct jsonl
  * block, and gives each block back when done. Block k of the file is blocks[k % N]: readahead
  * lends at most N blocks, so block k - N was given back before block k is lent. */
 #define JSONL_DECODERS_MAX 4
-#define JSONL_PREFETCH 8
 
 struct reading {
 	struct readahead *ra;
@@ -1020,10 +1019,6 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 		}
 		const char *why = NULL;
 		for (size_t i = 0; i < b->nrec; i++) {
-			/* the names a few records on, written by another thread: in this core's cache
-			 * by the time they are read */
-			if (i + JSONL_PREFETCH < b->nrec)
-				__builtin_prefetch(b->rec[i + JSONL_PREFETCH].name);
 			if (apply(&b->rec[i], b, h, &why) < 0) {
 				line += b->rec[i].line;
 				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, why ? why : "rejected");

@@ -27,9 +27,10 @@ struct readahead;
 /* NULL (errno set) when path cannot be opened or the thread not started. */
 struct readahead *readahead_open(const char *path);
 /* The next block: its bytes in *data, whole lines (the file's last one may have no newline),
- * followed by READAHEAD_PAD zero bytes, lent until given back with readahead_release (several may be lent at once); 0 at the end
- * of the file, -1 on a read or gzip error (readahead_error says which) or once cancelled.
- * Thread-safe: callers get the blocks in the file's order. */
+ * followed by READAHEAD_PAD zero bytes, lent until given back with readahead_release
+ * (several may be lent at once); 0 at the end of the file, -1 on a read or gzip error
+ * (readahead_error says which) or once cancelled. Thread-safe: callers get the blocks in the
+ * file's order. */
 ssize_t readahead_next(struct readahead *r, char **data);
 /* Gives back the oldest block lent. */
 void readahead_release(struct readahead *r);

@@ -63,7 +63,7 @@ struct store {
 
 	/* kernels: [(k * W + rank) * NB + block % NB], slot-major: the pages of the slots no
 	 * kernel took are never touched (13 of the 16 by default at 3 kernels: 82 MiB of 110 at
-	 * 100,000 ranks, allocated zeroed and lazily by the system unless one_shot) */
+	 * 100,000 ranks, allocated zeroed and lazily by the system) */
 	uint32_t nb;
 	uint32_t *ks;   /* the number + 1 of the cell's sketch, 0 none */
 	uint32_t *ktag; /* block + 1 */
@@ -459,7 +459,8 @@ struct store *store_snapshot(const struct store *src)
 	s->events = NULL;
 	s->nevents = s->events_cap = 0;
 	sketch_init(&s->scratch);
-	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases; /* jtag..: R */
+	/* cells: the ring as it is (grown or not); R: the completion arrays, always ring_iters */
+	size_t cells = ring_cells(src), R = src->cfg.ring_iters, P = src->cfg.max_phases;
 	size_t W = src->topo.world, K = src->cfg.max_kernels;
 	s->tag = dup_array(src->tag, cells * sizeof(*s->tag));
 	s->dur = dup_array(src->dur, cells * sizeof(*s->dur));
@@ -510,9 +511,8 @@ size_t store_memory(const struct store *s)
 	m += s->cfg.max_phases * (sizeof(double) + sizeof(uint32_t));
 	m += W * (sizeof(uint32_t) * 2 + sizeof(int64_t));
 	if (s->ks) {
-		/* the cells of slots no kernel took are untouched pages, unless memset (huge pages) */
-		size_t slots = s->cfg.one_shot ? s->cfg.max_kernels : s->nkernel;
-		m += (size_t)s->topo.world * slots * s->nb * (sizeof(*s->ks) + sizeof(*s->ktag));
+		/* the cells of slots no kernel took are untouched pages */
+		m += (size_t)s->topo.world * s->nkernel * s->nb * (sizeof(*s->ks) + sizeof(*s->ktag));
 		m += (size_t)s->nsk * sizeof(struct sketch) + s->sk_chunk_cap * sizeof(*s->sk_chunk);
 		if (s->nslab)
 			m += ((s->nslab - 1) * STORE_BIN_SLAB + s->bin_used) * sizeof(uint32_t);
