@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "hugemem.h"
+
 struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
 {
 	int fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
@@ -198,14 +200,14 @@ static ssize_t get(struct readahead *r, char *buf, size_t cap)
 static ssize_t fill_block(struct readahead *r, unsigned i)
 {
 	size_t want = r->clen + r->block;
-	if (r->cap[i] < want) {
-		char *b = realloc(r->buf[i], want + READAHEAD_PAD);
-		if (!b) {
+	if (r->cap[i] < want) { /* on whole large pages, which it fills: a block of 2 MiB */
+		free(r->buf[i]);
+		r->cap[i] = hugemem_size(want + READAHEAD_PAD) - READAHEAD_PAD;
+		if (!(r->buf[i] = hugemem_alloc(r->cap[i] + READAHEAD_PAD, 0))) {
+			r->cap[i] = 0;
 			snprintf(r->err, sizeof(r->err), "out of memory");
 			return -1;
 		}
-		r->buf[i] = b;
-		r->cap[i] = want;
 	}
 	char *buf = r->buf[i];
 	size_t len = r->clen;

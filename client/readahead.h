@@ -3,9 +3,10 @@
  * parsing of these. Gzip (one member or several concatenated, told from the first bytes as
  * zlib does) is inflated by ISA-L's igzip, CRC checked. At most READAHEAD_BLOCKS blocks are
  * held, filled or lent out (a bounded queue: the thread waits when the readers are behind);
- * a block takes READAHEAD_BLOCK bytes of the file (a small file: its size), less the line
- * its end cuts, which starts the next block; a longer line makes a larger block, up to
- * READAHEAD_MAX_LINE. Used by the JSONL reader. */
+ * a block fills its buffer, READAHEAD_BLOCK bytes at least rounded up to whole 2 MiB pages
+ * (hugemem.h; a small file: its size), less the line its end cuts, which starts the next
+ * block; a longer line makes a larger block, up to READAHEAD_MAX_LINE. Used by the JSONL
+ * reader. */
 #ifndef CULPRIT_READAHEAD_H
 #define CULPRIT_READAHEAD_H
 

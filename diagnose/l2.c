@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hugemem.h"
 #include "record.h"
 #include "stats.h"
 
@@ -601,7 +602,7 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 			need = off;
 			if (need > l->mem_size) {
 				free(l->mem);
-				l->mem = aligned_alloc(64, need);
+				l->mem = hugemem_alloc(need, 0); /* first touched by this pass */
 				l->mem_size = l->mem ? need : 0;
 			}
 			if (!l->mem)

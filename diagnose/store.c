@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "hash.h"
+#include "hugemem.h"
 
 /* string interning: ids in insertion order, open addressing on a power-of-two table */
 struct intern {
@@ -185,35 +185,15 @@ static void *dup_array(const void *p, size_t bytes)
 	return q;
 }
 
-/* An array of the ring or the kernels; with huge (the ring), from 4 MiB on, aligned on and
- * advised to transparent huge pages (a hint: without them it is an ordinary array), zeroed
- * at once when zero. A one-shot fill takes every array from calloc instead, zeroed lazily
- * (calloc of this size maps fresh pages: the system zeroes a page when it is first touched,
- * never one left untouched), its whole 2 MiB spans advised to huge pages. (culpritd keeps
- * the first: with lazily zeroed arrays bench_diagnose's ingest of a 100,000-rank window took
- * 60% longer, 2.36 against 1.42 s in 7 alternating runs, the time in the first stores to
- * each page instead of in the kernel's zeroing; the cause was not found.) Freed with free(). */
-#define STORE_HUGE ((size_t)2 << 20)
+/* An array of the ring or the kernels: with huge (the ring), or in a one-shot fill (every
+ * array: its pages are touched once, at full speed), on 2 MiB pages (hugemem.h: a first
+ * touch of 4 KiB pages was a fifth of `culprit diagnose`'s CPU), zeroed at once when zero.
+ * Freed with free(). */
 static void *big_alloc(const struct store *s, size_t n, size_t size, int zero, int huge)
 {
-	size_t bytes = n * size;
-	if (s->cfg.one_shot) {
-		char *p = calloc(n, size);
-		if (p && bytes >= 2 * STORE_HUGE) {
-			char *lo = (char *)(((uintptr_t)p + STORE_HUGE - 1) & ~(uintptr_t)(STORE_HUGE - 1));
-			(void)madvise(lo, (size_t)(p + bytes - lo) & ~(STORE_HUGE - 1), MADV_HUGEPAGE);
-		}
-		return p;
-	}
-	if (!huge || bytes < 2 * STORE_HUGE)
-		return zero ? calloc(n, size) : malloc(bytes);
-	void *p = NULL;
-	if (posix_memalign(&p, STORE_HUGE, bytes) != 0)
-		return NULL;
-	(void)madvise(p, bytes & ~(STORE_HUGE - 1), MADV_HUGEPAGE);
-	if (zero)
-		memset(p, 0, bytes);
-	return p;
+	if (!huge && !s->cfg.one_shot)
+		return zero ? calloc(n, size) : malloc(n * size);
+	return hugemem_alloc(n * size, zero);
 }
 
 static size_t ring_cells(const struct store *s) { return (size_t)s->topo.world * s->R; }
@@ -282,14 +262,16 @@ static uint32_t *bins_new(struct store *s, size_t n)
 	return b;
 }
 
-/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag) */
+/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag);
+ * a slot's cells are zeroed when the slot is taken (slot-major: a file with 4 kernels
+ * touches 4 of the 16 slots' cells) */
 static int kernels_alloc(struct store *s)
 {
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	s->ks = big_alloc(s, n, sizeof(*s->ks), 1, 0);
-	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 1, 0);
+	s->ks = big_alloc(s, n, sizeof(*s->ks), 0, 0);
+	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 0, 0);
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
@@ -810,6 +792,8 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 		s->dropped++;
 		return 1;
 	}
+	if (!s->ks && kernels_alloc(s) < 0)
+		return -1;
 	uint32_t k = s->kernel_of_name[rec->name];
 	if (k == STORE_NO_SLOT) {
 		if (s->nkernel == s->cfg.max_kernels) {
@@ -820,9 +804,10 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 		s->kernel_of_name[rec->name] = k;
 		s->kernel_name[k] = rec->name;
 		s->kernel_kind[k] = rec->kind;
+		size_t per = (size_t)s->topo.world * s->nb, at = (size_t)k * per; /* kcell's slot-major */
+		memset(s->ks + at, 0, per * sizeof(*s->ks));
+		memset(s->ktag + at, 0, per * sizeof(*s->ktag));
 	}
-	if (!s->ks && kernels_alloc(s) < 0)
-		return -1;
 	uint32_t block = rec->iter / s->cfg.kernel_block_iters;
 	size_t idx = kcell(s, rec->rank, k, block);
 	if (s->ktag[idx] > block + 1) {

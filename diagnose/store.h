@@ -42,15 +42,12 @@ struct store_config {
 				       * coming: stored before a restart of the server, not resent).
 				       * 0 for files, whose records may come in any order */
 	int one_shot;                /* a file filled once (culprit diagnose), not a live job: every
-				       * array zeroed lazily by the system, as first touched; the
-				       * kernel arrays too on transparent huge pages (the ring always is,
-				       * from 4 MiB: a pass reads it in 2 KiB runs, a TLB miss each on
-				       * 4 KiB pages), faulted 2 MiB at a time instead of 4 KiB; and the
-				       * ring starts at a quarter of ring_iters (STORE_RING_FIRST slots
-				       * at least) and doubles when a rank's iterations need it, so a
-				       * short file does not touch (and the system zero) the whole ring
-				       * (12 iterations of 12,960 ranks: 13 of its 53 MB). A live job
-				       * keeps the full ring: a doubling copies it, a stall of the
+				       * large array on 2 MiB pages (hugemem.h; the ring always is),
+				       * and the ring starts at a quarter of ring_iters
+				       * (STORE_RING_FIRST slots at least) and doubles when a rank's
+				       * iterations need it, so a short file does not touch the whole
+				       * ring (12 iterations of 12,960 ranks: 13 of its 53 MB). A live
+				       * job keeps the full ring: a doubling copies it, a stall of the
 				       * event loop */
 };
 
