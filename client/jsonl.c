@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "hex.h"
+#include "hugemem.h"
 #include "readahead.h"
 
 /* --- reading ---
@@ -91,8 +92,11 @@ static unsigned jkey_hash(const char *k, size_t len)
 	return h & (JKEY_SLOTS - 1);
 }
 
+static void shapes_init(void);
+
 static void jkey_init(void)
 {
+	shapes_init();
 	for (int i = 0; i < JK_COUNT; i++) {
 		jkey_len[i] = (unsigned char)strlen(jkey_names[i]);
 		char word[16] = {0}, mask[16] = {0};
@@ -661,8 +665,9 @@ static int str_is(const struct jval *v, const char *s, size_t len)
 }
 #define STR_IS(v, lit) str_is(v, lit, sizeof(lit) - 1)
 
-/* A record decoded from a line, handed to the handler later, in the file's order. Its
- * strings lie in its block's text, a kernel's durations in the block's durs. */
+/* A record decoded from a line, handed to the handler later, in the file's order. A phase's
+ * or kernel's name is the read's interned copy (struct names), its other strings lie in its
+ * block's text, a kernel's durations in the block's durs. */
 enum drec_type { D_JOB, D_HOST, D_ITER, D_PHASE, D_KERNEL, D_EVENT };
 
 struct drec {
@@ -819,6 +824,103 @@ static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t m
 #undef I64
 }
 
+/* The names of phases and kernels, interned for one read. A decoder hands each record the
+ * table's copy of its name, so the thread that applies the records reads a few strings that
+ * stay in its cache instead of a line another core wrote (that miss, in store_intern_name's
+ * strcmp, was a quarter of its time). Each decoder remembers the names it met last; the
+ * shared table is locked only for a name the decoder has not met. A copy stays where it is
+ * until the read ends. */
+struct name {
+	struct name *next;
+	uint32_t hash, len;
+	char s[];
+};
+
+struct names {
+	pthread_mutex_t mu;
+	struct name **tab; /* chains; cap a power of two */
+	size_t cap, n;
+};
+
+#define NAME_SEEN_BITS 8
+#define NAME_SEEN (1u << NAME_SEEN_BITS) /* a decoder's memory of names */
+
+static uint32_t name_hash(const char *s, size_t len)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
+
+static bool name_is(const struct name *x, uint32_t hash, const char *s, size_t len)
+{
+	return x->hash == hash && x->len == len && memcmp(x->s, s, len) == 0;
+}
+
+/* the table's copy of s, or NULL when out of memory */
+static const char *name_intern(struct names *t, struct name **seen, const char *s, size_t len)
+{
+	/* the decoder's memory by the length and the first and last 8 bytes (the block's
+	 * padding covers a word past a short name): no hash of the whole name for one met
+	 * before (that hash was a tenth of a decoder's time) */
+	uint64_t a, z;
+	memcpy(&a, s, 8);
+	memcpy(&z, s + (len > 8 ? len - 8 : 0), 8);
+	if (len < 8)
+		a = z = a & ((1ull << (len * 8)) - 1);
+	struct name **m = &seen[((a ^ (z >> 7) ^ len) * 0x9E3779B97F4A7C15ull) >> (64 - NAME_SEEN_BITS)];
+	if (*m && (*m)->len == len && memcmp((*m)->s, s, len) == 0)
+		return (*m)->s;
+	uint32_t hash = name_hash(s, len);
+	pthread_mutex_lock(&t->mu);
+	struct name *x = NULL;
+	if (t->cap)
+		for (x = t->tab[hash & (t->cap - 1)]; x && !name_is(x, hash, s, len); x = x->next)
+			;
+	if (!x && t->n == t->cap / 2) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct name **tab = calloc(cap, sizeof(*tab));
+		if (!tab) {
+			pthread_mutex_unlock(&t->mu);
+			return NULL;
+		}
+		for (size_t i = 0; i < t->cap; i++)
+			for (struct name *y = t->tab[i], *next; y; y = next) {
+				next = y->next;
+				y->next = tab[y->hash & (cap - 1)];
+				tab[y->hash & (cap - 1)] = y;
+			}
+		free(t->tab);
+		t->tab = tab;
+		t->cap = cap;
+	}
+	if (!x && (x = malloc(sizeof(*x) + len + 1))) {
+		x->hash = hash;
+		x->len = (uint32_t)len;
+		memcpy(x->s, s, len);
+		x->s[len] = 0;
+		x->next = t->tab[hash & (t->cap - 1)];
+		t->tab[hash & (t->cap - 1)] = x;
+		t->n++;
+	}
+	pthread_mutex_unlock(&t->mu);
+	if (!x)
+		return NULL;
+	*m = x;
+	return x->s;
+}
+
+static void names_free(struct names *t)
+{
+	for (size_t i = 0; i < t->cap; i++)
+		for (struct name *x = t->tab[i], *next; x; x = next) {
+			next = x->next;
+			free(x);
+		}
+	free(t->tab);
+}
+
 /* A block of whole lines from readahead, and what its lines decode to. */
 struct block {
 	bool decoded;
@@ -831,8 +933,231 @@ struct block {
 	char err[240];
 };
 
-/* Decodes the lines of data[0..n) into b, until the end or the first bad line. */
-static void decode_block(struct block *b, char *data, size_t n, struct jobj *o)
+/* --- the writer's lines, read by their shape ---
+ *
+ * Most lines of a large file are phases, kernels and iterations as jsonl_write_* writes
+ * them: keys in its order, no spaces, strings without escapes, integers. Such a line is
+ * matched against its shape (its literal text a word at a time, its fields in between)
+ * and decoded straight into its record, without the general parser (which was half of a
+ * decoder's time, finding each key and dispatching on it). A line that differs in any byte
+ * (other spacing or key order, an escape, a fraction, a leading zero, a number out of range,
+ * anything malformed) is left untouched for the general parser, so it decodes, or fails
+ * with its message, exactly as before: the shape only ever accepts lines the general
+ * parser reads to the same record. */
+enum field { F_END, F_STR, F_U32, F_I64, F_INTS };
+
+struct step {
+	const char *lit; /* literal text before the field */
+	uint8_t len;
+	uint8_t field;
+	uint64_t word[3], mask[3]; /* lit a word at a time (no literal is over 24 bytes) */
+};
+
+#define LIT(s) s, sizeof(s) - 1
+static struct step shape_phase[] = {
+	{LIT("{\"type\":\"phase\",\"job\":\""), F_STR, {0}, {0}}, {LIT("\",\"rank\":"), F_U32, {0}, {0}},
+	{LIT(",\"iter\":"), F_U32, {0}, {0}},			 {LIT(",\"name\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"kind\":\""), F_STR, {0}, {0}},		 {LIT("\",\"group\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"start_us\":"), F_I64, {0}, {0}},		 {LIT(",\"dur_us\":"), F_I64, {0}, {0}},
+	{LIT("}"), F_END, {0}, {0}},
+};
+static struct step shape_kernel[] = {
+	{LIT("{\"type\":\"kernel\",\"job\":\""), F_STR, {0}, {0}}, {LIT("\",\"rank\":"), F_U32, {0}, {0}},
+	{LIT(",\"iter\":"), F_U32, {0}, {0}},			  {LIT(",\"name\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"kind\":\""), F_STR, {0}, {0}},		  {LIT("\",\"count\":"), F_U32, {0}, {0}},
+	{LIT(",\"durs_us\":"), F_INTS, {0}, {0}},		  {LIT("}"), F_END, {0}, {0}},
+};
+static struct step shape_iter[] = {
+	{LIT("{\"type\":\"iter\",\"job\":\""), F_STR, {0}, {0}}, {LIT("\",\"rank\":"), F_U32, {0}, {0}},
+	{LIT(",\"iter\":"), F_U32, {0}, {0}},			{LIT(",\"start_us\":"), F_I64, {0}, {0}},
+	{LIT(",\"dur_us\":"), F_I64, {0}, {0}},			{LIT("}"), F_END, {0}, {0}},
+};
+#undef LIT
+#define SHAPE_FIELDS 8
+
+static void shape_init(struct step *st, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char word[24] = {0}, mask[24] = {0};
+		memcpy(word, st[i].lit, st[i].len);
+		memset(mask, 0xff, st[i].len);
+		memcpy(st[i].word, word, sizeof(word));
+		memcpy(st[i].mask, mask, sizeof(mask));
+	}
+}
+
+static void shapes_init(void)
+{
+	shape_init(shape_phase, sizeof(shape_phase) / sizeof(shape_phase[0]));
+	shape_init(shape_kernel, sizeof(shape_kernel) / sizeof(shape_kernel[0]));
+	shape_init(shape_iter, sizeof(shape_iter) / sizeof(shape_iter[0]));
+}
+
+/* An integer as jnumber reads it in one pass (up to 18 digits, no leading zero, a sign only
+ * when neg may be), followed by none of ".eE": the end of its digits, or NULL. */
+static char *shape_int(char *p, char *end, int neg, int64_t *out)
+{
+	int minus = neg && p < end && *p == '-';
+	char *d = p + minus, *q = d;
+	uint64_t acc = 0;
+	for (; q < end && (unsigned char)(*q - '0') < 10; q++)
+		acc = acc * 10 + (uint64_t)(*q - '0');
+	if (q == d || q - d > 18 || (*d == '0' && q - d > 1) || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
+		return NULL;
+	*out = minus ? -(int64_t)acc : (int64_t)acc;
+	return q;
+}
+
+/* The line [p, end) against a shape: its strings (start and length) and numbers in order,
+ * an F_INTS array appended to b->durs (*nints of them); 1 when it matches to the end. */
+static int shape_match(const struct step *st, char *p, char *end, struct block *b, const char **str, size_t *len,
+		       int64_t *num, size_t *nints)
+{
+	size_t ns = 0, nn = 0;
+	for (;; st++) {
+		if ((size_t)(end - p) < st->len)
+			return 0;
+		for (unsigned w = 0; w * 8 < st->len; w++) { /* the block's padding covers the last word */
+			uint64_t x;
+			memcpy(&x, p + w * 8, 8);
+			if ((x ^ st->word[w]) & st->mask[w])
+				return 0;
+		}
+		p += st->len;
+		switch (st->field) {
+		case F_END: return p == end;
+		case F_STR: {
+			char *q = plain_run(p, end);
+			if (q == end || *q != '"')
+				return 0;
+			str[ns] = p;
+			len[ns++] = (size_t)(q - p);
+			p = q;
+			break;
+		}
+		case F_U32:
+		case F_I64:
+			if (!(p = shape_int(p, end, st->field == F_I64, &num[nn])) ||
+			    (st->field == F_U32 && num[nn] > (int64_t)UINT32_MAX))
+				return 0;
+			nn++;
+			break;
+		case F_INTS:
+			if (p == end || *p++ != '[')
+				return 0;
+			*nints = 0;
+			if (p < end && *p == ']') {
+				p++;
+				break;
+			}
+			for (;;) {
+				int64_t v;
+				if (!(p = shape_int(p, end, 1, &v)))
+					return 0;
+				if (b->ndurs + *nints == b->durs_cap) {
+					size_t c = b->durs_cap ? b->durs_cap * 2 : 4096;
+					int64_t *x = realloc(b->durs, c * sizeof(*x));
+					if (!x)
+						return 0; /* the general parser says out of memory */
+					b->durs = x;
+					b->durs_cap = c;
+				}
+				b->durs[b->ndurs + (*nints)++] = v;
+				if (p < end && *p == ',') {
+					p++;
+					continue;
+				}
+				if (p == end || *p++ != ']')
+					return 0;
+				break;
+			}
+			break;
+		}
+	}
+}
+
+/* a kind or group, NUL-terminated where it stands (over its closing quote) for
+ * record_*_parse */
+static int shape_word(const char *s, size_t len, int group)
+{
+	((char *)s)[len] = 0;
+	return group ? record_group_parse(s) : record_kind_parse(s);
+}
+
+/* puts back the closing quote of a string shape_word ended */
+static void shape_unword(const char *s, size_t len) { ((char *)s)[len] = '"'; }
+
+/* The record of a line of the writer's shape (1; a phase's or kernel's name not yet
+ * interned, its length in *name_len), or 0: not one, the line as it was */
+static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, size_t *name_len)
+{
+	const char *str[SHAPE_FIELDS];
+	size_t len[SHAPE_FIELDS], nints = 0;
+	int64_t num[SHAPE_FIELDS];
+	if (end - p < 10 || memcmp(p, "{\"type\":\"", 9) != 0)
+		return 0;
+	switch (p[9]) {
+	case 'p': {
+		if (!shape_match(shape_phase, p, end, b, str, len, num, &nints))
+			return 0;
+		struct record_phase *r = &d->u.phase;
+		int k = shape_word(str[2], len[2], 0), g = shape_word(str[3], len[3], 1);
+		if (k < 0 || g < 0) { /* the general parser names it */
+			shape_unword(str[2], len[2]);
+			shape_unword(str[3], len[3]);
+			return 0;
+		}
+		memset(r, 0, sizeof(*r));
+		d->type = D_PHASE;
+		d->name = str[1];
+		*name_len = len[1];
+		r->rank = (uint32_t)num[0];
+		r->iter = (uint32_t)num[1];
+		r->start_us = num[2];
+		r->dur_us = num[3];
+		r->kind = (uint8_t)k;
+		r->group = (uint8_t)g;
+		return 1;
+	}
+	case 'k': {
+		if (!shape_match(shape_kernel, p, end, b, str, len, num, &nints))
+			return 0;
+		struct record_kernel *r = &d->u.kernel.r;
+		int k = shape_word(str[2], len[2], 0);
+		if (k < 0) {
+			shape_unword(str[2], len[2]);
+			return 0;
+		}
+		memset(r, 0, sizeof(*r));
+		d->type = D_KERNEL;
+		d->name = str[1];
+		*name_len = len[1];
+		r->rank = (uint32_t)num[0];
+		r->iter = (uint32_t)num[1];
+		r->count = num[2] ? (uint32_t)num[2] : (uint32_t)nints;
+		r->kind = (uint8_t)k;
+		d->u.kernel.durs = b->ndurs;
+		d->u.kernel.ndurs = nints;
+		b->ndurs += nints;
+		return 1;
+	}
+	case 'i': {
+		if (!shape_match(shape_iter, p, end, b, str, len, num, &nints) || num[3] < 0)
+			return 0; /* a negative duration: the general parser's message */
+		d->type = D_ITER;
+		d->u.iter.rank = (uint32_t)num[0];
+		d->u.iter.iter = (uint32_t)num[1];
+		d->u.iter.start_us = num[2];
+		d->u.iter.dur_us = num[3];
+		return 1;
+	}
+	}
+	return 0;
+}
+
+/* Decodes the lines of data[0..n) into b, until the end or the first bad line; phases' and
+ * kernels' names interned in t (seen: the decoder's memory of it). */
+static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, struct names *t, struct name **seen)
 {
 	b->nrec = b->ndurs = 0;
 	b->lines = 0;
@@ -849,34 +1174,47 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o)
 			q++;
 		if (q == le)
 			continue;
-		if (b->nrec == b->rec_cap) {
-			size_t c = b->rec_cap ? b->rec_cap * 2 : 1024;
-			struct drec *r = realloc(b->rec, c * sizeof(*r));
+		if (b->nrec == b->rec_cap) { /* on large pages (hugemem.h): a 2 MiB page holds a block's */
+			size_t c = b->rec_cap ? b->rec_cap * 2 : HUGEMEM_PAGE / sizeof(struct drec);
+			struct drec *r = hugemem_alloc(c * sizeof(*r), 0);
 			if (!r) {
 				b->err_line = (uint32_t)b->lines;
 				snprintf(b->err, sizeof(b->err), "out of memory");
 				return;
 			}
+			if (b->nrec)
+				memcpy(r, b->rec, b->nrec * sizeof(*r));
+			free(b->rec);
 			b->rec = r;
 			b->rec_cap = c;
 		}
 		struct drec *d = &b->rec[b->nrec];
-		struct jp jp = {q, le, NULL};
-		if (jparse_line(&jp, o) < 0) {
-			b->err_line = (uint32_t)b->lines;
-			snprintf(b->err, sizeof(b->err), "malformed JSON: %s (column %zu)", jp.err ? jp.err : "?",
-				 (size_t)(jp.p - ls) + 1);
-			return;
+		size_t name_len = 0;
+		int shaped = decode_shaped(q, le, d, b, &name_len);
+		if (!shaped) {
+			struct jp jp = {q, le, NULL};
+			if (jparse_line(&jp, o) < 0) {
+				b->err_line = (uint32_t)b->lines;
+				snprintf(b->err, sizeof(b->err), "malformed JSON: %s (column %zu)",
+					 jp.err ? jp.err : "?", (size_t)(jp.p - ls) + 1);
+				return;
+			}
+			int rc = decode_line(o, d, b->err, sizeof(b->err));
+			if (rc < 0) {
+				b->err_line = (uint32_t)b->lines;
+				return;
+			}
+			if (!rc)
+				continue;
+			name_len = o->v[JK_name].len;
 		}
-		int rc = decode_line(o, d, b->err, sizeof(b->err));
-		if (rc < 0) {
-			b->err_line = (uint32_t)b->lines;
-			return;
-		}
-		if (!rc)
-			continue;
 		d->line = (uint32_t)b->lines;
-		if (d->type == D_KERNEL && d->u.kernel.ndurs && o->durs) {
+		if ((d->type == D_PHASE || d->type == D_KERNEL) && !(d->name = name_intern(t, seen, d->name, name_len))) {
+			b->err_line = (uint32_t)b->lines;
+			snprintf(b->err, sizeof(b->err), "out of memory");
+			return;
+		}
+		if (!shaped && d->type == D_KERNEL && d->u.kernel.ndurs && o->durs) {
 			size_t nd = d->u.kernel.ndurs;
 			if (b->ndurs + nd > b->durs_cap) {
 				size_t c = b->durs_cap ? b->durs_cap : 4096;
@@ -937,6 +1275,7 @@ struct reading {
 	bool ended; /* readahead said end or error: there is no block end_at */
 	uint64_t end_at;
 	ssize_t end_rc; /* 0 end of file, -1 error (readahead_error) */
+	struct names names;
 	struct block blocks[READAHEAD_BLOCKS];
 };
 
@@ -945,6 +1284,7 @@ static void *decoder(void *arg)
 	struct reading *g = arg;
 	struct jobj obj;
 	memset(&obj, 0, sizeof(obj));
+	struct name *seen[NAME_SEEN] = {0};
 	for (;;) {
 		pthread_mutex_lock(&g->fetch);
 		char *data = NULL;
@@ -965,7 +1305,7 @@ static void *decoder(void *arg)
 			break;
 		}
 		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
-		decode_block(b, data, (size_t)n, &obj);
+		decode_block(b, data, (size_t)n, &obj, &g->names, seen);
 		pthread_mutex_lock(&g->mu);
 		b->decoded = true;
 		pthread_cond_broadcast(&g->cv);
@@ -990,6 +1330,7 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	pthread_once(&jkey_once, jkey_init);
 	pthread_mutex_init(&g->fetch, NULL);
 	pthread_mutex_init(&g->mu, NULL);
+	pthread_mutex_init(&g->names.mu, NULL);
 	pthread_cond_init(&g->cv, NULL);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int want = cpus < 1 ? 1 : cpus > JSONL_DECODERS_MAX ? JSONL_DECODERS_MAX : (int)cpus, nthr = 0;
@@ -1044,7 +1385,9 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	readahead_close(g->ra);
 	pthread_mutex_destroy(&g->fetch);
 	pthread_mutex_destroy(&g->mu);
+	pthread_mutex_destroy(&g->names.mu);
 	pthread_cond_destroy(&g->cv);
+	names_free(&g->names);
 	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++) {
 		free(g->blocks[i].rec);
 		free(g->blocks[i].durs);

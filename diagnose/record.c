@@ -21,11 +21,19 @@ const char *record_group_name(enum record_group group)
 	return (unsigned)group < RECORD_GROUP_COUNT ? group_names[group] : "unknown";
 }
 
-/* the first byte before strcmp: these run once per record of a file */
+/* a byte loop, not strcmp: these run once per record of a file, on words of a few bytes,
+ * where a call to strcmp cost more than the comparing (4% of `culprit diagnose`) */
+static bool same(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+
 int record_kind_parse(const char *s)
 {
 	for (int i = 0; i < RECORD_KIND_COUNT; i++)
-		if (s[0] == kind_names[i][0] && strcmp(s, kind_names[i]) == 0)
+		if (same(s, kind_names[i]))
 			return i;
 	return -1;
 }
@@ -33,9 +41,9 @@ int record_kind_parse(const char *s)
 int record_group_parse(const char *s)
 {
 	for (int i = 0; i < RECORD_GROUP_COUNT; i++)
-		if (s[0] == group_names[i][0] && strcmp(s, group_names[i]) == 0)
+		if (same(s, group_names[i]))
 			return i;
-	return strcmp(s, "none") == 0 ? RECORD_GROUP_NONE : -1;
+	return same(s, "none") ? RECORD_GROUP_NONE : -1;
 }
 
 int record_kernel_quantiles(struct record_kernel *k, struct sketch *scratch)

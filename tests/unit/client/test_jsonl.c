@@ -181,6 +181,29 @@ static void errors_name_file_and_line(void **state)
 		{"{\"type\":\"iter\",\"rank\":01,\"iter\":2,\"dur_us\":3}", "malformed JSON"},
 		{"{\"type\":\"host\",\"rank\":1,\"host\":\"a\\qb\"}", "invalid escape"},
 		{"{\"dur_us\":3}", "missing field \"type\""},
+		/* in the writer's shape, so that only the general parser may decide */
+		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":01,\"iter\":2,\"start_us\":0,\"dur_us\":3}",
+		 "malformed JSON"},
+		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"start_us\":0,\"dur_us\":-3}",
+		 "negative dur_us"},
+		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":4294967296,\"iter\":2,\"start_us\":0,\"dur_us\":3}",
+		 "invalid field \"rank\""},
+		{"{\"type\":\"phase\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"gpu\","
+		 "\"group\":\"\",\"start_us\":0,\"dur_us\":3}",
+		 "unknown kind \"gpu\""},
+		{"{\"type\":\"phase\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"comm\","
+		 "\"group\":\"xp\",\"start_us\":0,\"dur_us\":3}",
+		 "unknown group \"xp\""},
+		{"{\"type\":\"phase\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"name\":\"x\\u0000\",\"kind\":\"comm\","
+		 "\"group\":\"\",\"start_us\":0,\"dur_us\":3}",
+		 "NUL in string"},
+		{"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"comm\","
+		 "\"count\":0,\"durs_us\":[1,\"a\"]}",
+		 "invalid field \"durs_us\""},
+		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"start_us\":0,\"dur_us\":3}}",
+		 "trailing"},
+		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"start_us\":0,\"dur_us\":3",
+		 "malformed JSON"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		char content[512];
@@ -497,12 +520,201 @@ static void blocks_in_file_order(void **state)
 	}
 }
 
+/* Every call a handler gets, as text: two reads are the same when their texts are. */
+struct log {
+	char *buf;
+	size_t len, cap;
+	int64_t n;
+};
+
+static void logf_(struct log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(struct log *l, const char *fmt, ...)
+{
+	if (l->cap - l->len < 512) {
+		l->cap = l->cap ? l->cap * 2 : 1 << 20;
+		l->buf = realloc(l->buf, l->cap);
+		assert_non_null(l->buf);
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	l->len += (size_t)vsnprintf(l->buf + l->len, l->cap - l->len, fmt, ap);
+	va_end(ap);
+	l->n++;
+}
+
+static int l_iter(void *c, const struct record_iter *r, const char **why)
+{
+	(void)why;
+	logf_(c, "I %u %u %lld %lld\n", r->rank, r->iter, (long long)r->start_us, (long long)r->dur_us);
+	return 0;
+}
+
+static int l_phase(void *c, const struct record_phase *r, const char *name, const char **why)
+{
+	(void)why;
+	logf_(c, "P %u %u %u [%s] %u %u %lld %lld\n", r->rank, r->iter, r->name, name, r->kind, r->group,
+	      (long long)r->start_us, (long long)r->dur_us);
+	return 0;
+}
+
+static int l_kernel(void *c, const struct record_kernel *r, const char *name, const int64_t *d, size_t n,
+		    const char **why)
+{
+	(void)why;
+	logf_(c, "K %u %u %u [%s] %u %u %lld %lld %lld %lld %lld %u n=%zu:", r->rank, r->iter, r->name, name, r->kind,
+	      r->count, (long long)r->sum_us, (long long)r->min_us, (long long)r->max_us, (long long)r->p50_us,
+	      (long long)r->p99_us, r->sketch_len, n);
+	for (size_t i = 0; i < n; i++)
+		logf_(c, " %lld", (long long)d[i]);
+	logf_(c, "\n");
+	return 0;
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+/* a value from the edges or anywhere */
+static int64_t draw(uint64_t *x, int64_t lo, int64_t hi)
+{
+	switch (rng_next(x) % 4) {
+	case 0: return lo;
+	case 1: return hi;
+	case 2: return lo + (int64_t)(rng_next(x) % 3);
+	default: return lo + (int64_t)(rng_next(x) % (uint64_t)(hi - lo));
+	}
+}
+
+/* The lines the writer writes (read by their shape, client/jsonl.c) and the same records in
+ * another key order and spacing (read by the general parser) reach the handler as the same
+ * calls: numbers at their limits, names many and alike (the decoders' memory of names), names
+ * with escapes, every kind and group, kernels with and without durations. */
+static void shaped_lines_read_as_any(void **state)
+{
+	(void)state;
+	char names[700][48];
+	for (int i = 0; i < 700; i++) {
+		if (i % 100 == 7)
+			snprintf(names[i], sizeof(names[i]), "q\"uote\\%d\xc3\xa9", i); /* escapes: the general parser */
+		else if (i % 3 == 0)
+			snprintf(names[i], sizeof(names[i]), "ncclDevKernel_AllReduce_Sum_f32_RING_LL_%03d", i);
+		else if (i % 3 == 1)
+			snprintf(names[i], sizeof(names[i]), "%.*s", 1 + i % 9, "abcdefghij" + i % 2);
+		else
+			snprintf(names[i], sizeof(names[i]), "k%d_gemm", i);
+	}
+	char pa[64], pb[64], err[256];
+	snprintf(pa, sizeof(pa), "/tmp/test_jsonl_shape_a.%d", (int)getpid());
+	snprintf(pb, sizeof(pb), "/tmp/test_jsonl_shape_b.%d", (int)getpid());
+	struct jsonl_writer *w = jsonl_writer_open(pa, 0, err, sizeof(err));
+	assert_non_null(w);
+	FILE *f = fopen(pb, "w");
+	assert_non_null(f);
+	uint64_t x = 88172645463325252ull;
+	const int n = 30000;
+	for (int i = 0; i < n; i++) {
+		uint32_t rank = (uint32_t)draw(&x, 0, UINT32_MAX), iter = (uint32_t)draw(&x, 0, UINT32_MAX);
+		int64_t start = draw(&x, -999999999999999999ll, 999999999999999999ll);
+		int64_t dur = draw(&x, 0, 999999999999999999ll);
+		const char *name = names[rng_next(&x) % 700];
+		char esc[128];
+		size_t e = 0;
+		for (const char *c = name; *c; c++) {
+			if (*c == '"' || *c == '\\')
+				esc[e++] = '\\';
+			esc[e++] = *c;
+		}
+		esc[e] = 0;
+		int kind = (int)(rng_next(&x) % RECORD_KIND_COUNT), group = (int)(rng_next(&x) % RECORD_GROUP_COUNT);
+		switch (rng_next(&x) % 3) {
+		case 0: {
+			struct record_iter it = {rank, iter, start, dur};
+			jsonl_write_iter(w, "J", &it);
+			fprintf(f, "{\"dur_us\": %lld, \"type\": \"iter\", \"rank\": %u, \"iter\": %u, \"start_us\": %lld}\n",
+				(long long)dur, rank, iter, (long long)start);
+			break;
+		}
+		case 1: {
+			if (i % 50 == 0)
+				start = RECORD_NO_START; /* no start_us: the general parser */
+			struct record_phase ph = {rank, iter, 0, (uint8_t)kind, (uint8_t)group, start, dur};
+			jsonl_write_phase(w, "J", &ph, name);
+			fprintf(f, "{\"dur_us\": %lld, \"type\": \"phase\", \"rank\": %u, \"iter\": %u, \"name\": \"%s\", "
+				   "\"kind\": \"%s\", \"group\": \"%s\"",
+				(long long)dur, rank, iter, esc, record_kind_name(kind), record_group_name(group));
+			if (start != RECORD_NO_START)
+				fprintf(f, ", \"start_us\": %lld", (long long)start);
+			fprintf(f, "}\n");
+			break;
+		}
+		default: {
+			struct record_kernel k;
+			memset(&k, 0, sizeof(k));
+			k.rank = rank;
+			k.iter = iter;
+			k.kind = (uint8_t)(kind % 2);
+			k.count = (uint32_t)(rng_next(&x) % 3 ? 0 : draw(&x, 0, UINT32_MAX));
+			int64_t d[10];
+			size_t nd = rng_next(&x) % 11;
+			for (size_t j = 0; j < nd; j++)
+				d[j] = draw(&x, -999999999999999999ll, 999999999999999999ll);
+			if (!nd) { /* a summary: the general parser */
+				k.sum_us = 9;
+				k.min_us = 1;
+				k.max_us = 5;
+				k.p50_us = 2;
+				k.p99_us = 5;
+			}
+			jsonl_write_kernel(w, "J", &k, name, d, nd);
+			fprintf(f, "{\"kind\": \"%s\", \"type\": \"kernel\", \"rank\": %u, \"iter\": %u, \"name\": \"%s\", "
+				   "\"count\": %u",
+				record_kind_name(k.kind), rank, iter, esc, k.count);
+			if (nd) {
+				fprintf(f, ", \"durs_us\": [");
+				for (size_t j = 0; j < nd; j++)
+					fprintf(f, "%s%lld", j ? ", " : "", (long long)d[j]);
+				fprintf(f, "]}\n");
+			} else {
+				fprintf(f, ", \"sum_us\": 9, \"min_us\": 1, \"max_us\": 5, \"p50_us\": 2, \"p99_us\": 5}\n");
+			}
+		}
+		}
+	}
+	assert_int_equal(jsonl_writer_close(w), 0);
+	fclose(f);
+	struct log la = {0}, lb = {0};
+	struct jsonl_handler ha = {&la, NULL, NULL, l_iter, l_phase, l_kernel, NULL};
+	struct jsonl_handler hb = {&lb, NULL, NULL, l_iter, l_phase, l_kernel, NULL};
+	int ra = jsonl_read(pa, &ha, NULL, err, sizeof(err));
+	if (ra)
+		fail_msg("%s", err);
+	int rb = jsonl_read(pb, &hb, NULL, err, sizeof(err));
+	if (rb)
+		fail_msg("%s", err);
+	unlink(pa);
+	unlink(pb);
+	assert_true(la.len > 0);
+	assert_int_equal(la.len, lb.len);
+	for (size_t i = 0; i < la.len; i++)
+		if (la.buf[i] != lb.buf[i]) {
+			size_t s0 = i > 80 ? i - 80 : 0;
+			fail_msg("first difference at byte %zu:\n%.160s\n%.160s", i, la.buf + s0, lb.buf + s0);
+		}
+	free(la.buf);
+	free(lb.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(reads_everything),        cmocka_unit_test(errors_name_file_and_line),
 		cmocka_unit_test(keys_in_any_order),       cmocka_unit_test(writer_round_trip),
 		cmocka_unit_test(gzip_members_and_damage), cmocka_unit_test(blocks_in_file_order),
+		cmocka_unit_test(shaped_lines_read_as_any),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
