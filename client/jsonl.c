@@ -1174,8 +1174,9 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 			q++;
 		if (q == le)
 			continue;
-		if (b->nrec == b->rec_cap) { /* on large pages (hugemem.h): a 2 MiB page holds a block's */
-			size_t c = b->rec_cap ? b->rec_cap * 2 : HUGEMEM_PAGE / sizeof(struct drec);
+		if (b->nrec == b->rec_cap) { /* a line of 100 bytes a record to start: a 2 MiB block's
+					      * records on one large page (hugemem.h) */
+			size_t c = b->rec_cap ? b->rec_cap * 2 : n / 100 + 64;
 			struct drec *r = hugemem_alloc(c * sizeof(*r), 0);
 			if (!r) {
 				b->err_line = (uint32_t)b->lines;

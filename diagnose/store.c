@@ -185,13 +185,13 @@ static void *dup_array(const void *p, size_t bytes)
 	return q;
 }
 
-/* An array of the ring or the kernels: with huge (the ring), or in a one-shot fill (every
- * array: its pages are touched once, at full speed), on 2 MiB pages (hugemem.h: a first
- * touch of 4 KiB pages was a fifth of `culprit diagnose`'s CPU), zeroed at once when zero.
- * Freed with free(). */
-static void *big_alloc(const struct store *s, size_t n, size_t size, int zero, int huge)
+/* An array of the ring or the kernels, zeroed when zero: with huge, on 2 MiB pages
+ * (hugemem.h: a first touch of 4 KiB pages was a fifth of `culprit diagnose`'s CPU) and
+ * zeroed at once; without, from calloc or malloc, whose pages are touched (and zeroed by
+ * the system) only where used. Freed with free(). */
+static void *big_alloc(size_t n, size_t size, int zero, int huge)
 {
-	if (!huge && !s->cfg.one_shot)
+	if (!huge)
 		return zero ? calloc(n, size) : malloc(n * size);
 	return hugemem_alloc(n * size, zero);
 }
@@ -211,6 +211,10 @@ static size_t kcell(const struct store *s, uint32_t rank, uint32_t k, uint32_t b
 #define STORE_BIN_SLAB ((size_t)1 << 20)      /* buckets per slab: 4 MiB */
 #define STORE_SK_BINS 16                      /* buckets lent to a new sketch (sketch.c's first array) */
 
+/* the sketch arena on large pages: in a one-shot fill of a job whose kernel cells could fill
+ * an array (12,960 ranks: 1.9 M cells); a small job's arena stays on pages touched as used */
+static int arena_huge(const struct store *s) { return s->cfg.one_shot && kcells(s) >= STORE_SK_CHUNK; }
+
 static struct sketch *sk_at(const struct store *s, uint32_t num)
 {
 	return &s->sk_chunk[num >> STORE_SK_SHIFT][num & (STORE_SK_CHUNK - 1)];
@@ -229,7 +233,7 @@ static struct sketch *sk_new(struct store *s, uint32_t *num)
 			s->sk_chunk = p;
 			s->sk_chunk_cap = cap;
 		}
-		s->sk_chunk[c] = big_alloc(s, STORE_SK_CHUNK, sizeof(struct sketch), 0, 0);
+		s->sk_chunk[c] = big_alloc(STORE_SK_CHUNK, sizeof(struct sketch), 0, arena_huge(s));
 		if (!s->sk_chunk[c])
 			return NULL;
 	}
@@ -251,7 +255,7 @@ static uint32_t *bins_new(struct store *s, size_t n)
 			s->bin_slab = p;
 			s->bin_slab_cap = cap;
 		}
-		uint32_t *slab = big_alloc(s, STORE_BIN_SLAB, sizeof(*slab), 0, 0);
+		uint32_t *slab = big_alloc(STORE_BIN_SLAB, sizeof(*slab), 0, arena_huge(s));
 		if (!slab)
 			return NULL;
 		s->bin_slab[s->nslab++] = slab;
@@ -270,8 +274,8 @@ static int kernels_alloc(struct store *s)
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	s->ks = big_alloc(s, n, sizeof(*s->ks), 0, 0);
-	s->ktag = big_alloc(s, n, sizeof(*s->ktag), 0, 0);
+	s->ks = big_alloc(n, sizeof(*s->ks), 0, s->cfg.one_shot);
+	s->ktag = big_alloc(n, sizeof(*s->ktag), 0, s->cfg.one_shot);
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
@@ -308,9 +312,9 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	while (s->cfg.one_shot && s->R % 2 == 0 && s->R / 2 >= STORE_RING_FIRST)
 		s->R /= 2;
 	size_t cells = ring_cells(s), R = s->cfg.ring_iters, P = s->cfg.max_phases;
-	s->tag = big_alloc(s, cells, sizeof(*s->tag), 1, 1);
-	s->dur = big_alloc(s, cells, sizeof(*s->dur), 0, 1);
-	s->pdur = big_alloc(s, cells * P, sizeof(*s->pdur), 0, 1);
+	s->tag = big_alloc(cells, sizeof(*s->tag), 1, 1);
+	s->dur = big_alloc(cells, sizeof(*s->dur), 0, 1);
+	s->pdur = big_alloc(cells * P, sizeof(*s->pdur), 0, 1);
 	s->last_p1 = calloc(t->world, sizeof(*s->last_p1));
 	s->last_end = calloc(t->world, sizeof(*s->last_end));
 	s->host_of = malloc(t->world * sizeof(*s->host_of));
@@ -587,8 +591,8 @@ uint32_t store_host_id(const struct store *s, uint32_t rank)
 static int ring_grow(struct store *s)
 {
 	size_t R = s->R, R2 = 2 * R, W = s->topo.world, P = s->cfg.max_phases;
-	uint32_t *tag = big_alloc(s, W * R2, sizeof(*tag), 1, 1), *dur = big_alloc(s, W * R2, sizeof(*dur), 0, 1);
-	uint32_t *pdur = big_alloc(s, W * R2 * P, sizeof(*pdur), 0, 1);
+	uint32_t *tag = big_alloc(W * R2, sizeof(*tag), 1, 1), *dur = big_alloc(W * R2, sizeof(*dur), 0, 1);
+	uint32_t *pdur = big_alloc(W * R2 * P, sizeof(*pdur), 0, 1);
 	if (!tag || !dur || !pdur) {
 		free(tag);
 		free(dur);
