@@ -513,7 +513,7 @@ static const char *const table_names[] = {"steps", "kernels", "raw_kernels"};
 static const char *const table_cols[] = {
 	STEPS_COLUMNS,
 	"job_id, rank, iter, name_id, ts, kind, count, sum_us, min_us, max_us, p50_us, p99_us, sketch",
-	"job_id, rank, iter, name_id, ts, kind, dur_us, stream",
+	"job_id, rank, iter, name_id, ts, kind, dur_us, stream, nth",
 };
 
 static size_t table_rows(enum table t, const struct storage_op *op)
@@ -521,11 +521,59 @@ static size_t table_rows(enum table t, const struct storage_op *op)
 	return t == T_STEP ? op->n_iters + op->n_phases : t == T_KERNEL ? op->n_kernels : op->n_raw_kernels;
 }
 
-static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i)
+/* A raw kernel's place among those of its batch with the same key but nth (migration 011):
+ * sorted by that key, ties in batch order. */
+struct raw_key {
+	const struct record_raw_kernel *k;
+	uint32_t i;
+};
+
+static int raw_key_cmp(const void *pa, const void *pb)
+{
+	const struct raw_key *a = pa, *b = pb;
+	const struct record_raw_kernel *x = a->k, *y = b->k;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->iter != y->iter)
+		return x->iter < y->iter ? -1 : 1;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	if (x->start_us != y->start_us)
+		return x->start_us < y->start_us ? -1 : 1;
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* nth of each raw kernel of op: how many before it in the batch have its rank, iteration,
+ * stream, start and name (0 for the first); NULL when out of memory */
+static uint32_t *raw_nth(const struct storage_op *op)
+{
+	size_t n = op->n_raw_kernels;
+	struct raw_key *x = malloc((n ? n : 1) * sizeof(*x));
+	uint32_t *nth = malloc((n ? n : 1) * sizeof(*nth));
+	if (!x || !nth) {
+		free(x);
+		free(nth);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		x[i] = (struct raw_key){&op->raw_kernels[i], (uint32_t)i};
+	qsort(x, n, sizeof(*x), raw_key_cmp);
+	for (size_t i = 0; i < n; i++) {
+		struct raw_key prev = {i ? x[i - 1].k : NULL, x[i].i}; /* the key before, as if this one */
+		nth[x[i].i] = i && raw_key_cmp(&prev, &x[i]) == 0 ? nth[x[i - 1].i] + 1 : 0;
+	}
+	free(x);
+	return nth;
+}
+
+static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op, const struct op_state *st, size_t i,
+		     const uint32_t *nth)
 {
 	if (t == T_RAW) {
 		const struct record_raw_kernel *k = &op->raw_kernels[i];
-		pgbuf_copy_tuple(b, 8);
+		pgbuf_copy_tuple(b, 9);
 		pgbuf_copy_int4(b, (int32_t)st->job_id);
 		pgbuf_copy_int4(b, (int32_t)k->rank);
 		pgbuf_copy_int4(b, (int32_t)k->iter);
@@ -534,6 +582,7 @@ static void copy_row(struct pgbuf *b, enum table t, const struct storage_op *op,
 		pgbuf_copy_int2(b, (int16_t)k->kind);
 		pgbuf_copy_int8(b, k->dur_us);
 		pgbuf_copy_int4(b, (int32_t)k->stream);
+		pgbuf_copy_int4(b, (int32_t)nth[i]);
 	} else {
 		const struct record_kernel *k = &op->kernels[i];
 		pgbuf_copy_tuple(b, 13);
@@ -595,10 +644,17 @@ static enum txn_result copy_table(struct storage_writer *w, enum table t, const 
 			continue;
 		}
 		size_t m = table_rows(t, op);
+		uint32_t *nth = t == T_RAW ? raw_nth(op) : NULL;
+		if (t == T_RAW && !nth) {
+			b->failed = true;
+			ok = -1;
+			break;
+		}
 		for (size_t k = 0; k < m && ok == 0; k++) {
-			copy_row(b, t, op, &sts[i], k);
+			copy_row(b, t, op, &sts[i], k, nth);
 			ok = copy_flush(w, false);
 		}
+		free(nth);
 	}
 	pgbuf_copy_trailer(b);
 	if (ok == 0)

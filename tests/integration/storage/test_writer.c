@@ -507,7 +507,9 @@ static void test_partitions_live(const char *base)
 }
 
 /* Raw kernels of a capture travel in their batch: stored with it, exactly once (a resend
- * skipped from the cache, and redone through staging by a writer that does not know). */
+ * skipped from the cache, and redone through staging by a writer that does not know), two
+ * executions of one kernel that start in the same microsecond as two rows (not a conflict:
+ * the first round commits without staging). */
 static void test_raw_kernels(const char *base)
 {
 	char dsn[1024], err[512];
@@ -534,9 +536,9 @@ static void test_raw_kernels(const char *base)
 		op->n_names = 2;
 		op->names[0] = storage_op_strdup(op, "sm90_gemm");
 		op->names[1] = storage_op_strdup(op, "nccl_all_reduce");
-		op->raw_kernels = storage_op_alloc(op, 3 * sizeof *op->raw_kernels);
+		op->raw_kernels = storage_op_alloc(op, 5 * sizeof *op->raw_kernels);
 		CHECK(op->raw_kernels != NULL);
-		op->n_raw_kernels = 3;
+		op->n_raw_kernels = 5;
 		for (uint32_t k = 0; k < 3; k++)
 			op->raw_kernels[k] = (struct record_raw_kernel){.rank = 7,
 									.iter = 12,
@@ -545,11 +547,23 @@ static void test_raw_kernels(const char *base)
 									.stream = k == 2 ? 13 : 7,
 									.start_us = base_us + 1000 * k,
 									.dur_us = 900 + k};
+		op->raw_kernels[3] = op->raw_kernels[1]; /* the same start twice more, between others */
+		op->raw_kernels[4] = op->raw_kernels[1];
+		op->raw_kernels[4].dur_us = 5;
 		submit_wait(w, &s, op);
 		wait_done(w, &s, round == 2 ? 1 : (size_t)round + 1, 30000);
 		CHECK(s.failed == 0);
-		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels") == 3);
+		CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels") == 5);
+		if (round == 0) {
+			struct storage_writer_stats st0;
+			storage_writer_stats(w, &st0);
+			CHECK_MSG(st0.conflicts == 0, "conflicts %" PRIu64, st0.conflicts);
+		}
 	}
+	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM raw_kernels WHERE ts = to_timestamp(1764633600.001)"
+				 " AND nth BETWEEN 0 AND 2") == 3);
+	CHECK(pgtest_scalar(dsn, "SELECT sum(dur_us) FROM raw_kernels WHERE ts = to_timestamp(1764633600.001)") ==
+	      901 + 901 + 5);
 	struct storage_writer_stats st;
 	storage_writer_stats(w, &st);
 	CHECK_MSG(st.conflicts >= 1, "conflicts %" PRIu64, st.conflicts);
