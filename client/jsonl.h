@@ -35,6 +35,11 @@ struct jsonl_handler {
  * (may be NULL) gets the number of lines read. */
 int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen);
 
+/* The threads that decode a read's lines: 0 (the default) for one less than the CPUs (the
+ * caller's thread, which applies the records, takes one), at least 1; at most 4. The result
+ * does not depend on it. */
+extern int jsonl_decoders;
+
 /* Writer: gzip when gz is set. */
 struct jsonl_writer;
 struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size_t errlen);
