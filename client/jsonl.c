@@ -1091,9 +1091,10 @@ static void shape_unword(const char *s, size_t len) { ((char *)s)[len] = '"'; }
  * interned, its length in *name_len), or 0: not one, the line as it was */
 static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, size_t *name_len)
 {
-	const char *str[SHAPE_FIELDS];
-	size_t len[SHAPE_FIELDS], nints = 0;
-	int64_t num[SHAPE_FIELDS];
+	static const char none[] = "";
+	const char *str[SHAPE_FIELDS] = {none, none, none, none, none, none, none, none}; /* set by a match */
+	size_t len[SHAPE_FIELDS] = {0}, nints = 0;
+	int64_t num[SHAPE_FIELDS] = {0};
 	if (end - p < 10 || memcmp(p, "{\"type\":\"", 9) != 0)
 		return 0;
 	switch (p[9]) {
