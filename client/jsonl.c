@@ -933,6 +933,22 @@ struct block {
 	char err[240];
 };
 
+/* room in b->durs for need more durations: 0, or -1 when out of memory */
+static int durs_room(struct block *b, size_t need)
+{
+	if (b->ndurs + need <= b->durs_cap)
+		return 0;
+	size_t c = b->durs_cap ? b->durs_cap : 4096;
+	while (c < b->ndurs + need)
+		c *= 2;
+	int64_t *x = realloc(b->durs, c * sizeof(*x));
+	if (!x)
+		return -1;
+	b->durs = x;
+	b->durs_cap = c;
+	return 0;
+}
+
 /* --- the writer's lines, read by their shape ---
  *
  * Most lines of a large file are phases, kernels and iterations as jsonl_write_* writes
@@ -1054,14 +1070,8 @@ static int shape_match(const struct step *st, char *p, char *end, struct block *
 				int64_t v;
 				if (!(p = shape_int(p, end, 1, &v)))
 					return 0;
-				if (b->ndurs + *nints == b->durs_cap) {
-					size_t c = b->durs_cap ? b->durs_cap * 2 : 4096;
-					int64_t *x = realloc(b->durs, c * sizeof(*x));
-					if (!x)
-						return 0; /* the general parser says out of memory */
-					b->durs = x;
-					b->durs_cap = c;
-				}
+				if (durs_room(b, *nints + 1) < 0)
+					return 0; /* the general parser says out of memory */
 				b->durs[b->ndurs + (*nints)++] = v;
 				if (p < end && *p == ',') {
 					p++;
@@ -1218,18 +1228,10 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 		}
 		if (!shaped && d->type == D_KERNEL && d->u.kernel.ndurs && o->durs) {
 			size_t nd = d->u.kernel.ndurs;
-			if (b->ndurs + nd > b->durs_cap) {
-				size_t c = b->durs_cap ? b->durs_cap : 4096;
-				while (c < b->ndurs + nd)
-					c *= 2;
-				int64_t *x = realloc(b->durs, c * sizeof(*x));
-				if (!x) {
-					b->err_line = (uint32_t)b->lines;
-					snprintf(b->err, sizeof(b->err), "out of memory");
-					return;
-				}
-				b->durs = x;
-				b->durs_cap = c;
+			if (durs_room(b, nd) < 0) {
+				b->err_line = (uint32_t)b->lines;
+				snprintf(b->err, sizeof(b->err), "out of memory");
+				return;
 			}
 			memcpy(b->durs + b->ndurs, o->durs, nd * sizeof(*b->durs));
 			d->u.kernel.durs = b->ndurs;

@@ -1,9 +1,9 @@
 /* hugemem.h: arrays of a megabyte or more on 2 MiB pages.
  *
  * On the VMs culprit was measured on, the first touch of a 4 KiB page costs about 10 us (a
- * page fault and an exit to the hypervisor: 0.3-0.4 GB/s touched), of a 2 MiB page about
- * 0.12 ms (16 GB/s): `culprit diagnose` of a 260 MB file spent a fifth of its CPU in 11,000
- * page faults. hugemem_alloc asks the kernel for large pages (MADV_HUGEPAGE, honoured when
+ * page fault and an exit to the hypervisor): touching 64 MiB took 170-230 ms on 4 KiB pages
+ * and 4-106 ms on 2 MiB pages; `culprit diagnose` of a 260 MB file spent a fifth of its CPU
+ * in 11,000 page faults. hugemem_alloc asks the kernel for large pages (MADV_HUGEPAGE, honoured when
  * transparent huge pages are "madvise" or "always"); where it has none the memory is
  * ordinary pages. Freed with free(). */
 #ifndef CULPRIT_HUGEMEM_H

@@ -63,7 +63,7 @@ struct store {
 
 	/* kernels: [(k * W + rank) * NB + block % NB], slot-major: the pages of the slots no
 	 * kernel took are never touched (13 of the 16 by default at 3 kernels: 82 MiB of 110 at
-	 * 100,000 ranks, allocated zeroed and lazily by the system) */
+	 * 100,000 ranks); a slot's cells are zeroed when a kernel takes it */
 	uint32_t nb;
 	uint32_t *ks;   /* the number + 1 of the cell's sketch, 0 none */
 	uint32_t *ktag; /* block + 1 */

@@ -41,9 +41,10 @@ struct store_config {
 				       * skipped once a later one is complete (its other reports are not
 				       * coming: stored before a restart of the server, not resent).
 				       * 0 for files, whose records may come in any order */
-	int one_shot;                /* a file filled once (culprit diagnose), not a live job: every
-				       * large array on 2 MiB pages (hugemem.h; the ring always is),
-				       * and the ring starts at a quarter of ring_iters
+	int one_shot;                /* a file filled once (culprit diagnose), not a live job: the
+				       * kernel arrays, and the sketch arena of a job that can fill it,
+				       * on 2 MiB pages too (hugemem.h; the ring always is), and the
+				       * ring starts at a quarter of ring_iters
 				       * (STORE_RING_FIRST slots at least) and doubles when a rank's
 				       * iterations need it, so a short file does not touch the whole
 				       * ring (12 iterations of 12,960 ranks: 13 of its 53 MB). A live
