@@ -63,7 +63,7 @@ struct store {
 
 	/* kernels: [(k * W + rank) * NB + block % NB], slot-major: the pages of the slots no
 	 * kernel took are never touched (13 of the 16 by default at 3 kernels: 82 MiB of 110 at
-	 * 100,000 ranks); a slot's cells are zeroed when a kernel takes it */
+	 * 100,000 ranks; kernels_alloc) */
 	uint32_t nb;
 	uint32_t *ks;   /* the number + 1 of the cell's sketch, 0 none */
 	uint32_t *ktag; /* block + 1 */
@@ -266,16 +266,18 @@ static uint32_t *bins_new(struct store *s, size_t n)
 	return b;
 }
 
-/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag);
- * a slot's cells are zeroed when the slot is taken (slot-major: a file with 4 kernels
- * touches 4 of the 16 slots' cells) */
+/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag):
+ * culpritd's from calloc, its untouched pages never zeroed; a one-shot fill's on large pages,
+ * a slot's cells zeroed when a kernel takes the slot (slot-major: a file with 4 kernels
+ * touches 4 of the 16 slots' cells), not all at once */
 static int kernels_alloc(struct store *s)
 {
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	s->ks = big_alloc(n, sizeof(*s->ks), 0, s->cfg.one_shot);
-	s->ktag = big_alloc(n, sizeof(*s->ktag), 0, s->cfg.one_shot);
+	int one = s->cfg.one_shot; /* zeroed lazily by the system (calloc), or slot by slot */
+	s->ks = big_alloc(n, sizeof(*s->ks), !one, one);
+	s->ktag = big_alloc(n, sizeof(*s->ktag), !one, one);
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
@@ -808,9 +810,11 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 		s->kernel_of_name[rec->name] = k;
 		s->kernel_name[k] = rec->name;
 		s->kernel_kind[k] = rec->kind;
-		size_t per = (size_t)s->topo.world * s->nb, at = (size_t)k * per; /* kcell's slot-major */
-		memset(s->ks + at, 0, per * sizeof(*s->ks));
-		memset(s->ktag + at, 0, per * sizeof(*s->ktag));
+		if (s->cfg.one_shot) { /* kernels_alloc; never on culpritd's event loop */
+			size_t per = (size_t)s->topo.world * s->nb, at = (size_t)k * per; /* slot-major */
+			memset(s->ks + at, 0, per * sizeof(*s->ks));
+			memset(s->ktag + at, 0, per * sizeof(*s->ktag));
+		}
 	}
 	uint32_t block = rec->iter / s->cfg.kernel_block_iters;
 	size_t idx = kcell(s, rec->rank, k, block);
