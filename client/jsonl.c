@@ -667,22 +667,33 @@ static int str_is(const struct jval *v, const char *s, size_t len)
 
 /* A record decoded from a line, handed to the handler later, in the file's order. A phase's
  * or kernel's name is the read's interned copy (struct names), its other strings lie in its
- * block's text, a kernel's durations in the block's durs. */
+ * block's text, a kernel's durations (or its summary) in the block's durs. 56 bytes: the
+ * applying thread reads each from the other core's cache, and a 2 MiB block's records fit
+ * on one large page (a whole record_kernel made them 112 and two pages). */
 enum drec_type { D_JOB, D_HOST, D_ITER, D_PHASE, D_KERNEL, D_EVENT };
+
+struct djob { /* a job line but its name (the drec's) */
+	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
+	const char *order;
+};
+
+struct dkernel { /* a kernel line but its name (the drec's) */
+	uint32_t rank, iter, count;
+	uint8_t kind;
+	uint8_t summary;    /* no durations: sum, min, max, p50, p99 at the block's durs + durs */
+	size_t durs, ndurs; /* the durations at the block's durs + durs */
+};
 
 struct drec {
 	enum drec_type type;
 	uint32_t line;    /* in its block, from 1 */
-	const char *name; /* a phase's or kernel's name, a host line's or event's host */
+	const char *name; /* a phase's or kernel's name, a host line's or event's host, the job */
 	union {
-		struct jsonl_job job;
+		struct djob job;
 		uint32_t rank; /* host */
 		struct record_iter iter;
 		struct record_phase phase;
-		struct {
-			struct record_kernel r;
-			size_t durs, ndurs; /* at the block's durs + durs */
-		} kernel;
+		struct dkernel kernel;
 		struct {
 			const char *kind, *source, *detail;
 			int64_t ts_us;
@@ -690,9 +701,15 @@ struct drec {
 	} u;
 };
 
+_Static_assert(sizeof(void *) != 8 || sizeof(struct drec) == 56, "a decoded record is 56 bytes");
+
+/* a kernel's summary in the block's durs: sum, min, max, p50, p99 */
+#define KERNEL_SUMMARY 5
+
 /* The record of a line (1), or an unknown type, ignored (forward compatibility) (0), or
- * -1 with msg set. A kernel's durations (o->durs) are copied into the block by the caller. */
-static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t msglen)
+ * -1 with msg set. A kernel's durations (o->durs), or its summary (sum, when summary is
+ * set), are copied into the block by the caller. */
+static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_SUMMARY], char *msg, size_t msglen)
 {
 	const char *why = NULL;
 	int rc = 0;
@@ -716,10 +733,10 @@ static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t m
 		}                                                      \
 	} while (0)
 	if (STR_IS(type, "job")) {
-		struct jsonl_job *j = &d->u.job;
+		struct djob *j = &d->u.job;
 		d->type = D_JOB;
 		memset(j, 0, sizeof(*j));
-		j->job = get_str(o, JK_job);
+		d->name = get_str(o, JK_job);
 		j->order = get_str(o, JK_order);
 		U32(JK_world, 1, 0, &j->world);
 		U32(JK_tp, 0, 1, &j->tp);
@@ -770,7 +787,7 @@ static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t m
 		r->kind = (uint8_t)k;
 		r->group = (uint8_t)g;
 	} else if (STR_IS(type, "kernel")) {
-		struct record_kernel *r = &d->u.kernel.r;
+		struct dkernel *r = &d->u.kernel;
 		d->type = D_KERNEL;
 		memset(r, 0, sizeof(*r));
 		U32(JK_rank, 1, 0, &r->rank);
@@ -789,21 +806,21 @@ static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t m
 		}
 		r->kind = (uint8_t)k;
 		const struct jval *dv = jget(o, JK_durs_us);
-		d->u.kernel.ndurs = 0;
 		if (dv) {
 			if (dv->t != JT_ARR || !o->durs_ok) {
 				snprintf(msg, msglen, "invalid field \"durs_us\"");
 				return -1;
 			}
-			d->u.kernel.ndurs = o->ndurs;
+			r->ndurs = o->ndurs;
 			if (!r->count)
 				r->count = (uint32_t)o->ndurs;
 		} else {
-			I64(JK_sum_us, 0, 0, &r->sum_us);
-			I64(JK_min_us, 1, 0, &r->min_us);
-			I64(JK_max_us, 1, 0, &r->max_us);
-			I64(JK_p50_us, 1, 0, &r->p50_us);
-			I64(JK_p99_us, 0, r->max_us, &r->p99_us);
+			r->summary = 1;
+			I64(JK_sum_us, 0, 0, &sum[0]);
+			I64(JK_min_us, 1, 0, &sum[1]);
+			I64(JK_max_us, 1, 0, &sum[2]);
+			I64(JK_p50_us, 1, 0, &sum[3]);
+			I64(JK_p99_us, 0, sum[2], &sum[4]);
 		}
 	} else if (STR_IS(type, "event")) {
 		d->type = D_EVENT;
@@ -833,6 +850,7 @@ static int decode_line(const struct jobj *o, struct drec *d, char *msg, size_t m
 struct name {
 	struct name *next;
 	uint32_t hash, len;
+	uint64_t a, z; /* the first and last 8 bytes, as name_intern reads them */
 	char s[];
 };
 
@@ -869,9 +887,13 @@ static const char *name_intern(struct names *t, struct name **seen, const char *
 	memcpy(&z, s + (len > 8 ? len - 8 : 0), 8);
 	if (len < 8)
 		a = z = a & ((1ull << (len * 8)) - 1);
-	struct name **m = &seen[((a ^ (z >> 7) ^ len) * 0x9E3779B97F4A7C15ull) >> (64 - NAME_SEEN_BITS)];
-	if (*m && (*m)->len == len && memcmp((*m)->s, s, len) == 0)
-		return (*m)->s;
+	/* two ways: two names that share a slot (sm90_gemm and another of case5's 11 did) no
+	 * longer evict each other on every line; a name of up to 16 bytes is its two words */
+	struct name **m = &seen[(((a ^ (z >> 7) ^ len) * 0x9E3779B97F4A7C15ull) >> (64 - NAME_SEEN_BITS)) & ~1u];
+	for (int w = 0; w < 2; w++)
+		if (m[w] && m[w]->a == a && m[w]->z == z && m[w]->len == len &&
+		    (len <= 16 || memcmp(m[w]->s + 8, s + 8, len - 16) == 0))
+			return m[w]->s;
 	uint32_t hash = name_hash(s, len);
 	pthread_mutex_lock(&t->mu);
 	struct name *x = NULL;
@@ -898,6 +920,8 @@ static const char *name_intern(struct names *t, struct name **seen, const char *
 	if (!x && (x = malloc(sizeof(*x) + len + 1))) {
 		x->hash = hash;
 		x->len = (uint32_t)len;
+		x->a = a;
+		x->z = z;
 		memcpy(x->s, s, len);
 		x->s[len] = 0;
 		x->next = t->tab[hash & (t->cap - 1)];
@@ -907,7 +931,8 @@ static const char *name_intern(struct names *t, struct name **seen, const char *
 	pthread_mutex_unlock(&t->mu);
 	if (!x)
 		return NULL;
-	*m = x;
+	m[1] = m[0]; /* the older of the two goes */
+	m[0] = x;
 	return x->s;
 }
 
@@ -1133,7 +1158,7 @@ static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, si
 	case 'k': {
 		if (!shape_match(shape_kernel, p, end, b, str, len, num, &nints))
 			return 0;
-		struct record_kernel *r = &d->u.kernel.r;
+		struct dkernel *r = &d->u.kernel;
 		int k = shape_word(str[2], len[2], 0);
 		if (k < 0) {
 			shape_unword(str[2], len[2]);
@@ -1147,8 +1172,8 @@ static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, si
 		r->iter = (uint32_t)num[1];
 		r->count = num[2] ? (uint32_t)num[2] : (uint32_t)nints;
 		r->kind = (uint8_t)k;
-		d->u.kernel.durs = b->ndurs;
-		d->u.kernel.ndurs = nints;
+		r->durs = b->ndurs;
+		r->ndurs = nints;
 		b->ndurs += nints;
 		return 1;
 	}
@@ -1170,6 +1195,8 @@ static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, si
  * kernels' names interned in t (seen: the decoder's memory of it). */
 static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, struct names *t, struct name **seen)
 {
+	int64_t sum[KERNEL_SUMMARY];
+	int rc;
 	b->nrec = b->ndurs = 0;
 	b->lines = 0;
 	b->err_line = 0;
@@ -1185,9 +1212,11 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 			q++;
 		if (q == le)
 			continue;
-		if (b->nrec == b->rec_cap) { /* a line of 100 bytes a record to start: a 2 MiB block's
-					      * records on one large page (hugemem.h) */
+		if (b->nrec == b->rec_cap) { /* a line of 100 bytes a record to start, as many as its
+					      * whole pages hold: a 2 MiB block's records on one
+					      * large page (hugemem.h) */
 			size_t c = b->rec_cap ? b->rec_cap * 2 : n / 100 + 64;
+			c = hugemem_size(c * sizeof(struct drec)) / sizeof(struct drec);
 			struct drec *r = hugemem_alloc(c * sizeof(*r), 0);
 			if (!r) {
 				b->err_line = (uint32_t)b->lines;
@@ -1211,7 +1240,7 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 					 jp.err ? jp.err : "?", (size_t)(jp.p - ls) + 1);
 				return;
 			}
-			int rc = decode_line(o, d, b->err, sizeof(b->err));
+			rc = decode_line(o, d, sum, b->err, sizeof(b->err));
 			if (rc < 0) {
 				b->err_line = (uint32_t)b->lines;
 				return;
@@ -1226,15 +1255,17 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 			snprintf(b->err, sizeof(b->err), "out of memory");
 			return;
 		}
-		if (!shaped && d->type == D_KERNEL && d->u.kernel.ndurs && o->durs) {
-			size_t nd = d->u.kernel.ndurs;
+		if (!shaped && d->type == D_KERNEL) { /* its durations, or its summary */
+			struct dkernel *k = &d->u.kernel;
+			size_t nd = k->summary ? KERNEL_SUMMARY : k->ndurs && o->durs ? k->ndurs : 0;
 			if (durs_room(b, nd) < 0) {
 				b->err_line = (uint32_t)b->lines;
 				snprintf(b->err, sizeof(b->err), "out of memory");
 				return;
 			}
-			memcpy(b->durs + b->ndurs, o->durs, nd * sizeof(*b->durs));
-			d->u.kernel.durs = b->ndurs;
+			if (nd)
+				memcpy(b->durs + b->ndurs, k->summary ? sum : o->durs, nd * sizeof(*b->durs));
+			k->durs = b->ndurs;
 			b->ndurs += nd;
 		}
 		b->nrec++;
@@ -1245,15 +1276,29 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 static int apply(const struct drec *d, const struct block *b, const struct jsonl_handler *h, const char **why)
 {
 	switch (d->type) {
-	case D_JOB: return h->job ? h->job(h->ctx, &d->u.job, why) : 0;
+	case D_JOB: {
+		const struct djob *j = &d->u.job;
+		struct jsonl_job job = {d->name, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->gpus_per_node, j->order};
+		return h->job ? h->job(h->ctx, &job, why) : 0;
+	}
 	case D_HOST: return h->host ? h->host(h->ctx, d->u.rank, d->name, why) : 0;
 	case D_ITER: return h->iter ? h->iter(h->ctx, &d->u.iter, why) : 0;
 	case D_PHASE: return h->phase ? h->phase(h->ctx, &d->u.phase, d->name, why) : 0;
 	case D_KERNEL: {
-		size_t nd = d->u.kernel.ndurs;
-		return h->kernel ? h->kernel(h->ctx, &d->u.kernel.r, d->name, nd ? b->durs + d->u.kernel.durs : NULL,
-					     nd, why)
-				 : 0;
+		const struct dkernel *k = &d->u.kernel;
+		if (!h->kernel)
+			return 0;
+		struct record_kernel r = {.rank = k->rank, .iter = k->iter, .count = k->count, .kind = k->kind};
+		const int64_t *v = b->durs + k->durs;
+		if (k->summary) {
+			r.sum_us = v[0];
+			r.min_us = v[1];
+			r.max_us = v[2];
+			r.p50_us = v[3];
+			r.p99_us = v[4];
+			return h->kernel(h->ctx, &r, d->name, NULL, 0, why);
+		}
+		return h->kernel(h->ctx, &r, d->name, k->ndurs ? v : NULL, k->ndurs, why);
 	}
 	case D_EVENT:
 		return h->event ? h->event(h->ctx, d->name, d->u.event.kind, d->u.event.ts_us, d->u.event.source,

@@ -19,7 +19,8 @@ struct seen {
 	int jobs, hosts, iters, phases, kernels, events;
 	char job[64], host[64], name[64], detail[64];
 	uint32_t world, ep, rank;
-	int64_t dur, p50;
+	int64_t dur, sum[5]; /* the last kernel's sum, min, max, p50, p99 */
+	uint32_t count;
 	size_t ndurs;
 	int64_t durs[4];
 	uint8_t kind, group;
@@ -79,7 +80,9 @@ static int s_kernel(void *c, const struct record_kernel *r, const char *name, co
 	s->ndurs = n;
 	for (size_t i = 0; i < n && i < 4; i++)
 		s->durs[i] = d[i];
-	s->p50 = r->p50_us;
+	int64_t sum[5] = {r->sum_us, r->min_us, r->max_us, r->p50_us, r->p99_us};
+	memcpy(s->sum, sum, sizeof(sum));
+	s->count = r->count;
 	return 0;
 }
 
@@ -154,7 +157,11 @@ static void reads_everything(void **state)
 		assert_int_equal(s.kind, RECORD_KIND_COMPUTE);
 		assert_int_equal(s.group, RECORD_GROUP_EP);
 		assert_int_equal(s.kernels, 2);
-		assert_int_equal(s.p50, 2); /* the summary kernel came last */
+		/* the summary kernel came last, p99 defaulting to max */
+		assert_int_equal(s.ndurs, 0);
+		assert_int_equal(s.count, 9);
+		int64_t sum[5] = {9, 1, 3, 2, 3};
+		assert_memory_equal(s.sum, sum, sizeof(sum));
 		assert_int_equal(s.events, 1);
 		assert_string_equal(s.detail, "eth3\n");
 	}
