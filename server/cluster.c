@@ -35,6 +35,7 @@ struct lease {
 	uint64_t epoch;
 	uint64_t acquired_tick;       /* the tick when the acquisition was taken */
 	int64_t until_ms;             /* OTHER, FAILED: believed until (clock_mono_ms) */
+	int64_t asked_ms;             /* ASKING: since when (clock_mono_ms) */
 	char agent_addr[256];         /* OTHER: where its agents are sent */
 	int agent_room;               /* OTHER: agent connections the owner takes (0: relay them) */
 	struct storage_lease_req req; /* ASKING: the statement's */
@@ -125,6 +126,7 @@ enum cluster_answer cluster_hello(struct server *s, const char *job, uint64_t co
 		if (storage_query_submit_fn(c->q, (uint64_t)(uintptr_t)l, storage_lease_acquire, &l->req) < 0)
 			return CLUSTER_BUSY;
 		l->state = LEASE_ASKING;
+		l->asked_ms = clock_mono_ms();
 		/* fall through */
 	case LEASE_ASKING:
 		if (l->n_waiting == l->cap_waiting) {
@@ -170,7 +172,9 @@ static void acquired(struct server *s, struct lease *l, struct storage_query_res
 		l->epoch = got->epoch;
 		l->acquired_tick = ++s->cluster->tick;
 		s->m.leases_acquired++;
-		log_info("job \"%s\": lease acquired (epoch %" PRIu64 ")", job, got->epoch);
+		log_info("job \"%s\": lease acquired (epoch %" PRIu64 ") in %" PRId64 " ms: %" PRId64
+			 " waiting for the lease row, %" PRId64 " reading the job back",
+			 job, got->epoch, clock_mono_ms() - l->asked_ms, got->lock_ms, got->read_ms);
 		apply_progress(s, job, got->data);
 		s->cluster->calls->taken_over(s, job, got);
 	} else {

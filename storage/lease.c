@@ -1,5 +1,6 @@
 /* lease.c: see lease.h. */
 #include "lease.h"
+#include "clock.h"
 #include "incidents.h"
 #include "window.h"
 
@@ -120,12 +121,14 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 	/* FOR UPDATE first: it waits for the writers' transactions that hold the row FOR KEY SHARE
 	 * (writer.c, "fencing"), so what the previous owner writes is committed before the new
 	 * owner reads the durable sequences below, and the previous owner writes nothing after */
+	int64_t t0 = clock_mono_ms();
 	res = PQexec(conn, "BEGIN");
 	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 		PQclear(res);
 		res = PQexecParams(conn, "SELECT 1 FROM job_leases WHERE job = $1 AND expires_at < now() FOR UPDATE", 1,
 				   NULL, params, NULL, NULL, 0);
 	}
+	head.lock_ms = clock_mono_ms() - t0;
 	if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
 		/* every acquisition raises the epoch, even a re-acquisition by the same owner id (a
@@ -209,6 +212,7 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 		oom(r);
 		return;
 	}
+	head.read_ms = clock_mono_ms() - t0 - head.lock_ms;
 	*l = head;
 	l->data[0] = '\0';
 	if (prog) {

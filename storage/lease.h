@@ -38,6 +38,9 @@ struct storage_lease {
 	 * iteration on (at most window_iters); the taker frees it (NULL: none) */
 	struct storage_window *window;
 	size_t incidents_at; /* their fields in data */
+	/* the acquisition's time (ms): waiting for the lease row (the previous owner's writes in
+	 * flight), then reading back what the job had (sequences, incidents, window) */
+	int64_t lock_ms, read_ms;
 	/* owned == 1: the job's agents' durable sequences, "agent\tseq\n" lines, NUL; then the
 	 * incidents' fields (storage/incidents.c's columns), each a byte 1 (0: NULL) and a string */
 	char data[];

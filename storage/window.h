@@ -1,8 +1,9 @@
 /* window.h: a job's recent records read back from PostgreSQL, for the instance that takes a
  * job over (docs/operations.md, "Many instances"): the iterations and phases of the window
  * the previous owner held, so that the new owner's diagnoses see what it saw. The one place
- * that reads the records relations for that (plain SELECTs on iterations, phases and
- * kernels). */
+ * that reads the records relations for that: the rows of steps as stored (their arrays
+ * unpacked here, not through the iterations and phases views) and the kernels through COPY
+ * in its binary format. */
 #ifndef CULPRIT_STORAGE_WINDOW_H
 #define CULPRIT_STORAGE_WINDOW_H
 

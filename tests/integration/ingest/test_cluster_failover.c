@@ -36,6 +36,21 @@
 
 static struct h_proc a, b, c;
 
+/* Prints the first line of p's log that contains needle (where a takeover's time went). */
+static void print_log_line(const struct h_proc *p, const char *needle)
+{
+	char line[1024];
+	FILE *f = fopen(p->log_path, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, needle)) {
+			fprintf(stderr, "A's log: %s", line);
+			break;
+		}
+	if (f)
+		fclose(f);
+}
+
 static void start(struct h_proc *p, const char *name, const char *dsn, const char *hook)
 {
 	const char *extra[] = {"--webhook-url", hook, "--alert-backoff-max-s", "2", NULL};
@@ -129,6 +144,7 @@ int main(void)
 		"A took %s %lld ms after the kill (lease_s 4, the default); the first batch acknowledged by A %lld ms "
 		"after it\n",
 		JOB, (long long)took_ms, (long long)(h_now_ms() - t_kill));
+	print_log_line(&a, "job \"" JOB "\": lease acquired");
 	H_CHECK(took_ms < 10000, &a);
 	H_CHECK(h_log_wait(&a, "continues (compute_degradation", 1, 10000), &a);
 	H_CHECK(h_log_wait(&a, "job \"" JOB "\": window read back from the database", 1, 10000), &a);

@@ -19,7 +19,10 @@
 #include "migrate.h"
 #include "pgtest.h"
 #include "retention.h"
+#include "window.h"
 #include "writer.h"
+
+#include <libpq-fe.h>
 
 #define NAMES 10
 #define ITERS_PER_BATCH 100
@@ -579,6 +582,61 @@ static void test_raw_kernels(const char *base)
 /* The layout of steps (migration 008): one row per iteration and block of 64 ranks of a batch;
  * the views give back every record as sent, a value beyond 32 bits included (the row's wide
  * matrices); the same records again under another seq are a no-op, as with the old keys. */
+/* What test_steps_layout wrote, read back by storage_window_read (a takeover's read): every
+ * record as sent, from iteration 5, from 6, and the last one iteration. */
+static void window_read_back(const char *dsn)
+{
+	char err[256];
+	PGconn *conn = PQconnectdb(dsn);
+	CHECK(PQstatus(conn) == CONNECTION_OK);
+	for (int from = 5; from <= 7; from++) { /* 7: from 5, at most one iteration (the last) */
+		struct storage_window *win =
+			storage_window_read((struct pg_conn *)conn, "S", from == 7 ? 5 : (uint32_t)from, from == 7 ? 1 : 64,
+					    err, sizeof err);
+		CHECK_MSG(win != NULL, "%s", err);
+		uint32_t first = from == 5 ? 5 : 6;
+		size_t its = (7 - first) * 9;
+		CHECK_MSG(win->n_iters == its && win->n_phases == its * 2 - 1 && win->n_kernels == its,
+			  "from %d: %zu iterations, %zu phases, %zu kernels", from, win->n_iters, win->n_phases,
+			  win->n_kernels);
+		CHECK(win->n_names == 3);
+		int64_t seen = 0;
+		for (size_t i = 0; i < win->n_iters; i++) {
+			const struct record_iter *r = &win->iters[i];
+			CHECK(r->iter >= first && r->iter <= 6);
+			CHECK(r->start_us == base_us + r->iter * 30000000 + r->rank * 10 && r->dur_us == 29000000 + r->rank);
+			seen += r->rank + 1000 * r->iter;
+		}
+		CHECK(seen == (100 + 0 + 1 + 2 + 3 + 4 + 5 + 6 + 9) * (int64_t)(7 - first) + 9000 * (first == 5 ? 11 : 6));
+		for (size_t i = 0; i < win->n_phases; i++) {
+			const struct record_phase *p = &win->phases[i];
+			const char *name = win->names[p->name];
+			int b = strcmp(name, "b") == 0;
+			CHECK(p->iter >= first && p->iter <= 6 && (b || strcmp(name, "a") == 0));
+			CHECK(!(p->rank == 3 && p->iter == 6 && b));
+			CHECK(p->kind == b && p->group == 4);
+			CHECK(p->start_us == (b ? 5000 : RECORD_NO_START));
+			CHECK(p->dur_us == (p->rank == 2 && p->iter == 6 && b ? INT64_C(3000000000) : 1000 * (b + 1) + p->rank));
+		}
+		for (size_t i = 0; i < win->n_kernels; i++) {
+			const struct record_kernel *k = &win->kernels[i];
+			uint32_t r = k->rank;
+			CHECK(k->iter >= first && k->iter <= 6 && strcmp(win->names[k->name], "k") == 0);
+			CHECK(k->kind == 1 && k->count == 7 + r && k->p50_us == 100 && k->p99_us == 109);
+			CHECK(k->sum_us == (r == 9 ? INT64_C(-5) : 700 + (int64_t)r) && k->min_us == (r == 9 ? INT64_MIN + 1 : 90) &&
+			      k->max_us == (r == 9 ? INT64_C(5000000000) : 110));
+			if (r % 2) {
+				CHECK(k->sketch == NULL && k->sketch_len == 0);
+			} else {
+				CHECK(k->sketch_len == 8);
+				CHECK(memcmp(k->sketch, (uint8_t[8]){0, 0xff, (uint8_t)r, (uint8_t)k->iter, 0x80, 1, 2, 3}, 8) == 0);
+			}
+		}
+		free(win);
+	}
+	PQfinish(conn);
+}
+
 static void test_steps_layout(const char *base)
 {
 	char dsn[1024], err[512];
@@ -589,30 +647,51 @@ static void test_steps_layout(const char *base)
 
 	/* ranks 0..6, 9 and 100 (another block of 64), iterations 5 and 6, phases "a" and "b"; rank 3
 	 * lacks "b" in iteration 6, "a" has no known start, and rank 2's "b" of iteration 6 lasts
-	 * 3,000 s (beyond 32 bits of microseconds) */
+	 * 3,000 s (beyond 32 bits of microseconds); a kernel "k" per rank-step, with a sketch on even
+	 * ranks, negative and 64-bit figures on rank 9 */
 	static const uint32_t ranks[] = {100, 0, 1, 2, 3, 4, 5, 6, 9}; /* out of order on purpose */
 	for (uint64_t seq = 1; seq <= 2; seq++) {
-		size_t ni = 2 * 9, np = 2 * ni;
-		struct storage_op *op =
-			storage_op_new(STORAGE_OP_BATCH,
-				       4096 + ni * sizeof(struct record_iter) + np * (sizeof(struct record_phase) + 8));
+		size_t ni = 2 * 9, np = 2 * ni, nk = ni;
+		struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 4096 + ni * sizeof(struct record_iter) +
+									 np * (sizeof(struct record_phase) + 8) +
+									 nk * (sizeof(struct record_kernel) + 8 + 8));
 		CHECK(op != NULL);
 		op->job = storage_op_strdup(op, "S");
 		op->agent = storage_op_strdup(op, "node-0");
 		op->seq = seq;
-		op->names = storage_op_alloc(op, 2 * sizeof(char *));
-		op->n_names = 2;
+		op->names = storage_op_alloc(op, 3 * sizeof(char *));
+		op->n_names = 3;
 		op->names[0] = storage_op_strdup(op, "a");
 		op->names[1] = storage_op_strdup(op, "b");
+		op->names[2] = storage_op_strdup(op, "k");
 		op->iters = storage_op_alloc(op, ni * sizeof *op->iters);
 		op->phases = storage_op_alloc(op, np * sizeof *op->phases);
 		op->phase_iter_start_us = storage_op_alloc(op, np * sizeof(int64_t));
-		CHECK(op->iters && op->phases && op->phase_iter_start_us);
+		op->kernels = storage_op_alloc(op, nk * sizeof *op->kernels);
+		op->kernel_iter_start_us = storage_op_alloc(op, nk * sizeof(int64_t));
+		CHECK(op->iters && op->phases && op->phase_iter_start_us && op->kernels && op->kernel_iter_start_us);
 		for (uint32_t it = 5; it <= 6; it++) {
 			for (size_t k = 0; k < 9; k++) {
 				uint32_t r = ranks[k];
 				int64_t start = base_us + it * 30000000 + r * 10; /* each rank its own start */
 				op->iters[op->n_iters++] = (struct record_iter){r, it, start, 29000000 + r};
+				uint8_t *sk = r % 2 ? NULL : storage_op_alloc(op, 8);
+				if (sk)
+					memcpy(sk, (uint8_t[8]){0, 0xff, (uint8_t)r, (uint8_t)it, 0x80, 1, 2, 3}, 8);
+				op->kernel_iter_start_us[op->n_kernels] = start;
+				op->kernels[op->n_kernels++] = (struct record_kernel){
+					.rank = r,
+					.iter = it,
+					.name = 2,
+					.kind = 1,
+					.count = 7 + r,
+					.sum_us = r == 9 ? INT64_C(-5) : 700 + (int64_t)r,
+					.min_us = r == 9 ? INT64_MIN + 1 : 90,
+					.max_us = r == 9 ? INT64_C(5000000000) : 110,
+					.p50_us = 100,
+					.p99_us = 109,
+					.sketch = sk,
+					.sketch_len = sk ? 8 : 0};
 				for (uint32_t nm = 0; nm < 2; nm++) {
 					if (r == 3 && it == 6 && nm == 1)
 						continue;
@@ -661,7 +740,9 @@ static void test_steps_layout(const char *base)
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 3 AND iter = 6") == 1);
 	CHECK(storage_writer_stop(w, 5000) == 0);
 	free_sink(&s);
-	printf("test_writer: steps layout: 4 rows for 18 rank-steps, one phase set, a 3,000 s phase kept exactly\n");
+	window_read_back(dsn);
+	printf("test_writer: steps layout: 4 rows for 18 rank-steps, one phase set, a 3,000 s phase kept exactly;"
+	       " the window read back as sent\n");
 }
 
 static void test_fencing(const char *base)
