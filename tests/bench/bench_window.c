@@ -2,13 +2,14 @@
  * (storage_window_read, docs/operations.md "Many instances"), beside the same records read
  * through the iterations and phases views (how it was read before), in the same run.
  *
- *   bench_window [--ranks R] [--iters I] [--runs N] DSN
+ *   bench_window [--ranks R] [--iters I] [--window W] [--runs N] DSN
  *
  * DSN names a database the benchmark may drop and create a database "bench_window" next to
  * (a superuser on a scratch server, e.g. the one of tests/pg.sh). The storage writer stores I
  * iterations of R ranks (default case5's 12,960 x 14) as node agents send them: a batch per 8
  * ranks and iteration, with 8 phases and 3 kernel summaries (a 12-byte sketch each) per
- * rank-step. Then, alternately N times each:
+ * rank-step. Then the last W iterations (default all I: the job's history before them must not
+ * cost the read), alternately N times each:
  *   views:  the iterations and phases views and the kernels table (text results), every
  *           field converted, as storage_window_read did before;
  *   window: storage_window_read.
@@ -170,19 +171,21 @@ static void store(const char *dsn, uint32_t ranks, uint32_t iters)
 }
 
 /* the records through the views, every field converted: rows read */
-static size_t views_read(PGconn *c)
+static size_t views_read(PGconn *c, uint32_t first)
 {
 	static const char *const sql[3] = {
 		"SELECT i.rank, i.iter, (extract(epoch FROM i.ts) * 1000000)::bigint, i.dur_us FROM iterations i"
-		" JOIN jobs j ON j.id = i.job_id WHERE j.name = 'bench' AND i.iter >= 0",
+		" JOIN jobs j ON j.id = i.job_id WHERE j.name = 'bench' AND i.iter >= ",
 		"SELECT p.rank, p.iter, p.name_id, p.kind, p.grp, p.start_us, p.dur_us FROM phases p"
-		" JOIN jobs j ON j.id = p.job_id WHERE j.name = 'bench' AND p.iter >= 0",
+		" JOIN jobs j ON j.id = p.job_id WHERE j.name = 'bench' AND p.iter >= ",
 		"SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us, k.p99_us,"
-		" k.sketch FROM kernels k JOIN jobs j ON j.id = k.job_id WHERE j.name = 'bench' AND k.iter >= 0"};
+		" k.sketch FROM kernels k JOIN jobs j ON j.id = k.job_id WHERE j.name = 'bench' AND k.iter >= "};
 	size_t rows = 0;
 	int64_t sum = 0;
 	for (int q = 0; q < 3; q++) {
-		PGresult *r = PQexec(c, sql[q]);
+		char text[512];
+		snprintf(text, sizeof text, "%s%u", sql[q], first);
+		PGresult *r = PQexec(c, text);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK)
 			die(sql[q], c);
 		for (int i = 0; i < PQntuples(r); i++)
@@ -196,7 +199,7 @@ static size_t views_read(PGconn *c)
 
 int main(int argc, char **argv)
 {
-	uint32_t ranks = 12960, iters = 14;
+	uint32_t ranks = 12960, iters = 14, window = 0;
 	int runs = 5;
 	const char *dsn = NULL;
 	for (int i = 1; i < argc; i++) {
@@ -204,6 +207,8 @@ int main(int argc, char **argv)
 			ranks = (uint32_t)strtoul(argv[++i], NULL, 10);
 		else if (i + 1 < argc && strcmp(argv[i], "--iters") == 0)
 			iters = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else if (i + 1 < argc && strcmp(argv[i], "--window") == 0)
+			window = (uint32_t)strtoul(argv[++i], NULL, 10);
 		else if (i + 1 < argc && strcmp(argv[i], "--runs") == 0)
 			runs = atoi(argv[++i]);
 		else if (argv[i][0] != '-' && !dsn)
@@ -213,8 +218,12 @@ int main(int argc, char **argv)
 	}
 	if (!dsn)
 		dsn = getenv("CULPRIT_TEST_DSN");
-	if (!dsn || runs < 1 || runs > MAX_RUNS || ranks < NODE || ranks % NODE || iters < 1) {
-		fprintf(stderr, "usage: bench_window [--ranks R (a multiple of %d)] [--iters I] [--runs 1..%d] DSN\n",
+	if (!window)
+		window = iters;
+	if (!dsn || runs < 1 || runs > MAX_RUNS || ranks < NODE || ranks % NODE || iters < 1 || window > iters) {
+		fprintf(stderr,
+			"usage: bench_window [--ranks R (a multiple of %d)] [--iters I] [--window W <= I] [--runs 1..%d] "
+			"DSN\n",
 			NODE, MAX_RUNS);
 		return 2;
 	}
@@ -239,13 +248,13 @@ int main(int argc, char **argv)
 		die("connect", c);
 	exec(c, "VACUUM ANALYZE");
 	double tv[MAX_RUNS], tw[MAX_RUNS];
-	size_t want = (size_t)ranks * iters * 12;
+	size_t want = (size_t)ranks * window * 12;
 	for (int run = 0; run < runs; run++) {
 		t0 = now_s();
-		size_t rows = views_read(c);
+		size_t rows = views_read(c, iters - window);
 		tv[run] = now_s() - t0;
 		t0 = now_s();
-		struct storage_window *w = storage_window_read((struct pg_conn *)c, "bench", 0, iters, err, sizeof err);
+		struct storage_window *w = storage_window_read((struct pg_conn *)c, "bench", iters - window, window, err, sizeof err);
 		tw[run] = now_s() - t0;
 		if (!w)
 			die(err, NULL);
@@ -259,8 +268,8 @@ int main(int argc, char **argv)
 		printf("run %d: views %.2f s, window %.2f s (%zu records)\n", run + 1, tv[run], tw[run], got);
 	}
 	double mv = median(tv, runs), mw = median(tw, runs);
-	printf("medians of %d: views %.2f s, window %.2f s: %.1fx; %.1f us per rank-step\n", runs, mv, mw, mv / mw,
-	       mw * 1e6 / ((double)ranks * iters));
+	printf("medians of %d (the last %u iterations): views %.2f s, window %.2f s: %.1fx; %.1f us per rank-step\n",
+	       runs, window, mv, mw, mv / mw, mw * 1e6 / ((double)ranks * window));
 	PQfinish(c);
 	exec(admin, "DROP DATABASE bench_window");
 	PQfinish(admin);
