@@ -1278,7 +1278,8 @@ static int apply(const struct drec *d, const struct block *b, const struct jsonl
 	switch (d->type) {
 	case D_JOB: {
 		const struct djob *j = &d->u.job;
-		struct jsonl_job job = {d->name, j->world, j->tp, j->cp, j->pp, j->dp, j->ep, j->gpus_per_node, j->order};
+		struct jsonl_job job = {d->name, j->world,         j->tp,   j->cp, j->pp, j->dp,
+					j->ep,   j->gpus_per_node, j->order};
 		return h->job ? h->job(h->ctx, &job, why) : 0;
 	}
 	case D_HOST: return h->host ? h->host(h->ctx, d->u.rank, d->name, why) : 0;

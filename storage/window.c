@@ -9,7 +9,6 @@
 
 #include "hugemem.h"
 
-
 static void fail(char *err, size_t size, const char *what, PGconn *conn)
 {
 	snprintf(err, size, "could not read the job's %s: %s", what, PQerrorMessage(conn));
@@ -79,7 +78,7 @@ static long array_ints(const char *t, int64_t *v, uint8_t *has, size_t cap, size
 struct step_row {
 	int64_t ts_us;
 	uint32_t rank0, iter;
-	size_t nr, ncol;                  /* ranks, columns (1 + phases stored) */
+	size_t nr, ncol;                      /* ranks, columns (1 + phases stored) */
 	size_t nranks, nnames, nkinds, ngrps; /* entries of the arrays below */
 	int64_t *cells, *ranks, *names, *kinds, *grps;
 	uint8_t *has;
@@ -118,8 +117,9 @@ static int step_parse(const PGresult *res, int k, struct step_row *s)
 		size_t *cnt[3] = {&s->nnames, &s->nkinds, &s->ngrps};
 
 		for (int a = 0; a < 3; a++) {
-			n = PQgetisnull(res, k, 6 + a) ? -1
-							: array_ints(PQgetvalue(res, k, 6 + a), dst[a], has, STEP_MAX_COLS, &o);
+			n = PQgetisnull(res, k, 6 + a)
+				    ? -1
+				    : array_ints(PQgetvalue(res, k, 6 + a), dst[a], has, STEP_MAX_COLS, &o);
 			if (n < 0 || n > STEP_MAX_COLS)
 				return -1;
 			*cnt[a] = (size_t)n;
@@ -143,8 +143,8 @@ static int step_cell(const struct step_row *s, size_t r, size_t c, int i, int64_
 
 /* The iteration and phase records of a parsed row, as the iterations and phases views give
  * them: counted (it, ph NULL), or stored. */
-static void step_records(const struct step_row *s, const int32_t *ids, size_t nn, struct record_iter *it,
-			 size_t *ni, struct record_phase *ph, size_t *np)
+static void step_records(const struct step_row *s, const int32_t *ids, size_t nn, struct record_iter *it, size_t *ni,
+			 struct record_phase *ph, size_t *np)
 {
 	for (size_t r = 0; r < s->nr; r++) {
 		uint32_t rank = r < s->nranks ? (uint32_t)s->ranks[r] : s->rank0 + (uint32_t)r;
@@ -188,7 +188,10 @@ struct kernel_rows {
 	size_t sk_len, sk_cap;
 };
 
-static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
 
 /* One row of COPY's binary format (its 11 fields) appended to kr: 1, 0 at the trailer, -1 when
  * it is not such a row or out of memory. */
@@ -280,12 +283,13 @@ static int kernels_read(PGconn *conn, const char *job, const char *first, uint32
 		fail(err, err_size, "kernels", conn);
 		return -1;
 	}
-	n = snprintf(sql, sizeof(sql),
-		 "COPY (SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
-		 " k.p99_us, k.sketch FROM kernels k WHERE k.job_id = (SELECT id FROM jobs WHERE name = %s)"
-		 " AND k.rank = ANY (ARRAY(SELECT generate_series(0, greatest((SELECT world FROM jobs WHERE name = %s),"
-		 " %u) - 1))) AND k.iter >= %ld) TO STDOUT (FORMAT binary)",
-		 lit, lit, ranks, strtol(first, NULL, 10));
+	n = snprintf(
+		sql, sizeof(sql),
+		"COPY (SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
+		" k.p99_us, k.sketch FROM kernels k WHERE k.job_id = (SELECT id FROM jobs WHERE name = %s)"
+		" AND k.rank = ANY (ARRAY(SELECT generate_series(0, greatest((SELECT world FROM jobs WHERE name = %s),"
+		" %u) - 1))) AND k.iter >= %ld) TO STDOUT (FORMAT binary)",
+		lit, lit, ranks, strtol(first, NULL, 10));
 	PQfreemem(lit);
 	if (n < 0 || (size_t)n >= sizeof(sql)) {
 		snprintf(err, err_size, "could not read the job's kernels: the job's name is too long");
@@ -390,8 +394,8 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 	if (kernels_read(conn, job, first, ranks, &kr, err, err_size) < 0)
 		goto out;
 	/* one buffer for a row's arrays: its cells and their NULLs, then its ranks and set */
-	int64_t *buf = malloc(cap * sizeof(int64_t) + (cap + STEP_MAX_COLS) + (STEP_MAX_RANKS + 3 * STEP_MAX_COLS) *
-									sizeof(int64_t));
+	int64_t *buf = malloc(cap * sizeof(int64_t) + (cap + STEP_MAX_COLS) +
+			      (STEP_MAX_RANKS + 3 * STEP_MAX_COLS) * sizeof(int64_t));
 	if (!buf) {
 		snprintf(err, err_size, "out of memory");
 		goto out;

@@ -30,8 +30,8 @@
 #define MAX_RUNS 32
 #define NODE 8 /* ranks a batch */
 
-static const char *const phase_names[8] = {"attn",       "mlp",          "ep_dispatch", "ep_combine",
-					   "dp_reduce",  "pp_send_recv", "optimizer",   "data_loader"};
+static const char *const phase_names[8] = {"attn",      "mlp",          "ep_dispatch", "ep_combine",
+					   "dp_reduce", "pp_send_recv", "optimizer",   "data_loader"};
 static const char *const kernel_names[3] = {"sm90_gemm", "flash_attn_fwd", "nccl_all_to_all"};
 static const int64_t base_us = INT64_C(1764633600000000);
 
@@ -222,7 +222,8 @@ int main(int argc, char **argv)
 		window = iters;
 	if (!dsn || runs < 1 || runs > MAX_RUNS || ranks < NODE || ranks % NODE || iters < 1 || window > iters) {
 		fprintf(stderr,
-			"usage: bench_window [--ranks R (a multiple of %d)] [--iters I] [--window W <= I] [--runs 1..%d] "
+			"usage: bench_window [--ranks R (a multiple of %d)] [--iters I] [--window W <= I] [--runs "
+			"1..%d] "
 			"DSN\n",
 			NODE, MAX_RUNS);
 		return 2;
@@ -254,15 +255,16 @@ int main(int argc, char **argv)
 		size_t rows = views_read(c, iters - window);
 		tv[run] = now_s() - t0;
 		t0 = now_s();
-		struct storage_window *w = storage_window_read((struct pg_conn *)c, "bench", iters - window, window, err, sizeof err);
+		struct storage_window *w =
+			storage_window_read((struct pg_conn *)c, "bench", iters - window, window, err, sizeof err);
 		tw[run] = now_s() - t0;
 		if (!w)
 			die(err, NULL);
 		size_t got = w->n_iters + w->n_phases + w->n_kernels;
 		free(w);
 		if (rows != want || got != want) {
-			fprintf(stderr, "bench_window: %zu records through the views, %zu read, %zu stored\n", rows, got,
-				want);
+			fprintf(stderr, "bench_window: %zu records through the views, %zu read, %zu stored\n", rows,
+				got, want);
 			return 1;
 		}
 		printf("run %d: views %.2f s, window %.2f s (%zu records)\n", run + 1, tv[run], tw[run], got);

@@ -591,8 +591,8 @@ static void window_read_back(const char *dsn)
 	CHECK(PQstatus(conn) == CONNECTION_OK);
 	for (int from = 5; from <= 7; from++) { /* 7: from 5, at most one iteration (the last) */
 		struct storage_window *win =
-			storage_window_read((struct pg_conn *)conn, "S", from == 7 ? 5 : (uint32_t)from, from == 7 ? 1 : 64,
-					    err, sizeof err);
+			storage_window_read((struct pg_conn *)conn, "S", from == 7 ? 5 : (uint32_t)from,
+					    from == 7 ? 1 : 64, err, sizeof err);
 		CHECK_MSG(win != NULL, "%s", err);
 		uint32_t first = from == 5 ? 5 : 6;
 		size_t its = (7 - first) * 9;
@@ -604,10 +604,12 @@ static void window_read_back(const char *dsn)
 		for (size_t i = 0; i < win->n_iters; i++) {
 			const struct record_iter *r = &win->iters[i];
 			CHECK(r->iter >= first && r->iter <= 6);
-			CHECK(r->start_us == base_us + r->iter * 30000000 + r->rank * 10 && r->dur_us == 29000000 + r->rank);
+			CHECK(r->start_us == base_us + r->iter * 30000000 + r->rank * 10 &&
+			      r->dur_us == 29000000 + r->rank);
 			seen += r->rank + 1000 * r->iter;
 		}
-		CHECK(seen == (100 + 0 + 1 + 2 + 3 + 4 + 5 + 6 + 9) * (int64_t)(7 - first) + 9000 * (first == 5 ? 11 : 6));
+		CHECK(seen ==
+		      (100 + 0 + 1 + 2 + 3 + 4 + 5 + 6 + 9) * (int64_t)(7 - first) + 9000 * (first == 5 ? 11 : 6));
 		for (size_t i = 0; i < win->n_phases; i++) {
 			const struct record_phase *p = &win->phases[i];
 			const char *name = win->names[p->name];
@@ -616,20 +618,24 @@ static void window_read_back(const char *dsn)
 			CHECK(!(p->rank == 3 && p->iter == 6 && b));
 			CHECK(p->kind == b && p->group == 4);
 			CHECK(p->start_us == (b ? 5000 : RECORD_NO_START));
-			CHECK(p->dur_us == (p->rank == 2 && p->iter == 6 && b ? INT64_C(3000000000) : 1000 * (b + 1) + p->rank));
+			CHECK(p->dur_us ==
+			      (p->rank == 2 && p->iter == 6 && b ? INT64_C(3000000000) : 1000 * (b + 1) + p->rank));
 		}
 		for (size_t i = 0; i < win->n_kernels; i++) {
 			const struct record_kernel *k = &win->kernels[i];
 			uint32_t r = k->rank;
 			CHECK(k->iter >= first && k->iter <= 6 && strcmp(win->names[k->name], "k") == 0);
 			CHECK(k->kind == 1 && k->count == 7 + r && k->p50_us == 100 && k->p99_us == 109);
-			CHECK(k->sum_us == (r == 9 ? INT64_C(-5) : 700 + (int64_t)r) && k->min_us == (r == 9 ? INT64_MIN + 1 : 90) &&
+			CHECK(k->sum_us == (r == 9 ? INT64_C(-5) : 700 + (int64_t)r) &&
+			      k->min_us == (r == 9 ? INT64_MIN + 1 : 90) &&
 			      k->max_us == (r == 9 ? INT64_C(5000000000) : 110));
 			if (r % 2) {
 				CHECK(k->sketch == NULL && k->sketch_len == 0);
 			} else {
 				CHECK(k->sketch_len == 8);
-				CHECK(memcmp(k->sketch, (uint8_t[8]){0, 0xff, (uint8_t)r, (uint8_t)k->iter, 0x80, 1, 2, 3}, 8) == 0);
+				CHECK(memcmp(k->sketch,
+					     (uint8_t[8]){0, 0xff, (uint8_t)r, (uint8_t)k->iter, 0x80, 1, 2, 3},
+					     8) == 0);
 			}
 		}
 		free(win);
@@ -652,9 +658,10 @@ static void test_steps_layout(const char *base)
 	static const uint32_t ranks[] = {100, 0, 1, 2, 3, 4, 5, 6, 9}; /* out of order on purpose */
 	for (uint64_t seq = 1; seq <= 2; seq++) {
 		size_t ni = 2 * 9, np = 2 * ni, nk = ni;
-		struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 4096 + ni * sizeof(struct record_iter) +
-									 np * (sizeof(struct record_phase) + 8) +
-									 nk * (sizeof(struct record_kernel) + 8 + 8));
+		struct storage_op *op =
+			storage_op_new(STORAGE_OP_BATCH, 4096 + ni * sizeof(struct record_iter) +
+								 np * (sizeof(struct record_phase) + 8) +
+								 nk * (sizeof(struct record_kernel) + 8 + 8));
 		CHECK(op != NULL);
 		op->job = storage_op_strdup(op, "S");
 		op->agent = storage_op_strdup(op, "node-0");
@@ -679,19 +686,19 @@ static void test_steps_layout(const char *base)
 				if (sk)
 					memcpy(sk, (uint8_t[8]){0, 0xff, (uint8_t)r, (uint8_t)it, 0x80, 1, 2, 3}, 8);
 				op->kernel_iter_start_us[op->n_kernels] = start;
-				op->kernels[op->n_kernels++] = (struct record_kernel){
-					.rank = r,
-					.iter = it,
-					.name = 2,
-					.kind = 1,
-					.count = 7 + r,
-					.sum_us = r == 9 ? INT64_C(-5) : 700 + (int64_t)r,
-					.min_us = r == 9 ? INT64_MIN + 1 : 90,
-					.max_us = r == 9 ? INT64_C(5000000000) : 110,
-					.p50_us = 100,
-					.p99_us = 109,
-					.sketch = sk,
-					.sketch_len = sk ? 8 : 0};
+				op->kernels[op->n_kernels++] =
+					(struct record_kernel){.rank = r,
+							       .iter = it,
+							       .name = 2,
+							       .kind = 1,
+							       .count = 7 + r,
+							       .sum_us = r == 9 ? INT64_C(-5) : 700 + (int64_t)r,
+							       .min_us = r == 9 ? INT64_MIN + 1 : 90,
+							       .max_us = r == 9 ? INT64_C(5000000000) : 110,
+							       .p50_us = 100,
+							       .p99_us = 109,
+							       .sketch = sk,
+							       .sketch_len = sk ? 8 : 0};
 				for (uint32_t nm = 0; nm < 2; nm++) {
 					if (r == 3 && it == 6 && nm == 1)
 						continue;

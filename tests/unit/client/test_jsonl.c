@@ -207,8 +207,7 @@ static void errors_name_file_and_line(void **state)
 		{"{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"name\":\"x\",\"kind\":\"comm\","
 		 "\"count\":0,\"durs_us\":[1,\"a\"]}",
 		 "invalid field \"durs_us\""},
-		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"start_us\":0,\"dur_us\":3}}",
-		 "trailing"},
+		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"start_us\":0,\"dur_us\":3}}", "trailing"},
 		{"{\"type\":\"iter\",\"job\":\"J\",\"rank\":1,\"iter\":2,\"start_us\":0,\"dur_us\":3",
 		 "malformed JSON"},
 	};
@@ -606,7 +605,8 @@ static void shaped_lines_read_as_any(void **state)
 	char names[700][48];
 	for (int i = 0; i < 700; i++) {
 		if (i % 100 == 7)
-			snprintf(names[i], sizeof(names[i]), "q\"uote\\%d\xc3\xa9", i); /* escapes: the general parser */
+			snprintf(names[i], sizeof(names[i]), "q\"uote\\%d\xc3\xa9",
+				 i); /* escapes: the general parser */
 		else if (i % 3 == 0)
 			snprintf(names[i], sizeof(names[i]), "ncclDevKernel_AllReduce_Sum_f32_RING_LL_%03d", i);
 		else if (i % 3 == 1)
@@ -641,7 +641,9 @@ static void shaped_lines_read_as_any(void **state)
 		case 0: {
 			struct record_iter it = {rank, iter, start, dur};
 			jsonl_write_iter(w, "J", &it);
-			fprintf(f, "{\"dur_us\": %lld, \"type\": \"iter\", \"rank\": %u, \"iter\": %u, \"start_us\": %lld}\n",
+			fprintf(f,
+				"{\"dur_us\": %lld, \"type\": \"iter\", \"rank\": %u, \"iter\": %u, \"start_us\": "
+				"%lld}\n",
 				(long long)dur, rank, iter, (long long)start);
 			break;
 		}
@@ -650,8 +652,9 @@ static void shaped_lines_read_as_any(void **state)
 				start = RECORD_NO_START; /* no start_us: the general parser */
 			struct record_phase ph = {rank, iter, 0, (uint8_t)kind, (uint8_t)group, start, dur};
 			jsonl_write_phase(w, "J", &ph, name);
-			fprintf(f, "{\"dur_us\": %lld, \"type\": \"phase\", \"rank\": %u, \"iter\": %u, \"name\": \"%s\", "
-				   "\"kind\": \"%s\", \"group\": \"%s\"",
+			fprintf(f,
+				"{\"dur_us\": %lld, \"type\": \"phase\", \"rank\": %u, \"iter\": %u, \"name\": \"%s\", "
+				"\"kind\": \"%s\", \"group\": \"%s\"",
 				(long long)dur, rank, iter, esc, record_kind_name(kind), record_group_name(group));
 			if (start != RECORD_NO_START)
 				fprintf(f, ", \"start_us\": %lld", (long long)start);
@@ -677,8 +680,10 @@ static void shaped_lines_read_as_any(void **state)
 				k.p99_us = 5;
 			}
 			jsonl_write_kernel(w, "J", &k, name, d, nd);
-			fprintf(f, "{\"kind\": \"%s\", \"type\": \"kernel\", \"rank\": %u, \"iter\": %u, \"name\": \"%s\", "
-				   "\"count\": %u",
+			fprintf(f,
+				"{\"kind\": \"%s\", \"type\": \"kernel\", \"rank\": %u, \"iter\": %u, \"name\": "
+				"\"%s\", "
+				"\"count\": %u",
 				record_kind_name(k.kind), rank, iter, esc, k.count);
 			if (nd) {
 				fprintf(f, ", \"durs_us\": [");
@@ -686,7 +691,8 @@ static void shaped_lines_read_as_any(void **state)
 					fprintf(f, "%s%lld", j ? ", " : "", (long long)d[j]);
 				fprintf(f, "]}\n");
 			} else {
-				fprintf(f, ", \"sum_us\": 9, \"min_us\": 1, \"max_us\": 5, \"p50_us\": 2, \"p99_us\": 5}\n");
+				fprintf(f, ", \"sum_us\": 9, \"min_us\": 1, \"max_us\": 5, \"p50_us\": 2, \"p99_us\": "
+					   "5}\n");
 			}
 		}
 		}
@@ -719,9 +725,9 @@ int main(void)
 {
 	jsonl_decoders = 3; /* blocks decoded out of order, applied in order, whatever the CPUs */
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(reads_everything),        cmocka_unit_test(errors_name_file_and_line),
-		cmocka_unit_test(keys_in_any_order),       cmocka_unit_test(writer_round_trip),
-		cmocka_unit_test(gzip_members_and_damage), cmocka_unit_test(blocks_in_file_order),
+		cmocka_unit_test(reads_everything),         cmocka_unit_test(errors_name_file_and_line),
+		cmocka_unit_test(keys_in_any_order),        cmocka_unit_test(writer_round_trip),
+		cmocka_unit_test(gzip_members_and_damage),  cmocka_unit_test(blocks_in_file_order),
 		cmocka_unit_test(shaped_lines_read_as_any),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
