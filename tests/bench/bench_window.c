@@ -15,13 +15,13 @@
  *   window: storage_window_read.
  * Prints every run, the medians, and views / window. */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <libpq-fe.h>
 
+#include "benchstore.h"
 #include "benchutil.h"
 #include "migrate.h"
 #include "window.h"
@@ -47,30 +47,6 @@ static void exec(PGconn *c, const char *sql)
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		die(sql, c);
 	PQclear(r);
-}
-
-struct sink {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int wakes;
-};
-
-static void wake(void *arg)
-{
-	struct sink *s = arg;
-	pthread_mutex_lock(&s->mu);
-	s->wakes++;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-}
-
-static void wait_wake(struct sink *s)
-{
-	pthread_mutex_lock(&s->mu);
-	while (s->wakes == 0)
-		pthread_cond_wait(&s->cv, &s->mu);
-	s->wakes = 0;
-	pthread_mutex_unlock(&s->mu);
 }
 
 /* node n's batch of iteration it */
@@ -132,42 +108,12 @@ static struct storage_op *make_batch(uint32_t n, uint32_t it)
 	return op;
 }
 
-static void store(const char *dsn, uint32_t ranks, uint32_t iters)
+static uint32_t nodes; /* ranks / NODE */
+
+static struct storage_op *batch_at(size_t i, void *arg)
 {
-	struct sink s = {.wakes = 0};
-	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cv, NULL);
-	struct storage_writer_config cfg = {
-		.dsn = dsn, .queue_max_records = 400000, .max_txn_records = 100000, .wake = wake, .wake_arg = &s};
-	struct storage_writer *w = storage_writer_start(&cfg);
-	if (!w)
-		die("storage_writer_start", NULL);
-	size_t want = (size_t)(ranks / NODE) * iters, done = 0;
-	struct storage_done d[256];
-	for (uint32_t it = 0; it < iters; it++)
-		for (uint32_t n = 0; n < ranks / NODE; n++) {
-			struct storage_op *op = make_batch(n, it);
-			while (storage_writer_submit(w, op) < 0) {
-				wait_wake(&s);
-				size_t k;
-				while ((k = storage_writer_take_done(w, d, 256)) > 0)
-					done += k;
-			}
-		}
-	while (done < want) {
-		size_t k;
-		while ((k = storage_writer_take_done(w, d, 256)) > 0) {
-			for (size_t i = 0; i < k; i++)
-				if (d[i].failed)
-					die("a batch failed", NULL);
-			done += k;
-		}
-		if (done < want)
-			wait_wake(&s);
-	}
-	storage_writer_stop(w, 10000);
-	pthread_cond_destroy(&s.cv);
-	pthread_mutex_destroy(&s.mu);
+	(void)arg;
+	return make_batch((uint32_t)(i % nodes), (uint32_t)(i / nodes));
 }
 
 /* the records through the views, every field converted: rows read */
@@ -241,7 +187,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	double t0 = now_s();
-	store(bdsn, ranks, iters);
+	nodes = ranks / NODE;
+	struct storage_writer_config cfg = {.dsn = bdsn, .queue_max_records = 400000, .max_txn_records = 100000};
+	bench_store(cfg, (size_t)nodes * iters, batch_at, NULL, NULL);
 	printf("bench_window: %u ranks x %u iterations stored in %.1f s (8 phases, 3 kernels a rank-step)\n", ranks,
 	       iters, now_s() - t0);
 	PGconn *c = PQconnectdb(bdsn);

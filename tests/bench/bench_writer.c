@@ -14,7 +14,6 @@
  *               done item, so it includes name resolution, progress upserts and commits.
  * Prints every run, then medians and writer / best raw. */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 
 #include <libpq-fe.h>
 
+#include "benchstore.h"
 #include "benchutil.h"
 #include "migrate.h"
 #include "writer.h"
@@ -201,30 +201,6 @@ static double raw_copy(PGconn *c, size_t rows, size_t batch_rows, bool binary)
 
 /* ---- writer ---- */
 
-struct sink {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int wakes;
-};
-
-static void wake(void *arg)
-{
-	struct sink *s = arg;
-	pthread_mutex_lock(&s->mu);
-	s->wakes++;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-}
-
-static void wait_wake(struct sink *s)
-{
-	pthread_mutex_lock(&s->mu);
-	while (s->wakes == 0)
-		pthread_cond_wait(&s->cv, &s->mu);
-	s->wakes = 0;
-	pthread_mutex_unlock(&s->mu);
-}
-
 static struct storage_op *make_batch(size_t first_row, size_t n, uint64_t seq, size_t batch_rows)
 {
 	struct storage_op *op = storage_op_new(STORAGE_OP_BATCH, 1024 + n * (sizeof(struct record_phase) + 8));
@@ -256,47 +232,24 @@ static struct storage_op *make_batch(size_t first_row, size_t n, uint64_t seq, s
 	return op;
 }
 
+struct batches {
+	size_t rows, batch_rows;
+};
+
+static struct storage_op *batch_at(size_t b, void *arg)
+{
+	const struct batches *x = arg;
+	size_t first = b * x->batch_rows, n = x->rows - first < x->batch_rows ? x->rows - first : x->batch_rows;
+	return make_batch(first, n, b + 1, x->batch_rows);
+}
+
 static double writer_run(const char *dsn, PGconn *c, size_t rows, size_t batch_rows, size_t txn, size_t queue)
 {
 	exec(c, "CHECKPOINT");
-	struct sink s = {.wakes = 0};
-	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cv, NULL);
-	struct storage_writer_config cfg = {
-		.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn, .wake = wake, .wake_arg = &s};
-	struct storage_writer *w = storage_writer_start(&cfg);
-	if (!w)
-		die("storage_writer_start", NULL);
-	size_t nbatches = (rows + batch_rows - 1) / batch_rows, done = 0;
-	struct storage_done d[256];
-	double t0 = now_s();
-	for (size_t b = 0; b < nbatches; b++) {
-		size_t first = b * batch_rows, n = rows - first < batch_rows ? rows - first : batch_rows;
-		struct storage_op *op = make_batch(first, n, b + 1, batch_rows);
-		while (storage_writer_submit(w, op) < 0) {
-			wait_wake(&s);
-			size_t k;
-			while ((k = storage_writer_take_done(w, d, 256)) > 0)
-				done += k;
-		}
-	}
-	while (done < nbatches) {
-		size_t k;
-		while ((k = storage_writer_take_done(w, d, 256)) > 0) {
-			for (size_t i = 0; i < k; i++)
-				if (d[i].failed)
-					die("a batch failed", NULL);
-			done += k;
-		}
-		if (done < nbatches)
-			wait_wake(&s);
-	}
-	double dt = now_s() - t0;
+	struct storage_writer_config cfg = {.dsn = dsn, .queue_max_records = queue, .max_txn_records = txn};
+	struct batches x = {rows, batch_rows};
 	struct storage_writer_stats st;
-	storage_writer_stats(w, &st);
-	storage_writer_stop(w, 10000);
-	pthread_cond_destroy(&s.cv);
-	pthread_mutex_destroy(&s.mu);
+	double dt = bench_store(cfg, (rows + batch_rows - 1) / batch_rows, batch_at, &x, &st);
 	if ((size_t)scalar(c, "SELECT count(*) FROM phases") != rows)
 		die("the writer stored a wrong number of rows", NULL);
 	printf("    writer: %" PRIu64 " transactions, %" PRIu64 " refusals (queue full)\n", st.committed_txns,
