@@ -271,8 +271,8 @@ static int kernel_row(const unsigned char *p, size_t len, struct kernel_rows *kr
  * primary key (job_id, rank, iter, ...) is scanned from (rank, first) on for each rank: an
  * iter filter alone scanned the job's whole history (the window of 14 iterations of a job
  * 56 long took 0.97 s instead of 0.75). 0, or -1 with err set. */
-static int kernels_read(PGconn *conn, const char *job, const char *first, uint32_t ranks, struct kernel_rows *kr,
-			char *err, size_t err_size)
+static int kernels_read(PGconn *conn, const char *job, const char *first, uint32_t ranks, const char *since,
+			struct kernel_rows *kr, char *err, size_t err_size)
 {
 	char *lit = PQescapeLiteral(conn, job, strlen(job)), *row = NULL;
 	static const char header[] = "PGCOPY\n\377\r\n"; /* and a NUL: 11 bytes */
@@ -288,8 +288,8 @@ static int kernels_read(PGconn *conn, const char *job, const char *first, uint32
 		"COPY (SELECT k.rank, k.iter, k.name_id, k.kind, k.count, k.sum_us, k.min_us, k.max_us, k.p50_us,"
 		" k.p99_us, k.sketch FROM kernels k WHERE k.job_id = (SELECT id FROM jobs WHERE name = %s)"
 		" AND k.rank = ANY (ARRAY(SELECT generate_series(0, greatest((SELECT world FROM jobs WHERE name = %s),"
-		" %u) - 1))) AND k.iter >= %ld) TO STDOUT (FORMAT binary)",
-		lit, lit, ranks, strtol(first, NULL, 10));
+		" %u) - 1))) AND k.iter >= %ld%s) TO STDOUT (FORMAT binary)",
+		lit, lit, ranks, strtol(first, NULL, 10), since);
 	PQfreemem(lit);
 	if (n < 0 || (size_t)n >= sizeof(sql)) {
 		snprintf(err, err_size, "could not read the job's kernels: the job's name is too long");
@@ -384,14 +384,22 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 		fail(err, err_size, "names", conn);
 		goto out;
 	}
-	uint32_t ranks = 0; /* the ranks of the window's steps: the job's when it has no world */
-	for (size_t k = 0; k < (size_t)PQntuples(st); k++) {
-		const char *r0 = PQgetvalue(st, (int)k, 1);
-		uint32_t last = (uint32_t)strtoul(r0, NULL, 10) + STEP_MAX_RANKS;
-		if (last > ranks)
-			ranks = last;
+	/* the ranks of the window's steps (the job's when it has no world), and a day before its
+	 * earliest step: the kernels' daily partitions before that are not looked at (each would
+	 * cost a look-up per rank) */
+	uint32_t ranks = 0;
+	int64_t earliest = INT64_MAX;
+	char since[96] = "";
+	for (int k = 0; k < PQntuples(st); k++) {
+		uint32_t last = (uint32_t)strtoul(PQgetvalue(st, k, 1), NULL, 10) + STEP_MAX_RANKS;
+		int64_t ts = strtoll(PQgetvalue(st, k, 0), NULL, 10);
+		ranks = last > ranks ? last : ranks;
+		earliest = ts < earliest ? ts : earliest;
 	}
-	if (kernels_read(conn, job, first, ranks, &kr, err, err_size) < 0)
+	if (earliest != INT64_MAX)
+		snprintf(since, sizeof(since), " AND k.ts >= 'epoch'::timestamptz + %lld * interval '1 microsecond'",
+			 (long long)earliest - 86400000000LL);
+	if (kernels_read(conn, job, first, ranks, since, &kr, err, err_size) < 0)
 		goto out;
 	/* one buffer for a row's arrays: its cells and their NULLs, then its ranks and set */
 	int64_t *buf = malloc(cap * sizeof(int64_t) + (cap + STEP_MAX_COLS) +
