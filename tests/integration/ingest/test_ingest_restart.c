@@ -77,10 +77,17 @@ int main(void)
 	}
 	key = at_sql(dsn, "SELECT key FROM incidents");
 	H_CHECK(key && strstr(key, "/compute_degradation"), &proc);
-	/* ... and batches are in flight */
-	for (int64_t deadline = h_now_ms() + 5000;; poll(NULL, 0, 1)) {
+	/* ... and batches are in flight, not only unacknowledged: no Ack came for 50 ms, so the
+	 * writer is inside a transaction. Right after a commit the agents hold the batches it
+	 * made durable until their Acks arrive; a kill then left nothing to resend (a CI run
+	 * killed with 1,877 batches unacknowledged and none was resent). */
+	for (int64_t deadline = h_now_ms() + 5000;;) {
+		struct fanout_stats before;
+		simfeed_stats(sf, &before);
+		poll(NULL, 0, 50);
 		simfeed_stats(sf, &at_kill);
-		if (at_kill.unacked_batches > 0 || h_now_ms() > deadline)
+		if ((at_kill.unacked_batches > 0 && at_kill.acked_batches == before.acked_batches) ||
+		    h_now_ms() > deadline)
 			break;
 	}
 	firing_lines = h_count_lines(proc.log_path, " firing: ");
