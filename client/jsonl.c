@@ -1195,8 +1195,7 @@ static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, si
  * kernels' names interned in t (seen: the decoder's memory of it). */
 static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, struct names *t, struct name **seen)
 {
-	int64_t sum[KERNEL_SUMMARY];
-	int rc;
+	int64_t sum[KERNEL_SUMMARY]; /* a summary kernel's, until copied into the block */
 	b->nrec = b->ndurs = 0;
 	b->lines = 0;
 	b->err_line = 0;
@@ -1240,7 +1239,7 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 					 jp.err ? jp.err : "?", (size_t)(jp.p - ls) + 1);
 				return;
 			}
-			rc = decode_line(o, d, sum, b->err, sizeof(b->err));
+			int rc = decode_line(o, d, sum, b->err, sizeof(b->err));
 			if (rc < 0) {
 				b->err_line = (uint32_t)b->lines;
 				return;
@@ -1257,7 +1256,7 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 		}
 		if (!shaped && d->type == D_KERNEL) { /* its durations, or its summary */
 			struct dkernel *k = &d->u.kernel;
-			size_t nd = k->summary ? KERNEL_SUMMARY : k->ndurs && o->durs ? k->ndurs : 0;
+			size_t nd = k->summary ? KERNEL_SUMMARY : k->ndurs; /* o->durs holds ndurs */
 			if (durs_room(b, nd) < 0) {
 				b->err_line = (uint32_t)b->lines;
 				snprintf(b->err, sizeof(b->err), "out of memory");

@@ -140,7 +140,7 @@ static size_t views_read(PGconn *c, uint32_t first)
 		rows += (size_t)PQntuples(r);
 		PQclear(r);
 	}
-	return sum ? rows : 0;
+	return sum ? rows : 0; /* the sum: the conversions are used, as the reader's were */
 }
 
 int main(int argc, char **argv)
@@ -168,9 +168,8 @@ int main(int argc, char **argv)
 		window = iters;
 	if (!dsn || runs < 1 || runs > MAX_RUNS || ranks < NODE || ranks % NODE || iters < 1 || window > iters) {
 		fprintf(stderr,
-			"usage: bench_window [--ranks R (a multiple of %d)] [--iters I] [--window W <= I] [--runs "
-			"1..%d] "
-			"DSN\n",
+			"usage: bench_window [--ranks R (a multiple of %d)] [--iters I] [--window W <= I]\n"
+			"                    [--runs 1..%d] DSN\n",
 			NODE, MAX_RUNS);
 		return 2;
 	}
