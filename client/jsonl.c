@@ -1256,7 +1256,8 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 		}
 		if (!shaped && d->type == D_KERNEL) { /* its durations, or its summary */
 			struct dkernel *k = &d->u.kernel;
-			size_t nd = k->summary ? KERNEL_SUMMARY : k->ndurs; /* o->durs holds ndurs */
+			/* o->durs is set whenever ndurs is; clang-analyzer cannot see it */
+			size_t nd = k->summary ? KERNEL_SUMMARY : o->durs ? k->ndurs : 0;
 			if (durs_room(b, nd) < 0) {
 				b->err_line = (uint32_t)b->lines;
 				snprintf(b->err, sizeof(b->err), "out of memory");
