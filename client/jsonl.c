@@ -1310,10 +1310,13 @@ static int apply(const struct drec *d, const struct block *b, const struct jsonl
 }
 
 /* The reading: readahead's thread reads (and inflates) blocks of whole lines; decoder
- * threads (jsonl_decoders) decode them, each block whole, into records (the parsing and checking, most of the
- * time); the caller's thread hands the records to the handler in the file's order, block by
- * block, and gives each block back when done. Block k of the file is blocks[k % N]: readahead
- * lends at most N blocks, so block k - N was given back before block k is lent. */
+ * threads (jsonl_decoders) decode them, each block whole, into records (the parsing and
+ * checking, most of the time); the caller's thread hands the records to the handler in the
+ * file's order, block by block, and gives each block back when done. While the block it
+ * wants next is not decoded, the caller's thread decodes the next block readahead has ready
+ * rather than wait (on 2 cores it is idle otherwise: the decoder is the slower). Block k of
+ * the file is blocks[k % N]: readahead lends at most N blocks, so block k - N was given back
+ * before block k is lent. */
 #define JSONL_DECODERS_MAX 4
 
 int jsonl_decoders;
@@ -1331,38 +1334,51 @@ struct reading {
 	struct block blocks[READAHEAD_BLOCKS];
 };
 
+/* Takes the next block from readahead and decodes it: 1, or 0 when wait is not set and the
+ * next block is not read yet or another thread is taking one, or -1 at the end (the end
+ * recorded for the applying thread). */
+static int decode_next(struct reading *g, struct jobj *o, struct name **seen, bool wait)
+{
+	if (wait)
+		pthread_mutex_lock(&g->fetch);
+	else if (pthread_mutex_trylock(&g->fetch) != 0)
+		return 0;
+	char *data = NULL;
+	ssize_t n = readahead_next(g->ra, &data, wait);
+	uint64_t k = g->fetched;
+	if (n > 0)
+		g->fetched++;
+	pthread_mutex_unlock(&g->fetch);
+	if (n == READAHEAD_NOT_YET)
+		return 0;
+	if (n <= 0) {
+		pthread_mutex_lock(&g->mu);
+		if (!g->ended) {
+			g->ended = true;
+			g->end_at = k;
+			g->end_rc = n;
+		}
+		pthread_cond_broadcast(&g->cv);
+		pthread_mutex_unlock(&g->mu);
+		return -1;
+	}
+	struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
+	decode_block(b, data, (size_t)n, o, &g->names, seen);
+	pthread_mutex_lock(&g->mu);
+	b->decoded = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+	return 1;
+}
+
 static void *decoder(void *arg)
 {
 	struct reading *g = arg;
 	struct jobj obj;
 	memset(&obj, 0, sizeof(obj));
 	struct name *seen[NAME_SEEN] = {0};
-	for (;;) {
-		pthread_mutex_lock(&g->fetch);
-		char *data = NULL;
-		ssize_t n = readahead_next(g->ra, &data);
-		uint64_t k = g->fetched;
-		if (n > 0)
-			g->fetched++;
-		pthread_mutex_unlock(&g->fetch);
-		if (n <= 0) {
-			pthread_mutex_lock(&g->mu);
-			if (!g->ended) {
-				g->ended = true;
-				g->end_at = k;
-				g->end_rc = n;
-			}
-			pthread_cond_broadcast(&g->cv);
-			pthread_mutex_unlock(&g->mu);
-			break;
-		}
-		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
-		decode_block(b, data, (size_t)n, &obj, &g->names, seen);
-		pthread_mutex_lock(&g->mu);
-		b->decoded = true;
-		pthread_cond_broadcast(&g->cv);
-		pthread_mutex_unlock(&g->mu);
-	}
+	while (decode_next(g, &obj, seen, true) > 0)
+		;
 	free(obj.durs);
 	return NULL;
 }
@@ -1397,11 +1413,20 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 		snprintf(err, errlen, "%s: could not start a thread", path);
 		rc = -1;
 	}
+	struct jobj obj; /* the applying thread decodes too while the next block is not ready */
+	memset(&obj, 0, sizeof(obj));
+	struct name *seen[NAME_SEEN] = {0};
 	for (uint64_t k = 0; !rc; k++) {
 		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
 		pthread_mutex_lock(&g->mu);
-		while (!b->decoded && !(g->ended && g->end_at == k))
-			pthread_cond_wait(&g->cv, &g->mu);
+		while (!b->decoded && !(g->ended && g->end_at == k)) {
+			bool ended = g->ended;
+			pthread_mutex_unlock(&g->mu);
+			int got = ended ? 0 : decode_next(g, &obj, seen, false);
+			pthread_mutex_lock(&g->mu);
+			if (got == 0 && !b->decoded && !(g->ended && g->end_at == k))
+				pthread_cond_wait(&g->cv, &g->mu);
+		}
 		bool done = !b->decoded;
 		ssize_t end_rc = g->end_rc;
 		pthread_mutex_unlock(&g->mu);
@@ -1436,6 +1461,7 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	readahead_cancel(g->ra);
 	for (int i = 0; i < nthr; i++)
 		pthread_join(thr[i], NULL);
+	free(obj.durs);
 	readahead_close(g->ra);
 	pthread_mutex_destroy(&g->fetch);
 	pthread_mutex_destroy(&g->mu);

@@ -321,13 +321,13 @@ struct readahead *readahead_open(const char *path)
 	return r;
 }
 
-ssize_t readahead_next(struct readahead *r, char **data)
+ssize_t readahead_next(struct readahead *r, char **data, bool wait)
 {
 	pthread_mutex_lock(&r->mu);
-	while (!r->stop && r->out == r->count)
+	while (wait && !r->stop && r->out == r->count)
 		pthread_cond_wait(&r->cv, &r->mu);
-	ssize_t n = -1;
-	if (!r->stop) {
+	ssize_t n = r->stop ? -1 : READAHEAD_NOT_YET;
+	if (!r->stop && r->out < r->count) {
 		unsigned i = (r->head + r->out) % READAHEAD_BLOCKS;
 		n = r->len[i];
 		if (n > 0) {

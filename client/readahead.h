@@ -10,6 +10,7 @@
 #ifndef CULPRIT_READAHEAD_H
 #define CULPRIT_READAHEAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -30,9 +31,10 @@ struct readahead *readahead_open(const char *path);
 /* The next block: its bytes in *data, whole lines (the file's last one may have no newline),
  * followed by READAHEAD_PAD zero bytes, lent until given back with readahead_release
  * (several may be lent at once); 0 at the end of the file, -1 on a read or gzip error
- * (readahead_error says which) or once cancelled. Thread-safe: callers get the blocks in the
- * file's order. */
-ssize_t readahead_next(struct readahead *r, char **data);
+ * (readahead_error says which) or once cancelled. Without wait, READAHEAD_NOT_YET when the
+ * next block is still being read. Thread-safe: callers get the blocks in the file's order. */
+#define READAHEAD_NOT_YET (-2)
+ssize_t readahead_next(struct readahead *r, char **data, bool wait);
 /* Gives back the oldest block lent. */
 void readahead_release(struct readahead *r);
 /* Ends the reading early: readahead_next returns -1 from now on, in any thread waiting in it
