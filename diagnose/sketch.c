@@ -177,6 +177,40 @@ int sketch_add(struct sketch *s, double v, uint64_t weight)
 	return 0;
 }
 
+int sketch_add_ints(struct sketch *s, const int64_t *v, size_t n)
+{
+	int32_t idx[64];
+	while (n) {
+		size_t m = n < 64 ? n : 64;
+		int32_t lo = INT32_MAX, hi = INT32_MIN;
+		for (size_t i = 0; i < m; i++) {
+			double x = (double)v[i];
+			idx[i] = x < SKETCH_MIN_VALUE ? INT32_MIN : bucket_of(x);
+			if (idx[i] != INT32_MIN) {
+				lo = idx[i] < lo ? idx[i] : lo;
+				hi = idx[i] > hi ? idx[i] : hi;
+			}
+			s->sum += x;
+			if (x < s->min)
+				s->min = x;
+			if (x > s->max)
+				s->max = x;
+		}
+		if (hi != INT32_MIN && ensure(s, lo, hi) < 0)
+			return -1;
+		for (size_t i = 0; i < m; i++) {
+			if (idx[i] == INT32_MIN)
+				s->zeros++;
+			else
+				bump(s, idx[i], 1);
+		}
+		s->count += m;
+		v += m;
+		n -= m;
+	}
+	return 0;
+}
+
 int sketch_merge(struct sketch *dst, const struct sketch *src)
 {
 	if (src->count == 0)

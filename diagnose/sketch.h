@@ -46,6 +46,9 @@ void sketch_reset(struct sketch *s); /* empty, keeps its memory */
 void sketch_lend(struct sketch *s, uint32_t *bins, uint32_t cap);
 /* Add value v weight times. Returns 0, -1 when out of memory. */
 int sketch_add(struct sketch *s, double v, uint64_t weight);
+/* Add each of v[0..n) once: the same sketch as sketch_add of each in turn, with the range of
+ * buckets made room for once per 64 values. Returns 0, -1 when out of memory. */
+int sketch_add_ints(struct sketch *s, const int64_t *v, size_t n);
 /* dst += src. Returns 0, -1 when out of memory. */
 int sketch_merge(struct sketch *dst, const struct sketch *src);
 /* Quantile q in [0, 1]; NaN when empty. */

@@ -843,12 +843,8 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 		sketch_set_summary(&s->scratch, (double)rec->min_us, (double)rec->max_us, (double)rec->sum_us);
 		return sketch_merge(sk, &s->scratch);
 	}
-	if (durs && ndurs) {
-		for (size_t i = 0; i < ndurs; i++)
-			if (sketch_add(sk, (double)durs[i], 1) < 0)
-				return -1;
-		return 0;
-	}
+	if (durs && ndurs)
+		return sketch_add_ints(sk, durs, ndurs);
 	return add_summary(sk, rec) ? -1 : 0;
 }
 
