@@ -1049,28 +1049,30 @@ static char *shape_int(char *p, char *end, int neg, int64_t *out)
 	return q;
 }
 
-/* The line [p, end) against a shape: its strings (start and length) and numbers in order,
- * an F_INTS array appended to b->durs (*nints of them); 1 when it matches to the end. */
-static int shape_match(const struct step *st, char *p, char *end, struct block *b, const char **str, size_t *len,
-		       int64_t *num, size_t *nints)
+/* The line from p against a shape, the block ending at end: its strings (start and length)
+ * and numbers in order, an F_INTS array appended to b->durs (*nints of them). The line's end
+ * (its newline, or the block's end) when the shape matches all of it, else NULL. No field
+ * or literal of a shape takes a newline, so a match never runs past the line. */
+static char *shape_match(const struct step *st, char *p, char *end, struct block *b, const char **str, size_t *len,
+			 int64_t *num, size_t *nints)
 {
 	size_t ns = 0, nn = 0;
 	for (;; st++) {
 		if ((size_t)(end - p) < st->len)
-			return 0;
+			return NULL;
 		for (unsigned w = 0; w * 8 < st->len; w++) { /* the block's padding covers the last word */
 			uint64_t x;
 			memcpy(&x, p + w * 8, 8);
 			if ((x ^ st->word[w]) & st->mask[w])
-				return 0;
+				return NULL;
 		}
 		p += st->len;
 		switch (st->field) {
-		case F_END: return p == end;
+		case F_END: return p == end || *p == '\n' ? p : NULL;
 		case F_STR: {
 			char *q = plain_run(p, end);
 			if (q == end || *q != '"')
-				return 0;
+				return NULL;
 			str[ns] = p;
 			len[ns++] = (size_t)(q - p);
 			p = q;
@@ -1080,12 +1082,12 @@ static int shape_match(const struct step *st, char *p, char *end, struct block *
 		case F_I64:
 			if (!(p = shape_int(p, end, st->field == F_I64, &num[nn])) ||
 			    (st->field == F_U32 && num[nn] > (int64_t)UINT32_MAX))
-				return 0;
+				return NULL;
 			nn++;
 			break;
 		case F_INTS:
 			if (p == end || *p++ != '[')
-				return 0;
+				return NULL;
 			*nints = 0;
 			if (p < end && *p == ']') {
 				p++;
@@ -1094,16 +1096,16 @@ static int shape_match(const struct step *st, char *p, char *end, struct block *
 			for (;;) {
 				int64_t v;
 				if (!(p = shape_int(p, end, 1, &v)))
-					return 0;
+					return NULL;
 				if (durs_room(b, *nints + 1) < 0)
-					return 0; /* the general parser says out of memory */
+					return NULL; /* the general parser says out of memory */
 				b->durs[b->ndurs + (*nints)++] = v;
 				if (p < end && *p == ',') {
 					p++;
 					continue;
 				}
 				if (p == end || *p++ != ']')
-					return 0;
+					return NULL;
 				break;
 			}
 			break;
@@ -1122,26 +1124,28 @@ static int shape_word(const char *s, size_t len, int group)
 /* puts back the closing quote of a string shape_word ended */
 static void shape_unword(const char *s, size_t len) { ((char *)s)[len] = '"'; }
 
-/* The record of a line of the writer's shape (1; a phase's or kernel's name not yet
- * interned, its length in *name_len), or 0: not one, the line as it was */
-static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, size_t *name_len)
+/* The record of a line of the writer's shape, from p in a block ending at end: the line's
+ * end (its newline or the block's end; a phase's or kernel's name not yet interned, its
+ * length in *name_len), or NULL: not one, the line as it was */
+static char *decode_shaped(char *p, char *end, struct drec *d, struct block *b, size_t *name_len)
 {
 	static const char none[] = "";
 	const char *str[SHAPE_FIELDS] = {none, none, none, none, none, none, none, none}; /* set by a match */
 	size_t len[SHAPE_FIELDS] = {0}, nints = 0;
 	int64_t num[SHAPE_FIELDS] = {0};
+	char *le;
 	if (end - p < 10 || memcmp(p, "{\"type\":\"", 9) != 0)
-		return 0;
+		return NULL;
 	switch (p[9]) {
 	case 'p': {
-		if (!shape_match(shape_phase, p, end, b, str, len, num, &nints))
-			return 0;
+		if (!(le = shape_match(shape_phase, p, end, b, str, len, num, &nints)))
+			return NULL;
 		struct record_phase *r = &d->u.phase;
 		int k = shape_word(str[2], len[2], 0), g = shape_word(str[3], len[3], 1);
 		if (k < 0 || g < 0) { /* the general parser names it */
 			shape_unword(str[2], len[2]);
 			shape_unword(str[3], len[3]);
-			return 0;
+			return NULL;
 		}
 		memset(r, 0, sizeof(*r));
 		d->type = D_PHASE;
@@ -1153,16 +1157,16 @@ static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, si
 		r->dur_us = num[3];
 		r->kind = (uint8_t)k;
 		r->group = (uint8_t)g;
-		return 1;
+		return le;
 	}
 	case 'k': {
-		if (!shape_match(shape_kernel, p, end, b, str, len, num, &nints))
-			return 0;
+		if (!(le = shape_match(shape_kernel, p, end, b, str, len, num, &nints)))
+			return NULL;
 		struct dkernel *r = &d->u.kernel;
 		int k = shape_word(str[2], len[2], 0);
 		if (k < 0) {
 			shape_unword(str[2], len[2]);
-			return 0;
+			return NULL;
 		}
 		memset(r, 0, sizeof(*r));
 		d->type = D_KERNEL;
@@ -1175,20 +1179,20 @@ static int decode_shaped(char *p, char *end, struct drec *d, struct block *b, si
 		r->durs = b->ndurs;
 		r->ndurs = nints;
 		b->ndurs += nints;
-		return 1;
+		return le;
 	}
 	case 'i': {
-		if (!shape_match(shape_iter, p, end, b, str, len, num, &nints) || num[3] < 0)
-			return 0; /* a negative duration: the general parser's message */
+		if (!(le = shape_match(shape_iter, p, end, b, str, len, num, &nints)) || num[3] < 0)
+			return NULL; /* a negative duration: the general parser's message */
 		d->type = D_ITER;
 		d->u.iter.rank = (uint32_t)num[0];
 		d->u.iter.iter = (uint32_t)num[1];
 		d->u.iter.start_us = num[2];
 		d->u.iter.dur_us = num[3];
-		return 1;
+		return le;
 	}
 	}
-	return 0;
+	return NULL;
 }
 
 /* Decodes the lines of data[0..n) into b, until the end or the first bad line; phases' and
@@ -1200,17 +1204,7 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 	b->lines = 0;
 	b->err_line = 0;
 	for (char *p = data, *end = data + n; p < end;) {
-		char *nl = memchr(p, '\n', (size_t)(end - p));
-		char *le = nl ? nl : end;
 		b->lines++;
-		char *ls = p, *q = p;
-		p = nl ? nl + 1 : end;
-		while (le > q && le[-1] == '\r')
-			le--;
-		while (q < le && (*q == ' ' || *q == '\t'))
-			q++;
-		if (q == le)
-			continue;
 		if (b->nrec == b->rec_cap) { /* a line of 100 bytes a record to start, as many as its
 					      * whole pages hold: a 2 MiB block's records on one
 					      * large page (hugemem.h) */
@@ -1230,8 +1224,20 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 		}
 		struct drec *d = &b->rec[b->nrec];
 		size_t name_len = 0;
-		int shaped = decode_shaped(q, le, d, b, &name_len);
-		if (!shaped) {
+		char *ls = p, *le = decode_shaped(p, end, d, b, &name_len);
+		bool shaped = le;
+		if (shaped) {
+			p = le < end ? le + 1 : end;
+		} else {
+			char *nl = memchr(p, '\n', (size_t)(end - p)), *q = p;
+			le = nl ? nl : end;
+			p = nl ? nl + 1 : end;
+			while (le > q && le[-1] == '\r')
+				le--;
+			while (q < le && (*q == ' ' || *q == '\t'))
+				q++;
+			if (q == le)
+				continue;
 			struct jp jp = {q, le, NULL};
 			if (jparse_line(&jp, o) < 0) {
 				b->err_line = (uint32_t)b->lines;
