@@ -1052,12 +1052,15 @@ static char *shape_int(char *p, char *end, int neg, int64_t *out)
 /* The line from p against a shape, the block ending at end: its strings (start and length)
  * and numbers in order, an F_INTS array appended to b->durs (*nints of them). The line's end
  * (its newline, or the block's end) when the shape matches all of it, else NULL. No field
- * or literal of a shape takes a newline, so a match never runs past the line. */
+ * or literal of a shape takes a newline, so a match never runs past the line. With stop,
+ * only the steps before it are matched, and the end of their text is returned. */
 static char *shape_match(const struct step *st, char *p, char *end, struct block *b, const char **str, size_t *len,
-			 int64_t *num, size_t *nints)
+			 int64_t *num, size_t *nints, const struct step *stop)
 {
 	size_t ns = 0, nn = 0;
 	for (;; st++) {
+		if (st == stop) /* matched so far: where stop's literal would start */
+			return p;
 		if ((size_t)(end - p) < st->len)
 			return NULL;
 		for (unsigned w = 0; w * 8 < st->len; w++) { /* the block's padding covers the last word */
@@ -1124,10 +1127,135 @@ static int shape_word(const char *s, size_t len, int group)
 /* puts back the closing quote of a string shape_word ended */
 static void shape_unword(const char *s, size_t len) { ((char *)s)[len] = '"'; }
 
+/* --- a decoder's memory of the lines' text ---
+ *
+ * The lines of a large file repeat their text but for the numbers: a phase's or kernel's
+ * head (its type and job, up to its rank) is the same on every line, and its middle (name,
+ * kind and group, up to its next number) is one of a few. A decoder remembers the last head
+ * of each, and the middles it met by the first bytes of their name. A line whose head and
+ * middle are the same bytes as ones met before is matched in its numbers only, its name,
+ * kind and group those decoded when they were first met: the shape checked those bytes then,
+ * and the same bytes decode to the same record. Any other line takes the whole shape. */
+#define SPAN_WORDS 16 /* a span of up to 128 bytes */
+#define MID_BITS 6    /* 64 middles of each, two a slot */
+
+struct span {
+	uint32_t len; /* bytes; 0: none */
+	uint8_t kind, group;
+	const char *name;       /* a middle's, interned */
+	uint64_t tail;          /* the bytes of the last word that are the text's */
+	uint64_t w[SPAN_WORDS]; /* the text, zero past len */
+};
+
+struct reading;
+
+struct decoder_mem { /* a decoding thread's own */
+	struct reading *g;
+	struct jobj obj;
+	struct name *seen[NAME_SEEN];
+	struct span head[2];               /* phases', kernels' */
+	struct span mid[2][1u << MID_BITS]; /* by their name's first bytes */
+};
+
+/* the text at p (the block ending at end) begins with span x */
+static bool span_at(const struct span *x, const char *p, const char *end)
+{
+	if (!x->len || (size_t)(end - p) < x->len)
+		return false;
+	size_t n = x->len / 8, r = x->len % 8;
+	uint64_t w;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(&w, p + i * 8, 8);
+		if (w != x->w[i])
+			return false;
+	}
+	if (!r)
+		return true;
+	memcpy(&w, p + n * 8, 8); /* the block's padding covers the word */
+	return (w & x->tail) == x->w[n];
+}
+
+/* x becomes the text [from, to) with a quote at q1 and q2 (where shape_word ended a string),
+ * unless it is longer than a span */
+static void span_keep(struct span *x, const char *from, const char *to, const char *q1, const char *q2)
+{
+	size_t n = (size_t)(to - from);
+	if (n > sizeof(x->w))
+		return;
+	memset(x->w, 0, sizeof(x->w));
+	memcpy(x->w, from, n);
+	if (q1)
+		((char *)x->w)[q1 - from] = '"';
+	if (q2)
+		((char *)x->w)[q2 - from] = '"';
+	x->tail = 0;
+	memset(&x->tail, 0xff, n % 8);
+	x->len = (uint32_t)n;
+}
+
+/* the slot pair of a middle at p (at its `,"name":"`) */
+static struct span *mid_slot(struct decoder_mem *m, int kernel, const char *p)
+{
+	uint64_t a, z;
+	memcpy(&a, p + 9, 8);
+	memcpy(&z, p + 17, 8);
+	return &m->mid[kernel][(((a ^ (z >> 5)) * 0x9E3779B97F4A7C15ull) >> (64 - MID_BITS)) & ~1u];
+}
+
+/* A phase or kernel line (p[9] 'p' or 'k') whose head and middle were met before: its record
+ * and end, as decode_shaped gives them, or NULL: not one */
+static char *decode_known(struct decoder_mem *m, char *p, char *end, struct drec *d, struct block *b)
+{
+	int kernel = p[9] == 'k';
+	const struct step *sh = kernel ? shape_kernel : shape_phase;
+	unsigned last = kernel ? 5 : 6; /* the step whose literal ends the middle */
+	const struct span *h = &m->head[kernel];
+	if (!span_at(h, p, end))
+		return NULL;
+	const char *str[SHAPE_FIELDS];
+	size_t len[SHAPE_FIELDS], nints = 0;
+	int64_t num[SHAPE_FIELDS];
+	/* the rank and iteration, from the literal before the rank (the head's last bytes) */
+	char *q = shape_match(sh + 1, p + h->len - sh[1].len, end, b, str, len, num, &nints, sh + 3);
+	if (!q || end - q < 25)
+		return NULL;
+	struct span *x = mid_slot(m, kernel, q);
+	if (!span_at(x, q, end) && !span_at(++x, q, end))
+		return NULL;
+	char *le = shape_match(sh + last, q + x->len - sh[last].len, end, b, str, len, num + 2, &nints, NULL);
+	if (!le)
+		return NULL;
+	d->name = x->name;
+	if (kernel) {
+		struct dkernel *r = &d->u.kernel;
+		memset(r, 0, sizeof(*r));
+		d->type = D_KERNEL;
+		r->rank = (uint32_t)num[0];
+		r->iter = (uint32_t)num[1];
+		r->count = num[2] ? (uint32_t)num[2] : (uint32_t)nints;
+		r->kind = x->kind;
+		r->durs = b->ndurs;
+		r->ndurs = nints;
+		b->ndurs += nints;
+		return le;
+	}
+	struct record_phase *r = &d->u.phase;
+	memset(r, 0, sizeof(*r));
+	d->type = D_PHASE;
+	r->rank = (uint32_t)num[0];
+	r->iter = (uint32_t)num[1];
+	r->start_us = num[2];
+	r->dur_us = num[3];
+	r->kind = x->kind;
+	r->group = x->group;
+	return le;
+}
+
 /* The record of a line of the writer's shape, from p in a block ending at end: the line's
- * end (its newline or the block's end; a phase's or kernel's name not yet interned, its
- * length in *name_len), or NULL: not one, the line as it was */
-static char *decode_shaped(char *p, char *end, struct drec *d, struct block *b, size_t *name_len)
+ * end (its newline or the block's end; a phase's or kernel's name interned in t), or NULL:
+ * not one, the line as it was. A phase's or kernel's head and middle are remembered in m. */
+static char *decode_shaped(struct decoder_mem *m, struct names *t, char *p, char *end, struct drec *d,
+			   struct block *b)
 {
 	static const char none[] = "";
 	const char *str[SHAPE_FIELDS] = {none, none, none, none, none, none, none, none}; /* set by a match */
@@ -1136,42 +1264,52 @@ static char *decode_shaped(char *p, char *end, struct drec *d, struct block *b, 
 	char *le;
 	if (end - p < 10 || memcmp(p, "{\"type\":\"", 9) != 0)
 		return NULL;
+	if ((p[9] == 'p' || p[9] == 'k') && (le = decode_known(m, p, end, d, b)))
+		return le;
 	switch (p[9]) {
 	case 'p': {
-		if (!(le = shape_match(shape_phase, p, end, b, str, len, num, &nints)))
+		if (!(le = shape_match(shape_phase, p, end, b, str, len, num, &nints, NULL)))
 			return NULL;
 		struct record_phase *r = &d->u.phase;
 		int k = shape_word(str[2], len[2], 0), g = shape_word(str[3], len[3], 1);
-		if (k < 0 || g < 0) { /* the general parser names it */
+		if (k < 0 || g < 0 || !(d->name = name_intern(t, m->seen, str[1], len[1]))) {
+			/* the general parser names it (or runs out of memory too) */
 			shape_unword(str[2], len[2]);
 			shape_unword(str[3], len[3]);
 			return NULL;
 		}
 		memset(r, 0, sizeof(*r));
 		d->type = D_PHASE;
-		d->name = str[1];
-		*name_len = len[1];
 		r->rank = (uint32_t)num[0];
 		r->iter = (uint32_t)num[1];
 		r->start_us = num[2];
 		r->dur_us = num[3];
 		r->kind = (uint8_t)k;
 		r->group = (uint8_t)g;
+		span_keep(&m->head[0], p, str[0] + len[0] + shape_phase[1].len, NULL, NULL);
+		const char *mid = str[1] - shape_phase[3].len;
+		if (end - mid >= 25) {
+			struct span *x = mid_slot(m, 0, mid);
+			x[1] = x[0]; /* the older of the two goes */
+			x->len = 0;
+			span_keep(x, mid, str[3] + len[3] + shape_phase[6].len, str[2] + len[2], str[3] + len[3]);
+			x->name = d->name;
+			x->kind = r->kind;
+			x->group = r->group;
+		}
 		return le;
 	}
 	case 'k': {
-		if (!(le = shape_match(shape_kernel, p, end, b, str, len, num, &nints)))
+		if (!(le = shape_match(shape_kernel, p, end, b, str, len, num, &nints, NULL)))
 			return NULL;
 		struct dkernel *r = &d->u.kernel;
 		int k = shape_word(str[2], len[2], 0);
-		if (k < 0) {
+		if (k < 0 || !(d->name = name_intern(t, m->seen, str[1], len[1]))) {
 			shape_unword(str[2], len[2]);
 			return NULL;
 		}
 		memset(r, 0, sizeof(*r));
 		d->type = D_KERNEL;
-		d->name = str[1];
-		*name_len = len[1];
 		r->rank = (uint32_t)num[0];
 		r->iter = (uint32_t)num[1];
 		r->count = num[2] ? (uint32_t)num[2] : (uint32_t)nints;
@@ -1179,10 +1317,20 @@ static char *decode_shaped(char *p, char *end, struct drec *d, struct block *b, 
 		r->durs = b->ndurs;
 		r->ndurs = nints;
 		b->ndurs += nints;
+		span_keep(&m->head[1], p, str[0] + len[0] + shape_kernel[1].len, NULL, NULL);
+		const char *mid = str[1] - shape_kernel[3].len;
+		if (end - mid >= 25) {
+			struct span *x = mid_slot(m, 1, mid);
+			x[1] = x[0];
+			x->len = 0;
+			span_keep(x, mid, str[2] + len[2] + shape_kernel[5].len, str[2] + len[2], NULL);
+			x->name = d->name;
+			x->kind = r->kind;
+		}
 		return le;
 	}
 	case 'i': {
-		if (!(le = shape_match(shape_iter, p, end, b, str, len, num, &nints)) || num[3] < 0)
+		if (!(le = shape_match(shape_iter, p, end, b, str, len, num, &nints, NULL)) || num[3] < 0)
 			return NULL; /* a negative duration: the general parser's message */
 		d->type = D_ITER;
 		d->u.iter.rank = (uint32_t)num[0];
@@ -1197,8 +1345,9 @@ static char *decode_shaped(char *p, char *end, struct drec *d, struct block *b, 
 
 /* Decodes the lines of data[0..n) into b, until the end or the first bad line; phases' and
  * kernels' names interned in t (seen: the decoder's memory of it). */
-static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, struct names *t, struct name **seen)
+static void decode_block(struct block *b, char *data, size_t n, struct decoder_mem *m, struct names *t)
 {
+	struct jobj *o = &m->obj;
 	int64_t sum[KERNEL_SUMMARY]; /* a summary kernel's, until copied into the block */
 	b->nrec = b->ndurs = 0;
 	b->lines = 0;
@@ -1224,7 +1373,7 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 		}
 		struct drec *d = &b->rec[b->nrec];
 		size_t name_len = 0;
-		char *ls = p, *le = decode_shaped(p, end, d, b, &name_len);
+		char *ls = p, *le = decode_shaped(m, t, p, end, d, b);
 		bool shaped = le;
 		if (shaped) {
 			p = le < end ? le + 1 : end;
@@ -1255,7 +1404,8 @@ static void decode_block(struct block *b, char *data, size_t n, struct jobj *o, 
 			name_len = o->v[JK_name].len;
 		}
 		d->line = (uint32_t)b->lines;
-		if ((d->type == D_PHASE || d->type == D_KERNEL) && !(d->name = name_intern(t, seen, d->name, name_len))) {
+		if (!shaped && (d->type == D_PHASE || d->type == D_KERNEL) &&
+		    !(d->name = name_intern(t, m->seen, d->name, name_len))) {
 			b->err_line = (uint32_t)b->lines;
 			snprintf(b->err, sizeof(b->err), "out of memory");
 			return;
@@ -1338,12 +1488,13 @@ struct reading {
 	ssize_t end_rc; /* 0 end of file, -1 error (readahead_error) */
 	struct names names;
 	struct block blocks[READAHEAD_BLOCKS];
+	struct decoder_mem mem[JSONL_DECODERS_MAX + 1]; /* the caller's thread's, the decoders' */
 };
 
 /* Takes the next block from readahead and decodes it: 1, or 0 when wait is not set and the
  * next block is not read yet or another thread is taking one, or -1 at the end (the end
  * recorded for the applying thread). */
-static int decode_next(struct reading *g, struct jobj *o, struct name **seen, bool wait)
+static int decode_next(struct reading *g, struct decoder_mem *m, bool wait)
 {
 	if (wait)
 		pthread_mutex_lock(&g->fetch);
@@ -1369,7 +1520,7 @@ static int decode_next(struct reading *g, struct jobj *o, struct name **seen, bo
 		return -1;
 	}
 	struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
-	decode_block(b, data, (size_t)n, o, &g->names, seen);
+	decode_block(b, data, (size_t)n, m, &g->names);
 	pthread_mutex_lock(&g->mu);
 	b->decoded = true;
 	pthread_cond_broadcast(&g->cv);
@@ -1379,13 +1530,9 @@ static int decode_next(struct reading *g, struct jobj *o, struct name **seen, bo
 
 static void *decoder(void *arg)
 {
-	struct reading *g = arg;
-	struct jobj obj;
-	memset(&obj, 0, sizeof(obj));
-	struct name *seen[NAME_SEEN] = {0};
-	while (decode_next(g, &obj, seen, true) > 0)
+	struct decoder_mem *m = arg;
+	while (decode_next(m->g, m, true) > 0)
 		;
-	free(obj.durs);
 	return NULL;
 }
 
@@ -1411,7 +1558,9 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	long cpus = jsonl_decoders > 0 ? jsonl_decoders : sysconf(_SC_NPROCESSORS_ONLN) - 1;
 	int want = cpus < 1 ? 1 : cpus > JSONL_DECODERS_MAX ? JSONL_DECODERS_MAX : (int)cpus, nthr = 0;
 	pthread_t thr[JSONL_DECODERS_MAX];
-	while (nthr < want && pthread_create(&thr[nthr], NULL, decoder, g) == 0)
+	for (int i = 0; i <= want; i++)
+		g->mem[i].g = g;
+	while (nthr < want && pthread_create(&thr[nthr], NULL, decoder, &g->mem[nthr + 1]) == 0)
 		nthr++;
 	int rc = 0;
 	uint64_t line = 0; /* lines before block k */
@@ -1419,16 +1568,13 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 		snprintf(err, errlen, "%s: could not start a thread", path);
 		rc = -1;
 	}
-	struct jobj obj; /* the applying thread decodes too while the next block is not ready */
-	memset(&obj, 0, sizeof(obj));
-	struct name *seen[NAME_SEEN] = {0};
 	for (uint64_t k = 0; !rc; k++) {
 		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
 		pthread_mutex_lock(&g->mu);
 		while (!b->decoded && !(g->ended && g->end_at == k)) {
 			bool ended = g->ended;
 			pthread_mutex_unlock(&g->mu);
-			int got = ended ? 0 : decode_next(g, &obj, seen, false);
+			int got = ended ? 0 : decode_next(g, &g->mem[0], false);
 			pthread_mutex_lock(&g->mu);
 			if (got == 0 && !b->decoded && !(g->ended && g->end_at == k))
 				pthread_cond_wait(&g->cv, &g->mu);
@@ -1467,7 +1613,8 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	readahead_cancel(g->ra);
 	for (int i = 0; i < nthr; i++)
 		pthread_join(thr[i], NULL);
-	free(obj.durs);
+	for (int i = 0; i <= want; i++)
+		free(g->mem[i].obj.durs);
 	readahead_close(g->ra);
 	pthread_mutex_destroy(&g->fetch);
 	pthread_mutex_destroy(&g->mu);

@@ -598,12 +598,12 @@ static int64_t draw(uint64_t *x, int64_t lo, int64_t hi)
 /* The lines the writer writes (read by their shape, client/jsonl.c) and the same records in
  * another key order and spacing (read by the general parser) reach the handler as the same
  * calls: numbers at their limits, names many and alike (the decoders' memory of names), names
- * with escapes, every kind and group, kernels with and without durations. */
-static void shaped_lines_read_as_any(void **state)
+ * with escapes, every kind and group, kernels with and without durations. With pool names
+ * (700, or 9 that come back as a job's do), two jobs' lines in turn when jobs is 2. */
+static void shaped_lines_check(int pool, int jobs)
 {
-	(void)state;
 	char names[700][48];
-	for (int i = 0; i < 700; i++) {
+	for (int i = 0; i < pool; i++) {
 		if (i % 100 == 7)
 			snprintf(names[i], sizeof(names[i]), "q\"uote\\%d\xc3\xa9",
 				 i); /* escapes: the general parser */
@@ -627,7 +627,9 @@ static void shaped_lines_read_as_any(void **state)
 		uint32_t rank = (uint32_t)draw(&x, 0, UINT32_MAX), iter = (uint32_t)draw(&x, 0, UINT32_MAX);
 		int64_t start = draw(&x, -999999999999999999ll, 999999999999999999ll);
 		int64_t dur = draw(&x, 0, 999999999999999999ll);
-		const char *name = names[rng_next(&x) % 700];
+		int ni = (int)(rng_next(&x) % (uint64_t)pool);
+		const char *name = names[ni];
+		const char *job = jobs > 1 && rng_next(&x) % 3 == 0 ? "Jx" : "J";
 		char esc[128];
 		size_t e = 0;
 		for (const char *c = name; *c; c++) {
@@ -637,10 +639,14 @@ static void shaped_lines_read_as_any(void **state)
 		}
 		esc[e] = 0;
 		int kind = (int)(rng_next(&x) % RECORD_KIND_COUNT), group = (int)(rng_next(&x) % RECORD_GROUP_COUNT);
+		if (pool < 700 && rng_next(&x) % 8) { /* a name's kind and group, mostly */
+			kind = ni % RECORD_KIND_COUNT;
+			group = ni % RECORD_GROUP_COUNT;
+		}
 		switch (rng_next(&x) % 3) {
 		case 0: {
 			struct record_iter it = {rank, iter, start, dur};
-			jsonl_write_iter(w, "J", &it);
+			jsonl_write_iter(w, job, &it);
 			fprintf(f,
 				"{\"dur_us\": %lld, \"type\": \"iter\", \"rank\": %u, \"iter\": %u, \"start_us\": "
 				"%lld}\n",
@@ -651,7 +657,7 @@ static void shaped_lines_read_as_any(void **state)
 			if (i % 50 == 0)
 				start = RECORD_NO_START; /* no start_us: the general parser */
 			struct record_phase ph = {rank, iter, 0, (uint8_t)kind, (uint8_t)group, start, dur};
-			jsonl_write_phase(w, "J", &ph, name);
+			jsonl_write_phase(w, job, &ph, name);
 			fprintf(f,
 				"{\"dur_us\": %lld, \"type\": \"phase\", \"rank\": %u, \"iter\": %u, \"name\": \"%s\", "
 				"\"kind\": \"%s\", \"group\": \"%s\"",
@@ -679,7 +685,7 @@ static void shaped_lines_read_as_any(void **state)
 				k.p50_us = 2;
 				k.p99_us = 5;
 			}
-			jsonl_write_kernel(w, "J", &k, name, d, nd);
+			jsonl_write_kernel(w, job, &k, name, d, nd);
 			fprintf(f,
 				"{\"kind\": \"%s\", \"type\": \"kernel\", \"rank\": %u, \"iter\": %u, \"name\": "
 				"\"%s\", "
@@ -721,6 +727,21 @@ static void shaped_lines_read_as_any(void **state)
 	free(lb.buf);
 }
 
+static void shaped_lines_read_as_any(void **state)
+{
+	(void)state;
+	shaped_lines_check(700, 1);
+}
+
+/* a decoder's memory of the lines' text (client/jsonl.c): few names, each mostly with one
+ * kind and group, three of them alike in their first 40 bytes, lines of two jobs in turn */
+static void repeating_lines_read_as_any(void **state)
+{
+	(void)state;
+	shaped_lines_check(9, 1);
+	shaped_lines_check(9, 2);
+}
+
 int main(void)
 {
 	jsonl_decoders = 3; /* blocks decoded out of order, applied in order, whatever the CPUs */
@@ -728,7 +749,7 @@ int main(void)
 		cmocka_unit_test(reads_everything),         cmocka_unit_test(errors_name_file_and_line),
 		cmocka_unit_test(keys_in_any_order),        cmocka_unit_test(writer_round_trip),
 		cmocka_unit_test(gzip_members_and_damage),  cmocka_unit_test(blocks_in_file_order),
-		cmocka_unit_test(shaped_lines_read_as_any),
+		cmocka_unit_test(shaped_lines_read_as_any), cmocka_unit_test(repeating_lines_read_as_any),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
