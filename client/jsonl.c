@@ -946,17 +946,47 @@ static void names_free(struct names *t)
 	free(t->tab);
 }
 
-/* A block of whole lines from readahead, and what its lines decode to. */
+/* A block of whole lines from readahead, and what its lines decode to. The records and the
+ * durations start in one allocation on large pages (hugemem.h), the durations after the
+ * records: a 2 MiB block's on one page. Either that outgrows its part moves to an array of
+ * its own (durations of 4 KiB pages grown by realloc were 500 page faults of a 260 MB file). */
 struct block {
 	bool decoded;
 	uint64_t lines;   /* lines in the block */
+	char *mem;        /* the allocation both start in */
 	struct drec *rec; /* one per record line, in order */
 	size_t nrec, rec_cap;
 	int64_t *durs; /* the kernels' durations */
 	size_t ndurs, durs_cap;
-	uint32_t err_line; /* a line that could not be decoded (0: none), the block's end */
+	bool rec_own, durs_own; /* moved out of mem */
+	uint32_t err_line;      /* a line that could not be decoded (0: none), the block's end */
 	char err[240];
 };
+
+/* the records and durations of a block of n bytes, at first: 0, or -1 when out of memory */
+static int block_mem(struct block *b, size_t n)
+{
+	/* a record a line of 100 bytes, a duration 8 bytes of text, and as many more as the
+	 * large pages hold */
+	size_t recs = n / 100 + 64, size = hugemem_size(recs * sizeof(struct drec) + n + 64);
+	if (!(b->mem = hugemem_alloc(size, 0)))
+		return -1;
+	b->rec = (struct drec *)(void *)b->mem;
+	b->rec_cap = recs;
+	size_t at = (recs * sizeof(struct drec) + 63) & ~(size_t)63;
+	b->durs = (int64_t *)(void *)(b->mem + at);
+	b->durs_cap = (size - at) / sizeof(int64_t);
+	return 0;
+}
+
+static void block_free(struct block *b)
+{
+	if (b->rec_own)
+		free(b->rec);
+	if (b->durs_own)
+		free(b->durs);
+	free(b->mem);
+}
 
 /* room in b->durs for need more durations: 0, or -1 when out of memory */
 static int durs_room(struct block *b, size_t need)
@@ -966,11 +996,14 @@ static int durs_room(struct block *b, size_t need)
 	size_t c = b->durs_cap ? b->durs_cap : 4096;
 	while (c < b->ndurs + need)
 		c *= 2;
-	int64_t *x = realloc(b->durs, c * sizeof(*x));
+	int64_t *x = b->durs_own ? realloc(b->durs, c * sizeof(*x)) : malloc(c * sizeof(*x));
 	if (!x)
 		return -1;
+	if (!b->durs_own) /* all of it, as realloc: a line being matched has some past ndurs */
+		memcpy(x, b->durs, b->durs_cap * sizeof(*x));
 	b->durs = x;
 	b->durs_cap = c;
+	b->durs_own = true;
 	return 0;
 }
 
@@ -1352,24 +1385,27 @@ static void decode_block(struct block *b, char *data, size_t n, struct decoder_m
 	b->nrec = b->ndurs = 0;
 	b->lines = 0;
 	b->err_line = 0;
+	if (!b->mem && block_mem(b, n) < 0) {
+		b->err_line = 1;
+		snprintf(b->err, sizeof(b->err), "out of memory");
+		return;
+	}
 	for (char *p = data, *end = data + n; p < end;) {
 		b->lines++;
-		if (b->nrec == b->rec_cap) { /* a line of 100 bytes a record to start, as many as its
-					      * whole pages hold: a 2 MiB block's records on one
-					      * large page (hugemem.h) */
-			size_t c = b->rec_cap ? b->rec_cap * 2 : n / 100 + 64;
-			c = hugemem_size(c * sizeof(struct drec)) / sizeof(struct drec);
+		if (b->nrec == b->rec_cap) {
+			size_t c = hugemem_size(b->rec_cap * 2 * sizeof(struct drec)) / sizeof(struct drec);
 			struct drec *r = hugemem_alloc(c * sizeof(*r), 0);
 			if (!r) {
 				b->err_line = (uint32_t)b->lines;
 				snprintf(b->err, sizeof(b->err), "out of memory");
 				return;
 			}
-			if (b->nrec)
-				memcpy(r, b->rec, b->nrec * sizeof(*r));
-			free(b->rec);
+			memcpy(r, b->rec, b->nrec * sizeof(*r));
+			if (b->rec_own)
+				free(b->rec);
 			b->rec = r;
 			b->rec_cap = c;
+			b->rec_own = true;
 		}
 		struct drec *d = &b->rec[b->nrec];
 		size_t name_len = 0;
@@ -1621,10 +1657,8 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	pthread_mutex_destroy(&g->names.mu);
 	pthread_cond_destroy(&g->cv);
 	names_free(&g->names);
-	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++) {
-		free(g->blocks[i].rec);
-		free(g->blocks[i].durs);
-	}
+	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++)
+		block_free(&g->blocks[i]);
 	free(g);
 	if (lines)
 		*lines = line;

@@ -727,6 +727,53 @@ static void shaped_lines_check(int pool, int jobs)
 	free(lb.buf);
 }
 
+/* kernel line i has 1,000 durations (i + j) % 9 + 1: a block's durations outgrow the room
+ * made for them with the records, in shaped lines and in lines the general parser reads */
+struct durs_seen {
+	int n, bad;
+};
+
+static int d_kernel(void *c, const struct record_kernel *r, const char *name, const int64_t *d, size_t n,
+		    const char **why)
+{
+	(void)name;
+	(void)why;
+	struct durs_seen *o = c;
+	int ok = r->iter == (uint32_t)o->n && n == 1000;
+	for (size_t j = 0; ok && j < n; j++)
+		ok = d[j] == (int64_t)((r->iter + j) % 9 + 1);
+	o->bad += !ok;
+	o->n++;
+	return 0;
+}
+
+static void many_small_durations(void **state)
+{
+	(void)state;
+	char path[64], err[256];
+	snprintf(path, sizeof(path), "/tmp/test_jsonl_durs.%d", (int)getpid());
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	const int n = 3000;
+	for (int i = 0; i < n; i++) {
+		fprintf(f, i % 5 ? "{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":%d,\"name\":\"g\",\"kind\":\"compute\",\"count\":0,\"durs_us\":["
+				 : "{\"type\": \"kernel\", \"rank\": 1, \"iter\": %d, \"name\": \"g\", \"kind\": \"compute\", \"durs_us\": [",
+			i);
+		for (int j = 0; j < 1000; j++)
+			fprintf(f, "%s%d", j ? "," : "", (i + j) % 9 + 1);
+		fprintf(f, "]}\n");
+	}
+	fclose(f);
+	struct durs_seen o = {0, 0};
+	struct jsonl_handler h = {&o, NULL, NULL, NULL, NULL, d_kernel, NULL};
+	int rc = jsonl_read(path, &h, NULL, err, sizeof(err));
+	unlink(path);
+	if (rc)
+		fail_msg("%s", err);
+	assert_int_equal(o.n, n);
+	assert_int_equal(o.bad, 0);
+}
+
 static void shaped_lines_read_as_any(void **state)
 {
 	(void)state;
@@ -750,6 +797,7 @@ int main(void)
 		cmocka_unit_test(keys_in_any_order),        cmocka_unit_test(writer_round_trip),
 		cmocka_unit_test(gzip_members_and_damage),  cmocka_unit_test(blocks_in_file_order),
 		cmocka_unit_test(shaped_lines_read_as_any), cmocka_unit_test(repeating_lines_read_as_any),
+		cmocka_unit_test(many_small_durations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
