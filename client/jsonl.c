@@ -946,37 +946,37 @@ static void names_free(struct names *t)
 	free(t->tab);
 }
 
-/* A block of whole lines from readahead, and what its lines decode to. The records and the
- * durations start in one allocation on large pages (hugemem.h), the durations after the
- * records: a 2 MiB block's on one page. Either that outgrows its part moves to an array of
- * its own (durations of 4 KiB pages grown by realloc were 500 page faults of a 260 MB file). */
+/* A block of whole lines from readahead, and what its lines decode to. The blocks' records
+ * and durations start in one allocation on large pages (blocks_mem); either that outgrows its
+ * part moves to an array of its own (durations of 4 KiB pages grown by realloc were 500 page
+ * faults of a 260 MB file). */
 struct block {
 	bool decoded;
 	uint64_t lines;   /* lines in the block */
-	char *mem;        /* the allocation both start in */
 	struct drec *rec; /* one per record line, in order */
 	size_t nrec, rec_cap;
 	int64_t *durs; /* the kernels' durations */
 	size_t ndurs, durs_cap;
-	bool rec_own, durs_own; /* moved out of mem */
+	bool rec_own, durs_own; /* moved out of the blocks' allocation */
 	uint32_t err_line;      /* a line that could not be decoded (0: none), the block's end */
 	char err[240];
 };
 
-/* the records and durations of a block of n bytes, at first: 0, or -1 when out of memory */
-static int block_mem(struct block *b, size_t n)
+/* One allocation for the records and durations of n blocks of size bytes each: a record a
+ * line of 100 bytes, a duration 32 bytes of text; NULL when out of memory. */
+static char *blocks_mem(struct block *blocks, unsigned n, size_t size)
 {
-	/* a record a line of 100 bytes, a duration 8 bytes of text, and as many more as the
-	 * large pages hold */
-	size_t recs = n / 100 + 64, size = hugemem_size(recs * sizeof(struct drec) + n + 64);
-	if (!(b->mem = hugemem_alloc(size, 0)))
-		return -1;
-	b->rec = (struct drec *)(void *)b->mem;
-	b->rec_cap = recs;
-	size_t at = (recs * sizeof(struct drec) + 63) & ~(size_t)63;
-	b->durs = (int64_t *)(void *)(b->mem + at);
-	b->durs_cap = (size - at) / sizeof(int64_t);
-	return 0;
+	size_t recs = size / 100 + 64, durs = size / 32 + 64;
+	size_t per = (recs * sizeof(struct drec) + durs * sizeof(int64_t) + 63) & ~(size_t)63;
+	char *mem = hugemem_alloc(per * n, 0);
+	for (unsigned i = 0; mem && i < n; i++) {
+		struct block *b = &blocks[i];
+		b->rec = (struct drec *)(void *)(mem + per * i);
+		b->rec_cap = recs;
+		b->durs = (int64_t *)(void *)(mem + per * i + recs * sizeof(struct drec));
+		b->durs_cap = durs;
+	}
+	return mem;
 }
 
 static void block_free(struct block *b)
@@ -985,7 +985,6 @@ static void block_free(struct block *b)
 		free(b->rec);
 	if (b->durs_own)
 		free(b->durs);
-	free(b->mem);
 }
 
 /* room in b->durs for need more durations: 0, or -1 when out of memory */
@@ -1385,11 +1384,6 @@ static void decode_block(struct block *b, char *data, size_t n, struct decoder_m
 	b->nrec = b->ndurs = 0;
 	b->lines = 0;
 	b->err_line = 0;
-	if (!b->mem && block_mem(b, n) < 0) {
-		b->err_line = 1;
-		snprintf(b->err, sizeof(b->err), "out of memory");
-		return;
-	}
 	for (char *p = data, *end = data + n; p < end;) {
 		b->lines++;
 		if (b->nrec == b->rec_cap) {
@@ -1525,6 +1519,7 @@ struct reading {
 	struct names names;
 	struct block blocks[READAHEAD_BLOCKS];
 	struct decoder_mem mem[JSONL_DECODERS_MAX + 1]; /* the caller's thread's, the decoders' */
+	char *blocks_mem;                               /* where the blocks' records start */
 };
 
 /* Takes the next block from readahead and decodes it: 1, or 0 when wait is not set and the
@@ -1581,6 +1576,12 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	}
 	if (!(g->ra = readahead_open(path))) {
 		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
+		free(g);
+		return -1;
+	}
+	if (!(g->blocks_mem = blocks_mem(g->blocks, READAHEAD_BLOCKS, readahead_block(g->ra)))) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		readahead_close(g->ra);
 		free(g);
 		return -1;
 	}
@@ -1659,6 +1660,7 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	names_free(&g->names);
 	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++)
 		block_free(&g->blocks[i]);
+	free(g->blocks_mem);
 	free(g);
 	if (lines)
 		*lines = line;

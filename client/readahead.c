@@ -52,8 +52,10 @@ struct readahead {
 	pthread_t thr;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	char *buf[READAHEAD_BLOCKS]; /* allocated when first filled */
+	char *ring;                  /* the blocks' buffers, one after another (allocated when first filled) */
+	char *buf[READAHEAD_BLOCKS]; /* in ring, or of its own (own) after a long line */
 	size_t cap[READAHEAD_BLOCKS];
+	bool own[READAHEAD_BLOCKS];
 	unsigned block;                /* bytes read a block: READAHEAD_BLOCK, less for a small file */
 	ssize_t len[READAHEAD_BLOCKS]; /* filled block: bytes, 0 end, -1 error */
 	unsigned head, count;          /* the oldest block not given back; blocks filled and not given back */
@@ -199,11 +201,23 @@ static ssize_t get(struct readahead *r, char *buf, size_t cap)
  * has no newline. Its length, 0 at the end, -1 on an error (err set). */
 static ssize_t fill_block(struct readahead *r, unsigned i)
 {
-	size_t want = r->clen + r->block;
-	if (r->cap[i] < want) { /* on whole large pages, which it fills: a block of 2 MiB */
-		free(r->buf[i]);
-		r->cap[i] = hugemem_size(want + READAHEAD_PAD) - READAHEAD_PAD;
-		if (!(r->buf[i] = hugemem_alloc(r->cap[i] + READAHEAD_PAD, 0))) {
+	if (!r->ring) { /* READAHEAD_BLOCKS of a block each, on large pages */
+		if (!(r->ring = hugemem_alloc((size_t)READAHEAD_BLOCKS * r->block, 0))) {
+			snprintf(r->err, sizeof(r->err), "out of memory");
+			return -1;
+		}
+		for (unsigned k = 0; k < READAHEAD_BLOCKS; k++) {
+			r->buf[k] = r->ring + (size_t)k * r->block;
+			r->cap[k] = r->block - READAHEAD_PAD;
+		}
+	}
+	size_t want = r->clen + r->block / 2; /* half a block read at least after a line carried */
+	if (r->cap[i] < want) {
+		if (r->own[i])
+			free(r->buf[i]);
+		r->own[i] = true;
+		r->cap[i] = want;
+		if (!(r->buf[i] = malloc(r->cap[i] + READAHEAD_PAD))) {
 			r->cap[i] = 0;
 			snprintf(r->err, sizeof(r->err), "out of memory");
 			return -1;
@@ -246,11 +260,14 @@ static ssize_t fill_block(struct readahead *r, unsigned i)
 			return -1;
 		}
 		/* no newline yet: a longer line, a larger block */
-		char *b = realloc(r->buf[i], r->cap[i] * 2 + READAHEAD_PAD);
+		char *b = r->own[i] ? realloc(r->buf[i], r->cap[i] * 2 + READAHEAD_PAD) : malloc(r->cap[i] * 2 + READAHEAD_PAD);
 		if (!b) {
 			snprintf(r->err, sizeof(r->err), "out of memory");
 			return -1;
 		}
+		if (!r->own[i])
+			memcpy(b, buf, len);
+		r->own[i] = true;
 		r->buf[i] = buf = b;
 		r->cap[i] *= 2;
 	}
@@ -357,6 +374,8 @@ void readahead_cancel(struct readahead *r)
 	pthread_mutex_unlock(&r->mu);
 }
 
+size_t readahead_block(const struct readahead *r) { return r->block; }
+
 const char *readahead_error(const struct readahead *r) { return r->err[0] ? r->err : "read error"; }
 
 void readahead_close(struct readahead *r)
@@ -368,7 +387,9 @@ void readahead_close(struct readahead *r)
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
 	for (unsigned i = 0; i < READAHEAD_BLOCKS; i++)
-		free(r->buf[i]);
+		if (r->own[i])
+			free(r->buf[i]);
+	free(r->ring);
 	close(r->fd);
 	free(r->in);
 	free(r->inf);

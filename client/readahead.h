@@ -3,9 +3,10 @@
  * parsing of these. Gzip (one member or several concatenated, told from the first bytes as
  * zlib does) is inflated by ISA-L's igzip, CRC checked. At most READAHEAD_BLOCKS blocks are
  * held, filled or lent out (a bounded queue: the thread waits when the readers are behind);
- * a block fills its buffer, READAHEAD_BLOCK bytes at least rounded up to whole 2 MiB pages
- * (hugemem.h; a small file: its size), less the line its end cuts, which starts the next
- * block; a longer line makes a larger block, up to READAHEAD_MAX_LINE. Used by the JSONL
+ * a block fills its buffer, READAHEAD_BLOCK bytes (a small file: its size), less the line
+ * its end cuts, which starts the next block. The buffers are one allocation on 2 MiB pages
+ * (hugemem.h); a block that starts with a long cut line, or holds a line longer than a
+ * block, gets a larger buffer of its own, up to READAHEAD_MAX_LINE. Used by the JSONL
  * reader. */
 #ifndef CULPRIT_READAHEAD_H
 #define CULPRIT_READAHEAD_H
@@ -15,7 +16,7 @@
 #include <sys/types.h>
 
 #define READAHEAD_BLOCK (1u << 20)
-#define READAHEAD_BLOCKS 8
+#define READAHEAD_BLOCKS 4
 #define READAHEAD_MAX_LINE (64u << 20)
 #define READAHEAD_PAD 16 /* zero bytes after every block: a parser may read words past a line */
 
@@ -40,6 +41,9 @@ void readahead_release(struct readahead *r);
 /* Ends the reading early: readahead_next returns -1 from now on, in any thread waiting in it
  * too. */
 void readahead_cancel(struct readahead *r);
+/* The bytes a block holds but for the line its end cuts: READAHEAD_BLOCK, or a small file's
+ * size. */
+size_t readahead_block(const struct readahead *r);
 /* The error that ended the file ("truncated gzip data (unexpected end of file)", ...). */
 const char *readahead_error(const struct readahead *r);
 void readahead_close(struct readahead *r);
