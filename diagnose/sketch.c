@@ -180,22 +180,28 @@ int sketch_add(struct sketch *s, double v, uint64_t weight)
 int sketch_add_ints(struct sketch *s, const int64_t *v, size_t n)
 {
 	int32_t idx[64];
+	pthread_once(&bucket_once, bucket_table_init);
 	while (n) {
 		size_t m = n < 64 ? n : 64;
 		int32_t lo = INT32_MAX, hi = INT32_MIN;
+		double sum = s->sum, min = s->min, max = s->max; /* in registers: the same order of adding */
 		for (size_t i = 0; i < m; i++) {
 			double x = (double)v[i];
-			idx[i] = x < SKETCH_MIN_VALUE ? INT32_MIN : bucket_of(x);
-			if (idx[i] != INT32_MIN) {
+			idx[i] = INT32_MIN; /* under SKETCH_MIN_VALUE (1): a zero */
+			if (v[i] >= 1) {
+				idx[i] = v[i] < SKETCH_TABLE ? bucket_table[v[i]] : bucket_of_log(x);
 				lo = idx[i] < lo ? idx[i] : lo;
 				hi = idx[i] > hi ? idx[i] : hi;
 			}
-			s->sum += x;
-			if (x < s->min)
-				s->min = x;
-			if (x > s->max)
-				s->max = x;
+			sum += x;
+			if (x < min)
+				min = x;
+			if (x > max)
+				max = x;
 		}
+		s->sum = sum;
+		s->min = min;
+		s->max = max;
 		if (hi != INT32_MIN && ensure(s, lo, hi) < 0)
 			return -1;
 		for (size_t i = 0; i < m; i++) {
