@@ -200,10 +200,12 @@ static size_t ring_cells(const struct store *s) { return (size_t)s->topo.world *
 
 static size_t kcells(const struct store *s) { return (size_t)s->topo.world * s->cfg.max_kernels * s->nb; }
 
-/* the kernel cell of (rank, kernel slot, block) */
+/* the kernel cell of (rank, kernel slot, block): by block, then slot, so that the cells in
+ * use lie together (the first slots of the blocks being filled: a one-shot fill of 12
+ * iterations and 3 kernels touches 6 of the 144 rows of cells) */
 static size_t kcell(const struct store *s, uint32_t rank, uint32_t k, uint32_t block)
 {
-	return ((size_t)k * s->topo.world + rank) * s->nb + block % s->nb;
+	return ((size_t)(block % s->nb) * s->cfg.max_kernels + k) * s->topo.world + rank;
 }
 
 #define STORE_SK_SHIFT 16
@@ -266,18 +268,17 @@ static uint32_t *bins_new(struct store *s, size_t n)
 	return b;
 }
 
-/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag):
- * culpritd's from calloc, its untouched pages never zeroed; a one-shot fill's on large pages,
- * a slot's cells zeroed when a kernel takes the slot (slot-major: a file with 4 kernels
- * touches 4 of the 16 slots' cells), not all at once */
+/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag),
+ * from calloc: their untouched pages are never zeroed (a file with 3 kernels touches 3 of
+ * the 16 slots' cells); a one-shot fill's on large pages where touched */
 static int kernels_alloc(struct store *s)
 {
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	int one = s->cfg.one_shot; /* zeroed lazily by the system (calloc), or slot by slot */
-	s->ks = big_alloc(n, sizeof(*s->ks), !one, one);
-	s->ktag = big_alloc(n, sizeof(*s->ktag), !one, one);
+	int one = s->cfg.one_shot;
+	s->ks = one ? hugemem_calloc(n * sizeof(*s->ks)) : calloc(n, sizeof(*s->ks));
+	s->ktag = one ? hugemem_calloc(n * sizeof(*s->ktag)) : calloc(n, sizeof(*s->ktag));
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
@@ -399,14 +400,17 @@ static int copy_kernels(struct store *s, const struct store *src)
 {
 	if (!src->ks)
 		return 0;
-	/* the cells of the slots in use come first (slot-major); the others stay untouched */
-	size_t n = kcells(src), used = (size_t)src->topo.world * src->nkernel * src->nb;
+	/* the cells of the slots in use come first in each block; the others stay untouched */
+	size_t n = kcells(src), used = (size_t)src->topo.world * src->nkernel;
 	s->ks = calloc(n, sizeof(*s->ks));
 	s->ktag = calloc(n, sizeof(*s->ktag));
 	if (!s->ks || !s->ktag)
 		return -1;
-	memcpy(s->ks, src->ks, used * sizeof(*s->ks));
-	memcpy(s->ktag, src->ktag, used * sizeof(*s->ktag));
+	for (uint32_t b = 0; b < src->nb; b++) {
+		size_t at = kcell(src, 0, 0, b);
+		memcpy(s->ks + at, src->ks + at, used * sizeof(*s->ks));
+		memcpy(s->ktag + at, src->ktag + at, used * sizeof(*s->ktag));
+	}
 	for (uint32_t i = 0; i < src->nsk; i++) {
 		const struct sketch *from = sk_at(src, i);
 		uint32_t num;
@@ -810,11 +814,6 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 		s->kernel_of_name[rec->name] = k;
 		s->kernel_name[k] = rec->name;
 		s->kernel_kind[k] = rec->kind;
-		if (s->cfg.one_shot) { /* kernels_alloc; never on culpritd's event loop */
-			size_t per = (size_t)s->topo.world * s->nb, at = (size_t)k * per; /* slot-major */
-			memset(s->ks + at, 0, per * sizeof(*s->ks));
-			memset(s->ktag + at, 0, per * sizeof(*s->ktag));
-		}
 	}
 	uint32_t block = rec->iter / s->cfg.kernel_block_iters;
 	size_t idx = kcell(s, rec->rank, k, block);
