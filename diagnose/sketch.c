@@ -80,6 +80,15 @@ static void adopt(struct sketch *s, uint32_t *b)
 	s->lent = 0;
 }
 
+void sketch_move(struct sketch *s, uint32_t *bins, uint32_t cap)
+{
+	if (s->n)
+		memcpy(bins, s->bins, s->n * sizeof(*bins));
+	adopt(s, bins);
+	s->cap = cap;
+	s->lent = 1;
+}
+
 /* make bucket range [lo, hi] representable; collapses the lowest buckets past MAX_BINS */
 static int ensure(struct sketch *s, int32_t lo, int32_t hi)
 {

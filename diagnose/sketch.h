@@ -44,6 +44,9 @@ void sketch_reset(struct sketch *s); /* empty, keeps its memory */
  * (an arena of many sketches: no allocation of its own per sketch). s counts in them until
  * it needs more than cap buckets, then moves to an array of its own, which sketch_free frees. */
 void sketch_lend(struct sketch *s, uint32_t *bins, uint32_t cap);
+/* s's buckets copied into bins (cap of them, at least s->n), which s is lent from now on;
+ * an array of its own is freed. */
+void sketch_move(struct sketch *s, uint32_t *bins, uint32_t cap);
 /* Add value v weight times. Returns 0, -1 when out of memory. */
 int sketch_add(struct sketch *s, double v, uint64_t weight);
 /* Add each of v[0..n) once: the same sketch as sketch_add of each in turn, with the range of

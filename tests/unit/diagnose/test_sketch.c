@@ -321,6 +321,34 @@ static void add_ints_as_one_by_one(void **state)
 	gsl_rng_free(rng);
 }
 
+/* A sketch that outgrew its lent buckets, moved onto new lent ones (a store's slabs): the
+ * same buckets as a sketch of its own before and after more values, its own array freed
+ * (ASan's leak check) and the new array used in place. */
+static void move_keeps_buckets(void **state)
+{
+	(void)state;
+	uint32_t first[16], second[4096];
+	struct sketch own, lent;
+	sketch_init(&own);
+	sketch_init(&lent);
+	sketch_lend(&lent, first, 16);
+	for (double x = 100; x < 1000; x *= 1.03) {
+		assert_int_equal(sketch_add(&own, x, 1), 0);
+		assert_int_equal(sketch_add(&lent, x, 1), 0);
+	}
+	assert_false(lent.lent); /* outgrown: an array of its own */
+	sketch_move(&lent, second, lent.cap);
+	assert_true(lent.lent && lent.bins == second);
+	same_buckets(&own, &lent);
+	for (double x = 90; x < 2000; x *= 1.01) {
+		assert_int_equal(sketch_add(&own, x, 2), 0);
+		assert_int_equal(sketch_add(&lent, x, 2), 0);
+		same_buckets(&own, &lent);
+	}
+	sketch_free(&lent);
+	sketch_free(&own);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +356,7 @@ int main(void)
 		cmocka_unit_test(bytes_round_trip),       cmocka_unit_test(ks_statistic),
 		cmocka_unit_test(wide_range_collapses),   cmocka_unit_test(lent_buckets),
 		cmocka_unit_test(buckets_by_the_formula), cmocka_unit_test(add_ints_as_one_by_one),
+		cmocka_unit_test(move_keeps_buckets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
