@@ -224,12 +224,79 @@ static void median_of_8_exact(void **state)
 	check_median8(24, 18); /* over 16 phases */
 }
 
+/* 2,048 ranks of 8 phases, 24 iterations with values drawn from seed, rank 77 slow from
+ * iteration 12, some values missing: in a one-shot store or a live one */
+static struct store *make_wide(int one_shot, uint64_t seed)
+{
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, 2048, 8, 1, 4, 64, 1, NULL, 8, err, sizeof(err)), 0);
+	struct store_config cfg = {0};
+	cfg.one_shot = one_shot;
+	struct store *s = store_create(&t, &cfg);
+	assert_non_null(s);
+	uint32_t name[8];
+	for (int p = 0; p < 8; p++) {
+		char n[16];
+		snprintf(n, sizeof(n), "phase_%d", p);
+		name[p] = (uint32_t)store_intern_name(s, n);
+	}
+	for (uint32_t it = 0; it < 24; it++)
+		for (uint32_t r = 0; r < 2048; r++) {
+			struct record_iter ri = {r, it, 0, 1000000};
+			assert_int_equal(store_add_iter(s, &ri), 0);
+			for (uint32_t p = 0; p < 8; p++) {
+				seed ^= seed << 13;
+				seed ^= seed >> 7;
+				seed ^= seed << 17;
+				if (seed % 50 == 0)
+					continue;
+				int64_t v = 20000 + (int64_t)(seed % 3000);
+				if (r == 77 && it >= 12 && p == 2)
+					v *= 3;
+				struct record_phase ph = {r,  it, name[p], p % 2 ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE,
+							  p % 2 ? RECORD_GROUP_DP : RECORD_GROUP_NONE, 0, v};
+				assert_int_equal(store_add_phase(s, &ph), 0);
+			}
+		}
+	return s;
+}
+
+/* A one-shot store takes the baseline's medians on a second thread (l2.c): the same values,
+ * statistics and flags as one thread, for a window and a baseline of 12 iterations (the
+ * block sums) and of 4 (the plain medians, each thread with its rows). */
+static void one_shot_same_as_live(void **state)
+{
+	(void)state;
+	struct store *one = make_wide(1, 7), *live = make_wide(0, 7);
+	for (uint32_t first = 12; first <= 20; first += 8) {
+		struct l2 a = {0}, b = {0};
+		uint32_t bfirst = first == 12 ? 0 : 8;
+		assert_int_equal(l2_run(&a, one, first, 23, bfirst, 11, NULL), 0);
+		assert_int_equal(l2_run(&b, live, first, 23, bfirst, 11, NULL), 0);
+		size_t cells = (size_t)a.world * a.nphase;
+		assert_int_equal(cells, 2048 * 8);
+		assert_memory_equal(a.val, b.val, cells * sizeof(double));
+		assert_memory_equal(a.base, b.base, cells * sizeof(double));
+		assert_memory_equal(a.z, b.z, cells * sizeof(float));
+		assert_memory_equal(a.flag, b.flag, cells);
+		assert_memory_equal(a.presence, b.presence, a.nphase * sizeof(double));
+		assert_true(a.has_base && b.has_base);
+		assert_true(a.flag[77 * 8 + 2] & L2_HIGH);
+		l2_free(&a);
+		l2_free(&b);
+	}
+	store_destroy(one);
+	store_destroy(live);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(robust_values_and_flags),
 		cmocka_unit_test(kept_memory),
 		cmocka_unit_test(median_of_8_exact),
+		cmocka_unit_test(one_shot_same_as_live),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
