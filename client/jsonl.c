@@ -1193,7 +1193,7 @@ struct decoder_mem { /* a decoding thread's own */
 	struct reading *g;
 	struct jobj obj;
 	struct name *seen[NAME_SEEN];
-	struct span head[2];               /* phases', kernels' */
+	struct span head[2];                /* phases', kernels' */
 	struct span mid[2][1u << MID_BITS]; /* by their name's first bytes */
 };
 
@@ -1294,8 +1294,7 @@ static char *decode_known(struct decoder_mem *m, char *p, char *end, struct drec
 /* The record of a line of the writer's shape, from p in a block ending at end: the line's
  * end (its newline or the block's end; a phase's or kernel's name interned in t), or NULL:
  * not one, the line as it was. A phase's or kernel's head and middle are remembered in m. */
-static char *decode_shaped(struct decoder_mem *m, struct names *t, char *p, char *end, struct drec *d,
-			   struct block *b)
+static char *decode_shaped(struct decoder_mem *m, struct names *t, char *p, char *end, struct drec *d, struct block *b)
 {
 	static const char none[] = "";
 	const char *str[SHAPE_FIELDS] = {none, none, none, none, none, none, none, none}; /* set by a match */

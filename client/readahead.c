@@ -260,7 +260,8 @@ static ssize_t fill_block(struct readahead *r, unsigned i)
 			return -1;
 		}
 		/* no newline yet: a longer line, a larger block */
-		char *b = r->own[i] ? realloc(r->buf[i], r->cap[i] * 2 + READAHEAD_PAD) : malloc(r->cap[i] * 2 + READAHEAD_PAD);
+		char *b = r->own[i] ? realloc(r->buf[i], r->cap[i] * 2 + READAHEAD_PAD)
+				    : malloc(r->cap[i] * 2 + READAHEAD_PAD);
 		if (!b) {
 			snprintf(r->err, sizeof(r->err), "out of memory");
 			return -1;

@@ -756,8 +756,11 @@ static void many_small_durations(void **state)
 	assert_non_null(f);
 	const int n = 3000;
 	for (int i = 0; i < n; i++) {
-		fprintf(f, i % 5 ? "{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":%d,\"name\":\"g\",\"kind\":\"compute\",\"count\":0,\"durs_us\":["
-				 : "{\"type\": \"kernel\", \"rank\": 1, \"iter\": %d, \"name\": \"g\", \"kind\": \"compute\", \"durs_us\": [",
+		fprintf(f,
+			i % 5 ? "{\"type\":\"kernel\",\"job\":\"J\",\"rank\":1,\"iter\":%d,\"name\":\"g\",\"kind\":"
+				"\"compute\",\"count\":0,\"durs_us\":["
+			      : "{\"type\": \"kernel\", \"rank\": 1, \"iter\": %d, \"name\": \"g\", \"kind\": "
+				"\"compute\", \"durs_us\": [",
 			i);
 		for (int j = 0; j < 1000; j++)
 			fprintf(f, "%s%d", j ? "," : "", (i + j) % 9 + 1);

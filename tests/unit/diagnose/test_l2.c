@@ -254,8 +254,13 @@ static struct store *make_wide(int one_shot, uint64_t seed)
 				int64_t v = 20000 + (int64_t)(seed % 3000);
 				if (r == 77 && it >= 12 && p == 2)
 					v *= 3;
-				struct record_phase ph = {r,  it, name[p], p % 2 ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE,
-							  p % 2 ? RECORD_GROUP_DP : RECORD_GROUP_NONE, 0, v};
+				struct record_phase ph = {r,
+							  it,
+							  name[p],
+							  p % 2 ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE,
+							  p % 2 ? RECORD_GROUP_DP : RECORD_GROUP_NONE,
+							  0,
+							  v};
 				assert_int_equal(store_add_phase(s, &ph), 0);
 			}
 		}
