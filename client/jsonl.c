@@ -1242,6 +1242,52 @@ static struct span *mid_slot(struct decoder_mem *m, int kernel, const char *p)
 	return &m->mid[kernel][(((a ^ (z >> 5)) * 0x9E3779B97F4A7C15ull) >> (64 - MID_BITS)) & ~1u];
 }
 
+/* remembers the middle [from, to) of the line of record d (a block ending at end), with a
+ * quote at q1 and q2 (where shape_word ended a string); the older of its slot pair goes */
+static void mid_keep(struct decoder_mem *m, int kernel, const char *from, const char *to, const char *end,
+		     const char *q1, const char *q2, const struct drec *d)
+{
+	if (end - from < 25) /* mid_slot reads 16 bytes of the name */
+		return;
+	struct span *x = mid_slot(m, kernel, from);
+	x[1] = x[0];
+	x->len = 0;
+	span_keep(x, from, to, q1, q2);
+	x->name = d->name;
+	x->kind = kernel ? d->u.kernel.kind : d->u.phase.kind;
+	x->group = kernel ? 0 : d->u.phase.group;
+}
+
+/* d a phase of the numbers a shape matched: rank, iteration, start, duration */
+static void put_phase(struct drec *d, const int64_t *num, uint8_t kind, uint8_t group)
+{
+	struct record_phase *r = &d->u.phase;
+	memset(r, 0, sizeof(*r));
+	d->type = D_PHASE;
+	r->rank = (uint32_t)num_get(num, 0);
+	r->iter = (uint32_t)num_get(num, 1);
+	r->start_us = num_get(num, 2);
+	r->dur_us = num_get(num, 3);
+	r->kind = kind;
+	r->group = group;
+}
+
+/* d a kernel of the numbers a shape matched (rank, iteration, count) and its nints durations,
+ * the last ones in b->durs */
+static void put_kernel(struct drec *d, struct block *b, const int64_t *num, size_t nints, uint8_t kind)
+{
+	struct dkernel *r = &d->u.kernel;
+	memset(r, 0, sizeof(*r));
+	d->type = D_KERNEL;
+	r->rank = (uint32_t)num_get(num, 0);
+	r->iter = (uint32_t)num_get(num, 1);
+	r->count = num_get(num, 2) ? (uint32_t)num_get(num, 2) : (uint32_t)nints;
+	r->kind = kind;
+	r->durs = b->ndurs;
+	r->ndurs = nints;
+	b->ndurs += nints;
+}
+
 /* A phase or kernel line (p[9] 'p' or 'k') whose head and middle were met before: its record
  * and end, as decode_shaped gives them, or NULL: not one */
 static char *decode_known(struct decoder_mem *m, char *p, char *end, struct drec *d, struct block *b)
@@ -1266,28 +1312,10 @@ static char *decode_known(struct decoder_mem *m, char *p, char *end, struct drec
 	if (!le)
 		return NULL;
 	d->name = x->name;
-	if (kernel) {
-		struct dkernel *r = &d->u.kernel;
-		memset(r, 0, sizeof(*r));
-		d->type = D_KERNEL;
-		r->rank = (uint32_t)num_get(num, 0);
-		r->iter = (uint32_t)num_get(num, 1);
-		r->count = num_get(num, 2) ? (uint32_t)num_get(num, 2) : (uint32_t)nints;
-		r->kind = x->kind;
-		r->durs = b->ndurs;
-		r->ndurs = nints;
-		b->ndurs += nints;
-		return le;
-	}
-	struct record_phase *r = &d->u.phase;
-	memset(r, 0, sizeof(*r));
-	d->type = D_PHASE;
-	r->rank = (uint32_t)num_get(num, 0);
-	r->iter = (uint32_t)num_get(num, 1);
-	r->start_us = num_get(num, 2);
-	r->dur_us = num_get(num, 3);
-	r->kind = x->kind;
-	r->group = x->group;
+	if (kernel)
+		put_kernel(d, b, num, nints, x->kind);
+	else
+		put_phase(d, num, x->kind, x->group);
 	return le;
 }
 
@@ -1309,7 +1337,6 @@ static char *decode_shaped(struct decoder_mem *m, struct names *t, char *p, char
 	case 'p': {
 		if (!(le = shape_match(shape_phase, p, end, b, str, len, num, &nints, NULL)))
 			return NULL;
-		struct record_phase *r = &d->u.phase;
 		int k = shape_word(str[2], len[2], 0), g = shape_word(str[3], len[3], 1);
 		if (k < 0 || g < 0 || !(d->name = name_intern(t, m->seen, str[1], len[1]))) {
 			/* the general parser names it (or runs out of memory too) */
@@ -1317,55 +1344,24 @@ static char *decode_shaped(struct decoder_mem *m, struct names *t, char *p, char
 			shape_unword(str[3], len[3]);
 			return NULL;
 		}
-		memset(r, 0, sizeof(*r));
-		d->type = D_PHASE;
-		r->rank = (uint32_t)num_get(num, 0);
-		r->iter = (uint32_t)num_get(num, 1);
-		r->start_us = num_get(num, 2);
-		r->dur_us = num_get(num, 3);
-		r->kind = (uint8_t)k;
-		r->group = (uint8_t)g;
+		put_phase(d, num, (uint8_t)k, (uint8_t)g);
 		span_keep(&m->head[0], p, str[0] + len[0] + shape_phase[1].len, NULL, NULL);
-		const char *mid = str[1] - shape_phase[3].len;
-		if (end - mid >= 25) {
-			struct span *x = mid_slot(m, 0, mid);
-			x[1] = x[0]; /* the older of the two goes */
-			x->len = 0;
-			span_keep(x, mid, str[3] + len[3] + shape_phase[6].len, str[2] + len[2], str[3] + len[3]);
-			x->name = d->name;
-			x->kind = r->kind;
-			x->group = r->group;
-		}
+		mid_keep(m, 0, str[1] - shape_phase[3].len, str[3] + len[3] + shape_phase[6].len, end, str[2] + len[2],
+			 str[3] + len[3], d);
 		return le;
 	}
 	case 'k': {
 		if (!(le = shape_match(shape_kernel, p, end, b, str, len, num, &nints, NULL)))
 			return NULL;
-		struct dkernel *r = &d->u.kernel;
 		int k = shape_word(str[2], len[2], 0);
 		if (k < 0 || !(d->name = name_intern(t, m->seen, str[1], len[1]))) {
 			shape_unword(str[2], len[2]);
 			return NULL;
 		}
-		memset(r, 0, sizeof(*r));
-		d->type = D_KERNEL;
-		r->rank = (uint32_t)num_get(num, 0);
-		r->iter = (uint32_t)num_get(num, 1);
-		r->count = num_get(num, 2) ? (uint32_t)num_get(num, 2) : (uint32_t)nints;
-		r->kind = (uint8_t)k;
-		r->durs = b->ndurs;
-		r->ndurs = nints;
-		b->ndurs += nints;
+		put_kernel(d, b, num, nints, (uint8_t)k);
 		span_keep(&m->head[1], p, str[0] + len[0] + shape_kernel[1].len, NULL, NULL);
-		const char *mid = str[1] - shape_kernel[3].len;
-		if (end - mid >= 25) {
-			struct span *x = mid_slot(m, 1, mid);
-			x[1] = x[0];
-			x->len = 0;
-			span_keep(x, mid, str[2] + len[2] + shape_kernel[5].len, str[2] + len[2], NULL);
-			x->name = d->name;
-			x->kind = r->kind;
-		}
+		mid_keep(m, 1, str[1] - shape_kernel[3].len, str[2] + len[2] + shape_kernel[5].len, end,
+			 str[2] + len[2], NULL, d);
 		return le;
 	}
 	case 'i': {
