@@ -309,12 +309,13 @@ struct readahead *readahead_open(const char *path)
 		free(r);
 		return NULL;
 	}
-	/* a small file is read in a block of its size (gzip: in a few), with a small input buffer */
+	/* a small file is read in a block of its size (its buffer holds the file, a byte more and
+	 * the padding; gzip: in a few blocks), with a small input buffer */
 	struct stat st;
 	r->block = READAHEAD_BLOCK;
 	r->in_cap = 1u << 18;
 	if (!in && fstat(r->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < READAHEAD_BLOCK) {
-		r->block = st.st_size < 65536 ? 65536 : (unsigned)st.st_size + 1;
+		r->block = st.st_size < 65536 ? 65536 : (unsigned)st.st_size + 1 + READAHEAD_PAD;
 		if (st.st_size < (off_t)r->in_cap)
 			r->in_cap = st.st_size < 8192 ? 8192 : (unsigned)st.st_size;
 	}
