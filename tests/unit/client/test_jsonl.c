@@ -603,12 +603,12 @@ static int64_t draw(uint64_t *x, int64_t lo, int64_t hi)
 static void shaped_lines_check(int pool, int jobs)
 {
 	char names[700][48];
-	for (int i = 0; i < pool; i++) {
+	for (int i = 0; i < pool && i < 700; i++) {
 		if (i % 100 == 7)
 			snprintf(names[i], sizeof(names[i]), "q\"uote\\%d\xc3\xa9",
 				 i); /* escapes: the general parser */
 		else if (i % 3 == 0)
-			snprintf(names[i], sizeof(names[i]), "ncclDevKernel_AllReduce_Sum_f32_RING_LL_%03d", i);
+			snprintf(names[i], sizeof(names[i]), "ncclDevKernel_AllReduce_Sum_f32_RING_LL_%03d", i % 1000);
 		else if (i % 3 == 1)
 			snprintf(names[i], sizeof(names[i]), "%.*s", 1 + i % 9, "abcdefghij" + i % 2);
 		else
