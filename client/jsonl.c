@@ -668,8 +668,8 @@ static int str_is(const struct jval *v, const char *s, size_t len)
 /* A record decoded from a line, handed to the handler later, in the file's order. A phase's
  * or kernel's name is the read's interned copy (struct names), its other strings lie in its
  * block's text, a kernel's durations (or its summary) in the block's durs. 56 bytes: the
- * applying thread reads each from the other core's cache, and a 2 MiB block's records fit
- * on one large page (a whole record_kernel made them 112 and two pages). */
+ * applying thread reads each from the other core's cache (a whole record_kernel made them
+ * 112). */
 enum drec_type { D_JOB, D_HOST, D_ITER, D_PHASE, D_KERNEL, D_EVENT };
 
 struct djob { /* a job line but its name (the drec's) */
@@ -992,7 +992,7 @@ static int durs_room(struct block *b, size_t need)
 {
 	if (b->ndurs + need <= b->durs_cap)
 		return 0;
-	size_t c = b->durs_cap ? b->durs_cap : 4096;
+	size_t c = b->durs_cap; /* blocks_mem gave it room for some */
 	while (c < b->ndurs + need)
 		c *= 2;
 	int64_t *x = b->durs_own ? realloc(b->durs, c * sizeof(*x)) : malloc(c * sizeof(*x));
