@@ -848,7 +848,9 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 		rc = add_summary(sk, rec) ? -1 : 0;
 	}
 	/* a sketch that outgrew its lent buckets moves back onto the slabs: a small array of its
-	 * own each (12,960 of case5's) grew the heap by 600 pages, each a page fault */
+	 * own each (12,960 of case5's) grew the heap by 600 pages, each a page fault. The buckets
+	 * it leaves stay unused: less than it holds now, as each move at least doubles them (up
+	 * to SKETCH_MAX_BINS, at most 7 moves) */
 	uint32_t *bins;
 	if (!rc && !sk->lent && (bins = bins_new(s, sk->cap)))
 		sketch_move(sk, bins, sk->cap);
