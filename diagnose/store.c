@@ -849,8 +849,8 @@ int store_add_kernel(struct store *s, const struct record_kernel *rec, const int
 	}
 	/* a sketch that outgrew its lent buckets moves back onto the slabs: a small array of its
 	 * own each (12,960 of case5's) grew the heap by 600 pages, each a page fault. The buckets
-	 * it leaves stay unused: less than it holds now, as each move at least doubles them (up
-	 * to SKETCH_MAX_BINS, at most 7 moves) */
+	 * it leaves stay unused: about as many as it holds at most, as from its second move on
+	 * each at least doubles them (up to SKETCH_MAX_BINS) */
 	uint32_t *bins;
 	if (!rc && !sk->lent && (bins = bins_new(s, sk->cap)))
 		sketch_move(sk, bins, sk->cap);
