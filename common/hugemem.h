@@ -9,7 +9,6 @@
 #ifndef CULPRIT_HUGEMEM_H
 #define CULPRIT_HUGEMEM_H
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -36,21 +35,6 @@ static inline void *hugemem_alloc(size_t bytes, int zero)
 		(void)madvise(p, n, MADV_HUGEPAGE);
 	if (zero)
 		memset(p, 0, n);
-	return p;
-}
-
-/* bytes zeroed bytes whose pages are touched (and zeroed by the system) only where they are
- * used, on large pages where the system has them: from calloc, its whole 2 MiB pages
- * advised huge. Freed with free(). */
-static inline void *hugemem_calloc(size_t bytes)
-{
-	char *p = calloc(1, bytes ? bytes : 1);
-	if (p && bytes >= HUGEMEM_PAGE) {
-		uintptr_t a = ((uintptr_t)p + HUGEMEM_PAGE - 1) & ~(uintptr_t)(HUGEMEM_PAGE - 1);
-		uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGEMEM_PAGE - 1);
-		if (e > a)
-			(void)madvise((void *)a, e - a, MADV_HUGEPAGE);
-	}
 	return p;
 }
 

@@ -268,17 +268,18 @@ static uint32_t *bins_new(struct store *s, size_t n)
 	return b;
 }
 
-/* the kernel arrays, on the first kernel record (an 8-byte number per cell, 4 with ktag),
- * from calloc: their untouched pages are never zeroed (a file with 3 kernels touches 3 of
- * the 16 slots' cells); a one-shot fill's on large pages where touched */
+/* the kernel arrays, on the first kernel record (4 bytes a cell each), from calloc: their
+ * untouched pages are never zeroed (a file with 3 kernels touches 3 of the 16 slots'
+ * cells). Not on large pages, even in a one-shot fill: case5's cells in use are two runs of
+ * 152 KiB an array, which touched 4 MiB of large pages, and a first touch costs by the byte
+ * where memory comes back from the host (hugemem.h). */
 static int kernels_alloc(struct store *s)
 {
 	size_t n = kcells(s);
 	if (n >= UINT32_MAX)
 		return -1;
-	int one = s->cfg.one_shot;
-	s->ks = one ? hugemem_calloc(n * sizeof(*s->ks)) : calloc(n, sizeof(*s->ks));
-	s->ktag = one ? hugemem_calloc(n * sizeof(*s->ktag)) : calloc(n, sizeof(*s->ktag));
+	s->ks = calloc(n, sizeof(*s->ks));
+	s->ktag = calloc(n, sizeof(*s->ktag));
 	if (s->ks && s->ktag)
 		return 0;
 	free(s->ks);
