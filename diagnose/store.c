@@ -46,7 +46,8 @@ struct store {
 	uint32_t R;    /* slots per rank: cfg.ring_iters, or fewer while a one-shot fill grows it */
 	uint32_t *tag; /* iter + 1, 0 empty */
 	uint32_t *dur;
-	uint32_t *pdur; /* [(rank * R + slot) * P + phase] */
+	uint32_t *pdur; /* [(rank * R + slot) * P + phase], room for max_phases a cell */
+	uint32_t P;     /* phases a cell: max_phases, or fewer while a one-shot fill widens it */
 
 	uint32_t *last_p1; /* per rank: last iteration + 1 */
 	int64_t *last_end;
@@ -315,6 +316,8 @@ struct store *store_create(const struct topo *t, const struct store_config *cfg)
 	s->R = s->cfg.ring_iters;
 	while (s->cfg.one_shot && s->R % 2 == 0 && s->R / 2 >= STORE_RING_FIRST)
 		s->R /= 2;
+	/* and with STORE_PHASES_FIRST phases a cell, widened as more are named (phases_widen) */
+	s->P = s->cfg.one_shot && s->cfg.max_phases > STORE_PHASES_FIRST ? STORE_PHASES_FIRST : s->cfg.max_phases;
 	size_t cells = ring_cells(s), R = s->cfg.ring_iters, P = s->cfg.max_phases;
 	s->tag = big_alloc(cells, sizeof(*s->tag), 1, 1);
 	s->dur = big_alloc(cells, sizeof(*s->dur), 0, 1);
@@ -457,7 +460,9 @@ struct store *store_snapshot(const struct store *src)
 	size_t W = src->topo.world, K = src->cfg.max_kernels;
 	s->tag = dup_array(src->tag, cells * sizeof(*s->tag));
 	s->dur = dup_array(src->dur, cells * sizeof(*s->dur));
-	s->pdur = dup_array(src->pdur, cells * P * sizeof(*s->pdur));
+	s->pdur = malloc(cells * P * sizeof(*s->pdur)); /* room to widen, as the source's */
+	if (s->pdur)
+		memcpy(s->pdur, src->pdur, cells * src->P * sizeof(*s->pdur));
 	s->last_p1 = dup_array(src->last_p1, W * sizeof(*s->last_p1));
 	s->last_end = dup_array(src->last_end, W * sizeof(*s->last_end));
 	s->host_of = dup_array(src->host_of, W * sizeof(*s->host_of));
@@ -500,7 +505,7 @@ struct store *store_snapshot(const struct store *src)
 size_t store_memory(const struct store *s)
 {
 	size_t cells = ring_cells(s), W = s->topo.world;
-	size_t m = sizeof(*s) + cells * (2 * sizeof(uint32_t) + s->cfg.max_phases * sizeof(uint32_t));
+	size_t m = sizeof(*s) + cells * (2 * sizeof(uint32_t) + s->P * sizeof(uint32_t));
 	m += s->cfg.max_phases * (sizeof(double) + sizeof(uint32_t));
 	m += W * (sizeof(uint32_t) * 2 + sizeof(int64_t));
 	if (s->ks) {
@@ -597,9 +602,9 @@ uint32_t store_host_id(const struct store *s, uint32_t rank)
  * a slot of the full ring share one of every smaller ring. -1 when out of memory. */
 static int ring_grow(struct store *s)
 {
-	size_t R = s->R, R2 = 2 * R, W = s->topo.world, P = s->cfg.max_phases;
+	size_t R = s->R, R2 = 2 * R, W = s->topo.world, P = s->P;
 	uint32_t *tag = big_alloc(W * R2, sizeof(*tag), 1, 1), *dur = big_alloc(W * R2, sizeof(*dur), 0, 1);
-	uint32_t *pdur = big_alloc(W * R2 * P, sizeof(*pdur), 0, 1);
+	uint32_t *pdur = big_alloc(W * R2 * s->cfg.max_phases, sizeof(*pdur), 0, 1);
 	if (!tag || !dur || !pdur) {
 		free(tag);
 		free(dur);
@@ -630,7 +635,7 @@ static int ring_grow(struct store *s)
 #define STORE_NO_CELL (SIZE_MAX - 1)
 static size_t claim(struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t R = s->R, P = s->cfg.max_phases;
+	size_t R = s->R, P = s->P;
 	size_t idx = (size_t)rank * R + iter % R;
 	if (s->tag[idx] == iter + 1)
 		return idx;
@@ -703,6 +708,33 @@ int store_add_iter(struct store *s, const struct record_iter *rec)
 	return 0;
 }
 
+/* Widens every ring cell of a one-shot fill by a phase, in place: pdur has room for
+ * max_phases a cell, its pages touched only as used. The held cells move from the last one
+ * down, each to its wider place, the new phase absent; a cell moves only to a place at or
+ * after its own, over none not yet moved. A fill's phases are mostly named by its first
+ * records, while few cells are held (at most max_phases widenings of the whole ring). */
+static void phases_widen(struct store *s)
+{
+	uint32_t from = s->P, to = from + 1;
+	for (size_t c = ring_cells(s); c-- > 0;) {
+		if (!s->tag[c])
+			continue;
+		uint32_t *p = s->pdur + c * to;
+		memmove(p, s->pdur + c * from, from * sizeof(*p));
+		for (uint32_t i = from; i < to; i++)
+			p[i] = STORE_ABSENT;
+	}
+	s->P = to;
+}
+
+/* a new phase slot (the caller has checked nphase < max_phases), its cells made room for */
+static uint32_t phase_slot_new(struct store *s)
+{
+	if (s->nphase == s->P)
+		phases_widen(s);
+	return s->nphase++;
+}
+
 /* The phase slot of STORE_LEAD_PHASE, made on first use (STORE_NO_SLOT when none is left) */
 static uint32_t lead_slot(struct store *s)
 {
@@ -713,7 +745,7 @@ static uint32_t lead_slot(struct store *s)
 	int name = store_intern_name(s, STORE_LEAD_PHASE);
 	if (name < 0 || s->phase_of_name[name] != STORE_NO_SLOT)
 		return STORE_NO_SLOT; /* out of memory, or an agent sends a phase of that name */
-	uint32_t slot = s->nphase++;
+	uint32_t slot = phase_slot_new(s);
 	s->phase_of_name[name] = slot;
 	s->phase_name[slot] = (uint32_t)name;
 	s->phase_kind[slot] = RECORD_KIND_HOST;
@@ -748,7 +780,7 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 			s->dropped++;
 			return 1;
 		}
-		slot = s->nphase++;
+		slot = phase_slot_new(s);
 		s->phase_of_name[rec->name] = slot;
 		s->phase_name[slot] = rec->name;
 		s->phase_kind[slot] = rec->kind;
@@ -761,7 +793,7 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 		s->dropped++;
 		return 1;
 	}
-	uint32_t *p = &s->pdur[idx * s->cfg.max_phases + slot];
+	uint32_t *p = &s->pdur[idx * s->P + slot];
 	uint32_t v = clamp_us(rec->dur_us);
 	/* the same phase twice in one iteration (e.g. per micro-batch): durations add up */
 	*p = *p == STORE_ABSENT ? v : clamp_us((int64_t)*p + v);
@@ -774,7 +806,7 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 		 * first starts after its iteration does */
 		uint32_t ls = lead_slot(s);
 		if (ls != STORE_NO_SLOT) {
-			uint32_t *q = &s->pdur[idx * s->cfg.max_phases + ls], a = clamp_us(rec->start_us);
+			uint32_t *q = &s->pdur[idx * s->P + ls], a = clamp_us(rec->start_us);
 			*q = *q == STORE_ABSENT || a < *q ? a : *q;
 		}
 	}
@@ -984,19 +1016,19 @@ uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter)
 uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot)
 {
 	size_t idx = (size_t)rank * s->R + iter % s->R;
-	return s->tag[idx] == iter + 1 ? s->pdur[idx * s->cfg.max_phases + slot] : STORE_ABSENT;
+	return s->tag[idx] == iter + 1 ? s->pdur[idx * s->P + slot] : STORE_ABSENT;
 }
 
 const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter)
 {
 	size_t idx = (size_t)rank * s->R + iter % s->R;
-	return s->tag[idx] == iter + 1 ? s->pdur + idx * s->cfg.max_phases : NULL;
+	return s->tag[idx] == iter + 1 ? s->pdur + idx * s->P : NULL;
 }
 
 const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter)
 {
 	size_t idx = (size_t)rank * s->R + iter % s->R;
-	return s->pdur + idx * s->cfg.max_phases;
+	return s->pdur + idx * s->P;
 }
 
 void store_ring_view(const struct store *s, struct store_ring *out)
@@ -1004,7 +1036,7 @@ void store_ring_view(const struct store *s, struct store_ring *out)
 	out->tag = s->tag;
 	out->pdur = s->pdur;
 	out->ring = s->R;
-	out->phases = s->cfg.max_phases;
+	out->phases = s->P;
 }
 
 uint32_t store_max_iter(const struct store *s) { return s->max_iter; }

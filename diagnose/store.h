@@ -29,6 +29,7 @@
 #define STORE_ABSENT UINT32_MAX /* a duration not (yet) reported */
 #define STORE_NO_SLOT UINT32_MAX
 #define STORE_RING_FIRST 16 /* the fewest slots a one-shot ring starts with */
+#define STORE_PHASES_FIRST 8 /* the phases a one-shot ring's cell starts with */
 
 struct store_config {
 	uint32_t ring_iters;         /* iterations kept per rank (default 64) */
@@ -135,7 +136,7 @@ uint8_t store_kernel_kind(const struct store *s, uint32_t slot);
 int store_has_iter(const struct store *s, uint32_t rank, uint32_t iter);
 uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter);
 uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot);
-/* The max_phases durations of (rank, iter), or NULL when the ring does not hold it. */
+/* The durations of (rank, iter) by phase slot, or NULL when the ring does not hold it. */
 const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter);
 /* Where (rank, iter)'s phase durations would be, whatever the slot holds (a prefetch hint). */
 const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter);

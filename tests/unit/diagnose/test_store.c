@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -320,7 +321,7 @@ static void snapshot_of_zero_sketch(void **state)
 	store_destroy(s);
 }
 
-/* the durations of (rank, kernel, iter) in many_sketches: some sketches fit the 16 buckets
+/* the durations of (rank, kernel, iter) in many_sketches: some sketches fit the 8 buckets
  * the store lends, those of every fifth rank span far more */
 static void many_durs(uint32_t r, uint32_t k, uint32_t it, int64_t d[4])
 {
@@ -415,10 +416,12 @@ static void names_in_any_order(void **state)
 	store_destroy(s);
 }
 
-/* A one-shot store starts with a quarter of its ring and doubles it as iterations need:
- * fed the same records in the same order (iterations out of order, gaps, a rank far ahead,
- * ones old enough to fall out of the full ring), it holds and hands out exactly what a store
- * with the full ring from the start does, grown or not. */
+/* A one-shot store starts with a quarter of its ring and doubles it as iterations need, and
+ * with STORE_PHASES_FIRST phases a cell, widened as more are named: fed the same records in
+ * the same order (iterations out of order, gaps, a rank far ahead, ones old enough to fall
+ * out of the full ring, phase names first met late), it holds and hands out exactly what a
+ * store with the full ring and phases from the start does, grown or not, and so does its
+ * snapshot. */
 static void one_shot_ring_grows(void **state)
 {
 	(void)state;
@@ -432,10 +435,19 @@ static void one_shot_ring_grows(void **state)
 		struct store *a = store_create(&t, &full), *b = store_create(&t, &grown);
 		assert_non_null(a);
 		assert_non_null(b);
-		int ph[2] = {store_intern_name(a, "fwd"), store_intern_name(a, "bwd")};
-		assert_int_equal(store_intern_name(b, "fwd"), ph[0]);
-		assert_int_equal(store_intern_name(b, "bwd"), ph[1]);
+		/* up to 13 names (and the lead phase the starts make), the k-th first met at
+		 * record k * k * 20 (the last ones when many cells are held) */
+		enum { NPH = 13 };
+		uint32_t nph = trial % 4 == 3 ? 2 : NPH;
+		int ph[NPH];
+		for (uint32_t k = 0; k < nph; k++) {
+			char name[16];
+			snprintf(name, sizeof(name), "phase%u", k);
+			ph[k] = store_intern_name(a, name);
+			assert_int_equal(store_intern_name(b, name), ph[k]);
+		}
 		uint32_t span = trial < 10 ? 12 : trial < 30 ? 40 : 200; /* within a quarter, the ring, past it */
+		uint32_t named = 0, used = 0;
 		for (int n = 0; n < 3000; n++) {
 			seed = seed * 1103515245u + 12345u;
 			uint32_t rank = (seed >> 8) % 24, iter = (seed >> 16) % span;
@@ -443,7 +455,10 @@ static void one_shot_ring_grows(void **state)
 				iter += 1000; /* a jump */
 			int64_t dur = 1000 + (int64_t)(seed % 5000);
 			struct record_iter r = {rank, iter, (int64_t)iter * 1000000, dur};
-			struct record_phase p = {rank, iter, (uint32_t)ph[n % 2], RECORD_KIND_COMPUTE, 0, 10, dur / 2};
+			while (named < nph && (int)(named * named * 20) <= n)
+				named++;
+			uint32_t k = n % 3 == 0 && used < named ? used++ : (seed >> 4) % named; /* each name met */
+			struct record_phase p = {rank, iter, (uint32_t)ph[k], RECORD_KIND_COMPUTE, 0, 10, dur / 2};
 			if (n % 3) {
 				assert_int_equal(store_add_iter(a, &r), store_add_iter(b, &r));
 			} else {
@@ -460,20 +475,37 @@ static void one_shot_ring_grows(void **state)
 		}
 		assert_int_equal(store_max_iter(a), store_max_iter(b));
 		assert_int_equal(store_dropped(a), store_dropped(b));
-		uint32_t top = store_max_iter(a);
+		uint32_t top = store_max_iter(a), P = store_phase_count(a);
+		assert_int_equal(store_phase_count(b), P);
+		assert_true(P == nph + 1); /* and the lead phase */
+		struct store *c = store_snapshot(b);
+		assert_non_null(c);
 		for (uint32_t rank = 0; rank < 24; rank++)
 			for (uint32_t it = top > 300 ? top - 300 : 0; it <= top; it++) {
 				assert_int_equal(store_has_iter(a, rank, it), store_has_iter(b, rank, it));
 				assert_int_equal(store_iter_dur(a, rank, it), store_iter_dur(b, rank, it));
-				for (uint32_t slot = 0; slot < 2; slot++)
-					assert_int_equal(store_phase_dur(a, rank, it, slot),
-							 store_phase_dur(b, rank, it, slot));
+				const uint32_t *ra = store_slot_phases(a, rank, it), *rb = store_slot_phases(b, rank, it),
+					       *rc = store_slot_phases(c, rank, it);
+				assert_true(!ra == !rb && !rb == !rc);
+				for (uint32_t slot = 0; slot < P; slot++) {
+					uint32_t d = store_phase_dur(a, rank, it, slot);
+					assert_int_equal(store_phase_dur(b, rank, it, slot), d);
+					assert_int_equal(store_phase_dur(c, rank, it, slot), d);
+					if (ra) {
+						assert_int_equal(ra[slot], d);
+						assert_int_equal(rb[slot], d);
+						assert_int_equal(rc[slot], d);
+					}
+				}
 			}
 		struct store_ring ra, rb;
 		store_ring_view(a, &ra);
 		store_ring_view(b, &rb);
 		if (span <= 12)
 			assert_true(rb.ring < ra.ring); /* a short fill left the ring small */
+		assert_int_equal(ra.phases, 16);
+		assert_int_equal(rb.phases, nph < STORE_PHASES_FIRST ? STORE_PHASES_FIRST : P); /* as many as named */
+		store_destroy(c);
 		store_destroy(a);
 		store_destroy(b);
 	}
