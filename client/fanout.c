@@ -2,6 +2,7 @@
 #include "fanout.h"
 #include "jsonl.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -15,6 +16,72 @@
 #include "clock.h"
 
 #define NO_AGENT UINT32_MAX
+
+/* The agent library, loaded by the first fanout_new (as trace_cmd.c loads libcurl): with
+ * OpenSSL and protobuf-c it was 4 ms of every culprit start, most of which never send
+ * (`culprit diagnose` of case5 takes 0.2 s). culprit is linked --as-needed without it. */
+static struct {
+	struct agent_loop *(*loop_new)(void);
+	void (*loop_free)(struct agent_loop *loop);
+	struct agent *(*new)(const struct agent_config *cfg);
+	int32_t (*intern)(struct agent *a, const char *name);
+	int (*add_phases)(struct agent *a, const struct record_phase *r, size_t n);
+	int (*add_kernels)(struct agent *a, const struct record_kernel *r, size_t n);
+	int (*add_iteration)(struct agent *a, const struct record_iter *it, const struct record_phase *ph, size_t nph,
+			     const struct record_kernel *k, size_t nk);
+	int (*add_raw_kernels)(struct agent *a, const struct record_raw_kernel *r, size_t n);
+	int (*flush)(struct agent *a, int timeout_ms);
+	int (*close)(struct agent *a, int timeout_ms);
+	void (*get_stats)(struct agent *a, struct agent_stats *out);
+	bool (*command)(struct agent *a, struct agent_command *out);
+	const char *(*strerror)(int err);
+	void (*summary_init)(struct kernel_summary *ks);
+	void (*summary_free)(struct kernel_summary *ks);
+	int (*summary_make)(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs, size_t n,
+			    const char **why);
+} ag;
+static char ag_err[300]; /* why it could not be loaded, "" when it was */
+
+/* ag's functions: its field, the library's name */
+#define AG_FUNCS(X)                               \
+	X(loop_new, agent_loop_new)               \
+	X(loop_free, agent_loop_free)             \
+	X(new, agent_new)                         \
+	X(intern, agent_intern)                   \
+	X(add_phases, agent_add_phases)           \
+	X(add_kernels, agent_add_kernels)         \
+	X(add_iteration, agent_add_iteration)     \
+	X(add_raw_kernels, agent_add_raw_kernels) \
+	X(flush, agent_flush)                     \
+	X(close, agent_close)                     \
+	X(get_stats, agent_get_stats)             \
+	X(command, agent_command)                 \
+	X(strerror, agent_strerror)               \
+	X(summary_init, kernel_summary_init)      \
+	X(summary_free, kernel_summary_free)      \
+	X(summary_make, kernel_summary_make)
+/* the field's type against agent.h's declaration: an assignment the compiler checks but,
+ * in sizeof, never makes (no reference to link) */
+#define AG_CHECK(field, fn) (void)sizeof(ag.field = fn);
+/* the field from the library, an object pointer copied to a function pointer (as POSIX dlsym
+ * allows); or a message and return */
+#define AG_LOAD(field, fn)                                                                             \
+	if (!(p = dlsym(h, #fn))) {                                                                    \
+		snprintf(ag_err, sizeof(ag_err), "the agent library %s has no %s", AGENT_SONAME, #fn); \
+		return;                                                                                \
+	}                                                                                              \
+	memcpy(&ag.field, &p, sizeof(p));
+
+static void ag_load(void)
+{
+	AG_FUNCS(AG_CHECK)
+	void *h = dlopen(AGENT_SONAME, RTLD_NOW | RTLD_LOCAL), *p;
+	if (!h) {
+		snprintf(ag_err, sizeof(ag_err), "cannot load the agent library: %s", dlerror());
+		return;
+	}
+	AG_FUNCS(AG_LOAD)
+}
 
 struct fanout_host {
 	char *name;
@@ -123,12 +190,18 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 		snprintf(err, errlen, "a job needs a name and a world size of 1 to 10000000");
 		return NULL;
 	}
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	(void)pthread_once(&once, ag_load);
+	if (ag_err[0]) {
+		snprintf(err, errlen, "%s", ag_err);
+		return NULL;
+	}
 	if (!(f = calloc(1, sizeof(*f)))) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
 	pthread_mutex_init(&f->log_mu, NULL);
-	kernel_summary_init(&f->ks);
+	ag.summary_init(&f->ks);
 	f->cfg = *cfg;
 	f->t0_ms = clock_mono_ms();
 	f->job = strdup(job->job);
@@ -158,7 +231,7 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 	if (!f->job || !f->order || !f->token || !f->server || !f->loops || !f->rank_host || !f->rank_agent)
 		goto oom;
 	for (uint32_t i = 0; i < f->n_loops; i++)
-		if (!(f->loops[i] = agent_loop_new()))
+		if (!(f->loops[i] = ag.loop_new()))
 			goto oom;
 	/* default hosts: node-K for K = rank / gpus_per_node, in order, so that node-K is hosts[K] */
 	for (uint32_t r = 0; r < job->topo.world; r++) {
@@ -296,10 +369,10 @@ static struct agent *agent_of(struct fanout *f, uint32_t rank, const char **why)
 		cfg.ranks = ranks;
 		cfg.n_ranks = n;
 	}
-	a = agent_new(&cfg);
+	a = ag.new(&cfg);
 	if (!a || add_agent(f, a) < 0) {
 		if (a)
-			agent_close(a, 0);
+			ag.close(a, 0);
 		free(ranks);
 		*why = "could not create an agent";
 		return NULL;
@@ -320,7 +393,7 @@ static const char *refusal(struct fanout *f, struct agent *a)
 {
 	struct agent_stats st;
 
-	agent_get_stats(a, &st);
+	ag.get_stats(a, &st);
 	snprintf(f->refusal, sizeof(f->refusal), "culpritd \"%s\" refused the connections of this job's agents (%s)%s",
 		 f->server, st.refusal,
 		 strncmp(st.refusal, "server refused hello", 20) == 0
@@ -336,7 +409,7 @@ static int append_rc(struct fanout *f, struct agent *a, int rc, const char **why
 		return 0;
 	*why = rc == AGENT_EINVAL     ? "invalid record (negative duration, bad kind or group)"
 	       : rc == AGENT_EREFUSED ? refusal(f, a)
-				      : agent_strerror(rc);
+				      : ag.strerror(rc);
 	return -1;
 }
 
@@ -414,12 +487,12 @@ static int pend_flush(struct fanout *f, const char **why)
 	f->pending = false;
 	point_sketches(f, f->n_pend_k);
 	if (f->pend_has_it) {
-		rc = agent_add_iteration(a, &f->pend_it, f->ph, f->n_pend_ph, f->k, f->n_pend_k);
+		rc = ag.add_iteration(a, &f->pend_it, f->ph, f->n_pend_ph, f->k, f->n_pend_k);
 	} else {
 		if (f->n_pend_ph)
-			rc = agent_add_phases(a, f->ph, f->n_pend_ph);
+			rc = ag.add_phases(a, f->ph, f->n_pend_ph);
 		if (rc == 0 && f->n_pend_k)
-			rc = agent_add_kernels(a, f->k, f->n_pend_k);
+			rc = ag.add_kernels(a, f->k, f->n_pend_k);
 	}
 	f->pend_has_it = false;
 	f->n_pend_ph = f->n_pend_k = f->pend_sk = 0;
@@ -444,11 +517,11 @@ static struct agent *pend_join(struct fanout *f, uint32_t rank, uint32_t iter, c
 		bool sync = iter >= f->synced_iter + SYNC_EVERY_ITERS || iter + SYNC_EVERY_ITERS <= f->synced_iter;
 
 		for (size_t i = 0; i < f->n_agents; i++)
-			(void)agent_flush(f->agents[i], 0); /* seals; the acks are not awaited */
+			(void)ag.flush(f->agents[i], 0); /* seals; the acks are not awaited */
 		/* and every few dozen iterations waits until the server has taken everything
 		 * so far: it may read one agent's many small batches in one go */
 		for (size_t i = 0; sync && i < f->n_agents; i++)
-			(void)agent_flush(f->agents[i], SYNC_TIMEOUT_MS);
+			(void)ag.flush(f->agents[i], SYNC_TIMEOUT_MS);
 		if (sync)
 			f->synced_iter = iter;
 		f->sealed_iter = iter;
@@ -481,7 +554,7 @@ int fanout_phase(struct fanout *f, const struct record_phase *r, const char *nam
 
 	if (!a)
 		return -1;
-	if ((id = agent_intern(a, name)) < 0) {
+	if ((id = ag.intern(a, name)) < 0) {
 		*why = "phase name empty or longer than 255 bytes";
 		return -1;
 	}
@@ -520,7 +593,7 @@ static int keep_sketch(struct fanout *f, size_t *sk_off, const uint8_t *data, si
 static int summarize(struct fanout *f, struct record_kernel *k, const int64_t *durs, size_t ndurs, size_t *sk_off,
 		     const char **why)
 {
-	if (kernel_summary_make(&f->ks, k, durs, ndurs, why) < 0 ||
+	if (ag.summary_make(&f->ks, k, durs, ndurs, why) < 0 ||
 	    (k->sketch_len && keep_sketch(f, sk_off, k->sketch, k->sketch_len, why) < 0))
 		return -1;
 	k->sketch = NULL;
@@ -536,7 +609,7 @@ int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *n
 
 	if (!a)
 		return -1;
-	if ((id = agent_intern(a, name)) < 0) {
+	if ((id = ag.intern(a, name)) < 0) {
 		*why = "kernel name empty or longer than 255 bytes";
 		return -1;
 	}
@@ -568,7 +641,7 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 	if (pend_flush(f, why) < 0 || !(a = agent_of(f, it->rank, why)) || grow_scratch(f, nph, nk, why) < 0)
 		return -1;
 	for (size_t i = 0; i < nph; i++) {
-		int32_t id = agent_intern(a, pnames[i]);
+		int32_t id = ag.intern(a, pnames[i]);
 
 		if (id < 0) {
 			*why = "phase name empty or longer than 255 bytes";
@@ -578,7 +651,7 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 		f->ph[i].name = (uint32_t)id;
 	}
 	for (size_t i = 0; i < nk; i++) {
-		int32_t id = agent_intern(a, knames[i]);
+		int32_t id = ag.intern(a, knames[i]);
 
 		if (id < 0) {
 			*why = "kernel name empty or longer than 255 bytes";
@@ -594,7 +667,7 @@ int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struc
 	}
 	point_sketches(f, nk);
 	f->records += 1 + nph + nk;
-	return append_rc(f, a, agent_add_iteration(a, it, f->ph, nph, f->k, nk), why);
+	return append_rc(f, a, ag.add_iteration(a, it, f->ph, nph, f->k, nk), why);
 }
 
 void fanout_each_command(struct fanout *f, void (*cb)(void *arg, const struct agent_command *cmd), void *arg)
@@ -602,7 +675,7 @@ void fanout_each_command(struct fanout *f, void (*cb)(void *arg, const struct ag
 	for (size_t i = 0; i < f->n_agents; i++) {
 		struct agent_command cmd;
 
-		if (!agent_command(f->agents[i], &cmd))
+		if (!ag.command(f->agents[i], &cmd))
 			continue;
 		cb(arg, &cmd);
 		free(cmd.ranks);
@@ -619,7 +692,7 @@ int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, cons
 	if (pend_flush(f, why) < 0 || !(a = agent_of(f, r[0].rank, why)) || grow_raw(f, n, why) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		int32_t id = agent_intern(a, names[i]);
+		int32_t id = ag.intern(a, names[i]);
 
 		if (id < 0 || r[i].rank != r[0].rank) {
 			*why = id < 0 ? "kernel name empty or longer than 255 bytes" : "raw kernels of several ranks";
@@ -629,7 +702,7 @@ int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, cons
 		f->raw[i].name = (uint32_t)id;
 	}
 	f->records += n;
-	return append_rc(f, a, agent_add_raw_kernels(a, f->raw, n), why);
+	return append_rc(f, a, ag.add_raw_kernels(a, f->raw, n), why);
 }
 
 void fanout_kick(struct fanout *f)
@@ -640,7 +713,7 @@ void fanout_kick(struct fanout *f)
 		fprintf(stderr, "warning: could not send records of rank %u iteration %u: %s\n", f->pend_rank,
 			f->pend_iter, why);
 	for (size_t i = 0; i < f->n_agents; i++)
-		agent_flush(f->agents[i], 0);
+		ag.flush(f->agents[i], 0);
 }
 
 static void add_stats(struct fanout_stats *st, const struct agent_stats *as)
@@ -665,7 +738,7 @@ void fanout_get_stats(struct fanout *f, struct fanout_stats *st)
 	for (size_t i = 0; i < f->n_agents; i++) {
 		struct agent_stats as;
 
-		agent_get_stats(f->agents[i], &as);
+		ag.get_stats(f->agents[i], &as);
 		add_stats(st, &as);
 	}
 	st->records = f->records;
@@ -701,7 +774,7 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 		for (;;) {
 			long long left = timeout_ms < 0 ? 1000 : deadline - clock_mono_ms();
 			int slice = left > 1000 ? 1000 : left > 0 ? (int)left : 0;
-			int frc = agent_flush(f->agents[i], slice);
+			int frc = ag.flush(f->agents[i], slice);
 
 			if (frc == 0)
 				break;
@@ -726,9 +799,9 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 			rc = -1;
 	}
 	for (size_t i = 0; i < f->n_agents; i++)
-		agent_close(f->agents[i], 0);
+		ag.close(f->agents[i], 0);
 	for (uint32_t i = 0; f->loops && i < f->n_loops; i++)
-		agent_loop_free(f->loops[i]);
+		ag.loop_free(f->loops[i]);
 	for (size_t i = 0; i < f->n_hosts; i++)
 		free(f->hosts[i].name);
 	free(f->hosts);
@@ -740,7 +813,7 @@ int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 	free(f->k);
 	free(f->raw);
 	free(f->sk_buf);
-	kernel_summary_free(&f->ks);
+	ag.summary_free(&f->ks);
 	free(f->job);
 	free(f->order);
 	free(f->token);
