@@ -89,8 +89,16 @@ struct topo_coords topo_coords(const struct topo *t, uint32_t rank)
 {
 	struct topo_coords c = {0, 0, 0, 0, 0};
 	uint32_t v[TOPO_DIM_COUNT] = {0};
-	for (uint32_t i = 0; i < t->ndims; i++)
-		v[t->order[i]] = (rank / t->stride[i]) % t->size[i];
+	/* the rank's digits in the sizes, fastest first: one division a dimension (its quotient
+	 * and remainder at once), none for one of size 1 */
+	uint32_t r = rank;
+	for (uint32_t i = 0; i < t->ndims; i++) {
+		uint32_t s = t->size[i];
+		if (s > 1) {
+			v[t->order[i]] = r % s;
+			r /= s;
+		}
+	}
 	c.tp = v[TOPO_TP];
 	c.cp = v[TOPO_CP];
 	c.pp = v[TOPO_PP];
