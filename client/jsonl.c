@@ -1498,15 +1498,19 @@ static int apply(const struct drec *d, const struct block *b, const struct jsonl
 	return 0;
 }
 
-/* The reading: readahead's thread reads (and inflates) blocks of whole lines; decoder
- * threads (jsonl_decoders) decode them, each block whole, into records (the parsing and
- * checking, most of the time); the caller's thread hands the records to the handler in the
- * file's order, block by block, and gives each block back when done. While the block it
- * wants next is not decoded, the caller's thread decodes the next block readahead has ready
- * rather than wait (on 2 cores it is idle otherwise: the decoder is the slower). Block k of
- * the file is blocks[k % N]: readahead lends at most N blocks, so block k - N was given back
- * before block k is lent. */
+/* The reading: readahead's thread reads (and inflates) blocks of whole lines; blocks are
+ * decoded, each whole, into records (the parsing and checking, most of the time); the
+ * caller's thread hands the records to the handler in the file's order, block by block, and
+ * gives each block back when done. The decoding is done by whichever thread would wait
+ * otherwise: the caller's, while the block it wants next is not decoded; readahead's, while
+ * every block is held (readahead_hooks); and decoder threads (jsonl_decoders) on the CPUs
+ * these two leave, none on two cores. (A decoder thread there made three busy threads on
+ * two cores: the one decoding the block the caller wanted next was often descheduled, and
+ * the caller waited 40-130 ms of a 0.2 s read, readahead 10-100 ms.) Block k of the file is
+ * blocks[k % N]: readahead lends at most N blocks, so block k - N was given back before
+ * block k is lent. */
 #define JSONL_DECODERS_MAX 4
+#define JSONL_MEM_READER (JSONL_DECODERS_MAX + 1) /* readahead's thread's decoder_mem */
 
 int jsonl_decoders;
 
@@ -1516,12 +1520,13 @@ struct reading {
 	uint64_t fetched;
 	pthread_mutex_t mu; /* the blocks' decoded flags and the end */
 	pthread_cond_t cv;
-	bool ended; /* readahead said end or error: there is no block end_at */
+	uint64_t filled; /* blocks readahead filled: the caller waits for a change */
+	bool ended;      /* readahead said end or error: there is no block end_at */
 	uint64_t end_at;
 	ssize_t end_rc; /* 0 end of file, -1 error (readahead_error) */
 	struct names names;
 	struct block blocks[READAHEAD_BLOCKS];
-	struct decoder_mem mem[JSONL_DECODERS_MAX + 1]; /* the caller's thread's, the decoders' */
+	struct decoder_mem mem[JSONL_DECODERS_MAX + 2]; /* the caller's, the decoders', readahead's */
 	char *blocks_mem;                               /* where the blocks' records start */
 };
 
@@ -1562,6 +1567,23 @@ static int decode_next(struct reading *g, struct decoder_mem *m, bool wait)
 	return 1;
 }
 
+/* readahead's thread has filled a block: the caller may wait for one to decode */
+static void on_filled(void *arg)
+{
+	struct reading *g = arg;
+	pthread_mutex_lock(&g->mu);
+	g->filled++;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* readahead's thread while every block is held: decodes the next one nobody took */
+static int on_idle(void *arg)
+{
+	struct reading *g = arg;
+	return decode_next(g, &g->mem[JSONL_MEM_READER], false) > 0;
+}
+
 static void *decoder(void *arg)
 {
 	struct decoder_mem *m = arg;
@@ -1593,30 +1615,29 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_mutex_init(&g->names.mu, NULL);
 	pthread_cond_init(&g->cv, NULL);
-	/* a core for the applying thread, the others decode (on 2 cores one decoder took 0.37 s of
-	 * CPU and 0.23 s against two's 0.40 and 0.24 s: 15 alternating runs) */
-	long cpus = jsonl_decoders > 0 ? jsonl_decoders : sysconf(_SC_NPROCESSORS_ONLN) - 1;
-	int want = cpus < 1 ? 1 : cpus > JSONL_DECODERS_MAX ? JSONL_DECODERS_MAX : (int)cpus, nthr = 0;
-	pthread_t thr[JSONL_DECODERS_MAX];
-	for (int i = 0; i <= want; i++)
+	for (int i = 0; i <= JSONL_MEM_READER; i++)
 		g->mem[i].g = g;
+	struct readahead_hooks hooks = {on_filled, on_idle, g};
+	readahead_set_hooks(g->ra, &hooks);
+	/* decoder threads on the CPUs the caller's thread and readahead's leave (both decode too) */
+	long cpus = jsonl_decoders > 0 ? jsonl_decoders : jsonl_decoders < 0 ? 0 : sysconf(_SC_NPROCESSORS_ONLN) - 2;
+	int want = cpus < 1 ? 0 : cpus > JSONL_DECODERS_MAX ? JSONL_DECODERS_MAX : (int)cpus, nthr = 0;
+	pthread_t thr[JSONL_DECODERS_MAX];
 	while (nthr < want && pthread_create(&thr[nthr], NULL, decoder, &g->mem[nthr + 1]) == 0)
-		nthr++;
+		nthr++; /* fewer when one cannot start: the others decode */
 	int rc = 0;
 	uint64_t line = 0; /* lines before block k */
-	if (!nthr) {
-		snprintf(err, errlen, "%s: could not start a thread", path);
-		rc = -1;
-	}
 	for (uint64_t k = 0; !rc; k++) {
 		struct block *b = &g->blocks[k % READAHEAD_BLOCKS];
 		pthread_mutex_lock(&g->mu);
 		while (!b->decoded && !(g->ended && g->end_at == k)) {
 			bool ended = g->ended;
+			uint64_t filled = g->filled;
 			pthread_mutex_unlock(&g->mu);
 			int got = ended ? 0 : decode_next(g, &g->mem[0], false);
 			pthread_mutex_lock(&g->mu);
-			if (got == 0 && !b->decoded && !(g->ended && g->end_at == k))
+			/* nothing to decode: wait for a block decoded or filled since */
+			if (got == 0 && !b->decoded && !(g->ended && g->end_at == k) && g->filled == filled)
 				pthread_cond_wait(&g->cv, &g->mu);
 		}
 		bool done = !b->decoded;
@@ -1653,9 +1674,9 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 	readahead_cancel(g->ra);
 	for (int i = 0; i < nthr; i++)
 		pthread_join(thr[i], NULL);
-	for (int i = 0; i <= want; i++)
+	readahead_close(g->ra); /* its thread, which may be decoding, joined */
+	for (int i = 0; i <= JSONL_MEM_READER; i++)
 		free(g->mem[i].obj.durs);
-	readahead_close(g->ra);
 	pthread_mutex_destroy(&g->fetch);
 	pthread_mutex_destroy(&g->mu);
 	pthread_mutex_destroy(&g->names.mu);

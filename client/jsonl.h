@@ -35,9 +35,10 @@ struct jsonl_handler {
  * (may be NULL) gets the number of lines read. */
 int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen);
 
-/* The threads that decode a read's lines: 0 (the default) for one less than the CPUs (the
- * caller's thread, which applies the records, takes one), at least 1; at most 4. The result
- * does not depend on it. */
+/* The threads started to decode a read's lines: 0 (the default) for two fewer than the CPUs
+ * (the caller's thread, which applies the records, and readahead's take one each, and decode
+ * when they would wait: none on two cores), -1 for none; at most 4. The result does not
+ * depend on it. */
 extern int jsonl_decoders;
 
 /* Writer: gzip when gz is set. */

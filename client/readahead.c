@@ -61,6 +61,7 @@ struct readahead {
 	unsigned head, count;          /* the oldest block not given back; blocks filled and not given back */
 	unsigned out;                  /* of those, held by the reader (from head on) */
 	bool stop;
+	struct readahead_hooks hooks; /* under mu */
 	char err[160];
 };
 
@@ -280,8 +281,18 @@ static void *fill(void *arg)
 	unsigned tail = 0;
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
-		while (!r->stop && r->count == READAHEAD_BLOCKS)
-			pthread_cond_wait(&r->cv, &r->mu);
+		while (!r->stop && r->count == READAHEAD_BLOCKS) {
+			struct readahead_hooks h = r->hooks;
+			if (h.idle) {
+				pthread_mutex_unlock(&r->mu);
+				int did = h.idle(h.arg);
+				pthread_mutex_lock(&r->mu);
+				if (did)
+					continue;
+			}
+			if (!r->stop && r->count == READAHEAD_BLOCKS)
+				pthread_cond_wait(&r->cv, &r->mu);
+		}
 		bool stop = r->stop;
 		pthread_mutex_unlock(&r->mu);
 		if (stop)
@@ -292,7 +303,10 @@ static void *fill(void *arg)
 		r->len[tail] = n;
 		r->count++;
 		pthread_cond_broadcast(&r->cv);
+		struct readahead_hooks h = r->hooks;
 		pthread_mutex_unlock(&r->mu);
+		if (h.filled)
+			h.filled(h.arg);
 		if (n <= 0)
 			return NULL;
 		tail = (tail + 1) % READAHEAD_BLOCKS;
@@ -356,6 +370,14 @@ ssize_t readahead_next(struct readahead *r, char **data, bool wait)
 	}
 	pthread_mutex_unlock(&r->mu);
 	return n;
+}
+
+void readahead_set_hooks(struct readahead *r, const struct readahead_hooks *hooks)
+{
+	pthread_mutex_lock(&r->mu);
+	r->hooks = *hooks;
+	pthread_cond_broadcast(&r->cv); /* the thread may be waiting with work for idle */
+	pthread_mutex_unlock(&r->mu);
 }
 
 void readahead_release(struct readahead *r)

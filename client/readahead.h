@@ -2,7 +2,8 @@
  * into blocks of whole lines, so that reading and inflating the next blocks overlap the
  * parsing of these. Gzip (one member or several concatenated, told from the first bytes as
  * zlib does) is inflated by ISA-L's igzip, CRC checked. At most READAHEAD_BLOCKS blocks are
- * held, filled or lent out (a bounded queue: the thread waits when the readers are behind);
+ * held, filled or lent out (a bounded queue: when the readers are behind the thread does
+ * their idle work, readahead_hooks, or waits);
  * a block fills its buffer, READAHEAD_BLOCK bytes (a small file: its size), less the line
  * its end cuts, which starts the next block. The buffers are one allocation on 2 MiB pages
  * (hugemem.h); a block that starts with a long cut line, or holds a line longer than a
@@ -29,6 +30,17 @@ struct readahead;
 
 /* NULL (errno set) when path cannot be opened or the thread not started. */
 struct readahead *readahead_open(const char *path);
+/* Work for the reading thread, set once its reader is ready for it (either may be NULL), each
+ * called with arg and no lock held: filled after each block it fills (and at the end), idle
+ * while every block is held (the readers are behind), until a block is given back or idle
+ * says it found nothing to do (0). On two cores the readers use it to decode blocks there
+ * rather than start a third busy thread. */
+struct readahead_hooks {
+	void (*filled)(void *arg);
+	int (*idle)(void *arg);
+	void *arg;
+};
+void readahead_set_hooks(struct readahead *r, const struct readahead_hooks *hooks);
 /* The next block: its bytes in *data, whole lines (the file's last one may have no newline),
  * followed by READAHEAD_PAD zero bytes, lent until given back with readahead_release
  * (several may be lent at once); 0 at the end of the file, -1 on a read or gzip error

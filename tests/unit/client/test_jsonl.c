@@ -435,6 +435,7 @@ static void put(gzFile gz, FILE *f, const char *text, uint64_t *line)
 
 struct order {
 	int64_t n, last, bad; /* iter records seen, the last dur_us, ones out of order */
+	int stall;            /* pause 5 ms every 10,000 records: readahead holds every block */
 };
 
 static int o_iter(void *c, const struct record_iter *r, const char **why)
@@ -443,6 +444,8 @@ static int o_iter(void *c, const struct record_iter *r, const char **why)
 	o->bad += r->dur_us <= o->last;
 	o->last = r->dur_us;
 	o->n++;
+	if (o->stall && o->n % 10000 == 0)
+		usleep(5000);
 	if (r->rank == 99) {
 		*why = "rank 99 refused";
 		return -1;
@@ -453,12 +456,16 @@ static int o_iter(void *c, const struct record_iter *r, const char **why)
 /* A file of many blocks, read by several threads, reaches the handler in the file's order:
  * lines ending in \r\n, blank ones, one longer than a block, the last without a newline.
  * A bad line and a refused record deep in it are named by their line, after every record
- * before them and none after. */
+ * before them and none after. Decoded by three decoder threads and the caller, then by no
+ * decoder thread: the caller and readahead's thread, which decodes while the handler stalls
+ * and every block is held (a lost wake-up hangs it). */
 static void blocks_in_file_order(void **state)
 {
 	(void)state;
 	const int n = 60000, long_at = 20000; /* iter records; the long one's index */
-	for (int variant = 0; variant < 4; variant++) {
+	for (int run = 0; run < 8; run++) {
+		int variant = run % 4;
+		jsonl_decoders = run < 4 ? 3 : -1;
 		/* 0 plain, 1 gzip, 2 a bad line at record 50,000, 3 rank 99 at record 45,000 */
 		char path[64];
 		snprintf(path, sizeof(path), "/tmp/test_jsonl_order.%d%s", (int)getpid(), variant == 1 ? ".gz" : "");
@@ -500,7 +507,7 @@ static void blocks_in_file_order(void **state)
 			gzclose(gz);
 		else
 			fclose(f);
-		struct order o = {0, 0, 0};
+		struct order o = {0, 0, 0, run >= 4};
 		struct jsonl_handler h = {&o, NULL, NULL, o_iter, NULL, NULL, NULL};
 		char err[256] = "";
 		uint64_t lines = 0;
@@ -524,6 +531,42 @@ static void blocks_in_file_order(void **state)
 		assert_int_equal(lines, bad_line);
 		assert_int_equal(o.n, variant == 2 ? 49999 : 45000);
 	}
+	jsonl_decoders = 3;
+}
+
+/* A gzip file of two blocks, without decoder threads: readahead never holds every block, so
+ * the caller decodes them all, woken by each block filled (without that wake-up, it waits
+ * for the first block forever); ten reads. */
+static void few_blocks_no_decoders(void **state)
+{
+	(void)state;
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/test_jsonl_few.%d.gz", (int)getpid());
+	gzFile gz = gzopen(path, "wb1");
+	assert_non_null(gz);
+	assert_true(gzputs(gz, "{\"type\":\"job\",\"job\":\"J\",\"world\":64,\"dp\":64}\n") >= 0);
+	const int n = 30000; /* 1.5 MB */
+	for (int i = 1; i <= n; i++) {
+		char buf[128];
+		snprintf(buf, sizeof(buf), "{\"type\":\"iter\",\"rank\":%d,\"iter\":%d,\"dur_us\":%d}\n", i % 64,
+			 i / 64, i);
+		assert_true(gzputs(gz, buf) >= 0);
+	}
+	gzclose(gz);
+	jsonl_decoders = -1;
+	for (int run = 0; run < 10; run++) {
+		struct order o = {0, 0, 0, 0};
+		struct jsonl_handler h = {&o, NULL, NULL, o_iter, NULL, NULL, NULL};
+		char err[256] = "";
+		uint64_t lines = 0;
+		if (jsonl_read(path, &h, &lines, err, sizeof(err)) != 0)
+			fail_msg("%s", err);
+		assert_int_equal(o.n, n);
+		assert_int_equal(o.bad, 0);
+		assert_int_equal(lines, n + 1);
+	}
+	jsonl_decoders = 3;
+	unlink(path);
 }
 
 /* Every call a handler gets, as text: two reads are the same when their texts are. */
@@ -800,7 +843,7 @@ int main(void)
 		cmocka_unit_test(keys_in_any_order),        cmocka_unit_test(writer_round_trip),
 		cmocka_unit_test(gzip_members_and_damage),  cmocka_unit_test(blocks_in_file_order),
 		cmocka_unit_test(shaped_lines_read_as_any), cmocka_unit_test(repeating_lines_read_as_any),
-		cmocka_unit_test(many_small_durations),
+		cmocka_unit_test(many_small_durations),     cmocka_unit_test(few_blocks_no_decoders),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
