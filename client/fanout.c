@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernel_summary.h"
 #include "clock.h"
@@ -72,14 +73,39 @@ static char ag_err[300]; /* why it could not be loaded, "" when it was */
 	}                                                                                              \
 	memcpy(&ag.field, &p, sizeof(p));
 
+/* The library by its soname, found as culprit's own libraries are (its run path: the build
+ * tree's agent directory, or the installed library directory); else by the directories that
+ * run path names, relative to culprit itself (under a sanitizer, dlopen searches from the
+ * sanitizer's runtime, whose run path is not culprit's). NULL with ag_err set. */
+static void *ag_open(void)
+{
+	void *h = dlopen(AGENT_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (h)
+		return h;
+	snprintf(ag_err, sizeof(ag_err), "cannot load the agent library: %s", dlerror());
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash = n > 0 ? memrchr(exe, '/', (size_t)n) : NULL;
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	static const char *const rel[] = {AGENT_DIR_BUILD, AGENT_DIR_INSTALL};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]) && !h; i++) {
+		char path[sizeof(exe) + 300];
+		snprintf(path, sizeof(path), "%s/%s/%s", exe, rel[i], AGENT_SONAME);
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (h)
+		ag_err[0] = 0;
+	return h;
+}
+
 static void ag_load(void)
 {
 	AG_FUNCS(AG_CHECK)
-	void *h = dlopen(AGENT_SONAME, RTLD_NOW | RTLD_LOCAL), *p;
-	if (!h) {
-		snprintf(ag_err, sizeof(ag_err), "cannot load the agent library: %s", dlerror());
+	void *h = ag_open(), *p;
+	if (!h)
 		return;
-	}
 	AG_FUNCS(AG_LOAD)
 }
 
