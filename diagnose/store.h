@@ -7,10 +7,11 @@
  * into an l1 detector (l1.h) and run diagnose_run() (diagnose.h) when it asks for it.
  *
  * Memory: a ring of cfg.ring_iters slots per rank, each slot 8 bytes + 4 bytes per phase
- * slot (cfg.max_phases), plus 8 bytes per (rank, kernel slot in use, block) once kernels
- * come and the sketches themselves (64 bytes and their buckets, 64 while they fit the 16
- * lent from the store's slabs). 100,000 ranks x 64 iterations x 16 phases = 461 MB
- * (store_memory() reports the exact figure).
+ * slot (cfg.max_phases; a one-shot store's as many as are named, from 8, touched as used),
+ * plus 8 bytes per (rank, kernel slot in use, block) once kernels come and the sketches
+ * themselves (64 bytes and their buckets, 32 while they fit the 8 lent from the store's
+ * slabs). 100,000 ranks x 64 iterations x 16 phases = 461 MB (store_memory() reports the
+ * exact figure).
  *
  * Concurrency: the store is not locked. diagnose_run() only reads it; while it runs nobody
  * may call store_add_* / store_intern_name / store_set_host / store_add_event on the same
