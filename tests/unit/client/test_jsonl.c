@@ -458,7 +458,7 @@ static int o_iter(void *c, const struct record_iter *r, const char **why)
  * A bad line and a refused record deep in it are named by their line, after every record
  * before them and none after. Decoded by three decoder threads and the caller, then by no
  * decoder thread: the caller and readahead's thread, which decodes while the handler stalls
- * and every block is held (a lost wake-up hangs it). */
+ * and every block is held. */
 static void blocks_in_file_order(void **state)
 {
 	(void)state;
