@@ -2,10 +2,10 @@
  * into blocks of whole lines, so that reading and inflating the next blocks overlap the
  * parsing of these. Gzip (one member or several concatenated, told from the first bytes as
  * zlib does) is inflated by ISA-L's igzip, CRC checked. At most READAHEAD_BLOCKS blocks are
- * held, filled or lent out (a bounded queue: when the readers are behind the thread does
- * their idle work, readahead_hooks, or waits);
- * a block fills its buffer, READAHEAD_BLOCK bytes (a small file: its size), less the line
- * its end cuts, which starts the next block. The buffers are one allocation on 2 MiB pages
+ * held, filled or lent out (a bounded queue: when the readers are behind, the thread does
+ * their idle work, readahead_hooks, or waits); a block fills its buffer, READAHEAD_BLOCK
+ * bytes (a small file: its size), less the line its end cuts, which starts the next
+ * block. The buffers are one allocation on 2 MiB pages
  * (hugemem.h); a block that starts with a long cut line, or holds a line longer than a
  * block, gets a larger buffer of its own, up to READAHEAD_MAX_LINE. Used by the JSONL
  * reader. */
@@ -33,8 +33,8 @@ struct readahead *readahead_open(const char *path);
 /* Work for the reading thread, set once its reader is ready for it (either may be NULL), each
  * called with arg and no lock held: filled after each block it fills (and at the end), idle
  * while every block is held (the readers are behind), until a block is given back or idle
- * says it found nothing to do (0). On two cores the readers use it to decode blocks there
- * rather than start a third busy thread. */
+ * says it found nothing to do (0). The JSONL reader decodes blocks there (and so starts no
+ * decoder thread of its own on two cores). */
 struct readahead_hooks {
 	void (*filled)(void *arg);
 	int (*idle)(void *arg);
