@@ -5,10 +5,9 @@
  * held, filled or lent out (a bounded queue: when the readers are behind, the thread does
  * their idle work, readahead_hooks, or waits); a block fills its buffer, READAHEAD_BLOCK
  * bytes (a small file: its size), less the line its end cuts, which starts the next
- * block. The buffers are one allocation on 2 MiB pages
- * (hugemem.h); a block that starts with a long cut line, or holds a line longer than a
- * block, gets a larger buffer of its own, up to READAHEAD_MAX_LINE. Used by the JSONL
- * reader. */
+ * block. The buffers are one allocation on 2 MiB pages (hugemem.h); a block that starts with
+ * a long cut line, or holds a line longer than a block, gets a larger buffer of its own, up
+ * to READAHEAD_MAX_LINE. Used by the JSONL reader. */
 #ifndef CULPRIT_READAHEAD_H
 #define CULPRIT_READAHEAD_H
 
