@@ -29,10 +29,18 @@ import urllib.request
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+HANDED = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """a port not handed out before here: the kernel may give one twice in a row"""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in HANDED:
+            HANDED.add(port)
+            return port
 
 
 def start_culpritd(build, tmp):

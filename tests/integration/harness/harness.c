@@ -51,22 +51,35 @@ void h_db_create(const char *name, char *dsn, size_t size)
 	snprintf(dsn, size, "%s dbname=%s", base, name);
 }
 
+/* The kernel may hand the same free port to two binds in a row once the first socket is
+ * closed, so a port handed out before in this process is not handed out again: a culpritd's
+ * agent and HTTP ports once came out equal and it could not start (CI, stop 35). */
 int h_free_port(void)
 {
-	struct sockaddr_in a = {0};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+	static int handed[256];
+	static unsigned n_handed;
 
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-		perror("h_free_port");
-		exit(1);
+	for (;;) {
+		struct sockaddr_in a = {0};
+		socklen_t len = sizeof(a);
+		int fd = socket(AF_INET, SOCK_STREAM, 0), port, seen = 0;
+
+		a.sin_family = AF_INET;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+			perror("h_free_port");
+			exit(1);
+		}
+		port = ntohs(a.sin_port);
+		close(fd);
+		for (unsigned i = 0; i < n_handed && i < 256; i++)
+			seen |= handed[i] == port;
+		if (!seen) {
+			handed[n_handed++ % 256] = port;
+			return port;
+		}
 	}
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
 }
 
 void h_tmpdir(const char *name, char *out, size_t size)
@@ -126,7 +139,7 @@ int h_count_lines(const char *path, const char *needle)
 	return n;
 }
 
-int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra)
+static int culpritd_start_once(struct h_proc *p, const char *dir, const char *const *extra)
 {
 	char agent[64], http[64];
 	const char *argv[64];
@@ -195,6 +208,25 @@ int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra
 	fprintf(stderr, "culpritd did not answer /healthz within 60 s\n");
 	h_dump_log(p);
 	return -1;
+}
+
+/* A free port may be taken by another test's connection between its pick and culpritd's
+ * bind: then culpritd says so and exits, and it is started again on other ports. */
+int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra)
+{
+	char log_path[sizeof(p->log_path)];
+	int rc = -1;
+
+	snprintf(log_path, sizeof(log_path), "%s/culpritd.log", dir);
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int in_use = h_count_lines(log_path, "Address already in use");
+
+		rc = culpritd_start_once(p, dir, extra);
+		if (rc == 0 || p->pid != 0 || h_count_lines(log_path, "Address already in use") == in_use)
+			break;
+		fprintf(stderr, "culpritd could not bind a port; starting it again\n");
+	}
+	return rc;
 }
 
 int h_culpritd_start_instance(struct h_proc *p, const char *name, const char *dsn, const char *const *extra)
