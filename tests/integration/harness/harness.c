@@ -51,33 +51,48 @@ void h_db_create(const char *name, char *dsn, size_t size)
 	snprintf(dsn, size, "%s dbname=%s", base, name);
 }
 
-/* The kernel may hand the same free port to two binds in a row once the first socket is
- * closed, so a port handed out before in this process is not handed out again: a culpritd's
- * agent and HTTP ports once came out equal and it could not start (CI, stop 35). */
+/* A free port for a test's server. It is taken below the kernel's range for outgoing
+ * connections (ip_local_port_range), where no connection of another test can take it between
+ * this pick and the server's bind; and the kernel's own pick (a bind to port 0) may hand the
+ * same port to two binds in a row, which once gave a culpritd equal agent and HTTP ports (CI,
+ * stop 35). A port handed out before in this process is not handed out again. */
 int h_free_port(void)
 {
 	static int handed[256];
-	static unsigned n_handed;
+	static unsigned n_handed, seed;
+	int low = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
-	for (;;) {
+	if (f) {
+		if (fscanf(f, "%d", &low) != 1)
+			low = 0;
+		fclose(f);
+	}
+	if (low < 12000)
+		low = 32768;
+	if (!seed)
+		seed = (unsigned)getpid() ^ (unsigned)h_now_ms();
+	for (int tries = 0;; tries++) {
 		struct sockaddr_in a = {0};
-		socklen_t len = sizeof(a);
-		int fd = socket(AF_INET, SOCK_STREAM, 0), port, seen = 0;
+		int port = low - 10000 + (int)(rand_r(&seed) % 10000u), seen = 0;
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		int bound;
 
 		a.sin_family = AF_INET;
 		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-			perror("h_free_port");
-			exit(1);
-		}
-		port = ntohs(a.sin_port);
-		close(fd);
+		a.sin_port = htons((uint16_t)port);
+		bound = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+		if (fd >= 0)
+			close(fd);
 		for (unsigned i = 0; i < n_handed && i < 256; i++)
 			seen |= handed[i] == port;
-		if (!seen) {
+		if (bound && !seen) {
 			handed[n_handed++ % 256] = port;
 			return port;
+		}
+		if (tries == 10000) {
+			fprintf(stderr, "h_free_port: no free port in %d..%d\n", low - 10000, low - 1);
+			exit(1);
 		}
 	}
 }
@@ -210,7 +225,7 @@ static int culpritd_start_once(struct h_proc *p, const char *dir, const char *co
 	return -1;
 }
 
-/* A free port may be taken by another test's connection between its pick and culpritd's
+/* A free port may still be taken by another test's server between its pick and culpritd's
  * bind: then culpritd says so and exits, and it is started again on other ports. */
 int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra)
 {
