@@ -243,17 +243,21 @@ static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, 
 	for (uint32_t g = 0; g < G; g++) {
 		gmed[g] = NAN;
 		double lo = INFINITY, blo = INFINITY;
-		int multi = 0;
+		int multi = 0, unheard = 0;
 		for (uint32_t k = c->start[g]; k < c->start[g + 1]; k++) {
 			uint32_t r = c->ord[k];
 			size_t i = (size_t)r * P + p;
 			multi |= c->hid[r] != c->hid[c->ord[c->start[g]]];
+			unheard |= !isfinite(w->l2.val[i]);
 			if (w->l2.base[i] > 0 && isfinite(w->l2.val[i])) {
 				lo = fmin(lo, w->l2.val[i]);
 				blo = fmin(blo, w->l2.base[i]);
 			}
 		}
-		if (multi && isfinite(lo))
+		/* a member not heard from in the window may be the last to arrive, whose stay is
+		 * the short one: without it the others' waits look like a slow link, on the node
+		 * of the member not heard from */
+		if (multi && isfinite(lo) && !unheard)
 			gmed[g] = lo / blo;
 		c->gval[g] = lo;
 		c->gbase[g] = blo;
