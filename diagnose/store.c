@@ -52,6 +52,7 @@ struct store {
 	uint32_t *last_p1; /* per rank: last iteration + 1 */
 	int64_t *last_end;
 	int64_t latest;
+	uint32_t ranks_seen; /* ranks with a last iteration */
 
 	/* job completion, [iter % R] */
 	uint32_t *jtag, *jcount;
@@ -680,6 +681,7 @@ int store_add_iter(struct store *s, const struct record_iter *rec)
 	int fresh = s->dur[idx] == STORE_ABSENT;
 	s->dur[idx] = clamp_us(rec->dur_us);
 	if (rec->iter + 1 > s->last_p1[rec->rank]) {
+		s->ranks_seen += !s->last_p1[rec->rank];
 		s->last_p1[rec->rank] = rec->iter + 1;
 		s->last_end[rec->rank] = rec->start_us + rec->dur_us;
 		if (s->last_end[rec->rank] > s->latest)
@@ -1053,6 +1055,14 @@ int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_
 	*iter = s->last_p1[rank] - 1;
 	*end_us = s->last_end[rank];
 	return 1;
+}
+
+uint32_t store_ranks_seen(const struct store *s) { return s->ranks_seen; }
+
+uint32_t store_iter_ranks(const struct store *s, uint32_t iter)
+{
+	uint32_t j = iter % s->cfg.ring_iters;
+	return s->jtag[j] == iter + 1 ? s->jcount[j] : 0;
 }
 
 int store_iter_span(const struct store *s, uint32_t iter, int64_t *start_us, int64_t *end_us)

@@ -154,6 +154,11 @@ uint32_t store_max_iter(const struct store *s);
 int store_any(const struct store *s);
 /* Per-rank last report: iteration, its end (start + dur, us). Returns 0 if never seen. */
 int store_rank_last(const struct store *s, uint32_t rank, uint32_t *iter, int64_t *end_us);
+/* Ranks that reported an iteration so far, and the ranks that reported iteration iter (0
+ * when the ring no longer holds it): a live job's ranks not heard from in an iteration the
+ * quorum completed are the difference (server/jobs.c waits for them before a diagnosis). */
+uint32_t store_ranks_seen(const struct store *s);
+uint32_t store_iter_ranks(const struct store *s, uint32_t iter);
 /* Wall-clock span of an iteration over its ranks (earliest start, latest end); 0 when the
  * ring no longer holds it. */
 int store_iter_span(const struct store *s, uint32_t iter, int64_t *start_us, int64_t *end_us);

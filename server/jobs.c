@@ -25,6 +25,9 @@
 /* ... its connection has delivered nothing for this long of our own time, nor has the job's
  * median rank moved (docs/operations.md, "Hangs") */
 #define HANG_CONFIRM_US (5 * 1000000LL)
+/* a due diagnosis of an open window waits at most this long for the ranks not yet heard from
+ * in its last iteration (waits_for_ranks) */
+#define DIAGNOSIS_WAIT_US (3 * 1000000LL)
 
 /* Says an incident's change: the log (what ./run.sh shows), and the counters. */
 static void announce(struct server *s, struct job *job, enum incident_change change, const struct report *r)
@@ -395,11 +398,42 @@ static void release_held(struct server *s, struct job *job)
 	held_release(&job->held, &sink);
 }
 
+/* 1 while a due diagnosis of an open window waits for ranks that reported before but not
+ * yet its last iteration. The quorum (95% of the ranks) completes an iteration while the
+ * others' records may still be on their way (behind a relay, from a loaded agent), and the
+ * rank not heard from may be the culprit: without it, the peers that wait for it look slow
+ * themselves. After DIAGNOSIS_WAIT_US it runs without them (a rank that stopped is the hang
+ * check's), and the log says so. */
+static int waits_for_ranks(struct job *job)
+{
+	const struct store *st = engine_store(job->engine);
+	const struct l1 *l = engine_l1(job->engine);
+	uint32_t seen = store_ranks_seen(st), have;
+	int64_t now = clock_wall_us();
+
+	if (!job->wait_since_us) /* the iteration waited for is the one the window had then */
+		job->wait_iter = l->last_iter;
+	/* none: an iteration the ring no longer holds, or a window resumed after a restart */
+	have = store_iter_ranks(st, job->wait_iter);
+	if (!l->open || job->hang_now_us || have == 0 || have >= seen) {
+		job->wait_since_us = 0;
+		return 0;
+	}
+	if (!job->wait_since_us)
+		job->wait_since_us = now;
+	if (now - job->wait_since_us < DIAGNOSIS_WAIT_US)
+		return 1;
+	log_warning("job \"%s\": diagnosing without %u of its %u ranks, not heard from in iteration %u after %.0f s",
+		    job->name, seen - have, seen, job->wait_iter, (double)(now - job->wait_since_us) / 1e6);
+	job->wait_since_us = 0;
+	return 0;
+}
+
 void jobs_diagnose_due(struct server *s, struct job *job)
 {
 	struct diagnose_input in;
 
-	if (!job->due || job->diagnosing || !s->diagnosis)
+	if (!job->due || job->diagnosing || !s->diagnosis || waits_for_ranks(job))
 		return;
 	diagnose_input_from_l1(&in, engine_l1(job->engine), job->hang_now_us);
 	in.server = s->cfg.public_url[0] ? s->cfg.public_url : s->cfg.http_listen; /* for the actions' commands */

@@ -34,6 +34,8 @@ struct job {
 	struct held held;        /* what came for the window meanwhile, given to it after */
 	struct l2 l2;            /* L2's memory, kept between diagnoses (the worker's while one runs) */
 	uint32_t last_diag_iter; /* store_max_iter when the last one was submitted */
+	int64_t wait_since_us;   /* since when a due one waits for ranks not heard from (wall; 0: none) */
+	uint32_t wait_iter;      /* ... in this iteration */
 	uint64_t diagnoses;
 	char *latest_report; /* JSON text of the latest report (NULL: none yet) */
 	struct incident incident;

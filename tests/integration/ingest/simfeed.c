@@ -24,10 +24,23 @@ struct simfeed {
 	int64_t t0_ms;
 	uint32_t cur;
 	uint64_t sealed_before; /* batches sealed when the previous iteration began */
+	uint32_t gpus_per_node;
+	struct lagged *lagged; /* the lagging node's rank-iterations not fed yet, in order */
+	size_t n_lagged, lagged_cap;
 	pthread_t thread;
 	atomic_uint iter;
 	atomic_int ready, fed, holding, released, failed;
 	char err[256];
+};
+
+/* a copy of a rank's iteration held back (cfg.lag_iters) */
+struct lagged {
+	struct record_iter iter;
+	struct record_phase *phases;
+	struct record_kernel *kernels;
+	int64_t **kdurs;
+	size_t *kndurs;
+	size_t nphases, nkernels;
 };
 
 static void quiet_log(void *arg, enum agent_log_level level, const char *msg)
@@ -50,6 +63,7 @@ static int on_job(void *ctx, const struct jsonl_job *j)
 	struct fanout_job fj = fanout_job_of(j);
 
 	snprintf(sf->job, sizeof(sf->job), "%s", j->job);
+	sf->gpus_per_node = j->gpus_per_node ? j->gpus_per_node : 8;
 	sf->f = fanout_new(&fc, &fj, sf->err, sizeof(sf->err));
 	return sf->f ? 0 : -1;
 }
@@ -85,15 +99,10 @@ static void next_iteration(struct simfeed *sf, uint32_t it)
 	atomic_store(&sf->iter, it);
 }
 
-static int on_rank_iter(void *ctx, const struct sim_rank_iter *ri)
+static int feed_rank_iter(struct simfeed *sf, const struct sim_rank_iter *ri)
 {
-	struct simfeed *sf = ctx;
 	const char *why = NULL;
 
-	if (ri->iter.iter != sf->cur) {
-		sf->cur = ri->iter.iter;
-		next_iteration(sf, ri->iter.iter);
-	}
 	if (ri->nphases > sf->names_cap || ri->nkernels > sf->names_cap) {
 		size_t cap = (ri->nphases > ri->nkernels ? ri->nphases : ri->nkernels) + 16;
 
@@ -128,6 +137,93 @@ static int on_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 	return 0;
 }
 
+static void *dup_mem(const void *p, size_t n)
+{
+	void *q = malloc(n ? n : 1);
+
+	if (!q)
+		abort();
+	return n ? memcpy(q, p, n) : q;
+}
+
+static void lag_hold(struct simfeed *sf, const struct sim_rank_iter *ri)
+{
+	struct lagged *l;
+
+	if (sf->n_lagged == sf->lagged_cap) {
+		sf->lagged_cap = sf->lagged_cap ? 2 * sf->lagged_cap : 64;
+		sf->lagged = realloc(sf->lagged, sf->lagged_cap * sizeof(*sf->lagged));
+		if (!sf->lagged)
+			abort();
+	}
+	l = &sf->lagged[sf->n_lagged++];
+	l->iter = ri->iter;
+	l->nphases = ri->nphases;
+	l->nkernels = ri->nkernels;
+	l->phases = dup_mem(ri->phases, ri->nphases * sizeof(*ri->phases));
+	l->kernels = dup_mem(ri->kernels, ri->nkernels * sizeof(*ri->kernels));
+	l->kdurs = dup_mem(NULL, 0);
+	l->kndurs = NULL;
+	if (ri->kernel_durs && ri->kernel_ndurs) {
+		free(l->kdurs);
+		l->kdurs = dup_mem(ri->kernel_durs, ri->nkernels * sizeof(*l->kdurs));
+		l->kndurs = dup_mem(ri->kernel_ndurs, ri->nkernels * sizeof(*l->kndurs));
+		for (size_t i = 0; i < ri->nkernels; i++)
+			l->kdurs[i] = dup_mem(ri->kernel_durs[i], ri->kernel_ndurs[i] * sizeof(int64_t));
+	}
+}
+
+/* Feeds the held rank-iterations of iterations before until (all of them: UINT32_MAX). */
+static int lag_release(struct simfeed *sf, uint32_t until)
+{
+	size_t n = 0;
+	int rc = 0;
+
+	while (n < sf->n_lagged && sf->lagged[n].iter.iter < until)
+		n++;
+	for (size_t i = 0; i < n; i++) {
+		struct lagged *l = &sf->lagged[i];
+		struct sim_rank_iter ri = {.iter = l->iter,
+					   .phases = l->phases,
+					   .nphases = l->nphases,
+					   .kernels = l->kernels,
+					   .nkernels = l->nkernels,
+					   .kernel_durs = l->kndurs ? (const int64_t *const *)l->kdurs : NULL,
+					   .kernel_ndurs = l->kndurs};
+
+		if (!rc)
+			rc = feed_rank_iter(sf, &ri);
+		for (size_t k = 0; l->kndurs && k < l->nkernels; k++)
+			free(l->kdurs[k]);
+		free(l->phases);
+		free(l->kernels);
+		free(l->kdurs);
+		free(l->kndurs);
+	}
+	memmove(sf->lagged, sf->lagged + n, (sf->n_lagged - n) * sizeof(*sf->lagged));
+	sf->n_lagged -= n;
+	return rc;
+}
+
+static int on_rank_iter(void *ctx, const struct sim_rank_iter *ri)
+{
+	struct simfeed *sf = ctx;
+	const struct simfeed_config *c = &sf->cfg;
+
+	if (ri->iter.iter != sf->cur) {
+		sf->cur = ri->iter.iter;
+		next_iteration(sf, ri->iter.iter);
+		if (c->lag_iters && ri->iter.iter >= c->lag_iters && lag_release(sf, ri->iter.iter - c->lag_iters) < 0)
+			return -1;
+	}
+	if (c->lag_iters && ri->iter.iter >= c->lag_from &&
+	    ri->iter.rank / sf->gpus_per_node == (uint32_t)c->lag_host) {
+		lag_hold(sf, ri);
+		return 0;
+	}
+	return feed_rank_iter(sf, ri);
+}
+
 static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us, const char *source,
 		    const char *detail)
 {
@@ -146,7 +242,7 @@ static void *feed_main(void *arg)
 	char err[256];
 
 	sf->t0_ms = clock_mono_ms();
-	if (sim_run(&opt, &sink, err, sizeof(err)) < 0) {
+	if (sim_run(&opt, &sink, err, sizeof(err)) < 0 || lag_release(sf, UINT32_MAX) < 0) {
 		fprintf(stderr, "simfeed: %s\n", sf->err[0] ? sf->err : err);
 		atomic_store(&sf->failed, 1);
 	} else if (sf->f) {
@@ -208,5 +304,6 @@ void simfeed_free(struct simfeed *sf)
 		fanout_close(sf->f, 0, NULL);
 	free(sf->pnames);
 	free(sf->knames);
+	free(sf->lagged); /* empty once fed */
 	free(sf);
 }

@@ -20,6 +20,10 @@ struct simfeed_config {
 	int ms_per_iter;
 	uint32_t hold_at;         /* > 0: wait for simfeed_release() before this iteration */
 	size_t max_unacked_bytes; /* per agent (0: the fanout's default) */
+	/* > 0: the ranks of node lag_host (its gpus_per_node ranks) are fed lag_iters iterations
+	 * after the others, from iteration lag_from on: an agent whose records arrive late */
+	uint32_t lag_iters, lag_from;
+	int lag_host;
 };
 
 struct simfeed;
