@@ -181,6 +181,8 @@ static int lag_release(struct simfeed *sf, uint32_t until)
 
 	while (n < sf->n_lagged && sf->lagged[n].iter.iter < until)
 		n++;
+	if (n == 0)
+		return 0;
 	for (size_t i = 0; i < n; i++) {
 		struct lagged *l = &sf->lagged[i];
 		struct sim_rank_iter ri = {.iter = l->iter,
