@@ -162,10 +162,9 @@ static void lag_hold(struct simfeed *sf, const struct sim_rank_iter *ri)
 	l->nkernels = ri->nkernels;
 	l->phases = dup_mem(ri->phases, ri->nphases * sizeof(*ri->phases));
 	l->kernels = dup_mem(ri->kernels, ri->nkernels * sizeof(*ri->kernels));
-	l->kdurs = dup_mem(NULL, 0);
+	l->kdurs = NULL;
 	l->kndurs = NULL;
 	if (ri->kernel_durs && ri->kernel_ndurs) {
-		free(l->kdurs);
 		l->kdurs = dup_mem(ri->kernel_durs, ri->nkernels * sizeof(*l->kdurs));
 		l->kndurs = dup_mem(ri->kernel_ndurs, ri->nkernels * sizeof(*l->kndurs));
 		for (size_t i = 0; i < ri->nkernels; i++)
