@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "harness.h"
 #include "frame.h"
 
 static int connect_to(int port)
@@ -96,7 +97,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int run = 0; run < runs; run++) {
-		int agent_port = free_port(), http_port = free_port();
+		int agent_port = h_free_port(), http_port = h_free_port();
 		char agent[64], http[64], maxc[32];
 		int *fds = calloc((size_t)n, sizeof(int));
 		pid_t pid;

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "harness.h"
 #include "frame.h"
 
 #define PHASES 8
@@ -678,8 +679,8 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 
-	agent_port = free_port();
-	http_port = free_port();
+	agent_port = h_free_port();
+	http_port = h_free_port();
 	snprintf(agent, sizeof(agent), "127.0.0.1:%d", agent_port);
 	snprintf(http, sizeof(http), "127.0.0.1:%d", http_port);
 	snprintf(maxc, sizeof(maxc), "%ld", n_healthy + n_hostile + 100);

@@ -1,48 +1,15 @@
 /* benchutil.c: see benchutil.h. */
 #include "benchutil.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 
 double now_s(void) { return clock_mono_s(); }
-
-/* a port not handed out before in this process: the kernel may give the same free port to
- * two binds in a row, and a culpritd asked to listen twice on it does not start */
-int free_port(void)
-{
-	static int handed[64];
-	static unsigned n_handed;
-
-	for (;;) {
-		struct sockaddr_in a = {0};
-		socklen_t len = sizeof(a);
-		int fd = socket(AF_INET, SOCK_STREAM, 0), port, seen = 0;
-
-		a.sin_family = AF_INET;
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-			perror("free_port");
-			exit(1);
-		}
-		port = ntohs(a.sin_port);
-		close(fd);
-		for (unsigned i = 0; i < n_handed && i < 64; i++)
-			seen |= handed[i] == port;
-		if (!seen) {
-			handed[n_handed++ % 64] = port;
-			return port;
-		}
-	}
-}
 
 long status_kib(pid_t pid, const char *field)
 {

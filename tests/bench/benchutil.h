@@ -1,5 +1,5 @@
-/* benchutil.h: what the benchmark programs share: clocks, a free port, a process's RSS and
- * CPU, the median of their runs. */
+/* benchutil.h: what the benchmark programs share: clocks, a process's RSS and CPU, the
+ * median of their runs (a free port: the integration harness's h_free_port). */
 #ifndef CULPRIT_BENCHUTIL_H
 #define CULPRIT_BENCHUTIL_H
 
@@ -7,8 +7,6 @@
 
 /* Monotonic seconds. */
 double now_s(void);
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
-int free_port(void);
 /* VmRSS of pid in KiB (-1 when unknown). */
 long rss_kib(pid_t pid);
 /* A KiB line of /proc/pid/status ("VmRSS", "VmHWM"), -1 when unknown. */

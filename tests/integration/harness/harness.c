@@ -51,11 +51,11 @@ void h_db_create(const char *name, char *dsn, size_t size)
 	snprintf(dsn, size, "%s dbname=%s", base, name);
 }
 
-/* A free port for a test's server. It is taken below the kernel's range for outgoing
- * connections (ip_local_port_range), where no connection of another test can take it between
- * this pick and the server's bind; and the kernel's own pick (a bind to port 0) may hand the
- * same port to two binds in a row, which once gave a culpritd equal agent and HTTP ports (CI,
- * stop 35). A port handed out before in this process is not handed out again. */
+/* A free port for a test's server (or a benchmark's), picked at random below the kernel's
+ * range for outgoing connections (ip_local_port_range): no connection of another test can
+ * take it between this pick and the server's bind. A port handed out before in this process
+ * is not handed out again: a culpritd given one port for agents and HTTP does not start (CI
+ * of stop 35, when ports came from binds to port 0, which may repeat). */
 int h_free_port(void)
 {
 	static int handed[256];

@@ -46,7 +46,7 @@ int main(void)
 	H_CHECK(st.dropped_records == 0 && st.rejected_batches == 0 && st.acked_batches == st.sealed_batches, &proc);
 	H_CHECK(fleet_check_db(dsn, JOB, simfeed_sent(sf)) == 0, &proc);
 
-	/* the reports, the first one first */
+	/* the first report (the incident fires with it) and one after it */
 	for (int64_t deadline = h_now_ms() + 30000;; poll(NULL, 0, 100)) {
 		if (at_sql_long(dsn, "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE j.name = '" JOB
 				     "'") >= 2)
