@@ -4,8 +4,7 @@
 #
 #   tests/bench/same_reports.sh OLD_CULPRIT NEW_CULPRIT [WORKDIR]
 #
-# Inputs: the JSONL files under tests/ (the fuzz seeds), every file of ../shared/data and
-# ../shared/seed when present, 30 drawn cases of seed 14 (tests/scenarios/drawn/gen.py, kept
+# Inputs: the JSONL files under tests/ (the fuzz seeds), every file of tests/data, 30 drawn cases of seed 14 (tests/scenarios/drawn/gen.py, kept
 # in WORKDIR/drawn) and each `culprit sim` scenario with seeds 1 and 2 (WORKDIR/sim; made
 # once, reused). Each input is diagnosed as JSON and as --text; stdout, stderr and the exit
 # status must be the same. Prints one line per difference and a count; exit 1 on any.
@@ -36,9 +35,7 @@ fi
 list=$work/inputs
 {
 	find "$here/tests" -name '*.jsonl*' -type f
-	for d in "$here/../shared/data" "$here/../shared/seed"; do
-		[ -d "$d" ] && find "$d" -type f ! -name 'README*' ! -name 'LICENSE*'
-	done
+	find "$here/tests/data" -type f ! -name 'README*' ! -name 'LICENSE*'
 	find "$work/drawn" "$work/sim" -name '*.jsonl*' -type f
 } | sort >"$list"
 total=0

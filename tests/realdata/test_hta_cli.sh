@@ -9,7 +9,7 @@ set -uo pipefail
 culprit=$1
 data=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ -d "$data/hta-tests" ] && [ -d "$data/hta-single-rank" ] || fail "the real data directory $data is missing (../shared/data)"
+[ -d "$data/hta-tests" ] && [ -d "$data/hta-single-rank" ] || fail "the real data directory $data is missing (tests/data)"
 command -v jq >/dev/null || fail "jq is needed"
 tmp=$(mktemp -d "${CULPRIT_TEST_TMP:-/tmp}/hta-cli.XXXXXX") || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT

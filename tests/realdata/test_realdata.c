@@ -1,4 +1,4 @@
-/* test_realdata: the importers on the real traces of ../shared/data (never copied here):
+/* test_realdata: the importers on the real traces of tests/data:
  * every HTA file imports with its steps and kernels; kernel sketches keep every kernel's
  * median within 2% and a step's Batch on the wire within 2.7 KB (PARAM and HTA traces);
  * bad files fail with the file and a position. The data directory is argv[1] or
@@ -374,7 +374,7 @@ int main(int argc, char **argv)
 	data_dir = argc > 1 ? argv[1] : getenv("CULPRIT_DATA_DIR");
 	struct stat st;
 	if (!data_dir || stat(data_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "test_realdata: the real data directory \"%s\" is missing (../shared/data)\n",
+		fprintf(stderr, "test_realdata: the real data directory \"%s\" is missing (tests/data)\n",
 			data_dir ? data_dir : "(unset)");
 		return 1;
 	}

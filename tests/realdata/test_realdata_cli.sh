@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # test_realdata_cli.sh CULPRIT DATA_DIR: `culprit diagnose` on the real traces of
-# ../shared/data gives the answers their publishers describe (docs/importers.md). A missing
+# tests/data gives the answers their publishers describe (docs/importers.md). A missing
 # data directory fails the test.
 set -uo pipefail
 culprit=$1
 data=$2
 fail() { echo "FAIL: $*" >&2; [ -n "${out:-}" ] && [ -f "$out" ] && cat "$out" >&2; exit 1; }
-[ -d "$data" ] || fail "the real data directory $data is missing (../shared/data)"
+[ -d "$data" ] || fail "the real data directory $data is missing (tests/data)"
 command -v jq >/dev/null || fail "jq is needed"
 tmp=$(mktemp -d "${CULPRIT_TEST_TMP:-/tmp}/realdata-cli.XXXXXX") || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT

@@ -65,7 +65,7 @@ int main(void)
 	H_CHECK(src != NULL, &proc);
 	const char *replay[13] = {CULPRIT_BIN, "replay", "--per-rank", "--server", server};
 	for (int r = 0; r < 8; r++) {
-		snprintf(traces[r], sizeof(traces[r]), "%s/../shared/data/param-dlrm-8rank/rank-%d.json.gz", src, r);
+		snprintf(traces[r], sizeof(traces[r]), "%s/tests/data/param-dlrm-8rank/rank-%d.json.gz", src, r);
 		replay[5 + r] = traces[r];
 	}
 	expect_refused("replay (8 rank agents)", replay, err);

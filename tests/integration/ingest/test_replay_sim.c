@@ -6,7 +6,7 @@
  *      a second database: PostgreSQL holds the same records again.
  *   3. A hand-written file whose host lines put 16 ranks on 4 hosts of 4 (not the default
  *      node-K of 8): replay makes one agent per host, serving exactly those ranks.
- *   4. The real alibaba-pai worker CSVs (../shared/data) replayed live: culpritd finds what
+ *   4. The real alibaba-pai worker CSVs (tests/data) replayed live: culpritd finds what
  *      `culprit diagnose` finds offline, the straggler window of job 1 in the middle of the
  *      run naming worker 6, and no window in job 2. The whole file reaches the server in a
  *      fraction of a second, so the replay must keep its agents within a few iterations of
@@ -165,8 +165,8 @@ static void live_alibaba(const char *dir)
 	char *body = NULL;
 
 	H_CHECK(src != NULL, NULL);
-	snprintf(csv1, sizeof(csv1), "%s/../shared/data/alibaba-pai/job_1_norm.csv", src);
-	snprintf(csv2, sizeof(csv2), "%s/../shared/data/alibaba-pai/job_2_norm.csv", src);
+	snprintf(csv1, sizeof(csv1), "%s/tests/data/alibaba-pai/job_1_norm.csv", src);
+	snprintf(csv2, sizeof(csv2), "%s/tests/data/alibaba-pai/job_2_norm.csv", src);
 	h_db_create("test_replay_pai", dsn, sizeof(dsn));
 	{
 		const char *extra[] = {"--db", dsn, "--log-level", "warning", NULL};
