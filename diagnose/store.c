@@ -804,11 +804,10 @@ int store_add_phase(struct store *s, const struct record_phase *rec)
 	*p = *p == STORE_ABSENT ? v : clamp_us((int64_t)*p + v);
 	if (rec->start_us != RECORD_NO_START && rec->start_us >= 0)
 		start_add(s, slot, rec->start_us);
-	if (rec->start_us != RECORD_NO_START && rec->start_us >= 0 && slot != s->lead_slot &&
-	    (rec->start_us > 0 || s->lead_slot != STORE_NO_SLOT)) {
+	if (rec->start_us != RECORD_NO_START && rec->start_us >= 0 && slot != s->lead_slot) {
 		/* the earliest start of the iteration's phases: time no phase covers, before
-		 * the first one (a data loader nobody timed, a host stall); made when a phase
-		 * first starts after its iteration does */
+		 * the first one (a data loader nobody timed, a host stall); made with the first
+		 * start offset, so that a phase at the iteration's start counts from the first */
 		uint32_t ls = lead_slot(s);
 		if (ls != STORE_NO_SLOT) {
 			uint32_t *q = &s->pdur[idx * s->P + ls], a = clamp_us(rec->start_us);

@@ -33,13 +33,13 @@ static struct store *make_topo(int slow, uint32_t tp, uint32_t pp, const char *o
 				continue; /* missing iterations */
 			if (slow && r == 5 && it >= 16)
 				v *= 3;
-			struct record_phase p = {r, it, a, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, v};
+			struct record_phase p = {r, it, a, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, RECORD_NO_START, v};
 			struct record_phase q = {r,
 						 it,
 						 b,
 						 RECORD_KIND_COMM,
 						 RECORD_GROUP_DP,
-						 0,
+						 RECORD_NO_START,
 						 slow && r == 6 && it >= 16 ? 20000 : 50000};
 			struct record_iter ri = {r, it, 0, 1000000};
 			assert_int_equal(store_add_iter(s, &ri), 0);
@@ -194,7 +194,7 @@ static void check_median8(uint32_t max_phases, uint32_t P)
 			assert_int_equal(store_add_iter(s, &ri), 0);
 			for (uint32_t p = 0; p < P; p++) {
 				struct record_phase ph = {
-					r, it, name[p], RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, dur[r][p][it]};
+					r, it, name[p], RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, RECORD_NO_START, dur[r][p][it]};
 				assert_int_equal(store_add_phase(s, &ph), 0);
 			}
 		}
@@ -259,7 +259,7 @@ static struct store *make_wide(int one_shot, uint64_t seed)
 							  name[p],
 							  p % 2 ? RECORD_KIND_COMM : RECORD_KIND_COMPUTE,
 							  p % 2 ? RECORD_GROUP_DP : RECORD_GROUP_NONE,
-							  0,
+							  RECORD_NO_START,
 							  v};
 				assert_int_equal(store_add_phase(s, &ph), 0);
 			}
