@@ -12,6 +12,7 @@
 #include "cmp.h"
 #include "l3.h"
 #include "record.h"
+#include "replay.h"
 #include "stats.h"
 #include "work.h"
 
@@ -1413,6 +1414,58 @@ static void mark_roles(struct work *w, const struct faults *f, size_t *nlate, si
 	victim_phases(w);
 }
 
+/* The time each finding costs, by replay (replay.h): the step recovered when its ranks are
+ * put back (their compute and host phases at their peers' pace; a link's transfers at the
+ * others'; a stage's compute spread evenly over the stages). A late arrival has nothing of
+ * its own to put back: it keeps the window's rise. */
+static int replay_findings(struct work *w, const struct faults *f)
+{
+	struct report *rep = w->rep;
+	struct replay_whatif wi[REPORT_MAX_FINDINGS];
+	uint8_t *marks = calloc((size_t)w->W * REPORT_MAX_FINDINGS, 1);
+	size_t idx[REPORT_MAX_FINDINGS], n = 0;
+	if (!marks)
+		return -1;
+	for (size_t i = 0; i < rep->nfindings; i++) {
+		struct report_finding *fi = &rep->findings[i];
+		uint8_t *m = marks + (size_t)n * w->W;
+		enum replay_how how = REPLAY_PEERS;
+		if (strcmp(fi->category, "stage_imbalance") == 0 && w->l2.has_base) {
+			/* a stage that grew: its compute taken back to what it was */
+			how = REPLAY_BASE;
+			for (uint32_t r = 0; r < w->W; r++)
+				m[r] = topo_coords(w->t, r).pp == (uint32_t)fi->stage;
+		} else if (strcmp(fi->category, "stage_imbalance") == 0) {
+			/* the layers spread evenly over the stages: every stage at the mean */
+			how = REPLAY_MEAN;
+			memset(m, 1, w->W);
+		} else if (strcmp(fi->category, "communication_degradation") == 0) {
+			how = REPLAY_TRANSFER;
+			for (uint32_t r = 0; r < w->W; r++)
+				m[r] = f->kind[r] == FK_COMM;
+		} else if (fi->nsuspects && fi->suspects[0].role == REPORT_CULPRIT) {
+			enum fault_kind k = FK_NONE;
+			for (uint32_t r = 0; r < w->W && k == FK_NONE; r++)
+				if (r == fi->suspects[0].rank)
+					k = (enum fault_kind)f->kind[r];
+			if (k == FK_LATE || k == FK_NONE)
+				continue;
+			for (uint32_t r = 0; r < w->W; r++)
+				m[r] = f->kind[r] == k;
+		} else {
+			continue;
+		}
+		wi[n] = (struct replay_whatif){.how = how, .ranks = m};
+		idx[n++] = i;
+	}
+	struct replay_input in = {w->s, w->first, w->last, w->bfirst, w->blast, w->l2.has_base ? w->l2.base : NULL};
+	int rc = n ? replay_run(&in, wi, n, NULL) : 0;
+	for (size_t j = 0; j < n && !rc; j++)
+		rep->findings[idx[j]].lost_ms = wi[j].gain_ms > 0 ? wi[j].gain_ms : 0;
+	free(marks);
+	return rc;
+}
+
 /* One finding per kind of fault (and the heavy stage), the largest first */
 static int build_findings(struct work *w, const struct faults *f, uint32_t *list, size_t nlate, size_t nvict)
 {
@@ -1435,6 +1488,8 @@ static int build_findings(struct work *w, const struct faults *f, uint32_t *list
 		if (make_finding(w, fi, f->kind, (enum fault_kind)k, list, nlate, nvict) < 0)
 			return -1;
 	}
+	if (replay_findings(w, f) < 0)
+		return -1;
 	for (size_t a = 1; a < rep->nfindings; a++)
 		for (size_t b = a; b > 0 && rep->findings[b].lost_ms > rep->findings[b - 1].lost_ms; b--) {
 			struct report_finding t = rep->findings[b];
