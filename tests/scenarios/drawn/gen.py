@@ -50,14 +50,17 @@ KINDS = [
 STYLES = [
     {"data": "data.next_batch", "fwd": ["fwd.attention", "fwd.mlp"], "bwd": ["bwd.attention", "bwd.mlp"],
      "tp": "tp.all_reduce", "ep": "moe.all_to_all", "pp": "pp.send_recv", "dp": "dp.reduce_scatter",
-     "gn": "optimizer.grad_norm", "opt": "optimizer.step", "eval": "eval.forward"},
+     "gn": "optimizer.grad_norm", "opt": "optimizer.step", "eval": "eval.forward",
+     "exp": "moe.expert_ffn", "epc": "moe.combine"},
     {"data": "dataloader_wait", "fwd": ["forward_compute"], "bwd": ["backward_compute"],
      "tp": "tensor_parallel_allreduce", "ep": "expert_alltoall", "pp": "pipeline_p2p",
-     "dp": "grad_allreduce", "gn": "clip_grad_norm_allreduce", "opt": "optim_step", "eval": "eval_step"},
+     "dp": "grad_allreduce", "gn": "clip_grad_norm_allreduce", "opt": "optim_step", "eval": "eval_step",
+     "exp": "expert_mlp", "epc": "expert_combine_alltoall"},
     {"data": "input_pipeline", "fwd": ["forward.embed_attn", "forward.ffn"],
      "bwd": ["backward.ffn", "backward.embed_attn"], "tp": "nccl.tp_allreduce", "ep": "nccl.ep_alltoall",
      "pp": "nccl.pp_isend_irecv", "dp": "nccl.dp_reduce_scatter", "gn": "nccl.global_norm",
-     "opt": "adam_update", "eval": "validation"},
+     "opt": "adam_update", "eval": "validation",
+     "exp": "forward.experts", "epc": "nccl.ep_combine"},
 ]
 
 
@@ -205,6 +208,17 @@ class Job:
         self.ckpt_cost = rng.uniform(2, 12) * step
         self.eval_every = rng.randint(10, 30) if rng.random() < 0.6 else 0
         self.eval_cost = rng.uniform(0.5, 2.5) * step
+        # the messy suite's features (messy.py); none draws from rng here, so the classic
+        # suite's cases stay what they were
+        self.nic_model = "share"  # "ring": every member of a collective through the NIC slows
+        self.expert = 0.0         # MoE expert compute between dispatch and combine (us)
+        self.expert_mult = {}     # rank -> f(iter) multiplier of its expert compute
+        self.iter_mult = None     # f(iter, rank) multiplier of all its compute (data-dependent)
+        self.gap_zero = False     # phases start at the iteration's start: no untracked lead
+        self.events = []          # (host, kind, iter, detail): out-of-band events
+        self.device = None        # "cpu": a CPU-only job
+        self.write_hosts = True   # False: no host lines (hosts not reported)
+        self.disabled = set()     # fault tables left out (the what-if for the true time lost)
 
     def host(self, r):
         return host_name(self.prefix, self.node[r])
@@ -224,24 +238,29 @@ class Job:
             gap = [0.0] * W
             for r in range(W):
                 g = self.gap * rng.uniform(0.5, 1.5)
+                if self.gap_zero:
+                    g = 0.0
                 if r in self.gapx:
-                    g += self.gapx[r](it)
+                    g += self._on("gapx", self.gapx[r](it), 0.0)
                 gap[r] = g
                 d = self.data * _n(rng, nz)
                 if r in self.datax:
-                    d += self.datax[r](it)
+                    d += self._on("datax", self.datax[r](it), 0.0)
                 if self.track_data:
                     ph.setdefault(st["data"], [0.0] * W)[r] = d
                 else:
                     gap[r] += d
                 A[r] = gap[r] + (d if self.track_data else 0)
-            cm = [self.rank_mult[r] * (self.comp[r](it) if r in self.comp else 1.0) for r in range(W)]
-            stallx = [self.stall[r](it) if r in self.stall else 0.0 for r in range(W)]
+            cm = [self.rank_mult[r] * (self._on("comp", self.comp[r](it), 1.0) if r in self.comp else 1.0)
+                  for r in range(W)]
+            if self.iter_mult:
+                cm = [cm[r] * self._on("iter_mult", self.iter_mult(it, r), 1.0) for r in range(W)]
+            stallx = [self._on("stall", self.stall[r](it), 0.0) if r in self.stall else 0.0 for r in range(W)]
             fw = [self.fwd[self.c_pp[r]] * cm[r] * _n(rng, nz) + stallx[r] for r in range(W)]
             ph["_fwd"] = fw
             A = [A[r] + fw[r] for r in range(W)]
 
-            def sync(g, ids, A):
+            def sync(g, ids, A, key=None):
                 x = self.xfer[g]
                 if x == 0:
                     return A
@@ -249,7 +268,7 @@ class Job:
                 if self.internode[g] and self.nic:
                     extra = {}
                     for r, f in self.nic.items():
-                        m = f(it)
+                        m = self._on("nic", f(it), 1.0)
                         if m != 1.0:
                             extra[r] = (m - 1.0) * x
                             xr[r] += extra[r]
@@ -257,15 +276,24 @@ class Job:
                         gx = {}
                         for r, e in extra.items():
                             gx[ids[r]] = max(gx.get(ids[r], 0.0), e)
+                        # a ring or a pipeline hop runs at its slowest link: every member
+                        # waits for the whole extra; else the others see a share of it
+                        share = 1.0 if self.nic_model == "ring" else self.kappa
                         for r in range(W):
                             if r not in extra and ids[r] in gx:
-                                xr[r] += self.kappa * gx[ids[r]]
+                                xr[r] += share * gx[ids[r]]
                 m = gm(A, ids)
-                ph["_" + g] = [m[ids[r]] - A[r] + xr[r] for r in range(W)]
+                ph[key or "_" + g] = [m[ids[r]] - A[r] + xr[r] for r in range(W)]
                 return [m[ids[r]] + xr[r] for r in range(W)]
 
             A = sync("tp", self.g_tp, A)
             A = sync("ep", self.g_ep, A)
+            if self.expert:
+                ex = [self.expert * (self._on("expert", self.expert_mult[r](it), 1.0) if r in self.expert_mult
+                                     else 1.0) * _n(rng, nz) for r in range(W)]
+                ph["_exp"] = ex
+                A = [A[r] + ex[r] for r in range(W)]
+                A = sync("ep", self.g_ep, A, "_epc")
             A = sync("pp", self.g_pp, A)
             bw = [self.bwd[self.c_pp[r]] * cm[r] * _n(rng, nz) for r in range(W)]
             ph["_bwd"] = bw
@@ -285,6 +313,11 @@ class Job:
                 T += self.ckpt_cost  # checkpoint save: untracked time at the end of the step
             out.append((ph, gap, cm, stallx, T))
         return out
+
+    def _on(self, table, value, neutral):
+        """value, or neutral when the fault table is disabled (what-if without it); the
+        fault's function is called either way, so the noise drawn stays the same"""
+        return neutral if table in self.disabled else value
 
 
 def _n(rng, s):
@@ -474,9 +507,10 @@ def write_case(job, sim, path, job_id):
     if job.ep > 1:
         order = "tp-cp-ep-dp-pp"
     jid = json.dumps(job_id)
-    add('{"type":"job","job":%s,"world":%d,"tp":%d,"cp":1,"pp":%d,"dp":%d,"ep":%d,"order":"%s","gpus_per_node":%d}'
-        % (jid, W, job.tp, job.pp, job.dp, job.ep, order, job.gpn))
-    for r in range(W):
+    dev = ',"device":"%s"' % job.device if job.device else ""
+    add('{"type":"job","job":%s,"world":%d,"tp":%d,"cp":1,"pp":%d,"dp":%d,"ep":%d,"order":"%s","gpus_per_node":%d%s}'
+        % (jid, W, job.tp, job.pp, job.dp, job.ep, order, job.gpn, dev))
+    for r in range(W if job.write_hosts else 0):
         add('{"type":"host","job":%s,"rank":%d,"host":"%s"}' % (jid, r, job.host(r)))
     comm_names = {g: st[g] for g in ("tp", "ep", "pp", "dp", "gn")}
     comm_group = {"tp": "tp", "ep": "ep", "pp": "pp", "dp": "dp", "gn": "dp"}
@@ -508,6 +542,9 @@ def write_case(job, sim, path, job_id):
             for g in ("tp", "ep", "pp"):
                 if "_" + g in ph:
                     P(comm_names[g], "comm", comm_group[g], ph["_" + g][r])
+                if g == "ep" and "_exp" in ph:
+                    P(st["exp"], "compute", "", ph["_exp"][r])
+                    P(st["epc"], "comm", "ep", ph["_epc"][r])
             for name, s in zip(st["bwd"], bw_split):
                 P(name, "compute", "", ph["_bwd"][r] * s)
             for g in ("dp", "gn"):
@@ -516,6 +553,10 @@ def write_case(job, sim, path, job_id):
             P(st["opt"], "compute", "", ph["_opt"][r])
             if "_eval" in ph:
                 P(st["eval"], "compute", "", ph["_eval"][r])
+        for host, kind, at, detail in job.events:
+            if at == it:
+                add('{"type":"event","job":%s,"host":"%s","kind":"%s","ts_us":%d,"source":"oob","detail":"%s"}'
+                    % (jid, host, kind, t + int(T) // 2, detail))
         t += int(T) + 200
     write_kernels(job, sim, add, jid)
     with open(path, "w") as f:
@@ -524,8 +565,10 @@ def write_case(job, sim, path, job_id):
 
 
 def write_kernels(job, sim, add, jid):
-    """One kernel summary line per (rank, kernel, block of 8 iterations)."""
+    """One kernel summary line per (rank, kernel, block of 8 iterations); none for a CPU job."""
     rng, W = job.rng, job.world
+    if job.device == "cpu":
+        return
     blocks = (job.iters + 7) // 8
     want = rng.randint(20, 200)
     n = max(20, min(want, 150_000 // max(1, W * blocks)))
@@ -571,6 +614,38 @@ def write_kernels(job, sim, add, jid):
                        max(1, p50), max(1, min(p99, mx))))
 
 
+def fault_tables(job):
+    return {t for t in ("comp", "gapx", "datax", "nic", "expert", "iter_mult", "stall")
+            if getattr(job, {"expert": "expert_mult"}.get(t, t))}
+
+
+def lost(job, sim, onset, before):
+    """Mean step lost per iteration from onset on, against the same job without the faults
+    (all, and each when there are two); the noise drawn is the same (before: the rng's state
+    before sim was simulated)."""
+    if onset is None:
+        return None, None
+    state = job.rng.getstate()
+
+    def again(disabled):
+        job.rng.setstate(before)
+        job.disabled = disabled
+        s = job.simulate()
+        job.disabled = set()
+        return s
+
+    tables = fault_tables(job)
+    base = again(tables)
+    each = {}
+    if len(tables) > 1:
+        for t in sorted(tables):
+            s = again(tables - {t})
+            each[t] = sum(s[i][4] - base[i][4] for i in range(onset, len(sim))) / 1000.0 / max(1, len(sim) - onset)
+    job.rng.setstate(state)
+    total = sum(sim[i][4] - base[i][4] for i in range(onset, len(sim))) / 1000.0 / max(1, len(sim) - onset)
+    return round(total, 1), {k: round(v, 1) for k, v in each.items()} or None
+
+
 def make_case(seed, index, out_dir, max_world=4096, kinds=None):
     """Draws case `index` of suite `seed`; writes its JSONL and truth; returns the truth.
     kinds: draw only from these kinds (names of KINDS); max_world: largest job."""
@@ -582,6 +657,7 @@ def make_case(seed, index, out_dir, max_world=4096, kinds=None):
     for attempt in range(6):
         job = Job(rng, kind, max_world)
         truth = inject(job)
+        before = rng.getstate()
         sim = job.simulate()
         onset = truth.get("onset")
         if truth["category"] in ("none", "hang", "stage_imbalance") or truth.get("whole_trace"):
@@ -591,6 +667,8 @@ def make_case(seed, index, out_dir, max_world=4096, kinds=None):
         truth["step_rise"] = round(rise, 3)
         if rise >= 1.08:
             break
+    if truth["category"] != "hang" and not truth.get("whole_trace"):
+        truth["lost_ms"], truth["lost_ms_each"] = lost(job, sim, truth.get("onset"), before)
     case = "c%05d" % index
     job_id = "drawn-%d-%d" % (seed, index)
     path = os.path.join(out_dir, case + ".jsonl")

@@ -13,7 +13,14 @@ A case is RIGHT when all of these hold:
   every named culprit rank is a faulty one (all the node's ranks for a node's fault, the
   one slow GPU for the compute half of two faults).
   stage_imbalance: verdict.stage is the true stage and no rank is named culprit.
+  load_imbalance (messy.py: a hot expert, sequence lengths): the expert's ranks exactly, or no
+  culprit when no rank is the same from step to step.
   none and standing costs: no culprit at all.
+- messy.py's further checks: a slow node that is a whole stage (`ambiguous` truth) is either
+  reading, and the verdict's finding names the other (`ambiguous`); a hidden straggler is an
+  advisory on its rank with no culprit; an out-of-band event beside a fault it has nothing to
+  do with is not judged `consistent`; a CPU job's actions say nothing of GPUs, and a job
+  without host names has no action on an invented host.
 - standing imbalance: no incident (category none, no culprit) AND an advisory
   (a non-empty advisories[]): nothing regressed, yet the report must say what it costs.
 A healthy case answered anything but none, or with a culprit, is a false alarm.
@@ -47,6 +54,11 @@ def categories(report):
     return cats
 
 
+def healthy(truth):
+    """A case where any culprit or any category but none is a false alarm (a page for nothing)."""
+    return truth["kind"].startswith("healthy") or truth["kind"] in ("noisy_healthy", "hidden")
+
+
 def whole_stage(truth):
     """The stage whose ranks are exactly the culprits of a compute fault (a node or a GPU
     that is a whole pipeline stage), else None: there stage_imbalance of it is right too."""
@@ -61,11 +73,57 @@ def judge(truth, report):
     """(right, reason) for one case; report None when diagnose failed."""
     if report is None:
         return False, "diagnose failed"
+    ok, why = judge_verdict(truth, report)
+    if ok:
+        ok, why = judge_messy(truth, report)
+    return ok, why
+
+
+def actions_text(report):
+    out = []
+    for f in report.get("findings") or []:
+        for a in f.get("actions") or []:
+            out.append("%s %s %s" % (a.get("target", ""), a.get("text", ""), a.get("command", "")))
+    return "\n".join(out)
+
+
+def judge_messy(truth, report):
+    """The checks of messy.py's kinds beyond the verdict and the culprits."""
+    if truth.get("ambiguous"):
+        f = (report.get("findings") or [{}])[0]
+        amb = f.get("ambiguous") or {}
+        if amb.get("stage") != truth["stage"] or amb.get("host") not in truth["hosts"]:
+            return False, "the node that is a whole stage is not said to be ambiguous: %s" % amb
+    if truth.get("advisory_ranks"):
+        adv = {a.get("rank") for a in report.get("advisories") or []}
+        if not set(truth["advisory_ranks"]) <= adv:
+            return False, "no advisory on rank %s (advisories on %s)" % (truth["advisory_ranks"], sorted(
+                a for a in adv if a is not None))
+    if truth.get("event_host"):
+        for e in report.get("events") or []:
+            if e.get("host") == truth["event_host"] and e.get("verdict") == "consistent":
+                return False, "the unrelated %s event on %s judged consistent" % (e.get("kind"), e.get("host"))
+    if truth.get("device") == "cpu":
+        text = actions_text(report)
+        if "gpu" in text.lower():
+            return False, "a CPU job's action speaks of GPUs"
+        if not truth.get("hosts_known"):
+            for h in truth["hosts"]:
+                if h in text:
+                    return False, "an action on %s, a host never reported" % h
+    return True, ""
+
+
+def judge_verdict(truth, report):
+    """(right, reason) of the verdict and its culprits"""
     want = truth["category"]
     said = (report.get("verdict") or {}).get("category")
     cats = categories(report)
     ranks, hosts, total = culprits(report)
     whole = whole_stage(truth)
+    if truth.get("ambiguous") and said == "stage_imbalance":
+        ok = report["verdict"].get("stage") == truth["stage"] and not ranks
+        return ok, "" if ok else "stage %s, not the node's stage %s" % (report["verdict"].get("stage"), truth["stage"])
     if whole is not None and said == "stage_imbalance":
         ok = report["verdict"].get("stage") == whole and not ranks
         return ok, "" if ok else "stage %s, not the culprits' stage %s" % (report["verdict"].get("stage"), whole)
@@ -79,6 +137,10 @@ def judge(truth, report):
             return False, "culprits named on a case with none: %s" % sorted(ranks)[:8]
         if truth.get("advisory") and not report.get("advisories"):
             return False, "no advisory for a standing cost"
+        return True, ""
+    if want == "load_imbalance" and not truth["ranks"]:
+        if ranks:
+            return False, "culprit ranks named on an imbalance of the data: %s" % sorted(ranks)[:8]
         return True, ""
     if want == "stage_imbalance":
         if report["verdict"].get("stage") != truth["stage"]:
@@ -106,10 +168,10 @@ def summarize(results, out=sys.stdout):
     right = sum(1 for j in judged if j[2])
     p = print
     p("drawn suite: %d cases, %d right (%.1f%%)" % (n, right, 100.0 * right / max(1, n)), file=out)
-    healthy = [j for j in judged if j[0]["kind"].startswith("healthy")]
-    fa = [j for j in healthy if j[1] is None or (j[1].get("verdict") or {}).get("category") != "none"
+    healthy_cases = [j for j in judged if healthy(j[0])]
+    fa = [j for j in healthy_cases if j[1] is None or (j[1].get("verdict") or {}).get("category") != "none"
           or culprits(j[1])[0]]
-    p("false alarms on healthy cases: %d of %d" % (len(fa), len(healthy)), file=out)
+    p("false alarms on healthy cases: %d of %d" % (len(fa), len(healthy_cases)), file=out)
     p("\nper drawn kind (right = category and culprits; culprit precision/recall pooled over its cases)",
       file=out)
     p("%-18s %-8s %5s %7s %9s %9s" % ("kind", "pattern", "n", "right", "c.prec", "c.recall"), file=out)
@@ -141,7 +203,7 @@ def summarize(results, out=sys.stdout):
       " recall: of the cases that are C, how many are answered right)", file=out)
     p("%-26s %5s %6s %9s %9s" % ("category", "n", "said", "precision", "recall"), file=out)
     cats = ["compute_degradation", "communication_degradation", "host_delay", "stage_imbalance",
-            "kernel_stall", "hang", "none"]
+            "load_imbalance", "kernel_stall", "hang", "none"]
     for c in cats:
         exp = [j for j in judged if j[0]["category"] == c]
         said = [j for j in judged if j[1] is not None and (j[1].get("verdict") or {}).get("category") == c]
@@ -151,6 +213,7 @@ def summarize(results, out=sys.stdout):
                                       "%.1f%%" % (100.0 * good / len(said)) if said else "-",
                                       "%.1f%%" % (100.0 * rec / len(exp)) if exp else "-"), file=out)
     detect_delay(results, out)
+    lost_error(judged, out)
     wrong = [j for j in judged if not j[2]]
     p("\nwrong cases (%d):" % len(wrong), file=out)
     for t, r, _, why in wrong:
@@ -195,6 +258,24 @@ def detect_delay(results, out):
     return None if any(n is None for _, n in late) else seen[-1]
 
 
+def lost_error(judged, out):
+    """How the report's time lost per iteration compares with the true one (messy.py's
+    lost_ms, the step simulated again without the fault), over the cases judged right."""
+    rs = []
+    for t, r, ok, _ in judged:
+        if ok and t.get("lost_ms") and t["lost_ms"] > 0 and r and r.get("lost_ms_per_iter") is not None:
+            rs.append(r["lost_ms_per_iter"] / t["lost_ms"])
+    if not rs:
+        return None
+    rs.sort()
+    within = sum(1 for x in rs if 0.8 <= x <= 1.2)
+    print("\ntime lost per iteration against the truth (report / true, right cases with a loss): %d cases, "
+          "median %.2f, quartiles %.2f-%.2f, within 20%%: %d (%.0f%%)" % (
+              len(rs), rs[len(rs) // 2], rs[len(rs) // 4], rs[3 * len(rs) // 4], within, 100.0 * within / len(rs)),
+          file=out)
+    return within / len(rs)
+
+
 def _host_of(report, rank):
     for sl in [report.get("suspects") or []] + [f.get("suspects") or [] for f in report.get("findings") or []]:
         for s in sl:
@@ -230,7 +311,11 @@ def perfect_report(truth):
     if truth.get("also"):
         rep["findings"] = [{"category": truth["category"]}, {"category": truth["also"]}]
     if truth.get("advisory"):
-        rep["advisories"] = [{"summary": "standing cost"}]
+        rep["advisories"] = [{"summary": "standing cost"}] + [{"summary": "slow", "rank": r}
+                                                              for r in truth.get("advisory_ranks", [])]
+    if truth.get("ambiguous"):
+        rep["findings"] = [{"category": truth["category"],
+                            "ambiguous": {"stage": truth["stage"], "host": truth["hosts"][0]}}]
     return rep
 
 

@@ -16,12 +16,15 @@ import tempfile
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen  # noqa: E402
+import messy  # noqa: E402
 import score  # noqa: E402
+
+SUITES = {"classic": gen, "messy": messy}
 
 
 def one(args):
-    seed, index, culprit, work, keep, max_world, kinds = args
-    truth = gen.make_case(seed, index, work, max_world, kinds)
+    seed, index, culprit, work, keep, max_world, kinds, suite = args
+    truth = SUITES[suite].make_case(seed, index, work, max_world, kinds)
     data = os.path.join(work, truth["case"] + ".jsonl")
     p = subprocess.run([culprit, "diagnose", "--format", "jsonl", data], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
@@ -55,6 +58,8 @@ def main():
                     help="exit 1 under this %% right, or on any false alarm when set")
     ap.add_argument("--max-world", type=int, default=4096)
     ap.add_argument("--kinds", default="", help="comma-separated kinds to draw from (default all)")
+    ap.add_argument("--suite", default="classic", choices=sorted(SUITES),
+                    help="classic (gen.py) or messy (messy.py: several faults, noise, imbalance)")
     ap.add_argument("--only", default="", help="comma-separated case numbers of the seed (instead of 0..cases-1)")
     a = ap.parse_args()
     kinds = [k for k in a.kinds.split(",") if k]
@@ -62,7 +67,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     try:
         which = [int(i) for i in a.only.split(",")] if a.only else range(a.cases)
-        tasks = [(a.seed, i, a.culprit, work, bool(a.keep), a.max_world, kinds) for i in which]
+        tasks = [(a.seed, i, a.culprit, work, bool(a.keep), a.max_world, kinds, a.suite) for i in which]
         with multiprocessing.Pool(a.jobs) as pool:
             out = pool.map(one, tasks, chunksize=1)
     finally:
@@ -72,7 +77,7 @@ def main():
     for t, e in failed:
         print("diagnose failed on %s (%s): %s" % (t["case"], t["kind"], e))
     pct = score.summarize([(t, r) for t, r, _ in out])
-    healthy = [(t, r) for t, r, _ in out if t["kind"].startswith("healthy")]
+    healthy = [(t, r) for t, r, _ in out if score.healthy(t)]
     fa = sum(1 for t, r in healthy if r is None or r["verdict"]["category"] != "none" or score.culprits(r)[0])
     right = sum(1 for t, r, _ in out if score.judge(t, r)[0])
     print("drawn: cases=%d right=%d right_pct=%.1f false_alarms=%d failed=%d seed=%d"

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""messy.py: the drawn suite's messy jobs, drawn the way real clusters misbehave.
+
+Each kind is written from the description of a class of job, not from any one case: several
+faults at once, noisy healthy jobs, imbalance that is not hardware, ambiguity the timings
+cannot settle, and jobs that are not GPU jobs. The timing model is gen.py's Job; a kind
+here sets its faults and the features gen.py leaves off by default (a NIC model where a
+ring runs at its slowest link, a MoE expert phase, per-step data-dependent work, phases
+from the iteration's start, out-of-band events, CPU jobs, jobs without host names).
+
+`python3 messy.py --seed S --index I --out DIR` writes DIR/<case>.jsonl and
+DIR/<case>.truth.json; `make_case(seed, index, dir, max_world, kinds)` from Python.
+
+The truth holds what gen.py's does, and `lost_ms`: the step the job lost per iteration from
+the onset on, measured by simulating it again with the same noise and the fault left out
+(`lost_ms_each` per fault when there are two).
+"""
+import argparse
+import json
+import math
+import os
+import random
+
+import gen
+
+KINDS = [
+    # name, weight, the class it stands for
+    ("nic_compute", 10, "a compute fault and a slow NIC at once, on two nodes"),
+    ("nic_alone", 10, "a slow NIC alone"),
+    ("noisy_healthy", 10, "healthy: checkpoints on all ranks, GC and one-off host pauses"),
+    ("hot_expert", 10, "a hot MoE expert: one expert index gets more tokens in every EP group"),
+    ("seq_imbalance", 10, "data-dependent sequence-length imbalance among DP replicas"),
+    ("compute_event", 10, "a small compute fault and an unrelated out-of-band NIC event"),
+    ("periodic", 10, "a GPU slow on every 6th-8th iteration only"),
+    ("node_dp", 10, "a whole node 1.15-1.3x slower in a data-parallel job"),
+    ("untimed_gap", 10, "a loader stall before the first phase, the peers' lead at 0"),
+    ("long_shift", 10, "a sustained shift on a few ranks, longer than the window store"),
+    ("wide_stage", 10, "a stage grown 1.12-1.24x across many hosts"),
+    ("node_stage", 10, "a slow node that is exactly one pipeline stage"),
+    ("hidden", 10, "a straggler hidden by contention: its own phase slower, the step not"),
+    ("cpu_job", 10, "a CPU-only job, or one without host names"),
+]
+
+EVENT_KINDS = ["port_flap", "link_down", "nic_error", "ib_port_down", "eth_crc_errors"]
+
+
+def fits(job, kind):
+    """Whether the drawn layout suits the kind (16-1,024 ranks for all)."""
+    W, gpn, nodes = job.world, job.gpn, job.nodes
+    if W < 16:
+        return False
+    if kind in ("nic_compute", "nic_alone"):
+        return nodes >= 2 and job.dp * job.pp > 1
+    if kind == "hot_expert":
+        return job.ep > 1 and job.dp // job.ep * job.pp * job.tp * job.ep >= 2 * gpn
+    if kind == "seq_imbalance":
+        return job.dp >= 4
+    if kind == "node_dp":
+        return job.pp == 1 and nodes >= 4
+    if kind == "untimed_gap":
+        return job.tp <= 2
+    if kind == "wide_stage":
+        return job.pp >= 2 and job.tp * job.dp >= 16 and job.tp * job.dp >= 2 * gpn
+    if kind == "node_stage":
+        return job.pp >= 2 and job.tp * job.dp == gpn
+    if kind == "hidden":
+        return job.pp >= 2 and job.tp * job.dp >= 4
+    if kind == "cpu_job":
+        return W <= 64
+    if kind == "long_shift":
+        return W <= 64
+    if kind == "periodic":
+        return W <= 256
+    return True
+
+
+def new_job(rng, kind, max_world):
+    for _ in range(400):
+        job = gen.Job(rng, kind, max_world)
+        if fits(job, kind):
+            return job
+    raise RuntimeError("no layout for " + kind)
+
+
+def inject(job):
+    """The fault of job.kind; returns the truth."""
+    rng, W, kind = job.rng, job.world, job.kind
+    n_it = job.iters
+    onset = rng.randint(int(n_it * 0.45), int(n_it * 0.7))
+    T = {"category": "none", "ranks": [], "hosts": [], "match": "ranks", "onset": onset}
+
+    def after(f, start=onset):
+        return lambda it: f if it >= start else 1.0
+
+    def nodes_apart(k):
+        return rng.sample(range(job.nodes), k)
+
+    if kind == "nic_compute":
+        a, b = nodes_apart(2)
+        job.nic_model = rng.choice(["share", "ring"])
+        fa = math.exp(rng.uniform(math.log(1.3), math.log(4)))
+        fb = math.exp(rng.uniform(math.log(1.5), math.log(5)))
+        culprits = [rng.choice(job.ranks_of_node(a))]
+        if rng.random() < 0.3:
+            culprits = job.ranks_of_node(a)  # the whole node's GPUs
+        for q in culprits:
+            job.comp[q] = after(fa)
+        for q in job.ranks_of_node(b):
+            job.nic[q] = after(fb, rng.randint(onset, max(onset, min(n_it - 12, onset + 4))))
+        T.update(category="compute_degradation", also="communication_degradation",
+                 ranks=sorted(culprits + job.ranks_of_node(b)), match="hosts", factor=fa, factor2=fb,
+                 nic_model=job.nic_model)
+        return T
+    if kind == "nic_alone":
+        n = rng.randrange(job.nodes)
+        job.nic_model = rng.choice(["share", "ring"])
+        f = math.exp(rng.uniform(math.log(1.5), math.log(5)))
+        for q in job.ranks_of_node(n):
+            job.nic[q] = after(f)
+        T.update(category="communication_degradation", ranks=job.ranks_of_node(n), match="hosts", factor=f,
+                 nic_model=job.nic_model)
+        return T
+    if kind == "noisy_healthy":
+        T["onset"] = None
+        job.ckpt_every = rng.randint(5, 16)
+        job.ckpt_cost = rng.uniform(1, 8) * job.fwd[0] / 0.22
+        step = job.fwd[0] / 0.22
+        for _ in range(rng.randint(3, 12)):  # GC and host pauses: one iteration, one rank
+            r, at = rng.randrange(W), rng.randrange(3, n_it)
+            x = rng.uniform(0.3, 3.0) * step
+            how = rng.choice(["gap", "data", "comp"])
+            if how == "gap":
+                prev = job.gapx.get(r, lambda it: 0.0)
+                job.gapx[r] = lambda it, p=prev, at=at, x=x: p(it) + (x if it == at else 0.0)
+            elif how == "data" and job.track_data:
+                prev = job.datax.get(r, lambda it: 0.0)
+                job.datax[r] = lambda it, p=prev, at=at, x=x: p(it) + (x if it == at else 0.0)
+            else:
+                prev = job.comp.get(r, lambda it: 1.0)
+                m = rng.uniform(1.5, 4.0)
+                job.comp[r] = lambda it, p=prev, at=at, m=m: p(it) * (m if it == at else 1.0)
+        if rng.random() < 0.5:  # one host pauses twice, a few iterations apart
+            r, at = rng.randrange(W), rng.randrange(3, n_it - 6)
+            x = rng.uniform(0.5, 2.0) * step
+            gap2 = rng.randint(2, 5)
+            prev = job.gapx.get(r, lambda it: 0.0)
+            job.gapx[r] = lambda it, p=prev: p(it) + (x if it in (at, at + gap2) else 0.0)
+        return T
+    if kind == "hot_expert":
+        step = job.fwd[0] / 0.22
+        job.expert = step * rng.uniform(0.06, 0.15)
+        hot = rng.randrange(job.ep)
+        f = rng.uniform(1.5, 2.5)
+        rest = max(0.2, (job.ep - f) / (job.ep - 1))  # the tokens the hot expert takes
+        ranks = [r for r in range(W) if job.c_dp[r] % job.ep == hot]
+        for r in range(W):
+            job.expert_mult[r] = after(f if r in ranks else rest)
+        T.update(category="load_imbalance", ranks=ranks, factor=f, expert=hot)
+        return T
+    if kind == "seq_imbalance":
+        sigma = rng.uniform(0.15, 0.35)
+        seq = random.Random(rng.random())  # its own draws: a second simulation sees the same
+        draws = {}
+
+        def mult(it, r):
+            if it < onset:
+                return 1.0
+            key = (it, job.c_dp[r])
+            if key not in draws:
+                draws[key] = math.exp(abs(seq.gauss(0, sigma)))
+            return draws[key]
+        job.iter_mult = mult
+        T.update(category="load_imbalance", ranks=[], sigma=round(sigma, 3))
+        return T
+    if kind == "compute_event":
+        r = rng.randrange(W)
+        f = rng.uniform(1.15, 1.5)
+        job.comp[r] = after(f)
+        others = [n for n in range(job.nodes) if n != job.node[r]]
+        if not others:
+            others = [job.node[r]]
+        n = rng.choice(others)
+        at = rng.randint(onset, n_it - 1)
+        job.events.append((gen.host_name(job.prefix, n), rng.choice(EVENT_KINDS), at, "eth%d" % rng.randrange(8)))
+        T.update(category="compute_degradation", ranks=[r], factor=f, event_host=gen.host_name(job.prefix, n))
+        return T
+    if kind == "periodic":
+        r = rng.randrange(W)
+        f = rng.uniform(1.8, 3.0)
+        k = rng.randint(6, 8)
+        job.iters = n_it = rng.randint(60, 90)
+        onset = T["onset"] = rng.randint(20, 30)
+        job.comp[r] = lambda it: f if it >= onset and (it - onset) % k == 0 else 1.0
+        T.update(category="compute_degradation", ranks=[r], factor=f, every=k)
+        return T
+    if kind == "node_dp":
+        n = rng.randrange(job.nodes)
+        f = rng.uniform(1.15, 1.3)
+        for q in job.ranks_of_node(n):
+            job.comp[q] = after(f)
+        T.update(category="compute_degradation", ranks=job.ranks_of_node(n), match="hosts", factor=f)
+        return T
+    if kind == "untimed_gap":
+        job.gap_zero = True
+        job.track_data = True
+        r = rng.choice([q for q in range(W) if job.c_pp[q] == 0])
+        rs = [r]
+        if rng.random() < 0.3:
+            rs = [q for q in job.ranks_of_node(job.node[r]) if job.c_pp[q] == 0]
+            if len(rs) * 2 > W:
+                rs = [r]
+        x = rng.uniform(0.25, 2.0) * (job.fwd[0] / 0.22)
+        for q in rs:
+            job.gapx[q] = lambda it, x=x: x * job.rng.uniform(0.8, 1.2) if it >= onset else 0.0
+        T.update(category="host_delay", ranks=sorted(rs), gap=True, match="hosts" if len(rs) > 1 else "ranks")
+        return T
+    if kind == "long_shift":
+        job.iters = n_it = rng.randint(150, 260)
+        onset = T["onset"] = rng.randint(int(n_it * 0.3), int(n_it * 0.5))
+        job.noise = rng.uniform(0.03, 0.07)
+        k = rng.randint(2, 4)
+        culprits = sorted(rng.sample(range(W), k))
+        f = rng.uniform(1.2, 1.32)
+        for q in culprits:
+            job.comp[q] = after(f)
+        T.update(category="compute_degradation", ranks=culprits, factor=f)
+        return T
+    if kind == "wide_stage":
+        s = rng.randrange(job.pp)
+        f = rng.uniform(1.12, 1.24)
+        for q in range(W):
+            if job.c_pp[q] == s:
+                job.comp[q] = after(f)
+        T.update(category="stage_imbalance", stage=s, factor=f)
+        return T
+    if kind == "node_stage":
+        s = rng.randrange(job.pp)
+        f = rng.uniform(1.3, 3.0)
+        ranks = [q for q in range(W) if job.c_pp[q] == s]
+        for q in ranks:
+            job.comp[q] = after(f)
+        T.update(category="compute_degradation", ranks=ranks, match="hosts", stage=s, factor=f, ambiguous=True)
+        return T
+    if kind == "hidden":
+        light = rng.randrange(job.pp)
+        job.fwd[light] *= 0.55
+        job.bwd[light] *= 0.55
+        r = rng.choice([q for q in range(W) if job.c_pp[q] == light])
+        f = rng.uniform(1.4, 1.6)
+        job.comp[r] = after(f)
+        T.update(onset=None, advisory=True, advisory_ranks=[r], factor=f)
+        return T
+    if kind == "cpu_job":
+        job.device = "cpu"
+        job.write_hosts = rng.random() < 0.5
+        r = rng.randrange(W)
+        f = math.exp(rng.uniform(math.log(1.5), math.log(4)))
+        job.comp[r] = after(f)
+        T.update(category="compute_degradation", ranks=[r], factor=f, device="cpu", hosts_known=job.write_hosts)
+        return T
+    raise ValueError(kind)
+
+
+def make_case(seed, index, out_dir, max_world=1024, kinds=None):
+    rng = random.Random(seed * 1_000_033 + index + 7)
+    pool = [k for k in KINDS if not kinds or k[0] in kinds]
+    if not pool:
+        raise ValueError("no such messy kind: %s" % ",".join(kinds))
+    kind = rng.choices([k[0] for k in pool], [k[1] for k in pool])[0]
+    for attempt in range(6):
+        job = new_job(rng, kind, max_world)
+        truth = inject(job)
+        before = rng.getstate()
+        sim = job.simulate()
+        onset = truth.get("onset")
+        if truth["category"] in ("none", "stage_imbalance") or truth.get("ambiguous"):
+            break
+        rise = gen.step_rise(sim, onset)
+        truth["step_rise"] = round(rise, 3)
+        if rise >= 1.08 or kind in ("periodic", "long_shift", "compute_event"):
+            break
+    truth["lost_ms"], truth["lost_ms_each"] = gen.lost(job, sim, truth.get("onset"), before)
+    case = "m%05d" % index
+    job_id = "messy-%d-%d" % (seed, index)
+    path = os.path.join(out_dir, case + ".jsonl")
+    gen.write_case(job, sim, path, job_id)
+    truth.update(case=case, kind=kind, patterns="messy", job=job_id, world=job.world, tp=job.tp,
+                 pp=job.pp, dp=job.dp, ep=job.ep, gpus_per_node=job.gpn, iters=job.iters,
+                 noise=round(job.noise, 4), tracked_data=job.track_data, nic_model=job.nic_model)
+    truth["hosts"] = sorted({job.host(r) for r in truth["ranks"]})
+    truth["rank_hosts"] = [job.host(r) if job.write_hosts else "node-%d" % (r // job.gpn) for r in truth["ranks"]]
+    if not job.write_hosts:
+        truth["hosts"] = sorted({"node-%d" % (r // job.gpn) for r in truth["ranks"]})
+    if truth.get("advisory_ranks"):
+        truth["advisory_hosts"] = sorted({job.host(r) for r in truth["advisory_ranks"]})
+    for k in ("factor", "factor2"):
+        if k in truth:
+            truth[k] = round(truth[k], 3)
+    with open(os.path.join(out_dir, case + ".truth.json"), "w") as f:
+        json.dump(truth, f, sort_keys=True)
+        f.write("\n")
+    return truth
+
+
+def main():
+    ap = argparse.ArgumentParser(description="draw one messy case of the drawn suite")
+    ap.add_argument("--seed", type=int, default=37)
+    ap.add_argument("--index", type=int, required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--max-world", type=int, default=1024)
+    ap.add_argument("--kinds", default="", help="comma-separated kinds to draw from")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    kinds = [k for k in a.kinds.split(",") if k]
+    print(json.dumps(make_case(a.seed, a.index, a.out, a.max_world, kinds), sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
