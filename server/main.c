@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "actions.h"
 #include "alerts.h"
 #include "auth.h"
 #include "build_info.h"
@@ -460,6 +461,7 @@ static void shutdown_all(struct server *s)
 				(unsigned long long)lost);
 	}
 	alerts_stop(s, stop_left_ms(s));
+	actions_stop(s, stop_left_ms(s));
 	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
 	if (s->writer_wake)
 		event_free(s->writer_wake);
@@ -535,7 +537,7 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
+	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || actions_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
 	    http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
