@@ -163,6 +163,10 @@ static const struct setting settings[] = {
 	    "Many instances: agents of this instance's jobs that reach it through other instances (relays, "
 	    "over one connection per relay and job), on top of max_connections. A job's owner with no room "
 	    "left for agents has them relayed instead of redirected (docs/operations.md, \"Many instances\")."),
+	INT(metrics_max_jobs, 1000, 0, 100000, true,
+	    "Most jobs with series of their own on /metrics (culprit_job_*: step time, baseline, open incident, "
+	    "time lost), those with an open incident first; the others are left out and counted "
+	    "(culprit_job_series_omitted_total). 0: none."),
 	/* actions (actions.c, hooks.c; docs/operations.md, "Actions") */
 	STR(action_modes, "", true,
 	    "What culpritd does with the actions of an incident, per kind: KIND=MODE pairs separated by "

@@ -64,6 +64,7 @@ struct config {
 	char *instance_id;
 	int64_t lease_s;
 	int64_t max_relayed_agents;
+	int64_t metrics_max_jobs;
 	/* actions (actions.c, hooks.c) */
 	char *action_modes;
 	char *action_hook;
