@@ -45,10 +45,10 @@ int main(void)
 			strstr(text, "\",build_type=\""),
 		&proc);
 	/* the job's series: 20 iterations of about 1 s (the scenario's), no window open */
-	H_CHECK(h_metric(text, "culprit_job_step_seconds{job=\"sim-compute_straggler\"}") > 0.1, &proc);
-	H_CHECK(h_metric(text, "culprit_job_baseline_step_seconds{job=\"sim-compute_straggler\"}") > 0.1, &proc);
-	H_CHECK(h_metric(text, "culprit_job_incident_open{job=\"sim-compute_straggler\"}") >= 0, &proc);
-	H_CHECK(h_metric(text, "culprit_job_time_lost_seconds{job=\"sim-compute_straggler\"}") >= 0, &proc);
+	H_CHECK(h_metric(text, "culprit_job_step_seconds{job_name=\"sim-compute_straggler\"}") > 0.1, &proc);
+	H_CHECK(h_metric(text, "culprit_job_baseline_step_seconds{job_name=\"sim-compute_straggler\"}") > 0.1, &proc);
+	H_CHECK(h_metric(text, "culprit_job_incident_open{job_name=\"sim-compute_straggler\"}") >= 0, &proc);
+	H_CHECK(h_metric(text, "culprit_job_time_lost_seconds{job_name=\"sim-compute_straggler\"}") >= 0, &proc);
 	H_CHECK(h_metric(text, "culprit_job_series_omitted_total") == 0, &proc);
 	H_CHECK(h_metric(text, "culprit_action_attempts_total{result=\"ok\"}") == 0, &proc);
 	H_CHECK(h_metric(text, "process_cpu_seconds_total") > 0, &proc);
