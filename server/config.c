@@ -52,6 +52,13 @@ static const struct setting settings[] = {
 	STRF(db, "", false, CREDENTIALS,
 	     "PostgreSQL connection string (postgresql://... or key=value). Empty: run a private, embedded "
 	     "PostgreSQL under data_dir/pg."),
+	STR(embedded_listen, "", false,
+	    "HOST:PORT on which the embedded PostgreSQL also listens on TCP, for Grafana: only the login "
+	    "\"grafana\" is let in there, by the password in embedded_grafana_password_file, and may read the "
+	    "Grafana views and nothing else (docs/deep-dive.md). Empty: no TCP, the private socket only."),
+	STR(embedded_grafana_password_file, "", false,
+	    "File whose first line is the password of the embedded PostgreSQL's login \"grafana\" (set again at "
+	    "every start). Needed by embedded_listen."),
 	BOOL(storage, "true", false,
 	     "Store records in PostgreSQL. false keeps everything in memory only (benchmarks, dry runs): "
 	     "agents are acknowledged at once and nothing survives a restart."),
@@ -521,6 +528,15 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	}
 	if (cfg->data_dir[0] == '\0') {
 		config_fail(err, err_size, "setting \"data_dir\" must not be empty");
+		return -1;
+	}
+	if (cfg->embedded_listen[0] &&
+	    (check_hostport("embedded_listen", cfg->embedded_listen, err, err_size) < 0 || cfg->db[0] ||
+	     !cfg->storage || !cfg->embedded_grafana_password_file[0])) {
+		if (cfg->db[0] || !cfg->storage || !cfg->embedded_grafana_password_file[0])
+			config_fail(err, err_size,
+				    "setting \"embedded_listen\" needs the embedded PostgreSQL (db empty, storage on) and "
+				    "\"embedded_grafana_password_file\"");
 		return -1;
 	}
 	if (config_action_mode(cfg->action_modes, NULL) < 0) {

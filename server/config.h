@@ -15,6 +15,8 @@
 struct config {
 	char *data_dir;
 	char *db;
+	char *embedded_listen;
+	char *embedded_grafana_password_file;
 	char *agent_listen;
 	char *http_listen;
 	char *log_level;
