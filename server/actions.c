@@ -87,10 +87,10 @@ static char *input_json(const char *job, const struct incident *inc, const struc
 	for (size_t i = 0; i < ra->nranks; i++)
 		json_array_append_new(ranks, json_integer(ra->ranks[i]));
 	snprintf(reason, sizeof(reason), "culprit incident %s: %s", inc->key, inc->category);
-	root = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:{s:i, s:s, s:s, s:o, s:s}}", "op", "apply", "dry_run", 0,
-			 "incident", inc->key, "job", job, "category", inc->category, "summary", inc->summary, "reason",
-			 reason, "action", "n", n, "kind", ra->kind, "target", ra->target, "ranks", ranks, "text",
-			 ra->text);
+	root = json_pack("{s:s, s:b, s:s, s:s, s:s, s:s, s:s, s:{s:i, s:s, s:s, s:o, s:s}}", "op", "apply", "dry_run",
+			 0, "incident", inc->key, "job", job, "category", inc->category, "summary", inc->summary,
+			 "reason", reason, "action", "n", n, "kind", ra->kind, "target", ra->target, "ranks", ranks,
+			 "text", ra->text);
 	if (!root)
 		return NULL;
 	text = json_dumps(root, JSON_COMPACT);
@@ -100,8 +100,8 @@ static char *input_json(const char *job, const struct incident *inc, const struc
 
 /* Hands act (of incident key) to the hook runner: op, by who; record_only: the decision to
  * record instead of a run. 0, or -1 when refused (the queue is full or memory ran out). */
-static int hand_over(struct actions *a, const struct server *s, const char *key, const char *job,
-		     const struct act *act, const char *op, const char *who, const char *record_only)
+static int hand_over(struct actions *a, const struct server *s, const char *key, const char *job, const struct act *act,
+		     const char *op, const char *who, const char *record_only)
 {
 	struct hook_run *r = calloc(1, sizeof(*r));
 	json_t *in = act->input ? json_loads(act->input, 0, NULL) : NULL;
@@ -186,7 +186,7 @@ static void take_actions(struct server *s, struct actions *a, const char *job, c
 			}
 			snprintf(act->who, sizeof(act->who), "culpritd");
 			act->state = hand_over(a, s, inc->key, job, act, "apply", "culpritd", NULL) == 0 ? ACT_HANDED
-													  : ACT_REFUSED;
+													 : ACT_REFUSED;
 		}
 }
 
@@ -266,10 +266,10 @@ json_t *actions_json(struct server *s, const char *key)
 	for (int i = 0; i < ia->n; i++) {
 		const struct act *act = &ia->a[i];
 
-		json_array_append_new(arr, json_pack("{s:i, s:s, s:s, s:s, s:s, s:s?}", "n", act->n, "kind", act->kind,
-						     "target", act->target, "mode", config_action_mode_name(act->mode),
-						     "state", state_names[act->state], "by",
-						     act->who[0] ? act->who : NULL));
+		json_array_append_new(arr,
+				      json_pack("{s:i, s:s, s:s, s:s, s:s, s:s?}", "n", act->n, "kind", act->kind,
+						"target", act->target, "mode", config_action_mode_name(act->mode),
+						"state", state_names[act->state], "by", act->who[0] ? act->who : NULL));
 	}
 	return json_pack("{s:s, s:s, s:o}", "incident", key, "job", ia->job, "actions", arr);
 }

@@ -18,7 +18,8 @@ void api_actions_list(struct api_req *r)
 	json_t *j = actions_json(r->s, r->seg[1]);
 
 	if (!j) {
-		reply_error(r->req, 404, "not found", "no open incident with actions here has the key \"%s\"", r->seg[1]);
+		reply_error(r->req, 404, "not found", "no open incident with actions here has the key \"%s\"",
+			    r->seg[1]);
 		return;
 	}
 	reply_json(r->req, 200, j);
@@ -33,7 +34,8 @@ void api_actions_approve(struct api_req *r)
 
 	if (!auth_operator(r->s->auth, h, who, sizeof(who))) {
 		r->s->m.http_auth_forbidden++;
-		reply_error(r->req, 403, "forbidden", "approving an action needs an operator's token (operator_tokens_file)");
+		reply_error(r->req, 403, "forbidden",
+			    "approving an action needs an operator's token (operator_tokens_file)");
 		return;
 	}
 	if (*end || end == r->seg[3] || n < 0 || n >= ACTIONS_PER_INCIDENT) {
@@ -43,8 +45,11 @@ void api_actions_approve(struct api_req *r)
 	}
 	status = actions_approve(r->s, r->seg[1], (int)n, who, msg, sizeof(msg));
 	if (status != 202) {
-		reply_error(r->req, status, status == 409 ? "conflict" : status == 404 ? "not found" : "unavailable", "%s",
-			    msg);
+		reply_error(r->req, status,
+			    status == 409   ? "conflict"
+			    : status == 404 ? "not found"
+					    : "unavailable",
+			    "%s", msg);
 		return;
 	}
 	reply_json(r->req, 202,

@@ -36,14 +36,14 @@ struct guard {
 
 #define MAX_OPERATORS 256
 
-struct operator {
+struct operator_token {
 	char name[MAX_JOB + 1];
 	uint8_t d[DIGEST];
 };
 
 struct auth {
-	struct guard agent;        /* agent_token */
-	struct operator *ops;      /* operator_tokens_file */
+	struct guard agent;         /* agent_token */
+	struct operator_token *ops; /* operator_tokens_file */
 	int n_ops;
 	struct strmap jobs;        /* job -> struct guard from job_tokens_file */
 	struct guard read, write;  /* http_read_token, http_write_token */
@@ -418,7 +418,7 @@ enum auth_http_result auth_http(const struct auth *a, bool write, const char *au
 	if (!token)
 		return AUTH_HTTP_UNAUTHORIZED;
 	digest(token, got);
-	is_write = guard_match(&a->write, got) || operator_match(a, got) >= 0;
+	is_write = guard_match(&a->write, got) | (operator_match(a, got) >= 0); /* both compared, always */
 	is_read = guard_match(&a->read, got);
 	if (is_write || (!write && is_read))
 		return AUTH_HTTP_OK;

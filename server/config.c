@@ -222,7 +222,8 @@ int config_action_mode(const char *modes, const char *kind)
 		for (size_t i = 0; i < sizeof(action_kinds) / sizeof(action_kinds[0]); i++)
 			known |= strlen(action_kinds[i]) == k && strncmp(p, action_kinds[i], k) == 0;
 		for (int m = ACTION_OFF; m <= ACTION_AUTO; m++)
-			if (strlen(action_mode_names[m]) == n - k - 1 && strncmp(p + k + 1, action_mode_names[m], n - k - 1) == 0)
+			if (strlen(action_mode_names[m]) == n - k - 1 &&
+			    strncmp(p + k + 1, action_mode_names[m], n - k - 1) == 0)
 				mode = m;
 		if (!known || mode < 0 || (p[n] == ',' && !p[n + 1]))
 			return -1; /* an unknown kind or mode, or a trailing comma */
@@ -530,21 +531,21 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 		config_fail(err, err_size, "setting \"data_dir\" must not be empty");
 		return -1;
 	}
-	if (cfg->embedded_listen[0] &&
-	    (check_hostport("embedded_listen", cfg->embedded_listen, err, err_size) < 0 || cfg->db[0] ||
-	     !cfg->storage || !cfg->embedded_grafana_password_file[0])) {
-		if (cfg->db[0] || !cfg->storage || !cfg->embedded_grafana_password_file[0])
-			config_fail(err, err_size,
-				    "setting \"embedded_listen\" needs the embedded PostgreSQL (db empty, storage on) and "
-				    "\"embedded_grafana_password_file\"");
+	if (cfg->embedded_listen[0] && check_hostport("embedded_listen", cfg->embedded_listen, err, err_size) < 0)
+		return -1;
+	if (cfg->embedded_listen[0] && (cfg->db[0] || !cfg->storage || !cfg->embedded_grafana_password_file[0])) {
+		config_fail(err, err_size,
+			    "setting \"embedded_listen\" needs the embedded PostgreSQL (db empty, storage on) and "
+			    "\"embedded_grafana_password_file\"");
 		return -1;
 	}
 	if (config_action_mode(cfg->action_modes, NULL) < 0) {
-		config_fail(err, err_size,
-			    "invalid value for setting \"action_modes\": \"%s\" is not KIND=MODE pairs separated by commas "
-			    "(KIND: drain_node, check_network, rebalance_stage, inspect_host, inspect_kernel, "
-			    "investigate_hang; MODE: off, dry_run, approve, auto)",
-			    cfg->action_modes);
+		config_fail(
+			err, err_size,
+			"invalid value for setting \"action_modes\": \"%s\" is not KIND=MODE pairs separated by commas "
+			"(KIND: drain_node, check_network, rebalance_stage, inspect_host, inspect_kernel, "
+			"investigate_hang; MODE: off, dry_run, approve, auto)",
+			cfg->action_modes);
 		return -1;
 	}
 	for (size_t i = 0; i < sizeof(action_kinds) / sizeof(action_kinds[0]); i++) {
@@ -556,10 +557,11 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 			return -1;
 		}
 		if (m == ACTION_APPROVE && !cfg->operator_tokens_file[0]) {
-			config_fail(err, err_size,
-				    "setting \"action_modes\" has %s=approve: it needs \"operator_tokens_file\" (who may "
-				    "approve)",
-				    action_kinds[i]);
+			config_fail(
+				err, err_size,
+				"setting \"action_modes\" has %s=approve: it needs \"operator_tokens_file\" (who may "
+				"approve)",
+				action_kinds[i]);
 			return -1;
 		}
 	}

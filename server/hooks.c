@@ -209,10 +209,21 @@ error:
 static void record(struct hooks *h, const struct hook_run *r, int n, const char *result, int code, const char *out,
 		   int64_t t0, int64_t t1)
 {
-	struct storage_action_row row = {.incident = r->incident, .job = r->job, .kind = r->kind, .target = r->target,
-					 .op = r->op, .mode = r->mode, .who = r->who, .result = result, .output = out,
-					 .input = r->input, .action_n = r->n, .attempt = n, .exit_code = code,
-					 .started_us = t0, .finished_us = t1};
+	struct storage_action_row row = {.incident = r->incident,
+					 .job = r->job,
+					 .kind = r->kind,
+					 .target = r->target,
+					 .op = r->op,
+					 .mode = r->mode,
+					 .who = r->who,
+					 .result = result,
+					 .output = out,
+					 .input = r->input,
+					 .action_n = r->n,
+					 .attempt = n,
+					 .exit_code = code,
+					 .started_us = t0,
+					 .finished_us = t1};
 
 	log_info("action %d of incident %s (%s %s on %s, %s, by %s): %s%s%s", r->n, LOG_ESC(r->incident), r->op,
 		 r->kind, LOG_ESC(r->target), r->mode, LOG_ESC(r->who), result, out && out[0] ? ": " : "",
@@ -292,15 +303,18 @@ struct hooks *hooks_start(const char *dsn)
 
 int hooks_submit(struct hooks *h, struct hook_run *r)
 {
-	struct item *i = h ? calloc(1, sizeof(*i)) : NULL;
+	struct item *i;
 
-	if (!i || (i->r = r, queue_push(&h->q, &i->qi, 1) < 0)) {
-		free(i);
-		if (h)
-			atomic_fetch_add(&h->refused, 1);
+	if (!h)
 		return -1;
+	if ((i = calloc(1, sizeof(*i)))) {
+		i->r = r;
+		if (queue_push(&h->q, &i->qi, 1) == 0)
+			return 0;
+		free(i);
 	}
-	return 0;
+	atomic_fetch_add(&h->refused, 1);
+	return -1;
 }
 
 void hooks_stop(struct hooks *h, int timeout_ms)

@@ -61,10 +61,11 @@ static void one(const char *key, void *v, void *arg)
 	p->room--;
 	if (isnan(x = value(job, p->metric)))
 		return;
-	fprintf(p->out, "culprit_job_%s{job_name=\"", p->metric[0] == 's'   ? "step_seconds"
-						 : p->metric[0] == 'b' ? "baseline_step_seconds"
-						 : p->metric[0] == 'i' ? "incident_open"
-								       : "time_lost_seconds");
+	fprintf(p->out, "culprit_job_%s{job_name=\"",
+		p->metric[0] == 's'   ? "step_seconds"
+		: p->metric[0] == 'b' ? "baseline_step_seconds"
+		: p->metric[0] == 'i' ? "incident_open"
+				      : "time_lost_seconds");
 	label(p->out, job->name);
 	fprintf(p->out, "\"} %.6g\n", x);
 }

@@ -198,7 +198,8 @@ static int grant_grafana(struct server *s)
 	fclose(f);
 	password[strcspn(password, "\r\n")] = '\0';
 	if (!password[0] || embedded_grant_grafana(pg, password, err, sizeof(err)) < 0) {
-		log_error("embedded: could not set up the login \"grafana\": %s", password[0] ? err : "an empty password");
+		log_error("embedded: could not set up the login \"grafana\": %s",
+			  password[0] ? err : "an empty password");
 		explicit_bzero(password, sizeof(password));
 		return -1;
 	}
@@ -565,8 +566,8 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || actions_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
-	    http_start(&s) < 0)
+	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || actions_start(&s) < 0 || start_diagnosis(&s) < 0 ||
+	    ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
 	watchdog_us = notify_watchdog_us();

@@ -46,8 +46,9 @@ static const char *const insert_sql =
 int storage_action_log_record(struct storage_action_log *a, const struct storage_action_row *r)
 {
 	char n[16], attempt[16], started[24], finished[24], code[16], msg[512] = "";
-	const char *p[15] = {r->incident, r->job, n,     r->kind,  r->target,  r->op,        r->mode,  r->who,
-			     attempt,     started, finished, NULL, r->result, r->output ? r->output : "", r->input};
+	const char *p[15] = {r->incident, r->job,  n,       r->kind,  r->target, r->op,     r->mode,
+			     r->who,      attempt, started, finished, NULL,      r->result, r->output ? r->output : "",
+			     r->input};
 
 	snprintf(n, sizeof(n), "%d", r->action_n);
 	snprintf(attempt, sizeof(attempt), "%d", r->attempt);

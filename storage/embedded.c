@@ -53,7 +53,7 @@ struct embedded {
 	bool fast;
 	int port;              /* PG_PORT, or embedded_listen's: the socket's name and the TCP port */
 	char listen_host[256]; /* "": no TCP (listen_addresses = '') */
-	pid_t pid; /* our child, the postmaster; 0 while none runs */
+	pid_t pid;             /* our child, the postmaster; 0 while none runs */
 	int lock_fd;
 	/* supervision (embedded_supervise) */
 	long long started_ms, exited_ms, next_start_ms; /* monotonic ms */
@@ -717,7 +717,8 @@ int embedded_grant_grafana(struct embedded *e, const char *password, char *err, 
 	static const char *const grants =
 		"DO $$ BEGIN CREATE ROLE culprit_grafana NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$; "
 		"GRANT USAGE ON SCHEMA public TO culprit_grafana; "
-		"GRANT SELECT ON culprit_jobs, culprit_iteration_time, culprit_rank_iterations, culprit_phase_durations, "
+		"GRANT SELECT ON culprit_jobs, culprit_iteration_time, culprit_rank_iterations, "
+		"culprit_phase_durations, "
 		"culprit_suspects, culprit_incident_annotations, culprit_event_annotations TO culprit_grafana; "
 		"DO $$ BEGIN CREATE ROLE grafana LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$; "
 		"GRANT culprit_grafana TO grafana; ";

@@ -130,8 +130,8 @@ static void start_slurm(void)
 	snprintf(a_log, sizeof(a_log), "--log-file=%s/munged.log", mdir);
 	snprintf(a_pid, sizeof(a_pid), "--pid-file=%s/munged.pid", mdir);
 	snprintf(a_seed, sizeof(a_seed), "--seed-file=%s/munged.seed", mdir);
-	munged = start("munged", (const char *[]){"/usr/sbin/munged", "-F", "-f", a_sock, a_key, a_log, a_pid, a_seed,
-						  NULL});
+	munged = start("munged",
+		       (const char *[]){"/usr/sbin/munged", "-F", "-f", a_sock, a_key, a_log, a_pid, a_seed, NULL});
 
 	snprintf(ctl_port, sizeof(ctl_port), "%d", h_free_port());
 	snprintf(d_port, sizeof(d_port), "%d", h_free_port());
@@ -169,8 +169,16 @@ static void start_slurm(void)
 static void start_culpritd(const char *db, const char *const *settings)
 {
 	static char dsn[1024], ops[800], hook[800];
-	const char *argv[32] = {"--db", dsn, "--action-hook", hook, "--operator-tokens-file", ops,
-				"--http-write-token", "writer-token", "--action-timeout-s", "20"};
+	const char *argv[32] = {"--db",
+				dsn,
+				"--action-hook",
+				hook,
+				"--operator-tokens-file",
+				ops,
+				"--http-write-token",
+				"writer-token",
+				"--action-timeout-s",
+				"20"};
 	size_t n = 10;
 	char cdir[700];
 	FILE *f;
@@ -225,7 +233,7 @@ static void dry_run(void)
 	char st[512], *out;
 
 	start_culpritd("test_action_slurm_dry", (const char *[]){"--action-modes", "drain_node=dry_run",
-								   "--action-resume-on-resolve", "true", NULL});
+								 "--action-resume-on-resolve", "true", NULL});
 	sim(40);
 	H_CHECK(wait_rows(dsn,
 			  "SELECT count(*) FROM action_attempts WHERE result = 'dry_run' AND kind = 'drain_node' AND "
@@ -267,8 +275,7 @@ static void approved(void)
 	const char *dsn = phase_dsn("test_action_slurm_approve");
 	char st[512], *key, *who;
 
-	start_culpritd("test_action_slurm_approve",
-		       (const char *[]){"--action-modes", "drain_node=approve", NULL});
+	start_culpritd("test_action_slurm_approve", (const char *[]){"--action-modes", "drain_node=approve", NULL});
 	sim(0);
 	H_CHECK(wait_rows(dsn, "SELECT count(*) FROM action_attempts WHERE result = 'awaiting_approval'", 1, 30000),
 		&proc);
@@ -307,7 +314,7 @@ static void automatic(void)
 	char path[800], st[512];
 
 	start_culpritd("test_action_slurm_auto", (const char *[]){"--action-modes", "drain_node=auto",
-								    "--action-resume-on-resolve", "true", NULL});
+								  "--action-resume-on-resolve", "true", NULL});
 	sim(40);
 	H_CHECK(wait_rows(dsn,
 			  "SELECT count(*) FROM action_attempts WHERE result = 'ok' AND who = 'culpritd' AND "

@@ -357,7 +357,8 @@ static void check_ds_refs(const char *uid, json_t *v, const char *ds_type, int *
 			if (t && strcmp(t, "grafana") == 0)
 				continue;
 			if (!t || !u || strcmp(t, ds_type) != 0 || strcmp(u, "${datasource}") != 0) {
-				fprintf(stderr, "%s: a data source reference {type %s, uid %s}, not {%s, ${datasource}}\n", uid,
+				fprintf(stderr,
+					"%s: a data source reference {type %s, uid %s}, not {%s, ${datasource}}\n", uid,
 					t ? t : "-", u ? u : "-", ds_type);
 				H_CHECK(0, &proc);
 			}
@@ -405,7 +406,8 @@ static const char *check_model(const char *uid, json_t *d, const char *text)
 	H_CHECK(strcmp(json_string_value(json_object_get(in, "type")), "datasource") == 0, &proc);
 	snprintf(ref, sizeof(ref), "${%s}", name);
 	H_CHECK(strstr(text, ref) != NULL, &proc); /* the input is used: the variable's default */
-	H_CHECK(json_string_value(json_object_get(d, "title")) && json_integer_value(json_object_get(d, "schemaVersion")),
+	H_CHECK(json_string_value(json_object_get(d, "title")) &&
+			json_integer_value(json_object_get(d, "schemaVersion")),
 		&proc);
 	json_array_foreach(json_object_get(json_object_get(d, "templating"), "list"), i, x)
 	{
@@ -423,7 +425,8 @@ static const char *check_model(const char *uid, json_t *d, const char *text)
 	if (refs < panels || panels < 3)
 		fprintf(stderr, "%s: %d data source references for %d panels\n", uid, refs, panels);
 	H_CHECK(refs >= panels && panels >= 3, &proc);
-	fprintf(stderr, "%s: model ok (%s through ${datasource}: %d references, %d panels)\n", uid, plugin, refs, panels);
+	fprintf(stderr, "%s: model ok (%s through ${datasource}: %d references, %d panels)\n", uid, plugin, refs,
+		panels);
 	return plugin;
 }
 
@@ -445,14 +448,15 @@ static void check_promql(const char *uid, json_t *panels, int *exprs)
 				size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz_");
 				char name[128], line[140];
 
-				if (n < sizeof(name) && (strncmp(s, "culprit_", 8) == 0 || strncmp(s, "process_", 8) == 0) &&
+				if (n < sizeof(name) &&
+				    (strncmp(s, "culprit_", 8) == 0 || strncmp(s, "process_", 8) == 0) &&
 				    (s == e || !strchr("abcdefghijklmnopqrstuvwxyz_", s[-1]))) {
 					memcpy(name, s, n);
 					name[n] = '\0';
 					snprintf(line, sizeof(line), "\n%s", name);
 					if (!strstr(metrics_page, line)) {
-						fprintf(stderr, "%s panel \"%s\": %s is not on culpritd's /metrics\n", uid,
-							json_string_value(json_object_get(p, "title")), name);
+						fprintf(stderr, "%s panel \"%s\": %s is not on culpritd's /metrics\n",
+							uid, json_string_value(json_object_get(p, "title")), name);
 						H_CHECK(0, &proc);
 					}
 				}

@@ -93,10 +93,10 @@ int main(void)
 	char tcp[256], bad[256], super[256], listen[64], pwfile[700], err[512], *v;
 	FILE *f;
 
-	snprintf(tcp, sizeof(tcp), "host=127.0.0.1 port=%d dbname=culprit user=grafana password=s3cret connect_timeout=5",
-		 port);
-	snprintf(bad, sizeof(bad), "host=127.0.0.1 port=%d dbname=culprit user=grafana password=wrong connect_timeout=5",
-		 port);
+	snprintf(tcp, sizeof(tcp),
+		 "host=127.0.0.1 port=%d dbname=culprit user=grafana password=s3cret connect_timeout=5", port);
+	snprintf(bad, sizeof(bad),
+		 "host=127.0.0.1 port=%d dbname=culprit user=grafana password=wrong connect_timeout=5", port);
 	snprintf(super, sizeof(super), "host=127.0.0.1 port=%d dbname=culprit user=culprit connect_timeout=5", port);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	snprintf(pwfile, sizeof(pwfile), "%s/grafana.password", dir);
@@ -117,7 +117,8 @@ int main(void)
 	H_CHECK(h_culpritd_start(&p, dir, with_tcp) == 0, &p);
 	H_CHECK((v = tcp_query(tcp, "SELECT count(*) FROM culprit_jobs", err, sizeof(err))) != NULL, &p);
 	free(v);
-	H_CHECK(!tcp_query(tcp, "SELECT count(*) FROM phases", err, sizeof(err)) && strstr(err, "permission denied"), &p);
+	H_CHECK(!tcp_query(tcp, "SELECT count(*) FROM phases", err, sizeof(err)) && strstr(err, "permission denied"),
+		&p);
 	H_CHECK(!tcp_query(tcp, "CREATE TABLE x (i int)", err, sizeof(err)), &p);
 	H_CHECK(!tcp_query(bad, "SELECT 1", err, sizeof(err)) && strstr(err, "password authentication failed"), &p);
 	H_CHECK(!tcp_query(super, "SELECT 1", err, sizeof(err)) && strstr(err, "no pg_hba.conf entry"), &p);

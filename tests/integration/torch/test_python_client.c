@@ -23,15 +23,15 @@ int main(void)
 
 	h_db_create("test_python_client", dsn, sizeof(dsn));
 	h_tmpdir("python_client", dir, sizeof(dir));
-	H_CHECK(h_culpritd_start(&proc, dir, (const char *const[]){"--db", dsn, "--http-write-token", "w-token", NULL}) ==
-			0,
+	H_CHECK(h_culpritd_start(&proc, dir,
+				 (const char *const[]){"--db", dsn, "--http-write-token", "w-token", NULL}) == 0,
 		&proc);
 	snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", proc.http_port);
 	/* its agents stay connected 60 s after the last iteration, for the capture */
 	if ((sim = fork()) == 0) {
-		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--server", server, "--iters", "30",
-		      "--speed", "50", "--linger", "60", "--quiet", (char *)NULL);
+		execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--server", server, "--iters",
+		      "30", "--speed", "50", "--linger", "60", "--quiet", (char *)NULL);
 		_exit(127);
 	}
 	H_CHECK(sim > 0, &proc);

@@ -128,7 +128,8 @@ static int slow_rank_named(void)
 		json_t *rep = json_object_get(r, "report");
 		int culprits = 0, right = 0;
 
-		fprintf(stderr, "report: %s\n", json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
+		fprintf(stderr, "report: %s\n",
+			json_string_value(json_object_get(json_object_get(rep, "verdict"), "summary")));
 		if (strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")),
 			   "compute_degradation") != 0)
 			continue;
@@ -166,14 +167,19 @@ int main(void)
 
 	H_CHECK(sh(NULL, 0, "%s -m venv --system-site-packages %s 2>&1", TORCH_PYTHON, venv) == 0, NULL);
 	H_CHECK(sh(NULL, 0, "touch %s/stamp", dir) == 0, NULL);
-	H_CHECK(sh(NULL, 0, "%s/bin/pip wheel -q --no-deps --no-index --no-build-isolation -w %s/wheels %s 2>&1", venv,
-		   dir, PYTHON_DIR) == 0,
+	H_CHECK(sh(NULL, 0,
+		   "%s/bin/pip wheel -q --disable-pip-version-check --no-deps --no-index --no-build-isolation -w "
+		   "%s/wheels %s 2>&1",
+		   venv, dir, PYTHON_DIR) == 0,
 		NULL);
 	/* nothing written into the source tree (Python's own bytecode cache aside) */
 	H_CHECK(sh(out, sizeof(out), "find %s -newer %s/stamp -not -path '*/__pycache__*'", PYTHON_DIR, dir) == 0 &&
 			!out[0],
 		NULL);
-	H_CHECK(sh(NULL, 0, "%s/bin/pip install -q --no-deps --no-index %s/wheels/*.whl 2>&1", venv, dir) == 0, NULL);
+	H_CHECK(sh(NULL, 0,
+		   "%s/bin/pip install -q --disable-pip-version-check --no-deps --no-index %s/wheels/*.whl 2>&1", venv,
+		   dir) == 0,
+		NULL);
 	printf("wheel built and installed (%lld ms)\n", (long long)(h_now_ms() - t0));
 
 	h_db_create("test_wheel", dsn, sizeof(dsn));
@@ -184,7 +190,8 @@ int main(void)
 	H_CHECK(sh(out, sizeof(out), "%s -m culprit_agent check 127.0.0.1:%d --job check-4242 2>&1", py,
 		   proc.agent_port) == 0,
 		&proc);
-	H_CHECK(strstr(out, "rank: 3 (slurm)") && strstr(out, "node: gpu-a (slurm)") && strstr(out, ": accepted"), &proc);
+	H_CHECK(strstr(out, "rank: 3 (slurm)") && strstr(out, "node: gpu-a (slurm)") && strstr(out, ": accepted"),
+		&proc);
 	H_CHECK(strstr(out, "site-packages/culprit_agent/libculprit_agent.so.0"), &proc);
 
 	int64_t t1 = h_now_ms();
