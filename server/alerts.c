@@ -17,6 +17,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "actions.h"
 #include "deliver.h"
 #include "log.h"
 #include "server.h"
@@ -412,6 +413,7 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 	int has_incident = change != INCIDENT_NONE || inc->open;
 	struct storage_op *op;
 
+	actions_report(s, job, inc, r, change);
 	if (!a || (!json && !has_incident))
 		return;
 	ja = job_alert_of(a, job);

@@ -77,6 +77,8 @@ void api_job_unknown(struct api_req *r);
 /* The handlers of api_jobs.c and api_events.c in the route table (routes.c), each called
  * for its method and path only. */
 void api_jobs_list(struct api_req *r);
+void api_actions_list(struct api_req *r);
+void api_actions_approve(struct api_req *r);
 void api_jobs_get(struct api_req *r);
 void api_jobs_reports(struct api_req *r);
 void api_jobs_latest(struct api_req *r);

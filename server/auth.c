@@ -34,8 +34,17 @@ struct guard {
 	uint8_t d[MAX_KEYS][DIGEST];
 };
 
+#define MAX_OPERATORS 256
+
+struct operator_token {
+	char name[MAX_JOB + 1];
+	uint8_t d[DIGEST];
+};
+
 struct auth {
-	struct guard agent;        /* agent_token */
+	struct guard agent;         /* agent_token */
+	struct operator_token *ops; /* operator_tokens_file */
+	int n_ops;
 	struct strmap jobs;        /* job -> struct guard from job_tokens_file */
 	struct guard read, write;  /* http_read_token, http_write_token */
 	char job_tokens_file[512]; /* for the summary */
@@ -222,10 +231,46 @@ static void free_value(const char *key, void *value, void *arg)
 	free(value);
 }
 
+static int add_operator(void *arg, const char *name, const char *token)
+{
+	struct auth *a = arg;
+
+	if (a->n_ops == MAX_OPERATORS)
+		return -1;
+	if (!a->ops && !(a->ops = calloc(MAX_OPERATORS, sizeof(*a->ops))))
+		return -1;
+	snprintf(a->ops[a->n_ops].name, sizeof(a->ops[a->n_ops].name), "%s", name);
+	digest(token, a->ops[a->n_ops++].d);
+	return 0;
+}
+
+/* Reads a "NAME TOKEN" file into a through add; 0, or -1 with the setting named in err. */
+static int load_tokens_file(struct auth *a, const char *setting, const char *path,
+			    int (*add)(void *arg, const char *name, const char *token), char *err, size_t err_size)
+{
+	char msg[512], *text = read_file(path, msg, sizeof(msg));
+	int rc;
+
+	if (!text) {
+		config_fail(err, err_size, "setting \"%s\": %s", setting, msg);
+		return -1;
+	}
+	rc = auth_parse_job_tokens(text, add, a, msg, sizeof(msg));
+	if (rc < 0)
+		config_fail(err, err_size, "setting \"%s\": \"%s\", %s", setting, path, msg);
+	OPENSSL_cleanse(text, strlen(text));
+	free(text);
+	return rc;
+}
+
 void auth_free(struct auth *a)
 {
 	if (!a)
 		return;
+	if (a->ops) {
+		OPENSSL_cleanse(a->ops, MAX_OPERATORS * sizeof(*a->ops));
+		free(a->ops);
+	}
 	strmap_each(&a->jobs, free_value, NULL);
 	strmap_free(&a->jobs);
 	OPENSSL_cleanse(a, sizeof(*a));
@@ -235,7 +280,6 @@ void auth_free(struct auth *a)
 struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 {
 	struct auth *a = calloc(1, sizeof(*a));
-	char msg[512];
 
 	if (!a) {
 		config_fail(err, err_size, "out of memory");
@@ -259,23 +303,13 @@ struct auth *auth_new(const struct config *cfg, char *err, size_t err_size)
 		goto fail;
 	}
 	if (cfg->job_tokens_file && cfg->job_tokens_file[0]) {
-		char *text = read_file(cfg->job_tokens_file, msg, sizeof(msg));
-
-		if (!text) {
-			config_fail(err, err_size, "setting \"job_tokens_file\": %s", msg);
+		if (load_tokens_file(a, "job_tokens_file", cfg->job_tokens_file, add_job, err, err_size) < 0)
 			goto fail;
-		}
-		if (auth_parse_job_tokens(text, add_job, a, msg, sizeof(msg)) < 0) {
-			config_fail(err, err_size, "setting \"job_tokens_file\": \"%s\", %s", cfg->job_tokens_file,
-				    msg);
-			OPENSSL_cleanse(text, strlen(text));
-			free(text);
-			goto fail;
-		}
-		OPENSSL_cleanse(text, strlen(text));
-		free(text);
 		snprintf(a->job_tokens_file, sizeof(a->job_tokens_file), "%s", cfg->job_tokens_file);
 	}
+	if (cfg->operator_tokens_file && cfg->operator_tokens_file[0] &&
+	    load_tokens_file(a, "operator_tokens_file", cfg->operator_tokens_file, add_operator, err, err_size) < 0)
+		goto fail;
 	return a;
 fail:
 	auth_free(a);
@@ -291,6 +325,8 @@ void auth_log_summary(const struct auth *a)
 		log_info("agents authenticate: %s%s%zu job tokens%s%s%s", a->agent.n ? "a shared agent token" : "",
 			 a->agent.n ? " and " : "", a->jobs.len, a->jobs.len ? " from \"" : "", a->job_tokens_file,
 			 a->jobs.len ? "\"" : "");
+	if (a->n_ops)
+		log_info("REST API: %d operator tokens may approve actions", a->n_ops);
 	if (!a->write.n)
 		log_warning("the REST API is NOT authenticated: anyone who reaches http_listen may read and write; set "
 			    "http_write_token (and http_read_token)");
@@ -345,6 +381,32 @@ static const char *bearer(const char *authorization)
 	return *authorization ? authorization : NULL;
 }
 
+/* The operator whose token's digest is got, or -1. Every operator is compared. */
+static int operator_match(const struct auth *a, const uint8_t got[DIGEST])
+{
+	int found = -1;
+
+	for (int i = 0; i < a->n_ops; i++)
+		if (digest_equal(got, a->ops[i].d))
+			found = i;
+	return found;
+}
+
+bool auth_operator(const struct auth *a, const char *authorization, char *who, size_t who_size)
+{
+	const char *token = bearer(authorization);
+	uint8_t got[DIGEST];
+	int i;
+
+	if (!a || !token)
+		return false;
+	digest(token, got);
+	if ((i = operator_match(a, got)) < 0)
+		return false;
+	snprintf(who, who_size, "%s", a->ops[i].name);
+	return true;
+}
+
 enum auth_http_result auth_http(const struct auth *a, bool write, const char *authorization)
 {
 	const char *token = bearer(authorization);
@@ -356,7 +418,7 @@ enum auth_http_result auth_http(const struct auth *a, bool write, const char *au
 	if (!token)
 		return AUTH_HTTP_UNAUTHORIZED;
 	digest(token, got);
-	is_write = guard_match(&a->write, got);
+	is_write = guard_match(&a->write, got) | (operator_match(a, got) >= 0); /* both compared, always */
 	is_read = guard_match(&a->read, got);
 	if (is_write || (!write && is_read))
 		return AUTH_HTTP_OK;

@@ -2,7 +2,8 @@
  *
  * Agents present a token in Hello: a job listed in job_tokens_file must present that job's
  * token, any other job agent_token. REST callers present "Authorization: Bearer TOKEN":
- * http_read_token guards GET and HEAD (and /metrics), http_write_token every other method.
+ * http_read_token guards GET and HEAD (and /metrics), http_write_token every other method;
+ * an operator's token (operator_tokens_file) passes both, and alone may approve an action.
  * A guard whose token is not set is open. Only SHA-256 digests of the tokens are kept, and
  * they are compared in constant time (CRYPTO_memcmp of equal-length digests, so neither the
  * content nor the length of a token leaks through timing). Tokens are never logged.
@@ -49,6 +50,10 @@ void auth_agent_refused(struct server *s, const char *peer, const char *job, con
 /* The verdict on a REST request: write is any method but GET and HEAD; authorization is
  * the Authorization header's value or NULL. */
 enum auth_http_result auth_http(const struct auth *a, bool write, const char *authorization);
+
+/* true when authorization ("Bearer TOKEN") carries an operator's token (operator_tokens_file),
+ * with the operator's name in who. Operators may approve actions, and pass the write guard. */
+bool auth_operator(const struct auth *a, const char *authorization, char *who, size_t who_size);
 
 /* For an evhttp callback: true when the request may proceed; otherwise answers 401 (with
  * WWW-Authenticate: Bearer) or 403, counts it in s->m, logs the peer, and returns false. */

@@ -52,6 +52,13 @@ static const struct setting settings[] = {
 	STRF(db, "", false, CREDENTIALS,
 	     "PostgreSQL connection string (postgresql://... or key=value). Empty: run a private, embedded "
 	     "PostgreSQL under data_dir/pg."),
+	STR(embedded_listen, "", false,
+	    "HOST:PORT on which the embedded PostgreSQL also listens on TCP, for Grafana: only the login "
+	    "\"grafana\" is let in there, by the password in embedded_grafana_password_file, and may read the "
+	    "Grafana views and nothing else (docs/deep-dive.md). Empty: no TCP, the private socket only."),
+	STR(embedded_grafana_password_file, "", false,
+	    "File whose first line is the password of the embedded PostgreSQL's login \"grafana\" (set again at "
+	    "every start). Needed by embedded_listen."),
 	BOOL(storage, "true", false,
 	     "Store records in PostgreSQL. false keeps everything in memory only (benchmarks, dry runs): "
 	     "agents are acknowledged at once and nothing survives a restart."),
@@ -163,8 +170,69 @@ static const struct setting settings[] = {
 	    "Many instances: agents of this instance's jobs that reach it through other instances (relays, "
 	    "over one connection per relay and job), on top of max_connections. A job's owner with no room "
 	    "left for agents has them relayed instead of redirected (docs/operations.md, \"Many instances\")."),
+	INT(metrics_max_jobs, 1000, 0, 100000, true,
+	    "Most jobs with series of their own on /metrics (culprit_job_*: step time, baseline, open incident, "
+	    "time lost), those with an open incident first; the others are left out and counted "
+	    "(culprit_job_series_omitted_total). 0: none."),
+	/* actions (actions.c, hooks.c; docs/operations.md, "Actions") */
+	STR(action_modes, "", true,
+	    "What culpritd does with the actions of an incident, per kind: KIND=MODE pairs separated by "
+	    "commas, KIND one of drain_node, check_network, rebalance_stage, inspect_host, inspect_kernel, "
+	    "investigate_hang, MODE one of off, dry_run (the hook is told not to act and says what it would "
+	    "do), approve (run once an operator approves it: POST "
+	    "/api/v1/incidents/{key}/actions/{n}/approve), auto (run at once). A kind not named is off. "
+	    "Empty: every kind off. Needs action_hook; approve needs operator_tokens_file."),
+	STR(action_hook, "", true,
+	    "Program run for an action (culpritd's share/culprit/hooks/ has slurm-drain and k8s-cordon): it "
+	    "reads the action as JSON on standard input; exit status 0 is success. Its output (the first 4 KiB) "
+	    "is stored with the attempt."),
+	INT(action_timeout_s, 30, 1, 3600, true,
+	    "Time an action hook may run; then its process group is killed and the attempt counts as timed out."),
+	INT(action_retries, 2, 0, 10, true,
+	    "Attempts after a failed or timed-out one (1 s, 2 s, 4 s ... apart); each attempt is a row of "
+	    "action_attempts."),
+	BOOL(action_resume_on_resolve, "false", true,
+	     "When an incident resolves, run the hook again with op \"resume\" for each of its actions that ran "
+	     "(or, in dry_run, would have): a drained node is resumed, a cordoned one uncordoned."),
+	STR(operator_tokens_file, "", true,
+	    "File of \"NAME TOKEN\" lines ('#' comments): bearer tokens of operators, who may approve actions "
+	    "(and do whatever the write token may); NAME is recorded as who approved. Re-read on SIGHUP."),
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static const char *const action_kinds[] = {"drain_node",   "check_network",  "rebalance_stage",
+					   "inspect_host", "inspect_kernel", "investigate_hang"};
+static const char *const action_mode_names[] = {"off", "dry_run", "approve", "auto"};
+
+const char *config_action_mode_name(enum action_mode m)
+{
+	return (unsigned)m <= ACTION_AUTO ? action_mode_names[m] : "?";
+}
+
+int config_action_mode(const char *modes, const char *kind)
+{
+	int found = ACTION_OFF;
+
+	for (const char *p = modes ? modes : ""; *p;) {
+		size_t n = strcspn(p, ","), k = strcspn(p, "=");
+		int mode = -1, known = 0;
+
+		if (k >= n)
+			return -1; /* no '=' in this pair */
+		for (size_t i = 0; i < sizeof(action_kinds) / sizeof(action_kinds[0]); i++)
+			known |= strlen(action_kinds[i]) == k && strncmp(p, action_kinds[i], k) == 0;
+		for (int m = ACTION_OFF; m <= ACTION_AUTO; m++)
+			if (strlen(action_mode_names[m]) == n - k - 1 &&
+			    strncmp(p + k + 1, action_mode_names[m], n - k - 1) == 0)
+				mode = m;
+		if (!known || mode < 0 || (p[n] == ',' && !p[n + 1]))
+			return -1; /* an unknown kind or mode, or a trailing comma */
+		if (kind && strlen(kind) == k && strncmp(p, kind, k) == 0)
+			found = mode;
+		p += n + (p[n] == ',');
+	}
+	return found;
+}
 
 static const struct setting *find(const char *name)
 {
@@ -462,6 +530,40 @@ int config_check(const struct config *cfg, char *err, size_t err_size)
 	if (cfg->data_dir[0] == '\0') {
 		config_fail(err, err_size, "setting \"data_dir\" must not be empty");
 		return -1;
+	}
+	if (cfg->embedded_listen[0] && check_hostport("embedded_listen", cfg->embedded_listen, err, err_size) < 0)
+		return -1;
+	if (cfg->embedded_listen[0] && (cfg->db[0] || !cfg->storage || !cfg->embedded_grafana_password_file[0])) {
+		config_fail(err, err_size,
+			    "setting \"embedded_listen\" needs the embedded PostgreSQL (db empty, storage on) and "
+			    "\"embedded_grafana_password_file\"");
+		return -1;
+	}
+	if (config_action_mode(cfg->action_modes, NULL) < 0) {
+		config_fail(
+			err, err_size,
+			"invalid value for setting \"action_modes\": \"%s\" is not KIND=MODE pairs separated by commas "
+			"(KIND: drain_node, check_network, rebalance_stage, inspect_host, inspect_kernel, "
+			"investigate_hang; MODE: off, dry_run, approve, auto)",
+			cfg->action_modes);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(action_kinds) / sizeof(action_kinds[0]); i++) {
+		int m = config_action_mode(cfg->action_modes, action_kinds[i]);
+
+		if (m != ACTION_OFF && !cfg->action_hook[0]) {
+			config_fail(err, err_size, "setting \"action_modes\" turns %s on: it needs \"action_hook\"",
+				    action_kinds[i]);
+			return -1;
+		}
+		if (m == ACTION_APPROVE && !cfg->operator_tokens_file[0]) {
+			config_fail(
+				err, err_size,
+				"setting \"action_modes\" has %s=approve: it needs \"operator_tokens_file\" (who may "
+				"approve)",
+				action_kinds[i]);
+			return -1;
+		}
 	}
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		const char *v =

@@ -15,6 +15,8 @@
 struct config {
 	char *data_dir;
 	char *db;
+	char *embedded_listen;
+	char *embedded_grafana_password_file;
 	char *agent_listen;
 	char *http_listen;
 	char *log_level;
@@ -64,8 +66,24 @@ struct config {
 	char *instance_id;
 	int64_t lease_s;
 	int64_t max_relayed_agents;
+	int64_t metrics_max_jobs;
+	/* actions (actions.c, hooks.c) */
+	char *action_modes;
+	char *action_hook;
+	int64_t action_timeout_s;
+	int64_t action_retries;
+	bool action_resume_on_resolve;
+	char *operator_tokens_file;
 	bool storage;
 };
+
+/* What culpritd does with an incident's action of a kind (setting action_modes). */
+enum action_mode { ACTION_OFF, ACTION_DRY_RUN, ACTION_APPROVE, ACTION_AUTO };
+
+/* The mode action_modes ("KIND=MODE,...") gives kind: ACTION_OFF for a kind it does not
+ * name; -1 when modes is not well formed (config_check refuses it). */
+int config_action_mode(const char *modes, const char *kind);
+const char *config_action_mode_name(enum action_mode m);
 
 /* Fills cfg with every default. */
 void config_defaults(struct config *cfg);

@@ -14,9 +14,11 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "actions.h"
 #include "api.h"
 #include "auth.h"
 #include "http_conn.h"
+#include "job_metrics.h"
 #include "log.h"
 #include "reply.h"
 #include "routes.h"
@@ -103,6 +105,8 @@ static void metrics(struct evhttp_request *req, void *arg)
 			(unsigned long long)st.reconnects, st.connected);
 	}
 	api_metrics(s, f);
+	actions_metrics(s, f);
+	job_metrics_render(s, f);
 	http_conn_metrics(s, f);
 	fclose(f);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain; version=0.0.4");

@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "actions.h"
 #include "alerts.h"
 #include "auth.h"
 #include "build_info.h"
@@ -181,6 +182,33 @@ static const struct cluster_calls lease_calls = {.resume = ingest_hello_resume,
 						 .taken_over = jobs_taken_over,
 						 .lost = lease_lost};
 
+/* embedded_listen: the login "grafana" with the password of embedded_grafana_password_file. */
+static int grant_grafana(struct server *s)
+{
+	char password[1024] = "", err[512];
+	FILE *f = fopen(s->cfg.embedded_grafana_password_file, "r");
+
+	if (!f || !fgets(password, sizeof(password), f)) {
+		log_error("embedded_grafana_password_file \"%s\": %s", s->cfg.embedded_grafana_password_file,
+			  f ? "empty" : strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	password[strcspn(password, "\r\n")] = '\0';
+	if (!password[0] || embedded_grant_grafana(pg, password, err, sizeof(err)) < 0) {
+		log_error("embedded: could not set up the login \"grafana\": %s",
+			  password[0] ? err : "an empty password");
+		explicit_bzero(password, sizeof(password));
+		return -1;
+	}
+	explicit_bzero(password, sizeof(password));
+	log_info("embedded: PostgreSQL listens on %s too, for the login \"grafana\" (read-only views)",
+		 s->cfg.embedded_listen);
+	return 0;
+}
+
 static int open_storage(struct server *s)
 {
 	char err[512];
@@ -192,7 +220,7 @@ static int open_storage(struct server *s)
 		return 0;
 	}
 	if (s->cfg.db[0] == '\0') {
-		struct embedded_config ec = {.data_dir = s->cfg.data_dir};
+		struct embedded_config ec = {.data_dir = s->cfg.data_dir, .listen = s->cfg.embedded_listen};
 
 		pg = embedded_start(&ec, err, sizeof(err));
 		if (!pg) {
@@ -213,6 +241,8 @@ static int open_storage(struct server *s)
 	}
 	if (applied > 0)
 		log_info("applied %d schema migrations", applied);
+	if (pg && s->cfg.embedded_listen[0] && grant_grafana(s) < 0)
+		return -1;
 	{
 		struct storage_retention_config rc = {.dsn = s->db_dsn, .retention_days = (int)s->cfg.retention_days};
 
@@ -460,6 +490,7 @@ static void shutdown_all(struct server *s)
 				(unsigned long long)lost);
 	}
 	alerts_stop(s, stop_left_ms(s));
+	actions_stop(s, stop_left_ms(s));
 	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
 	if (s->writer_wake)
 		event_free(s->writer_wake);
@@ -535,8 +566,8 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
-	    http_start(&s) < 0)
+	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || actions_start(&s) < 0 || start_diagnosis(&s) < 0 ||
+	    ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
 	watchdog_us = notify_watchdog_us();

@@ -72,6 +72,7 @@ struct metrics {
 	uint64_t relay_conns, agents_via_relay;   /* gauges, owner: relay connections, agents on them */
 	uint64_t agents_relayed, batches_relayed; /* relay: agents it relays (gauge), batches forwarded */
 	uint64_t embedded_restarts;               /* postmaster started again after it exited */
+	uint64_t job_series_omitted;              /* per-job series left out over metrics_max_jobs (job_metrics.c) */
 };
 
 void metrics_observe_diagnosis(struct metrics *m, double ms);

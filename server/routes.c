@@ -86,6 +86,8 @@ static const struct route {
 	{EVHTTP_REQ_GET, "/api/v1/reports/{id}", api_reports_get},
 	{EVHTTP_REQ_GET, "/api/v1/events", api_events_list},
 	{EVHTTP_REQ_POST, "/api/v1/events", api_events_post},
+	{EVHTTP_REQ_GET, "/api/v1/incidents/{key}/actions", api_actions_list},
+	{EVHTTP_REQ_POST, "/api/v1/incidents/{key}/actions/{n}/approve", api_actions_approve},
 };
 
 /* 1 when the request's segments match route path p (after "/api/v1/") */

@@ -21,6 +21,7 @@ struct storage_retention;
 struct diagnosis;
 struct conn;
 struct alerts;
+struct actions;
 struct auth;
 struct ssl_ctx_st;
 struct cluster;
@@ -49,6 +50,7 @@ struct server {
 	struct event *diagnosis_wake;
 	struct event *tick;      /* once a second: due diagnoses, hang checks */
 	struct alerts *alerts;   /* reports, incidents and the alert outbox (alerts.c) */
+	struct actions *actions; /* incident actions and the hook runner (actions.c) */
 	struct auth *auth;       /* token guards, rebuilt on SIGHUP (auth.c) */
 	struct ssl_ctx_st *tls;  /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
 	struct cluster *cluster; /* job leases (cluster.c); NULL: a single instance owns every job */

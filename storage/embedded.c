@@ -51,7 +51,9 @@ struct embedded {
 	char log_path[PATH_MAX + 32];
 	struct ident id;
 	bool fast;
-	pid_t pid; /* our child, the postmaster; 0 while none runs */
+	int port;              /* PG_PORT, or embedded_listen's: the socket's name and the TCP port */
+	char listen_host[256]; /* "": no TCP (listen_addresses = '') */
+	pid_t pid;             /* our child, the postmaster; 0 while none runs */
 	int lock_fd;
 	/* supervision (embedded_supervise) */
 	long long started_ms, exited_ms, next_start_ms; /* monotonic ms */
@@ -364,7 +366,7 @@ static int wait_ready(struct embedded *e, int timeout_ms, char *err, size_t err_
 	char ping_dsn[sizeof e->dsn + 32], qdir[2 * PATH_MAX + 3];
 	conninfo_quote(e->dir, qdir, sizeof qdir);
 	snprintf(ping_dsn, sizeof ping_dsn, "host=%s port=%d user=culprit dbname=postgres connect_timeout=5", qdir,
-		 PG_PORT);
+		 e->port);
 	long long deadline = clock_mono_ms() + timeout_ms;
 	for (;;) {
 		if (PQping(ping_dsn) == PQPING_OK)
@@ -389,7 +391,7 @@ static int create_database(struct embedded *e, char *err, size_t err_size)
 {
 	char dsn[sizeof e->dsn + 32], qdir[2 * PATH_MAX + 3];
 	conninfo_quote(e->dir, qdir, sizeof qdir);
-	snprintf(dsn, sizeof dsn, "host=%s port=%d user=culprit dbname=postgres", qdir, PG_PORT);
+	snprintf(dsn, sizeof dsn, "host=%s port=%d user=culprit dbname=postgres", qdir, e->port);
 	PGconn *c = PQconnectdb(dsn);
 	if (PQstatus(c) != CONNECTION_OK) {
 		fail(err, err_size, "could not connect to the embedded server: %s", PQerrorMessage(c));
@@ -456,11 +458,39 @@ static void release(struct embedded *e)
 	free(e);
 }
 
+/* Writes <dir>/pg_hba.conf, the server's only authentication rules (initdb's file is not
+ * used): the superuser culprit by "trust" on the private socket; with embedded_listen, the
+ * login "grafana" over TCP with its password (SCRAM), and nobody else. "-c hba_file=..." in
+ * out. */
+static int write_hba(const struct embedded *e, char *out, size_t out_size, char *err, size_t err_size)
+{
+	char path[PATH_MAX + 16];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/pg_hba.conf", e->dir);
+	if (!(f = fopen(path, "w"))) {
+		fail(err, err_size, "could not write \"%s\": %s", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "# written by culpritd at every start (storage/embedded.c)\nlocal all all trust\n");
+	if (e->listen_host[0])
+		fprintf(f, "host all grafana 0.0.0.0/0 scram-sha-256\nhost all grafana ::/0 scram-sha-256\n");
+	if (fclose(f) != 0 || (e->id.drop && chown(path, e->id.uid, e->id.gid) < 0)) {
+		fail(err, err_size, "could not write \"%s\": %s", path, strerror(errno));
+		return -1;
+	}
+	snprintf(out, out_size, "hba_file=%s", path);
+	return 0;
+}
+
 /* Starts the postmaster (does not wait for it). */
 static int spawn_postgres(struct embedded *e, char *err, size_t err_size)
 {
-	char exe[PATH_MAX + 16], sockopt[2 * PATH_MAX + 64], portopt[32];
+	char exe[PATH_MAX + 16], sockopt[2 * PATH_MAX + 64], portopt[32], listenopt[300], hbaopt[PATH_MAX + 32];
 	snprintf(exe, sizeof exe, "%s/postgres", e->bindir);
+	if (write_hba(e, hbaopt, sizeof hbaopt, err, err_size) < 0)
+		return -1;
+	snprintf(listenopt, sizeof listenopt, "listen_addresses=%s", e->listen_host);
 	/* a list of directories: quoted, so that spaces stay in the one path */
 	size_t so = (size_t)snprintf(sockopt, sizeof sockopt, "unix_socket_directories=\"");
 	for (const char *q = e->dir; *q && so + 3 < sizeof sockopt; q++) {
@@ -470,14 +500,16 @@ static int spawn_postgres(struct embedded *e, char *err, size_t err_size)
 	}
 	sockopt[so++] = '"';
 	sockopt[so] = '\0';
-	snprintf(portopt, sizeof portopt, "port=%d", PG_PORT);
+	snprintf(portopt, sizeof portopt, "port=%d", e->port);
 	const char *argv[32];
 	int a = 0;
 	argv[a++] = exe;
 	argv[a++] = "-D";
 	argv[a++] = e->data;
 	argv[a++] = "-c";
-	argv[a++] = "listen_addresses=";
+	argv[a++] = listenopt;
+	argv[a++] = "-c";
+	argv[a++] = hbaopt;
 	argv[a++] = "-c";
 	argv[a++] = sockopt;
 	argv[a++] = "-c";
@@ -535,6 +567,21 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	e->lock_fd = -1;
 	e->id = id;
 	e->fast = cfg->fast;
+	e->port = PG_PORT;
+	if (cfg->listen && cfg->listen[0]) {
+		const char *colon = strrchr(cfg->listen, ':');
+		char *end;
+		long port = colon ? strtol(colon + 1, &end, 10) : 0;
+
+		if (!colon || colon == cfg->listen || *end || port < 1 || port > 65535 ||
+		    (size_t)(colon - cfg->listen) >= sizeof e->listen_host) {
+			fail(err, err_size, "embedded_listen \"%s\" is not HOST:PORT", cfg->listen);
+			free(e);
+			return NULL;
+		}
+		snprintf(e->listen_host, sizeof e->listen_host, "%.*s", (int)(colon - cfg->listen), cfg->listen);
+		e->port = (int)port;
+	}
 	if (cfg->bindir)
 		snprintf(e->bindir, sizeof e->bindir, "%s", cfg->bindir);
 	else if (find_bindir(e->bindir, sizeof e->bindir) < 0) {
@@ -568,7 +615,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	}
 	/* the socket path must fit sockaddr_un.sun_path */
 	char sock[PATH_MAX + 32];
-	snprintf(sock, sizeof sock, "%s/.s.PGSQL.%d", e->dir, PG_PORT);
+	snprintf(sock, sizeof sock, "%s/.s.PGSQL.%d", e->dir, e->port);
 	if (strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		fail(err, err_size,
 		     "data directory \"%s\" is too long for PostgreSQL's socket \"%s\" (%zu bytes, at most %zu): "
@@ -578,7 +625,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 	}
 	char qdir[2 * PATH_MAX + 3];
 	conninfo_quote(e->dir, qdir, sizeof qdir);
-	snprintf(e->dsn, sizeof e->dsn, "host=%s port=%d user=culprit dbname=culprit", qdir, PG_PORT);
+	snprintf(e->dsn, sizeof e->dsn, "host=%s port=%d user=culprit dbname=culprit", qdir, e->port);
 	if (id.drop && !reachable(&id, abs)) {
 		fail(err, err_size,
 		     "user \"%s\" cannot reach the data directory \"%s\": make it and its parents searchable "
@@ -664,6 +711,44 @@ fail:
 const char *embedded_dsn(const struct embedded *e) { return e->dsn; }
 
 pid_t embedded_pid(const struct embedded *e) { return e->pid; }
+
+int embedded_grant_grafana(struct embedded *e, const char *password, char *err, size_t err_size)
+{
+	static const char *const grants =
+		"DO $$ BEGIN CREATE ROLE culprit_grafana NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$; "
+		"GRANT USAGE ON SCHEMA public TO culprit_grafana; "
+		"GRANT SELECT ON culprit_jobs, culprit_iteration_time, culprit_rank_iterations, "
+		"culprit_phase_durations, "
+		"culprit_suspects, culprit_incident_annotations, culprit_event_annotations TO culprit_grafana; "
+		"DO $$ BEGIN CREATE ROLE grafana LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$; "
+		"GRANT culprit_grafana TO grafana; ";
+	PGconn *c = PQconnectdb(e->dsn);
+	char *lit = NULL, *sql = NULL;
+	int rc = -1;
+
+	if (PQstatus(c) != CONNECTION_OK) {
+		fail(err, err_size, "%s", PQerrorMessage(c));
+	} else if (!(lit = PQescapeLiteral(c, password, strlen(password))) ||
+		   asprintf(&sql, "%sALTER ROLE grafana LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s", grants,
+			    lit) < 0) {
+		fail(err, err_size, "out of memory");
+		sql = NULL;
+	} else {
+		PGresult *r = PQexec(c, sql);
+
+		if (PQresultStatus(r) == PGRES_COMMAND_OK)
+			rc = 0;
+		else
+			fail(err, err_size, "%s", PQresultErrorMessage(r));
+		PQclear(r);
+	}
+	if (sql)
+		explicit_bzero(sql, strlen(sql));
+	free(sql);
+	PQfreemem(lit);
+	PQfinish(c);
+	return rc;
+}
 
 int embedded_supervise(struct embedded *e)
 {

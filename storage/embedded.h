@@ -1,7 +1,8 @@
 /* embedded.h: culpritd's private PostgreSQL cluster under <data_dir>/pg.
  *
  *   <data_dir>/pg/data          the cluster (initdb on first start)
- *   <data_dir>/pg/.s.PGSQL.5432 its only socket (listen_addresses = '', no TCP)
+ *   <data_dir>/pg/.s.PGSQL.5432 its socket (listen_addresses = '': no TCP, unless listen is set)
+ *   <data_dir>/pg/pg_hba.conf   its authentication rules, written at every start
  *   <data_dir>/pg/postgres.log  the server's log
  *   <data_dir>/pg/embedded.lock flock held while a culpritd uses the cluster
  *
@@ -9,7 +10,11 @@
  * PostgreSQL refuses to run as root: when we are root, the cluster is owned by and the server
  * runs as the unprivileged user "postgres" (Debian's package creates it), which must be able
  * to reach data_dir. Authentication is "trust" for the superuser "culprit" on the private
- * socket, whose directory only the server's user (and root) can enter.
+ * socket, whose directory only the server's user (and root) can enter. With listen
+ * ("HOST:PORT", embedded_listen) the server also listens on TCP there (the socket is then
+ * named for PORT), where only the login "grafana" is let in, by password (SCRAM-SHA-256):
+ * embedded_grant_grafana makes it a member of culprit_grafana, which may read the Grafana
+ * views and nothing else (docs/grafana/grants.sql). 
  *
  * A server left running by a culpritd that died (no one holds the lock; it got SIGINT then and
  * may still be shutting down) is waited for (fast shutdown, bounded by start_timeout_ms), then
@@ -33,6 +38,7 @@ struct embedded_config {
 	const char *run_as;   /* user to run as when root; NULL: "postgres" */
 	int start_timeout_ms; /* wait for readiness (crash recovery can be long); 0: 120000 */
 	int fast;             /* tests: initdb --no-sync, fsync off */
+	const char *listen;   /* "HOST:PORT" to listen on TCP too (only "grafana" let in); NULL or "": no TCP */
 };
 
 /* Starts (initialising when new, or adopting) the cluster under data_dir/pg and waits until
@@ -43,6 +49,10 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 const char *embedded_dsn(const struct embedded *e);
 /* The postmaster's pid; 0 while none runs (between an exit and its restart). */
 pid_t embedded_pid(const struct embedded *e);
+/* After the migrations (the views exist): the group role culprit_grafana with SELECT on the
+ * Grafana views, and the login "grafana" in it with this password (set again at every call).
+ * 0, or -1 with PostgreSQL's message in err. Blocking (start-up). */
+int embedded_grant_grafana(struct embedded *e, const char *password, char *err, size_t err_size);
 /* Call about once a second from the main thread; never blocks. Notices the postmaster's exit
  * (killed, a PANIC, the OOM killer; logged) and starts it again: at once the first time, then
  * after 1 s, doubling up to 30 s, back to at once after it ran a minute; a new one waits until

@@ -9,8 +9,20 @@
         a.end_iteration()
     a.close()
 
-For PyTorch, culprit_agent.torch.Monitor(model, optimizer, dataloader) does this itself.
+The job, rank, world and node come from the launcher when not given (culprit_agent.identity:
+Slurm, torchrun, MPI, Kubernetes). For PyTorch, culprit_agent.torch.Monitor(model, optimizer,
+dataloader) does all of this itself; culprit_agent.client reads culpritd's REST API.
+
+Importing the package loads the agent library (the wheel carries it); when it cannot be
+loaded the import fails with ImportError naming every path tried.
 """
-from .agent import Agent
+from . import _lib
+
+try:
+    _lib.load()
+except OSError as e:
+    raise ImportError(f"culprit_agent: {e}") from None
+
+from .agent import Agent  # noqa: E402
 
 __all__ = ["Agent"]

@@ -1,8 +1,10 @@
 """The agent library (libculprit_agent, agent/agent.h) through ctypes.
 
-Found, in this order: $CULPRIT_AGENT_LIB (a path); where `cmake --install` put it
+Found, in this order: $CULPRIT_AGENT_LIB (a path: only that one is tried); the library
+beside this file (the wheel carries it there); where `cmake --install` put it
 (_location.py, written at install); the system's loader (ld.so.conf, $LD_LIBRARY_PATH);
-the build tree of a source checkout this package sits in (build/*/client/).
+the build trees of a source checkout this package sits in (build/*/agent/). When none
+loads, load() raises naming every path it tried and why each failed.
 """
 import ctypes
 import glob
@@ -75,6 +77,8 @@ def _candidates():
     if env:
         yield env
         return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libculprit_agent.so.0")
     try:
         from ._location import LIBRARY
         yield LIBRARY
@@ -85,8 +89,19 @@ def _candidates():
     yield from sorted(glob.glob(os.path.join(top, "build", "*", "agent", "libculprit_agent.so.0")))
 
 
+_loaded = None
+
+
 def load():
-    """The library with its prototypes set, or raises OSError naming what was tried."""
+    """The library with its prototypes set (loaded once), or raises OSError naming every
+    path tried and why it failed."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return _loaded
+
+
+def _load():
     tried = []
     for path in _candidates():
         try:
@@ -95,7 +110,9 @@ def load():
         except OSError as e:
             tried.append(f"{path}: {e}")
     else:
-        raise OSError("could not load libculprit_agent (set CULPRIT_AGENT_LIB): " + "; ".join(tried))
+        raise OSError("could not load the agent library libculprit_agent; tried:\n  " + "\n  ".join(tried) +
+                      "\n(install the culprit-agent wheel, which carries it, or set CULPRIT_AGENT_LIB to its path;"
+                      " docs/agent.md, \"Installing\")")
     P = ctypes.POINTER
     protos = {
         "agent_new": (c_void_p, [P(Config)]),

@@ -5,21 +5,24 @@ bounded buffer without waiting (append_timeout_ms = AGENT_NO_WAIT); while culpri
 the library keeps them and resends, and counts what its bound makes it drop
 (stats()["records_dropped"]). An error in this package is logged once (per call and
 error type) on the "culprit_agent" logger and counted (stats()["errors"]); an agent that
-could not start (no library, a bad configuration) does nothing.
+could not start (a bad configuration, no job name) says so once and does nothing. A library
+that does not load fails the import of culprit_agent itself.
 """
 import atexit
 import ctypes
 import functools
 import logging
 import os
-import socket
 import threading
 import time
 import weakref
 
-from . import _lib
+from . import _lib, identity, layout as _layout
 
 log = logging.getLogger("culprit_agent")
+
+# close() waits at most this long for acknowledgements when culpritd is not connected
+CLOSE_DISCONNECTED_S = 1.0
 
 
 def _now_us():
@@ -75,17 +78,31 @@ class _PhaseTimer:
         return False
 
 
+def _resolve_layout(layout):
+    """layout: None, a dict of tp/cp/ep/dp/pp/order, Megatron's parallel_state, or a DeviceMesh."""
+    if layout is None or isinstance(layout, dict):
+        return dict(layout or {})
+    if hasattr(layout, "mesh_dim_names"):
+        return _layout.from_device_mesh(layout)
+    if hasattr(layout, "get_tensor_model_parallel_world_size"):
+        return _layout.from_megatron(layout)
+    raise ValueError(f"layout: a dict, Megatron's parallel_state or a DeviceMesh, not {type(layout).__name__}")
+
+
 class Agent:
     """The agent of one rank of job `job` (a world of `world` ranks).
 
-    tp, pp, dp, ep, cp and order describe the parallelism (Megatron's convention, default
-    order "tp-cp-ep-dp-pp"); by default the job is data parallel (dp = world / (tp cp pp)).
-    server is "host:port" (default $CULPRIT_SERVER); token defaults to $CULPRIT_TOKEN;
-    tls_ca (a PEM file) turns TLS on, and tls=True with the system's CAs.
+    job, rank, world and host default to what the launcher says (identity.py: Slurm,
+    torchrun, MPI, Kubernetes; docs/agent.md, "Identity"). tp, pp, dp, ep, cp and order
+    describe the parallelism (Megatron's convention, default order "tp-cp-ep-dp-pp"), or
+    layout= hands over Megatron's parallel_state or a DeviceMesh; by default the job is data
+    parallel (dp = world / (tp cp pp)). server is "host:port" (default $CULPRIT_SERVER); token
+    defaults to $CULPRIT_TOKEN; tls_ca (a PEM file) turns TLS on, and tls=True with the
+    system's CAs.
     """
 
-    def __init__(self, server=None, job=None, rank=0, world=1, *, tp=1, pp=1, dp=None, ep=1, cp=1, order=None,
-                 token=None, tls_ca=None, tls=False, host=None, agent_id=None, gpus_per_node=0,
+    def __init__(self, server=None, job=None, rank=None, world=None, *, tp=1, pp=1, dp=None, ep=1, cp=1, order=None,
+                 layout=None, token=None, tls_ca=None, tls=False, host=None, agent_id=None, gpus_per_node=None,
                  flush_interval_ms=0, max_unacked_bytes=0):
         self._a = None
         self._lib = None
@@ -99,21 +116,31 @@ class Agent:
         self._kernels = []
         self._ks = None
         self._final = {}
-        self.rank, self.world = int(rank), int(world)
+        self.rank, self.world, self.job, self.host = int(rank or 0), int(world or 1), job, host
+        self.identity, self.sources = {}, {}
         try:
-            self._start(server or os.environ.get("CULPRIT_SERVER"), job, tp, pp, dp, ep, cp, order, token, tls_ca,
-                        tls, host, agent_id, gpus_per_node, flush_interval_ms, max_unacked_bytes)
+            self.identity, self.sources = identity.identity(job=job, rank=rank, world=world, node=host)
+            ident = self.identity
+            self.rank, self.world, self.job, self.host = ident["rank"], ident["world"], ident["job"], ident["node"]
+            if gpus_per_node is None:
+                gpus_per_node = ident["local_world"]
+            lay = dict(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, order=order)
+            lay.update(_resolve_layout(layout))
+            self._start(server or os.environ.get("CULPRIT_SERVER"), self.job, lay["tp"], lay["pp"], lay["dp"],
+                        lay["ep"], lay["cp"], lay["order"], token, tls_ca, tls, self.host, agent_id, gpus_per_node,
+                        flush_interval_ms, max_unacked_bytes)
         except Exception as e:
             self._error("Agent", e)
 
     def _start(self, server, job, tp, pp, dp, ep, cp, order, token, tls_ca, tls, host, agent_id, gpus_per_node,
                flush_interval_ms, max_unacked_bytes):
-        if not server or not job:
-            raise ValueError("server and job must be given (or $CULPRIT_SERVER)")
+        if not server:
+            raise ValueError("no culpritd address: give server= or set $CULPRIT_SERVER")
+        if not job:
+            raise ValueError("no job name: give job=, or set $CULPRIT_JOB (no launcher variable names one)")
         if dp is None:
             dp = self.world // max(1, tp * cp * pp)
         self._lib = _lib.load()
-        host = host or socket.gethostname()
         enc = lambda s: s.encode() if s is not None else None
         self._ranks = (_lib.u32 * 1)(self.rank)
         cfg = _lib.Config()
@@ -280,18 +307,22 @@ class Agent:
 
     @_guarded
     def close(self, timeout_s=10.0):
-        """Flushes for at most timeout_s, says Goodbye, frees the agent; True when everything
-        was acknowledged. stats() keeps the last counters."""
+        """Waits for everything handed over to be acknowledged, says Goodbye, frees the agent;
+        True when everything was acknowledged. Returns within timeout_s, and within
+        CLOSE_DISCONNECTED_S (1 s) when culpritd is not connected: a culpritd that is down
+        does not hold up the job's exit. stats() keeps the last counters."""
         with self._lock:
             a = self._a
         if a is None:
             return False
+        if not self.stats().get("connected"):
+            timeout_s = min(timeout_s, CLOSE_DISCONNECTED_S)
         ok = self._lib.agent_flush(a, int(timeout_s * 1000)) == 0
         self._final = self.stats()
         with self._lock:
             self._a = None
             ks, self._ks = self._ks, None
-        ok = self._lib.agent_close(a, 1000) == 0 and ok
+        ok = self._lib.agent_close(a, 0) == 0 and ok
         self._lib.kernel_summary_destroy(ks)
         return ok
 

@@ -27,7 +27,6 @@ iteration's end) torch.profiler runs for the next `iterations` iterations, and t
 executions go to culpritd as well (Batch.raw_kernels): on GPU every kernel with its stream, on
 CPU every top-level ATen operator (stream 0), at most the capture's max_events in all.
 """
-import os
 import threading
 import time
 
@@ -45,9 +44,10 @@ def _now_us():
 
 
 def _rank_world():
+    """torch.distributed's rank and world once initialised, else None (the launcher's)."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    return None, None
 
 
 class _Step:
@@ -65,10 +65,11 @@ class _Step:
 class Monitor:
     """Times model, optimizer and data loader of one rank and streams them through an Agent.
 
-    server, job: culpritd's "host:port" and the job name (defaults $CULPRIT_SERVER, $CULPRIT_JOB,
-    else $TORCHELASTIC_RUN_ID). Rank and world come from torch.distributed, else RANK and
-    WORLD_SIZE; tp, pp, dp, ep, cp and order describe a job that is not plain data parallel.
-    Other keyword arguments go to Agent. Errors are logged once and never raised."""
+    server, job: culpritd's "host:port" (default $CULPRIT_SERVER) and the job name (default:
+    the launcher's, culprit_agent.identity). Rank and world come from torch.distributed, else
+    the launcher; layout= (Megatron's parallel_state or a DeviceMesh), or tp, pp, dp, ep, cp
+    and order, describe a job that is not plain data parallel. Other keyword arguments go to
+    Agent. Errors are logged once and never raised."""
 
     def __init__(self, model, optimizer, dataloader=None, *, server=None, job=None, agent=None, profile_every=100,
                  start_iteration=0, **agent_args):
@@ -97,8 +98,6 @@ class Monitor:
     def _attach(self, model, optimizer, dataloader, server, job, agent_args):
         if self.agent is None:
             rank, world = _rank_world()
-            job = job or os.environ.get("CULPRIT_JOB") or os.environ.get("TORCHELASTIC_RUN_ID")
-            agent_args.setdefault("gpus_per_node", int(os.environ.get("LOCAL_WORLD_SIZE", 0)))
             self.agent = Agent(server, job, rank, world, **agent_args)
         p = next(iter(model.parameters()), None)
         self._cuda = p is not None and p.is_cuda

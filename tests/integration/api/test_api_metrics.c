@@ -1,6 +1,7 @@
 /* test_api_metrics.c: /metrics of the real culpritd, after some traffic (a small job streamed,
  * REST requests, an event), passes `promtool check metrics` (Debian package prometheus), and
- * has culprit_build_info and the standard process_* metrics with plausible values. */
+ * has culprit_build_info, the standard process_* metrics with plausible values, and the job's
+ * own series (culprit_job_*); with metrics_max_jobs 0 the job is left out and counted. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,13 @@ int main(void)
 	H_CHECK(strstr(text, "\nculprit_build_info{version=\"") && strstr(text, "\",commit=\"") &&
 			strstr(text, "\",build_type=\""),
 		&proc);
+	/* the job's series: 20 iterations of about 1 s (the scenario's), no window open */
+	H_CHECK(h_metric(text, "culprit_job_step_seconds{job_name=\"sim-compute_straggler\"}") > 0.1, &proc);
+	H_CHECK(h_metric(text, "culprit_job_baseline_step_seconds{job_name=\"sim-compute_straggler\"}") > 0.1, &proc);
+	H_CHECK(h_metric(text, "culprit_job_incident_open{job_name=\"sim-compute_straggler\"}") >= 0, &proc);
+	H_CHECK(h_metric(text, "culprit_job_time_lost_seconds{job_name=\"sim-compute_straggler\"}") >= 0, &proc);
+	H_CHECK(h_metric(text, "culprit_job_series_omitted_total") == 0, &proc);
+	H_CHECK(h_metric(text, "culprit_action_attempts_total{result=\"ok\"}") == 0, &proc);
 	H_CHECK(h_metric(text, "process_cpu_seconds_total") > 0, &proc);
 	H_CHECK(h_metric(text, "process_resident_memory_bytes") > 1e6, &proc);
 	H_CHECK(h_metric(text, "process_virtual_memory_bytes") >= h_metric(text, "process_resident_memory_bytes"),
@@ -66,10 +74,15 @@ int main(void)
 
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 
-	/* without a database: what needs one is 503, events are still judged in memory */
-	extra[0] = "--storage";
-	extra[1] = "false";
-	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	/* without a database: what needs one is 503, events are still judged in memory; with
+	 * metrics_max_jobs 0 the job has no series, and is counted as left out */
+	const char *nodb[] = {"--storage", "false", "--metrics-max-jobs", "0", NULL};
+	H_CHECK(h_culpritd_start(&proc, dir, nodb) == 0, &proc);
+	H_CHECK(api_sim_wait(api_sim_start(&proc, "compute_straggler", 12), 110000) == 0, &proc);
+	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &text) == 200 && text, &proc);
+	H_CHECK(!strstr(text, "\nculprit_job_step_seconds{"), &proc);
+	H_CHECK(h_metric(text, "culprit_job_series_omitted_total") == 4, &proc); /* a job, 4 series */
+	free(text);
 	api_expect_error(&proc, "GET", "/api/v1/events", NULL, 503);
 	api_expect_error(&proc, "GET", "/api/v1/reports/1", NULL, 503);
 	H_CHECK(api_call(&proc, "POST", "/api/v1/events", "{\"host\":\"node-1\",\"kind\":\"ecc\"}", &j) == 202, &proc);

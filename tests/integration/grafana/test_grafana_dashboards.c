@@ -14,7 +14,14 @@
  * in the drill-down, the iteration time tripling, node-1294's culprits first among the
  * suspects, the incident and the port-down event ("contradicted") as annotations. The time
  * filters must prune the daily partitions (EXPLAIN). Every query also runs with a job name
- * holding a quote ("o'brien"): it must be valid SQL (no rows). */
+ * holding a quote ("o'brien"): it must be valid SQL (no rows).
+ *
+ * Each dashboard's JSON model must also import through Grafana's UI as exported dashboards
+ * do: `__inputs` names its data source (its pluginId, used as "${DS_...}"), a "datasource"
+ * variable of that plugin selects it, and every data source reference in the model (panels,
+ * targets, annotations, variables) is that variable, none a hard-coded uid; panel ids are
+ * unique. The Prometheus dashboard of culpritd itself (culprit-culpritd.json) has no SQL:
+ * every metric its expressions name must be on the /metrics page of this culpritd. */
 #include <dirent.h>
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -325,6 +332,141 @@ static void walk_panels(const char *uid, json_t *panels)
 	}
 }
 
+static char *read_file(const char *path);
+static char *metrics_page; /* culpritd's /metrics, for the Prometheus dashboard */
+static int prometheus_dashboards;
+
+/* Every "datasource" in the JSON value v is the dashboard's variable of plugin ds_type (or
+ * Grafana's built-in one); counts them in *n. */
+static void check_ds_refs(const char *uid, json_t *v, const char *ds_type, int *n)
+{
+	const char *key;
+	json_t *x;
+	size_t i;
+
+	if (json_is_array(v))
+		json_array_foreach(v, i, x) check_ds_refs(uid, x, ds_type, n);
+	if (!json_is_object(v))
+		return;
+	json_object_foreach(v, key, x)
+	{
+		if (strcmp(key, "datasource") == 0 && json_is_object(x)) {
+			const char *t = json_string_value(json_object_get(x, "type"));
+			const char *u = json_string_value(json_object_get(x, "uid"));
+
+			if (t && strcmp(t, "grafana") == 0)
+				continue;
+			if (!t || !u || strcmp(t, ds_type) != 0 || strcmp(u, "${datasource}") != 0) {
+				fprintf(stderr,
+					"%s: a data source reference {type %s, uid %s}, not {%s, ${datasource}}\n", uid,
+					t ? t : "-", u ? u : "-", ds_type);
+				H_CHECK(0, &proc);
+			}
+			(*n)++;
+		} else if (strcmp(key, "datasource") == 0 && !json_is_null(x)) {
+			fprintf(stderr, "%s: a data source reference that is not an object\n", uid);
+			H_CHECK(0, &proc);
+		} else {
+			check_ds_refs(uid, x, ds_type, n);
+		}
+	}
+}
+
+/* Panel ids unique (rows may nest panels); the count of panels in *n. */
+static void check_panel_ids(const char *uid, json_t *panels, int *seen, int *n)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(panels, i, p)
+	{
+		json_int_t id = json_integer_value(json_object_get(p, "id"));
+
+		if (id <= 0 || id >= 1000 || seen[id]++) {
+			fprintf(stderr, "%s: panel id %lld missing or repeated\n", uid, (long long)id);
+			H_CHECK(0, &proc);
+		}
+		H_CHECK(json_is_object(json_object_get(p, "gridPos")), &proc);
+		(*n)++;
+		check_panel_ids(uid, json_object_get(p, "panels"), seen, n);
+	}
+}
+
+/* The model as Grafana's import needs it (see the top); returns the data source's plugin. */
+static const char *check_model(const char *uid, json_t *d, const char *text)
+{
+	json_t *in = json_array_get(json_object_get(d, "__inputs"), 0), *x;
+	const char *name = json_string_value(json_object_get(in, "name"));
+	const char *plugin = json_string_value(json_object_get(in, "pluginId"));
+	char ref[96];
+	int var = 0, refs = 0, seen[1000] = {0}, panels = 0;
+	size_t i;
+
+	H_CHECK(json_array_size(json_object_get(d, "__inputs")) == 1 && name && plugin, &proc);
+	H_CHECK(strcmp(json_string_value(json_object_get(in, "type")), "datasource") == 0, &proc);
+	snprintf(ref, sizeof(ref), "${%s}", name);
+	H_CHECK(strstr(text, ref) != NULL, &proc); /* the input is used: the variable's default */
+	H_CHECK(json_string_value(json_object_get(d, "title")) &&
+			json_integer_value(json_object_get(d, "schemaVersion")),
+		&proc);
+	json_array_foreach(json_object_get(json_object_get(d, "templating"), "list"), i, x)
+	{
+		const char *t = json_string_value(json_object_get(x, "type"));
+
+		if (t && strcmp(t, "datasource") == 0) {
+			H_CHECK(strcmp(json_string_value(json_object_get(x, "name")), "datasource") == 0, &proc);
+			H_CHECK(strcmp(json_string_value(json_object_get(x, "query")), plugin) == 0, &proc);
+			var++;
+		}
+	}
+	H_CHECK(var == 1, &proc);
+	check_ds_refs(uid, d, plugin, &refs);
+	check_panel_ids(uid, json_object_get(d, "panels"), seen, &panels);
+	if (refs < panels || panels < 3)
+		fprintf(stderr, "%s: %d data source references for %d panels\n", uid, refs, panels);
+	H_CHECK(refs >= panels && panels >= 3, &proc);
+	fprintf(stderr, "%s: model ok (%s through ${datasource}: %d references, %d panels)\n", uid, plugin, refs,
+		panels);
+	return plugin;
+}
+
+/* Every metric a PromQL expression of the Prometheus dashboard names is on /metrics. */
+static void check_promql(const char *uid, json_t *panels, int *exprs)
+{
+	size_t i, k;
+	json_t *p, *t;
+
+	json_array_foreach(panels, i, p)
+	{
+		json_array_foreach(json_object_get(p, "targets"), k, t)
+		{
+			const char *e = json_string_value(json_object_get(t, "expr"));
+
+			H_CHECK(e != NULL, &proc);
+			(*exprs)++;
+			for (const char *s = e; (s = strpbrk(s, "cp"));) {
+				size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz_");
+				char name[128], line[140];
+
+				if (n < sizeof(name) &&
+				    (strncmp(s, "culprit_", 8) == 0 || strncmp(s, "process_", 8) == 0) &&
+				    (s == e || !strchr("abcdefghijklmnopqrstuvwxyz_", s[-1]))) {
+					memcpy(name, s, n);
+					name[n] = '\0';
+					snprintf(line, sizeof(line), "\n%s", name);
+					if (!strstr(metrics_page, line)) {
+						fprintf(stderr, "%s panel \"%s\": %s is not on culpritd's /metrics\n",
+							uid, json_string_value(json_object_get(p, "title")), name);
+						H_CHECK(0, &proc);
+					}
+				}
+				s += n ? n : 1;
+			}
+		}
+		check_promql(uid, json_object_get(p, "panels"), exprs);
+	}
+}
+
 static void load_dashboard(const char *path)
 {
 	json_error_t err;
@@ -338,6 +480,19 @@ static void load_dashboard(const char *path)
 	}
 	uid = json_string_value(json_object_get(d, "uid"));
 	H_CHECK(uid && json_is_array(json_object_get(d, "panels")), &proc);
+	char *text = read_file(path);
+	const char *plugin = check_model(uid, d, text);
+	free(text);
+	if (strcmp(plugin, "prometheus") == 0) {
+		int exprs = 0;
+
+		check_promql(uid, json_object_get(d, "panels"), &exprs);
+		fprintf(stderr, "read %s (%s): %d expressions, every metric on /metrics\n", path, uid, exprs);
+		prometheus_dashboards++;
+		json_decref(d);
+		return;
+	}
+	H_CHECK(strcmp(plugin, "postgres") == 0, &proc);
 	walk_panels(uid, json_object_get(d, "panels"));
 	json_array_foreach(json_object_get(json_object_get(d, "annotations"), "list"), i, x)
 	{
@@ -735,6 +890,7 @@ int main(void)
 	H_CHECK(PQresultStatus(r) == PGRES_FATAL_ERROR, &proc); /* permission denied */
 	PQclear(r);
 
+	H_CHECK(h_http(proc.http_port, "GET", "/metrics", NULL, &metrics_page) == 200, &proc);
 	snprintf(path, sizeof(path), "%s/docs/grafana/dashboards", src);
 	dd = opendir(path);
 	H_CHECK(dd != NULL, &proc);
@@ -748,7 +904,8 @@ int main(void)
 		}
 	}
 	closedir(dd);
-	H_CHECK(nqueries >= 10, &proc);
+	H_CHECK(nqueries >= 10 && prometheus_dashboards == 1, &proc);
+	free(metrics_page);
 	run_all();
 
 	for (size_t i = 0; i < nqueries; i++) {

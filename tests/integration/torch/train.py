@@ -1,9 +1,13 @@
 """A small data-parallel job (gloo, CPU) with culprit_agent.torch.Monitor attached; run by
 test_torch_job under python3 -m torch.distributed.run.
 
-    train.py --server HOST:PORT --job JOB --steps N [--slow-rank R --slow-from I]
+    train.py [--server HOST:PORT] [--job JOB] --steps N [--slow-rank R --slow-from I]
              [--loader-sleep-rank R --loader-sleep-from I --loader-sleep-ms MS] [--until-captured]
-             [--kineto DIR]
+             [--kineto DIR] [--slurm]
+
+Without --server and --job, Monitor takes them from $CULPRIT_SERVER and the launcher
+(culprit_agent.identity). --slurm: the process group from Slurm's variables as srun sets
+them (SLURM_PROCID, SLURM_NTASKS; MASTER_ADDR and MASTER_PORT given), not torchrun's.
 
 The model is a small MLP followed by an accelerator stand-in: an autograd function that
 waits --device-ms in forward and twice that in backward, as a rank waits on its GPU. On a
@@ -26,8 +30,9 @@ from torch import nn
 from culprit_agent.torch import Monitor
 
 p = argparse.ArgumentParser()
-p.add_argument("--server", required=True)
-p.add_argument("--job", required=True)
+p.add_argument("--server")
+p.add_argument("--job")
+p.add_argument("--slurm", action="store_true")
 p.add_argument("--steps", type=int, default=100)
 p.add_argument("--width", type=int, default=64)
 p.add_argument("--device-ms", type=float, default=25)
@@ -41,7 +46,10 @@ p.add_argument("--kineto")
 args = p.parse_args()
 
 torch.set_num_threads(1)
-dist.init_process_group("gloo")
+if args.slurm:
+    dist.init_process_group("gloo", rank=int(os.environ["SLURM_PROCID"]), world_size=int(os.environ["SLURM_NTASKS"]))
+else:
+    dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(rank)
 

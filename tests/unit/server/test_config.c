@@ -108,12 +108,52 @@ static void url_schemes(void **state)
 	(void)state;
 }
 
+/* action_modes: KIND=MODE pairs; on needs action_hook, approve needs operator_tokens_file */
+static void action_modes(void **state)
+{
+	static const struct {
+		const char *modes, *hook, *ops;
+		int ok;
+	} cases[] = {
+		{"", "", "", 1},
+		{"drain_node=auto", "/h", "", 1},
+		{"drain_node=dry_run,inspect_host=off", "/h", "", 1},
+		{"drain_node=approve", "/h", "/ops", 1},
+		{"drain_node=approve", "/h", "", 0},
+		{"drain_node=auto", "", "", 0},
+		{"drain_node=off", "", "", 1},
+		{"drain_node", "/h", "", 0},
+		{"drain_node=sometimes", "/h", "", 0},
+		{"reboot_node=auto", "/h", "", 0},
+		{"drain_node=auto,", "/h", "", 0},
+	};
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config cfg;
+		int rc;
+
+		config_defaults(&cfg);
+		assert_int_equal(config_set(&cfg, "action_modes", cases[i].modes, false, err, sizeof(err)), 0);
+		assert_int_equal(config_set(&cfg, "action_hook", cases[i].hook, false, err, sizeof(err)), 0);
+		assert_int_equal(config_set(&cfg, "operator_tokens_file", cases[i].ops, false, err, sizeof(err)), 0);
+		rc = config_check(&cfg, err, sizeof(err));
+		if ((rc == 0) != cases[i].ok)
+			fail_msg("action_modes \"%s\": config_check %d (%s)", cases[i].modes, rc, err);
+		config_free(&cfg);
+	}
+	assert_int_equal(config_action_mode("inspect_host=dry_run,drain_node=approve", "drain_node"), ACTION_APPROVE);
+	assert_int_equal(config_action_mode("inspect_host=dry_run", "drain_node"), ACTION_OFF);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shown),
 		cmocka_unit_test(shown_short_buffer),
 		cmocka_unit_test(url_schemes),
+		cmocka_unit_test(action_modes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
