@@ -944,6 +944,7 @@ static void agent_free(struct agent *a)
 	free(a->host);
 	free(a->token);
 	free(a->order);
+	free(a->device);
 	free(a->ranks);
 	pthread_mutex_destroy(&a->mu);
 	pthread_cond_destroy(&a->cv);
@@ -993,8 +994,9 @@ struct agent *agent_new(const struct agent_config *cfg)
 
 		a->token = strdup(token ? token : "");
 		a->order = strdup(cfg->topo.order ? cfg->topo.order : "");
+		a->device = strdup(cfg->topo.device ? cfg->topo.device : "");
 		a->ranks = malloc(cfg->n_ranks * sizeof(*a->ranks));
-		if (!a->job || !a->host || !a->token || !a->order || !a->ranks) {
+		if (!a->job || !a->host || !a->token || !a->order || !a->device || !a->ranks) {
 			agent_free(a);
 			return NULL;
 		}
@@ -1021,6 +1023,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 	}
 	a->topo = cfg->topo;
 	a->topo.order = NULL;
+	a->topo.device = NULL;
 	a->flush_ms = cfg->flush_interval_ms ? cfg->flush_interval_ms : 200;
 	a->max_records = cfg->max_batch_records ? cfg->max_batch_records : 8192;
 	a->max_unacked = cfg->max_unacked_bytes ? cfg->max_unacked_bytes : (size_t)64 << 20;

@@ -61,6 +61,7 @@ typedef void (*agent_log_fn)(void *arg, enum agent_log_level level, const char *
 struct agent_topology {
 	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
 	const char *order; /* NULL or "": Megatron's default "tp-cp-ep-dp-pp" */
+	const char *device; /* what the ranks run on: "gpu", "cpu"; NULL or "": not said */
 };
 
 struct agent_config {

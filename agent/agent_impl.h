@@ -113,7 +113,7 @@ struct agent_conn {
 
 struct agent {
 	/* configuration (immutable after agent_new) */
-	char *server_host, *server_port, *job, *agent_id, *host, *token, *order;
+	char *server_host, *server_port, *job, *agent_id, *host, *token, *order, *device;
 	struct ssl_ctx_st *tls; /* NULL: plain TCP; shared with other agents (agent_tls.c) */
 	struct agent_topology topo;
 	uint32_t *ranks; /* sorted */

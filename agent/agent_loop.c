@@ -178,6 +178,7 @@ static int conn_hello(struct agent *a)
 	topo.ep = a->topo.ep;
 	topo.gpus_per_node = a->topo.gpus_per_node;
 	topo.order = a->order;
+	topo.device = a->device;
 	h.protocol_version = FRAME_PROTOCOL_VERSION;
 	h.job = a->job;
 	h.topology = &topo;

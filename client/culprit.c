@@ -65,6 +65,7 @@ static int on_job(void *ctx, const struct jsonl_job *j, const char **why)
 	in->store = engine_store(in->engine);
 	snprintf(in->job, sizeof(in->job), "%s", j->job ? j->job : "");
 	store_set_job(in->store, in->job);
+	store_set_device(in->store, j->device);
 	return 0;
 }
 
@@ -303,6 +304,13 @@ static int out_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 	return 0;
 }
 
+static int out_host(void *ctx, uint32_t rank, const char *host)
+{
+	struct sim_out *o = ctx;
+	jsonl_write_host(o->w, o->job, rank, host);
+	return 0;
+}
+
 static int out_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source, const char *detail)
 {
 	struct sim_out *o = ctx;
@@ -411,7 +419,7 @@ static int cmd_sim(int argc, char **argv)
 		fprintf(stderr, "culprit sim: %s\n", err);
 		return 1;
 	}
-	struct sim_sink sink = {&so, out_job, out_rank_iter, out_event};
+	struct sim_sink sink = {.ctx = &so, .job = out_job, .rank_iter = out_rank_iter, .host = out_host, .event = out_event};
 	int rc = sim_run(&opt, &sink, err, sizeof(err));
 	if (jsonl_writer_close(so.w) < 0 && !rc) {
 		fprintf(stderr, "culprit sim: could not write \"%s\"\n", out);

@@ -409,15 +409,9 @@ int import_chrome_read(const char *path, const struct import_options *opt, const
 		p->hi = a->hi;
 	}
 	qsort(ph, np, sizeof(*ph), cmp_ph);
-	struct jsonl_job job = {opt && opt->job ? opt->job : "chrome",
-				world,
-				tp,
-				1,
-				pp,
-				dp,
-				1,
-				world < 8 ? world : 8,
-				"tp-cp-ep-dp-pp"};
+	struct jsonl_job job = {.job = opt && opt->job ? opt->job : "chrome", .world = world, .tp = tp, .cp = 1,
+				.pp = pp, .dp = dp, .ep = 1, .gpus_per_node = world < 8 ? world : 8,
+				.order = "tp-cp-ep-dp-pp"};
 	if (h->job && h->job(h->ctx, &job, &why) < 0)
 		goto bad;
 	for (size_t i = 0; i < np;) {

@@ -165,7 +165,8 @@ int import_csv_read(const char *path, const struct import_options *opt, const st
 	qsort(rows, nr, sizeof(*rows), cmp_row);
 	uint32_t world = maxw + 1;
 	const char *why = NULL;
-	struct jsonl_job job = {opt && opt->job ? opt->job : "csv", world, 1, 1, 1, world, 1, 1, "tp-cp-ep-dp-pp"};
+	struct jsonl_job job = {.job = opt && opt->job ? opt->job : "csv", .world = world, .tp = 1, .cp = 1, .pp = 1,
+				.dp = world, .ep = 1, .gpus_per_node = 1, .order = "tp-cp-ep-dp-pp"};
 	if (h->job && h->job(h->ctx, &job, &why) < 0)
 		goto bad;
 	for (uint32_t w = 0; w < world; w++) {

@@ -477,15 +477,11 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 			}
 			if (world < 0) {
 				world = k.world;
-				struct jsonl_job j = {opt && opt->job ? opt->job : "kineto",
-						      (uint32_t)world,
-						      1,
-						      1,
-						      1,
-						      (uint32_t)world,
-						      1,
-						      world < 8 ? (uint32_t)world : 8,
-						      "tp-cp-ep-dp-pp"};
+				struct jsonl_job j = {.job = opt && opt->job ? opt->job : "kineto",
+						      .world = (uint32_t)world, .tp = 1, .cp = 1, .pp = 1,
+						      .dp = (uint32_t)world, .ep = 1,
+						      .gpus_per_node = world < 8 ? (uint32_t)world : 8,
+						      .order = "tp-cp-ep-dp-pp"};
 				const char *why = NULL;
 				if (h->job && h->job(h->ctx, &j, &why) < 0)
 					rc = import_rejected(paths[f], why, err, errlen);

@@ -44,7 +44,7 @@ struct jval {
 	X(type)                                                                                                     \
 	X(job) X(world) X(tp) X(cp) X(pp) X(dp) X(ep) X(gpus_per_node) X(order) X(rank) X(host) X(iter) X(start_us) \
 		X(dur_us) X(name) X(kind) X(group) X(count) X(durs_us) X(sum_us) X(min_us) X(max_us) X(p50_us)      \
-			X(p99_us) X(ts_us) X(source) X(detail)
+			X(p99_us) X(ts_us) X(source) X(detail) X(device)
 
 enum jkey {
 #define X(k) JK_##k,
@@ -674,6 +674,7 @@ enum drec_type { D_JOB, D_HOST, D_ITER, D_PHASE, D_KERNEL, D_EVENT };
 
 struct djob { /* a job line but its name (the drec's) */
 	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
+	uint8_t device; /* 0: not said, 1: gpu, 2: cpu */
 	const char *order;
 };
 
@@ -745,6 +746,9 @@ static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_
 		U32(JK_dp, 0, 0, &j->dp);
 		U32(JK_ep, 0, 1, &j->ep);
 		U32(JK_gpus_per_node, 0, 8, &j->gpus_per_node);
+		/* what the ranks run on; another word is not said (a device of a later format) */
+		const char *dev = get_str(o, JK_device);
+		j->device = !dev ? 0 : strcmp(dev, "cpu") == 0 ? 2 : strcmp(dev, "gpu") == 0 ? 1 : 0;
 		if (!j->dp && j->tp && j->cp && j->pp)
 			j->dp = j->world / (j->tp * j->cp * j->pp);
 	} else if (STR_IS(type, "host")) {
@@ -1467,8 +1471,10 @@ static int apply(const struct drec *d, const struct block *b, const struct jsonl
 	switch (d->type) {
 	case D_JOB: {
 		const struct djob *j = &d->u.job;
-		struct jsonl_job job = {d->name, j->world,         j->tp,   j->cp, j->pp, j->dp,
-					j->ep,   j->gpus_per_node, j->order};
+		static const char *const device[] = {NULL, "gpu", "cpu"};
+		struct jsonl_job job = {d->name, j->world,         j->tp,   j->cp,
+					j->pp,   j->dp,            j->ep,   j->gpus_per_node,
+					j->order, device[j->device]};
 		return h->job ? h->job(h->ctx, &job, why) : 0;
 	}
 	case D_HOST: return h->host ? h->host(h->ctx, d->u.rank, d->name, why) : 0;
@@ -1790,11 +1796,13 @@ static const char *esc(const char *s, char *buf, size_t len)
 void jsonl_write_job(struct jsonl_writer *w, const struct jsonl_job *j)
 {
 	char a[256], b[64];
+	int cpu = j->device && strcmp(j->device, "cpu") == 0, gpu = j->device && strcmp(j->device, "gpu") == 0;
 	emit(w,
 	     "{\"type\":\"job\",\"job\":\"%s\",\"world\":%u,\"tp\":%u,\"cp\":%u,\"pp\":%u,\"dp\":%u,"
-	     "\"ep\":%u,\"order\":\"%s\",\"gpus_per_node\":%u}\n",
+	     "\"ep\":%u,\"order\":\"%s\",\"gpus_per_node\":%u%s}\n",
 	     esc(j->job, a, sizeof(a)), j->world, j->tp, j->cp, j->pp, j->dp, j->ep,
-	     esc(j->order ? j->order : "tp-cp-ep-dp-pp", b, sizeof(b)), j->gpus_per_node);
+	     esc(j->order ? j->order : "tp-cp-ep-dp-pp", b, sizeof(b)), j->gpus_per_node,
+	     cpu ? ",\"device\":\"cpu\"" : gpu ? ",\"device\":\"gpu\"" : "");
 }
 
 void jsonl_write_host(struct jsonl_writer *w, const char *job, uint32_t rank, const char *host)

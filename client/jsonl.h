@@ -13,6 +13,7 @@ struct jsonl_job {
 	const char *job;
 	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
 	const char *order;
+	const char *device; /* "gpu", "cpu", or NULL: not said */
 };
 
 /* Each callback returns 0 to go on, or -1 with *why set to a static message (the reader

@@ -147,11 +147,11 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 	int moe = sc == S_HEALTHY || sc == S_CASE5;
 	char jobname[64];
 	snprintf(jobname, sizeof(jobname), "sim-%s", scenarios[sc]);
-	struct jsonl_job job = {jobname, 12960, 1, 1, 9, 1440, 32, 8, "tp-cp-ep-dp-pp"};
-	if (!moe) {
-		struct jsonl_job d = {jobname, 1024, 8, 1, 4, 32, 1, 8, "tp-cp-dp-pp"};
-		job = d;
-	}
+	struct jsonl_job job = {.job = jobname, .world = 12960, .tp = 1, .cp = 1, .pp = 9, .dp = 1440, .ep = 32,
+				.gpus_per_node = 8, .order = "tp-cp-ep-dp-pp", .device = "gpu"};
+	if (!moe)
+		job = (struct jsonl_job){.job = jobname, .world = 1024, .tp = 8, .cp = 1, .pp = 4, .dp = 32, .ep = 1,
+					 .gpus_per_node = 8, .order = "tp-cp-dp-pp", .device = "gpu"};
 	uint32_t nk = opt->kernels ? opt->kernels : 3;
 	if (nk < 3 || nk > SIM_MAX_KERNELS) {
 		snprintf(err, errlen, "kernels must be 3 to %d", SIM_MAX_KERNELS);
@@ -227,6 +227,15 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 		free(cls);
 		snprintf(err, errlen, "sink refused the job");
 		return -1;
+	}
+	for (uint32_t r = 0; sink->host && r < W; r++) {
+		char host[32];
+		snprintf(host, sizeof(host), "node-%u", r / job.gpus_per_node);
+		if (sink->host(sink->ctx, r, host) < 0) {
+			free(cls);
+			snprintf(err, errlen, "sink refused a host");
+			return -1;
+		}
 	}
 	int64_t t = opt->start_us ? opt->start_us : 1767225600000000LL; /* 2026-01-01 */
 	struct record_phase ph[MAX_PHASES];

@@ -51,6 +51,9 @@ struct sim_sink {
 	void *ctx;
 	int (*job)(void *ctx, const struct jsonl_job *job);
 	int (*rank_iter)(void *ctx, const struct sim_rank_iter *ri);
+	/* the host of each rank, once, after the job (NULL: not wanted): the simulated cluster's
+	 * nodes are node-<rank / gpus_per_node> */
+	int (*host)(void *ctx, uint32_t rank, const char *host);
 	int (*event)(void *ctx, const char *host, const char *kind, int64_t ts_us, const char *source,
 		     const char *detail);
 };

@@ -16,6 +16,7 @@
 
 struct host_ranks {
 	const char *host;
+	const char *where; /* host, or "the unknown host" when no host record named it */
 	const struct report_suspect *top; /* its highest-scored culprit */
 	uint32_t ranks[REPORT_ACTION_RANKS];
 	size_t n, total;
@@ -101,11 +102,28 @@ static void set_ranks(struct report_action *a, const uint32_t *r, size_t n)
 	memcpy(a->ranks, r, a->nranks * sizeof(*r));
 }
 
-/* an action on one host's culprits; their ranks in words into rw */
+/* What the ranks run on, in the words of an action: the job's device, else GPUs when it
+ * reported kernels (a GPU profile's), else either */
+struct hardware {
+	const char *unit, *units, *check;
+};
+
+static struct hardware hardware(const struct store *s)
+{
+	const char *d = store_device(s);
+	if (strcmp(d, "cpu") == 0)
+		return (struct hardware){"CPU", "CPUs", "check its CPUs and memory: throttling, other processes, NUMA placement"};
+	if (strcmp(d, "gpu") == 0 || store_kernel_count(s))
+		return (struct hardware){"GPU", "GPUs", "check or replace its GPUs"};
+	return (struct hardware){"device", "hardware", "check or replace its hardware (GPUs or CPUs)"};
+}
+
+/* an action on one host's culprits; their ranks in words into rw. A host no record named
+ * is "unknown host" as a target: the default name is the rank order's, not a machine's. */
 static struct report_action *host_action(struct report_finding *f, const char *kind, const char *target,
 					 const struct host_ranks *h, char *rw, size_t len)
 {
-	struct report_action *a = add(f, kind, target);
+	struct report_action *a = add(f, kind, target == h->host && h->where != h->host ? "unknown host" : target);
 	if (a) {
 		set_ranks(a, h->ranks, h->n);
 		ranks_words(h->ranks, h->n, h->total, rw, len);
@@ -129,6 +147,7 @@ static size_t by_host(const struct report_finding *f, struct host_ranks *h)
 				continue;
 			memset(&h[nh], 0, sizeof(h[nh]));
 			h[nh].host = su->host;
+			h[nh].where = su->host_known ? su->host : "the unknown host";
 			h[nh].top = su;
 			nh++;
 		}
@@ -239,17 +258,23 @@ static void consistent_events(const struct report *r, struct report_action *a, c
 			text(a, "; the %s event on %s agrees", r->events[i].kind, host);
 }
 
-static void compute_actions(const struct report *r, struct report_finding *f)
+static void compute_actions(const struct report *r, struct report_finding *f, const struct store *s)
 {
 	struct host_ranks h[ACT_HOSTS];
 	size_t nh = by_host(f, h);
 	char rw[160];
+	struct hardware hw = hardware(s);
 	for (size_t j = 0; j < nh; j++) {
 		struct report_action *a = host_action(f, "drain_node", h[j].host, &h[j], rw, sizeof(rw));
 		if (!a)
 			return;
-		text(a, "drain %s (cordon it, move its work elsewhere, then check or replace its GPUs): rank%s %s",
-		     h[j].host, h[j].total == 1 ? "" : "s", rw);
+		if (h[j].where != h[j].host)
+			text(a, "find the host of rank%s %s (the job reported no host names), then drain it (cordon it, "
+				"move its work elsewhere, then %s):",
+			     h[j].total == 1 ? "" : "s", rw, hw.check);
+		else
+			text(a, "drain %s (cordon it, move its work elsewhere, then %s): rank%s %s", h[j].host,
+			     hw.check, h[j].total == 1 ? "" : "s", rw);
 		const struct report_suspect *su = h[j].top;
 		if (su->nev)
 			text(a, " compute%s %s %.2fx %s", h[j].total == 1 ? "s" : "", su->ev[0].phase, su->ev[0].ratio,
@@ -265,8 +290,10 @@ static void compute_actions(const struct report *r, struct report_finding *f)
 	}
 }
 
-static void stall_actions(const struct report *r, struct report_finding *f, const char *server)
+static void stall_actions(const struct report *r, struct report_finding *f, const char *server,
+			  const struct store *s)
 {
+	struct hardware hw = hardware(s);
 	struct host_ranks h[ACT_HOSTS];
 	size_t nh = by_host(f, h);
 	char rw[160], arg[160];
@@ -282,10 +309,10 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 			text(a,
 			     "look at kernel %s on rank%s %s (%s): isolated calls %.0fx the peers' p99, its median "
 			     "%.2fx theirs; capture their kernels and open them in ui.perfetto.dev",
-			     k->name, h[j].total == 1 ? "" : "s", rw, h[j].host, k->max_ratio, k->ratio);
+			     k->name, h[j].total == 1 ? "" : "s", rw, h[j].where, k->max_ratio, k->ratio);
 		else
 			text(a, "look at the kernels of rank%s %s (%s): capture them and open them in ui.perfetto.dev",
-			     h[j].total == 1 ? "" : "s", rw, h[j].host);
+			     h[j].total == 1 ? "" : "s", rw, h[j].where);
 		char job[2 * sizeof(r->job)], srv[160];
 		shell_word(r->job, job, sizeof(job));
 		shell_word(server, srv, sizeof(srv));
@@ -299,13 +326,13 @@ static void stall_actions(const struct report *r, struct report_finding *f, cons
 		const struct report_suspect *su = h[j].top;
 		if (!su->nk)
 			continue;
-		struct report_action *a = add(f, "avoid", h[j].host);
+		struct report_action *a = add(f, "avoid", h[j].where == h[j].host ? h[j].host : "unknown host");
 		if (!a)
 			return;
 		text(a,
-		     "do not drain %s for a slow GPU: kernel %s's median runs at %.2fx its peers'; only isolated "
+		     "do not drain %s for a slow %s: kernel %s's median runs at %.2fx its peers'; only isolated "
 		     "calls stall",
-		     h[j].host, su->k[0].name, su->k[0].ratio);
+		     h[j].where, hw.unit, su->k[0].name, su->k[0].ratio);
 		set_ranks(a, h[j].ranks, h[j].n);
 	}
 }
@@ -315,6 +342,7 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 	struct host_ranks h[ACT_HOSTS];
 	size_t nh = by_host(f, h);
 	char rw[160], pw[160];
+	struct hardware hw = hardware(s);
 	for (size_t j = 0; j < nh; j++) {
 		const struct report_suspect *su = h[j].top;
 		const struct report_evidence *e = su->nev ? &su->ev[0] : NULL;
@@ -327,12 +355,11 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 		if (!a)
 			return;
 		if (p != STORE_NO_SLOT && np == 0)
-			text(a,
-			     "check the GPU interconnect (NVLink, NVSwitch) of %s: its collective %s stays within "
-			     "the node",
-			     h[j].host, e->phase);
+			text(a, "check the %s of %s: its collective %s stays within the node",
+			     strcmp(hw.unit, "GPU") == 0 ? "GPU interconnect (NVLink, NVSwitch)" : "interconnect inside the node",
+			     h[j].where, e->phase);
 		else
-			text(a, "check the NIC and the switch port of %s (link errors, flaps, speed)", h[j].host);
+			text(a, "check the NIC and the switch port of %s (link errors, flaps, speed)", h[j].where);
 		text(a, ": rank%s %s", h[j].total == 1 ? "" : "s", rw);
 		if (e)
 			text(a, " take%s %s %.2fx %s", h[j].total == 1 ? "s" : "", e->phase, e->ratio, basis(e));
@@ -347,7 +374,7 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 	}
 	for (size_t j = 0; j < nh; j++) {
 		const struct report_suspect *su = h[j].top;
-		struct report_action *a = add(f, "avoid", h[j].host);
+		struct report_action *a = add(f, "avoid", h[j].where == h[j].host ? h[j].host : "unknown host");
 		if (!a)
 			return;
 		set_ranks(a, h[j].ranks, h[j].n);
@@ -356,13 +383,13 @@ static void comm_actions(const struct report *r, struct report_finding *f, const
 			if (su->k[k].kind == RECORD_KIND_COMPUTE)
 				ck = &su->k[k];
 		if (ck)
-			text(a, "do not drain %s for its GPUs: its compute kernel %s runs at %.2fx its peers' median",
-			     h[j].host, ck->name, ck->ratio);
+			text(a, "do not drain %s for its %s: its compute kernel %s runs at %.2fx its peers' median",
+			     h[j].where, hw.units, ck->name, ck->ratio);
 		else
 			text(a,
-			     "do not drain %s for its GPUs: none of its compute phases stands out against its "
+			     "do not drain %s for its %s: none of its compute phases stands out against its "
 			     "role group",
-			     h[j].host);
+			     h[j].where, hw.units);
 	}
 }
 
@@ -394,11 +421,12 @@ static void stage_actions(const struct report *r, struct report_finding *f, cons
 	}
 }
 
-static void host_actions(const struct report *r, struct report_finding *f)
+static void host_actions(const struct report *r, struct report_finding *f, const struct store *s)
 {
 	struct host_ranks h[ACT_HOSTS];
 	size_t nh = by_host(f, h);
 	char rw[160];
+	struct hardware hw = hardware(s);
 	int late = 0;
 	for (size_t j = 0; j < nh; j++) {
 		const struct report_suspect *su = h[j].top;
@@ -410,7 +438,7 @@ static void host_actions(const struct report *r, struct report_finding *f)
 		text(a,
 		     "inspect the data loader and the host of rank%s %s on %s (CPU load, I/O, loader workers, "
 		     "memory)",
-		     h[j].total == 1 ? "" : "s", rw, h[j].host);
+		     h[j].total == 1 ? "" : "s", rw, h[j].where);
 		if (e && e->kind == RECORD_KIND_COMM)
 			text(a,
 			     ": it arrives last at %s (its wait there is %.2fx %s) while none of its own work "
@@ -428,10 +456,10 @@ static void host_actions(const struct report *r, struct report_finding *f)
 		consistent_events(r, a, h[j].host);
 	}
 	if (nh) {
-		struct report_action *a = add(f, "avoid", h[0].host);
+		struct report_action *a = add(f, "avoid", h[0].where == h[0].host ? h[0].host : "unknown host");
 		if (a) {
 			set_ranks(a, h[0].ranks, h[0].n);
-			text(a, "do not look at the GPUs or the network of %s: %s", h[0].host,
+			text(a, "do not look at the %s or the network of %s: %s", hw.units, h[0].where,
 			     late ? "no compute or communication phase of its ranks is longer than their peers'"
 				  : "its compute and communication phases are no longer than their peers'");
 		}
@@ -516,7 +544,8 @@ static void hang_actions(const struct report *r, struct report_finding *f, const
 	int64_t end;
 	if (n)
 		store_rank_last(s, ranks[0], &last, &end);
-	struct report_action *a = add(f, "investigate_hang", n ? f->suspects[0].host : "");
+	const char *where = !n ? "" : f->suspects[0].host_known ? f->suspects[0].host : "the unknown host";
+	struct report_action *a = add(f, "investigate_hang", !n || f->suspects[0].host_known ? where : "unknown host");
 	if (!a)
 		return;
 	set_ranks(a, ranks, n);
@@ -530,7 +559,7 @@ static void hang_actions(const struct report *r, struct report_finding *f, const
 	text(a,
 	     "dump the stacks of rank%s %s on %s (py-spy dump, or gdb on the process), which stopped "
 	     "first, after iteration %u",
-	     f->culprits_total == 1 ? "" : "s", rw, f->suspects[0].host, last);
+	     f->culprits_total == 1 ? "" : "s", rw, where, last);
 	uint32_t p = stopped_in(s, all, nall);
 	if (p != STORE_NO_SLOT)
 		text(a, ", in %s (%s%s%s)", store_name(s, store_phase_name(s, p)),
@@ -540,7 +569,7 @@ static void hang_actions(const struct report *r, struct report_finding *f, const
 		text(a, "; the records do not say in which phase (none of iteration %u came in)", last + 1);
 	text(a, "; the job makes no progress until they resume or are restarted");
 	if (r->victims || f->culprits_total < store_topo(s)->world) {
-		a = add(f, "avoid", f->suspects[0].host);
+		a = add(f, "avoid", f->suspects[0].host_known ? f->suspects[0].host : "unknown host");
 		if (a)
 			text(a, "do not chase the ranks that stopped later or still run: they wait for rank%s %s",
 			     f->culprits_total == 1 ? "" : "s", rw);
@@ -569,7 +598,7 @@ static void contradicted_events(struct report *r)
 			     "do not repair what the %s on %s points at (%s): it does not explain the slowdown: "
 			     "%s",
 			     e->kind, e->host,
-			     strcmp(f->category, "communication_degradation") == 0 ? "its GPUs or host"
+			     strcmp(f->category, "communication_degradation") == 0 ? "its processors or host"
 										   : "its network, NIC or port",
 			     e->reason);
 	}
@@ -605,15 +634,15 @@ int actions_build(struct report *r, const struct store *s, const char *server)
 		struct report_finding *f = &r->findings[i];
 		f->nactions = 0;
 		if (strcmp(f->category, "compute_degradation") == 0)
-			compute_actions(r, f);
+			compute_actions(r, f, s);
 		else if (strcmp(f->category, "kernel_stall") == 0)
-			stall_actions(r, f, server);
+			stall_actions(r, f, server, s);
 		else if (strcmp(f->category, "communication_degradation") == 0)
 			comm_actions(r, f, s);
 		else if (strcmp(f->category, "stage_imbalance") == 0)
 			stage_actions(r, f, s);
 		else if (strcmp(f->category, "host_delay") == 0 && f->nsuspects)
-			host_actions(r, f);
+			host_actions(r, f, s);
 		else if (strcmp(f->category, "host_delay") == 0)
 			spread_actions(r, f);
 		else if (strcmp(f->category, "hang") == 0)

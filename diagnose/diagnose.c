@@ -75,6 +75,7 @@ static void fill_identity(const struct work *w, struct report_suspect *su, uint3
 {
 	su->rank = r;
 	store_host(w->s, r, su->host, sizeof(su->host));
+	su->host_known = store_host_known(w->s, r);
 	su->coords = topo_coords(w->t, r);
 	su->role = role;
 	su->level = level;

@@ -75,6 +75,8 @@ static json_t *suspect_json(const struct report_suspect *s)
 			  "level", s->level ? s->level : "L2", "evidence", ev, "kernels", ks);
 	if (js && s->role == REPORT_LATE_ARRIVER)
 		json_object_set_new(js, "consistent_with_culprits", json_boolean(s->consistent));
+	if (js && !s->host_known) /* "host" is the rank order's node-N, not a machine's name */
+		json_object_set_new(js, "host_reported", json_false());
 	return js;
 }
 

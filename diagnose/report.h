@@ -38,6 +38,7 @@ struct report_kernel {
 struct report_suspect {
 	uint32_t rank;
 	char host[REPORT_NAME_MAX];
+	int host_known; /* a host record named it (else host is the rank order's node-N) */
 	struct topo_coords coords;
 	enum report_role role;
 	double score;

@@ -26,6 +26,7 @@ struct store {
 	struct topo topo;
 	struct store_config cfg;
 	char *job;
+	char device[8]; /* "gpu", "cpu", or "" when not said */
 	struct intern names;
 	struct intern hosts;
 	uint32_t *host_of; /* per rank: host id or STORE_NO_SLOT */
@@ -543,6 +544,14 @@ void store_set_job(struct store *s, const char *job)
 
 const char *store_job(const struct store *s) { return s->job ? s->job : ""; }
 
+void store_set_device(struct store *s, const char *device)
+{
+	snprintf(s->device, sizeof(s->device), "%s",
+		 device && (strcmp(device, "cpu") == 0 || strcmp(device, "gpu") == 0) ? device : "");
+}
+
+const char *store_device(const struct store *s) { return s->device; }
+
 int store_intern_name(struct store *s, const char *name)
 {
 	int64_t id = intern_add(&s->names, name);
@@ -591,6 +600,11 @@ const char *store_host(const struct store *s, uint32_t rank, char *buf, size_t l
 	else
 		snprintf(buf, len, "node-%u", topo_node(&s->topo, rank));
 	return buf;
+}
+
+int store_host_known(const struct store *s, uint32_t rank)
+{
+	return rank < s->topo.world && s->host_of[rank] != STORE_NO_SLOT;
 }
 
 uint32_t store_host_id(const struct store *s, uint32_t rank)

@@ -76,6 +76,10 @@ const struct topo *store_topo(const struct store *s);
 const struct store_config *store_config(const struct store *s);
 void store_set_job(struct store *s, const char *job);
 const char *store_job(const struct store *s);
+/* What the ranks run on: "gpu", "cpu", or "" when the job did not say (any other word is
+ * taken as not said). The actions' words follow it. */
+void store_set_device(struct store *s, const char *device);
+const char *store_device(const struct store *s);
 
 /* Name dictionary of the job: returns the id of name (interning it), -1 when out of memory. */
 int store_intern_name(struct store *s, const char *name);
@@ -88,6 +92,9 @@ uint32_t store_name_count(const struct store *s);
 int store_set_host(struct store *s, uint32_t rank, const char *host);
 /* Writes the host name of rank into buf. */
 const char *store_host(const struct store *s, uint32_t rank, char *buf, size_t len);
+/* Whether a host record named rank's host (else store_host's name is the default, made up
+ * from the rank order: no action may name it as if it were a machine). */
+int store_host_known(const struct store *s, uint32_t rank);
 /* A number per host, equal for the ranks of one host (named, or the default node). */
 uint32_t store_host_id(const struct store *s, uint32_t rank);
 

@@ -811,6 +811,8 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		return;
 	}
 	strcpy(topo.order, h->topology->order);
+	if (strcmp(h->topology->device, "gpu") == 0 || strcmp(h->topology->device, "cpu") == 0)
+		strcpy(topo.device, h->topology->device);
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
 		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu",
 			 (long long)s->cfg.max_ranks_per_agent, h->n_ranks);

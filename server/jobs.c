@@ -185,6 +185,10 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 	struct engine_config ec;
 
 	if (job) {
+		/* the first agent that says what the ranks run on (not while a diagnosis reads the
+		 * store: the next agent's Hello will say it again) */
+		if (wire->device[0] && !job->diagnosing && !store_device(engine_store(job->engine))[0])
+			store_set_device(engine_store(job->engine), wire->device);
 		if (!same_topology(&job->wire_topo, wire)) {
 			snprintf(err, err_size, "job \"%s\" is known with another topology (world %u, pp %u, dp %u)",
 				 name, job->topo.world, job->topo.pp, job->topo.dp);
@@ -216,6 +220,7 @@ struct job *jobs_get_or_create(struct server *s, const char *name, const struct 
 		return NULL;
 	}
 	store_set_job(engine_store(job->engine), name);
+	store_set_device(engine_store(job->engine), wire->device);
 	snprintf(job->name, sizeof(job->name), "%s", name);
 	job->wire_topo = *wire;
 	s->m.jobs++;

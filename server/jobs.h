@@ -18,6 +18,7 @@ struct server;
 struct job_topology {
 	uint32_t world, tp, cp, pp, dp, ep, gpus_per_node;
 	char order[32];
+	char device[8]; /* "gpu", "cpu", "" (not said; agents may differ in saying it) */
 };
 
 struct job {

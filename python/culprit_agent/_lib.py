@@ -23,7 +23,7 @@ GROUPS = {None: 0, "": 0, "none": 0, "tp": 1, "cp": 2, "ep": 3, "dp": 4, "pp": 5
 
 class Topology(ctypes.Structure):
     _fields_ = [("world", u32), ("tp", u32), ("cp", u32), ("pp", u32), ("dp", u32), ("ep", u32),
-                ("gpus_per_node", u32), ("order", c_char_p)]
+                ("gpus_per_node", u32), ("order", c_char_p), ("device", c_char_p)]
 
 
 class Config(ctypes.Structure):

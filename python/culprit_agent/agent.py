@@ -103,7 +103,7 @@ class Agent:
 
     def __init__(self, server=None, job=None, rank=None, world=None, *, tp=1, pp=1, dp=None, ep=1, cp=1, order=None,
                  layout=None, token=None, tls_ca=None, tls=False, host=None, agent_id=None, gpus_per_node=None,
-                 flush_interval_ms=0, max_unacked_bytes=0):
+                 flush_interval_ms=0, max_unacked_bytes=0, device=None):
         self._a = None
         self._lib = None
         self._lock = threading.Lock()
@@ -128,12 +128,12 @@ class Agent:
             lay.update(_resolve_layout(layout))
             self._start(server or os.environ.get("CULPRIT_SERVER"), self.job, lay["tp"], lay["pp"], lay["dp"],
                         lay["ep"], lay["cp"], lay["order"], token, tls_ca, tls, self.host, agent_id, gpus_per_node,
-                        flush_interval_ms, max_unacked_bytes)
+                        flush_interval_ms, max_unacked_bytes, device)
         except Exception as e:
             self._error("Agent", e)
 
     def _start(self, server, job, tp, pp, dp, ep, cp, order, token, tls_ca, tls, host, agent_id, gpus_per_node,
-               flush_interval_ms, max_unacked_bytes):
+               flush_interval_ms, max_unacked_bytes, device):
         if not server:
             raise ValueError("no culpritd address: give server= or set $CULPRIT_SERVER")
         if not job:
@@ -145,7 +145,7 @@ class Agent:
         self._ranks = (_lib.u32 * 1)(self.rank)
         cfg = _lib.Config()
         cfg.server, cfg.job = enc(server), enc(job)
-        cfg.topo = _lib.Topology(self.world, tp, cp, pp, dp, ep, gpus_per_node, enc(order))
+        cfg.topo = _lib.Topology(self.world, tp, cp, pp, dp, ep, gpus_per_node, enc(order), enc(device))
         cfg.agent_id = enc(agent_id or f"{host}/rank-{self.rank}")
         cfg.host = enc(host)
         cfg.ranks, cfg.n_ranks = self._ranks, 1

@@ -96,11 +96,13 @@ class Monitor:
 
     # --- attaching -------------------------------------------------------------------------
     def _attach(self, model, optimizer, dataloader, server, job, agent_args):
-        if self.agent is None:
-            rank, world = _rank_world()
-            self.agent = Agent(server, job, rank, world, **agent_args)
         p = next(iter(model.parameters()), None)
         self._cuda = p is not None and p.is_cuda
+        if self.agent is None:
+            rank, world = _rank_world()
+            args = dict(agent_args)
+            args.setdefault("device", "gpu" if self._cuda else "cpu")  # what the actions speak of
+            self.agent = Agent(server, job, rank, world, **args)
         self._hooks.append(model.register_forward_pre_hook(self._forward_pre))
         self._hooks.append(model.register_forward_hook(self._forward_post))
         step = optimizer.step

@@ -55,6 +55,13 @@ static int feed_rank_iter(void *ctx, const struct sim_rank_iter *ri)
 	return 0;
 }
 
+/* the simulated cluster's node names, as its agents' Hellos give them to culpritd */
+static int feed_host(void *ctx, uint32_t rank, const char *host)
+{
+	struct feed *f = ctx;
+	return store_set_host(engine_store(f->e), rank, host);
+}
+
 static int feed_event(void *ctx, const char *host, const char *kind, int64_t ts, const char *source, const char *detail)
 {
 	struct feed *f = ctx;
@@ -65,7 +72,7 @@ static void run_scenario(const char *name, uint32_t iters, uint32_t kernels, str
 {
 	memset(f, 0, sizeof(*f));
 	struct sim_options opt = {.scenario = name, .seed = 7, .iters = iters, .kernels = kernels};
-	struct sim_sink sink = {f, feed_job, feed_rank_iter, feed_event};
+	struct sim_sink sink = {.ctx = f, .job = feed_job, .rank_iter = feed_rank_iter, .host = feed_host, .event = feed_event};
 	char err[128];
 	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
 	assert_int_equal(engine_finish(f->e, rep), 0);
@@ -190,7 +197,7 @@ static void node_not_heard_from(void **state)
 	(void)state;
 	struct unheard u = {.host_first_rank = 512, .from = 10, .to = 12};
 	struct sim_options opt = {.scenario = "compute_straggler", .seed = 7, .iters = 30};
-	struct sim_sink sink = {&u, feed_job, feed_unheard, feed_event};
+	struct sim_sink sink = {.ctx = &u, .job = feed_job, .rank_iter = feed_unheard, .host = feed_host, .event = feed_event};
 	struct report rep;
 	char err[128];
 	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
@@ -414,7 +421,7 @@ static void healthy_2000_iterations_12960_ranks(void **state)
 	memset(&f, 0, sizeof(f));
 	f.iters_only = 1;
 	struct sim_options opt = {.scenario = "healthy", .seed = 3, .iters = 2000, .iters_only = 1};
-	struct sim_sink sink = {&f, feed_job, feed_rank_iter, feed_event};
+	struct sim_sink sink = {.ctx = &f, .job = feed_job, .rank_iter = feed_rank_iter, .event = feed_event};
 	char err[128];
 	assert_int_equal(sim_run(&opt, &sink, err, sizeof(err)), 0);
 	engine_poll(f.e);

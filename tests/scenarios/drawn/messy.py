@@ -252,6 +252,7 @@ def inject(job):
         return T
     if kind == "cpu_job":
         job.device = "cpu"
+        job.prefix = rng.choice(["cpu", "worker", "c6i-node"])
         job.write_hosts = rng.random() < 0.5
         r = rng.randrange(W)
         f = math.exp(rng.uniform(math.log(1.5), math.log(4)))

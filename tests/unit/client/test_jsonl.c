@@ -17,7 +17,7 @@
 
 struct seen {
 	int jobs, hosts, iters, phases, kernels, events;
-	char job[64], host[64], name[64], detail[64];
+	char job[64], host[64], name[64], detail[64], device[8];
 	uint32_t world, ep, rank;
 	int64_t dur, sum[5]; /* the last kernel's sum, min, max, p50, p99 */
 	uint32_t count;
@@ -34,6 +34,7 @@ static int s_job(void *c, const struct jsonl_job *j, const char **why)
 	snprintf(s->job, sizeof(s->job), "%s", j->job ? j->job : "");
 	s->world = j->world;
 	s->ep = j->ep;
+	snprintf(s->device, sizeof(s->device), "%s", j->device ? j->device : "-");
 	return 0;
 }
 
@@ -294,7 +295,8 @@ static void writer_round_trip(void **state)
 	char err[128];
 	struct jsonl_writer *w = jsonl_writer_open(path, 1, err, sizeof(err));
 	assert_non_null(w);
-	struct jsonl_job j = {"a\"b", 16, 2, 1, 2, 4, 2, 8, "tp-cp-ep-dp-pp"};
+	struct jsonl_job j = {.job = "a\"b", .world = 16, .tp = 2, .cp = 1, .pp = 2, .dp = 4, .ep = 2,
+			      .gpus_per_node = 8, .order = "tp-cp-ep-dp-pp", .device = "cpu"};
 	jsonl_write_job(w, &j);
 	struct record_iter it = {3, 4, 5, 6};
 	jsonl_write_iter(w, "a\"b", &it);
@@ -316,6 +318,7 @@ static void writer_round_trip(void **state)
 	unlink(path);
 	assert_int_equal(lines, 5);
 	assert_string_equal(s.job, "a\"b");
+	assert_string_equal(s.device, "cpu"); /* what the ranks run on, written and read back */
 	assert_int_equal(s.dur, 6);
 	assert_int_equal(s.group, RECORD_GROUP_DP);
 	assert_int_equal(s.ndurs, 2);
