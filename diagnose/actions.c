@@ -576,6 +576,76 @@ static void hang_actions(const struct report *r, struct report_finding *f, const
 	}
 }
 
+/* Work spread unevenly (one expert's tokens, sequence lengths): spread it; no host is at
+ * fault, so nothing is drained */
+static void load_actions(const struct report *r, struct report_finding *f, const struct store *s)
+{
+	struct host_ranks h[ACT_HOSTS];
+	size_t nh = by_host(f, h);
+	const struct report_suspect *su = f->nsuspects ? &f->suspects[0] : NULL;
+	int expert = su && store_topo(s)->ep > 1;
+	for (size_t i = 1; i < f->nsuspects && expert; i++)
+		expert = f->suspects[i].coords.ep == su->coords.ep;
+	char target[32];
+	if (expert)
+		snprintf(target, sizeof(target), "expert %u", su->coords.ep);
+	else
+		snprintf(target, sizeof(target), "data");
+	struct report_action *a = add(f, "rebalance_load", target);
+	if (!a)
+		return;
+	if (expert) {
+		text(a,
+		     "rebalance the tokens of expert index %u: in every expert-parallel group it gets more than the "
+		     "others",
+		     su->coords.ep);
+		if (su->nev)
+			text(a, " (its ranks compute %s %.2fx %s)", su->ev[0].phase, su->ev[0].ratio, basis(&su->ev[0]));
+		text(a, "; raise the capacity factor or the router's load-balancing loss, and check the router for a "
+			"collapse onto one expert");
+	} else {
+		text(a, "balance the work of each step across the data-parallel replicas (pack or bucket the "
+			"sequences by length): a different replica is the slowest in every step, so no rank or host "
+			"is");
+	}
+	a->gain_ms = finding_lost(r, f);
+	text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
+	if (!expert)
+		return;
+	a = add(f, "avoid", nh ? h[0].where : "");
+	if (a) {
+		set_ranks(a, h[0].ranks, h[0].n);
+		text(a,
+		     "do not drain the hosts of these ranks: they are one expert index of every group, on %zu%s "
+		     "hosts, which no fault of a node or a link lines up with",
+		     nh, nh == ACT_HOSTS ? " or more" : "");
+	}
+}
+
+/* A node that is exactly one stage: first, the move that tells a slow node from a heavy
+ * stage; the actions of the finding's own reading follow */
+static void ambiguous_action(struct report_finding *f)
+{
+	if (f->ambiguous_stage < 0)
+		return;
+	struct report_action first;
+	memset(&first, 0, sizeof(first));
+	first.kind = "move_stage";
+	snprintf(first.target, sizeof(first.target), "pp %d", f->ambiguous_stage);
+	first.stage = f->ambiguous_stage;
+	first.gain_ms = NAN;
+	text(&first,
+	     "tell a slow node from a heavy stage: %s runs exactly pipeline stage pp %d, so the timings read "
+	     "alike; move the stage onto other nodes (or swap %s for a spare): if the slowdown moves with the "
+	     "stage, rebalance its layers; if it stays on %s, drain it",
+	     f->ambiguous_host, f->ambiguous_stage, f->ambiguous_host, f->ambiguous_host);
+	if (f->nactions == REPORT_MAX_ACTIONS)
+		f->nactions--;
+	memmove(f->actions + 1, f->actions, f->nactions * sizeof(*f->actions));
+	f->actions[0] = first;
+	f->nactions++;
+}
+
 /* The events the diagnosis contradicts: what not to repair, with its reason. Each goes to
  * the finding whose culprits run on its host, else to the verdict's. */
 static void contradicted_events(struct report *r)
@@ -609,6 +679,7 @@ static int verdict_finding(struct report *r)
 {
 	struct report_finding *f = &r->findings[0];
 	memset(f, 0, sizeof(*f));
+	f->ambiguous_stage = -1;
 	f->category = r->category;
 	f->stage = r->stage;
 	snprintf(f->summary, sizeof(f->summary), "%s", r->summary);
@@ -647,6 +718,9 @@ int actions_build(struct report *r, const struct store *s, const char *server)
 			spread_actions(r, f);
 		else if (strcmp(f->category, "hang") == 0)
 			hang_actions(r, f, s);
+		else if (strcmp(f->category, "load_imbalance") == 0)
+			load_actions(r, f, s);
+		ambiguous_action(f);
 	}
 	if (r->nfindings)
 		contradicted_events(r);

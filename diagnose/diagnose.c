@@ -330,17 +330,21 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 		}
 		/* heavier than the others past stage_ratio; or, with a baseline, grown past
 		 * stage_ratio against them and now heavier past subtle_ratio (a stage 1.2x heavier
-		 * that was 0.95x before: its own history shows the change) */
-		int grown = !(rw > w->cfg->stage_ratio) && isfinite(rb) && rw / rb > w->cfg->stage_ratio &&
-			    rw > w->cfg->l2.subtle_ratio;
-		if (!(rw > w->cfg->stage_ratio || grown) || (isfinite(rb) && rw / rb <= 1.15) || rw <= best_ratio)
+		 * that was 0.95x before: its own history shows the change); or grown past
+		 * subtle_ratio only, on several hosts and four ranks or more (below: a stage's
+		 * median over many ranks shows a 1.15x growth that each rank's noise hides) */
+		double sub = w->cfg->l2.subtle_ratio;
+		int grown = !(rw > w->cfg->stage_ratio) && isfinite(rb) && rw / rb > w->cfg->stage_ratio && rw > sub;
+		int little = !(rw > w->cfg->stage_ratio) && !grown && isfinite(rb) && rw / rb > sub && rw > sub;
+		if (!(rw > w->cfg->stage_ratio || grown || little) || (isfinite(rb) && rw / rb <= (little ? sub : 1.15)) ||
+		    rw <= best_ratio)
 			continue;
 		/* every member heavy (halfway to the stage's median) and, with a baseline, grown
 		 * against the other stages halfway to the stage's growth (the median of a stage of
 		 * two is their mean: one slow rank beside a peer that was always slow is not a
 		 * stage that grew); a grown stage's noise may leave a tenth of them under that */
 		size_t members = 0, heavy = 0;
-		double cut = others * (1 + ((grown ? rw : w->cfg->stage_ratio) - 1) / 2);
+		double cut = others * (1 + ((grown || little ? rw : w->cfg->stage_ratio) - 1) / 2);
 		double grew = isfinite(rb) ? 1 + (rw / rb - 1) / 2 : NAN;
 		uint32_t host0 = UINT32_MAX;
 		int spread = 0; /* on more than one host */
@@ -354,13 +358,13 @@ static int find_stage(struct work *w, double *excess_ms, double *ratio_out)
 					host0 = h;
 				spread |= h != host0;
 			}
-		if (grown ? heavy * 10 < members * 9 : heavy < members)
+		if (grown || little ? heavy * 10 < members * 9 : heavy < members)
 			continue;
 		/* a grown stage on one host (one rank, one node) is as much that host's fault,
 		 * and a subtle one: the ranks' own findings say it. A stage of one rank that
 		 * regressed is that rank (a layer split does not change mid-run; a GPU or a
 		 * kernel does): its own findings, L3's stalls among them, say what it is */
-		if ((grown && !spread) || (isfinite(rb) && members == 1))
+		if (((grown || little) && !spread) || (isfinite(rb) && members == 1) || (little && members < 4))
 			continue;
 		best_ratio = rw;
 		best = (int)pp;
@@ -972,6 +976,7 @@ static int make_finding(struct work *w, struct report_finding *f, const uint8_t 
 		[FK_HOST] = {"host_delay", "host-side delay", KM_HOST, L2_HIGH | L2_HINT},
 		[FK_COMM] = {"communication_degradation", "communication slowdown", KM_COMM, L2_HIGH},
 		[FK_LATE] = {"host_delay", "late arrival", KM_COMM, L2_LOW},
+		[FK_LOAD] = {"load_imbalance", "load imbalance", KM_COMPUTE, L2_HIGH | L2_HINT},
 	};
 	f->category = def[k].category;
 	f->stage = -1;
@@ -1028,9 +1033,13 @@ static int make_finding(struct work *w, struct report_finding *f, const uint8_t 
 			 e->ratio, basis_words(e));
 	else if (e)
 		snprintf(ev, sizeof(ev), "%.48s %.2fx %s", e->phase, e->ratio, basis_words(e));
+	char expert[96] = "";
+	if (k == FK_LOAD && nc)
+		snprintf(expert, sizeof(expert), " (expert index %u of every expert-parallel group: more tokens, not slower hardware)",
+			 topo_coords(w->t, list[0]).ep);
 	snprintf(f->summary, sizeof(f->summary),
-		 "%s on %zu rank%s (%u%s) on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late", what, nc,
-		 nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", hosts, ev, kern, nvict, nlate);
+		 "%s on %zu rank%s (%u%s)%s on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late", what, nc,
+		 nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", expert, hosts, ev, kern, nvict, nlate);
 	return 0;
 }
 
@@ -1279,14 +1288,6 @@ static void window_bounds(struct work *w, const struct diagnose_input *in, uint3
 
 /* Each rank's own fault (kind[], count[]), the heavy stage, and the rules that take back
  * what only waits (docs/method.md, "Attribution"). Returns 0, -1 when out of memory. */
-struct faults {
-	uint8_t *kind, *weak;
-	size_t count[FK_COUNT];
-	int stage;
-	double stage_excess, stage_ratio;
-	int late_only; /* late arrivers on more than a few nodes, still a minority */
-};
-
 static int assign_faults(struct work *w, struct faults *f)
 {
 	uint32_t nodes = (w->W + w->t->gpus_per_node - 1) / (w->t->gpus_per_node ? w->t->gpus_per_node : 8);
@@ -1394,6 +1395,10 @@ static int assign_faults(struct work *w, struct faults *f)
 			count[FK_LATE] = 0;
 		}
 	}
+	/* the slow ranks where no hardware fault lines up: a whole stage on several hosts, one
+	 * expert of every expert-parallel group */
+	if (imbalance_wide_stage(w, f) < 0 || imbalance_expert(w, f) < 0)
+		return -1;
 	return 0;
 }
 
@@ -1444,6 +1449,10 @@ static int replay_findings(struct work *w, const struct faults *f)
 			how = REPLAY_TRANSFER;
 			for (uint32_t r = 0; r < w->W; r++)
 				m[r] = f->kind[r] == FK_COMM;
+		} else if (strcmp(fi->category, "load_imbalance") == 0) {
+			/* the work spread evenly: every rank at the mean of its compute phases */
+			how = REPLAY_MEAN;
+			memset(m, 1, w->W);
 		} else if (fi->nsuspects && fi->suspects[0].role == REPORT_CULPRIT) {
 			enum fault_kind k = FK_NONE;
 			for (uint32_t r = 0; r < w->W && k == FK_NONE; r++)
@@ -1465,6 +1474,59 @@ static int replay_findings(struct work *w, const struct faults *f)
 		rep->findings[idx[j]].lost_ms = wi[j].gain_ms > 0 ? wi[j].gain_ms : 0;
 	free(marks);
 	return rc;
+}
+
+/* The host whose ranks are exactly those of stage s (all of them, and no other rank), or
+ * UINT32_MAX */
+static uint32_t node_of_stage(const struct work *w, uint32_t s)
+{
+	uint32_t h = UINT32_MAX;
+	for (uint32_t r = 0; r < w->W; r++)
+		if (topo_coords(w->t, r).pp == s) {
+			if (h != UINT32_MAX && store_host_id(w->s, r) != h)
+				return UINT32_MAX;
+			h = store_host_id(w->s, r);
+		}
+	for (uint32_t r = 0; r < w->W && h != UINT32_MAX; r++)
+		if (store_host_id(w->s, r) == h && topo_coords(w->t, r).pp != s)
+			return UINT32_MAX;
+	return h;
+}
+
+/* A node that is exactly one pipeline stage: its slowdown is a slow node's or a heavy
+ * stage's, and the timings cannot tell which (every rank of the node is every rank of the
+ * stage; nothing else runs on it to compare with). A stage finding on such a node, or a
+ * compute finding whose culprits are such a node, names both readings; its actions say how
+ * to tell them apart. */
+static void mark_ambiguous(struct work *w, const struct faults *f)
+{
+	for (size_t i = 0; i < w->rep->nfindings; i++) {
+		struct report_finding *fi = &w->rep->findings[i];
+		int stage = fi->stage;
+		if (strcmp(fi->category, "compute_degradation") == 0 && fi->nsuspects) {
+			stage = (int)topo_coords(w->t, fi->suspects[0].rank).pp;
+			for (uint32_t r = 0; r < w->W && stage >= 0; r++)
+				if ((f->kind[r] == FK_COMPUTE) != (topo_coords(w->t, r).pp == (uint32_t)stage))
+					stage = -1;
+		} else if (strcmp(fi->category, "stage_imbalance") != 0) {
+			continue;
+		}
+		if (stage < 0 || w->t->pp < 2)
+			continue;
+		uint32_t h = node_of_stage(w, (uint32_t)stage);
+		if (h == UINT32_MAX)
+			continue;
+		for (uint32_t r = 0; r < w->W; r++)
+			if (store_host_id(w->s, r) == h) {
+				store_host(w->s, r, fi->ambiguous_host, sizeof(fi->ambiguous_host));
+				break;
+			}
+		fi->ambiguous_stage = stage;
+		size_t len = strlen(fi->summary);
+		snprintf(fi->summary + len, sizeof(fi->summary) - len,
+			 "; %s is exactly pipeline stage pp %d: a slow node and a heavy stage read alike", fi->ambiguous_host,
+			 stage);
+	}
 }
 
 /* One finding per kind of fault (and the heavy stage), the largest first */
@@ -1491,6 +1553,7 @@ static int build_findings(struct work *w, const struct faults *f, uint32_t *list
 	}
 	if (replay_findings(w, f) < 0)
 		return -1;
+	mark_ambiguous(w, f);
 	for (size_t a = 1; a < rep->nfindings; a++)
 		for (size_t b = a; b > 0 && rep->findings[b].lost_ms > rep->findings[b - 1].lost_ms; b--) {
 			struct report_finding t = rep->findings[b];

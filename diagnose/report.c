@@ -15,6 +15,8 @@ void report_init(struct report *r)
 	r->category = "none";
 	r->stage = -1;
 	r->baseline_ms = r->window_ms = NAN;
+	for (size_t i = 0; i < REPORT_MAX_FINDINGS; i++)
+		r->findings[i].stage = r->findings[i].ambiguous_stage = -1;
 }
 
 void report_free(struct report *r)
@@ -211,6 +213,11 @@ json_t *report_to_json(const struct report *r)
 				       integer_ms(isfinite(f->lost_ms) ? f->lost_ms : 0));
 		if (jf && f->stage >= 0)
 			json_object_set_new(jf, "stage", json_integer(f->stage));
+		if (jf && f->ambiguous_stage >= 0)
+			json_object_set_new(jf, "ambiguous",
+					    json_pack("{s:s,s:i,s:[s,s]}", "host", f->ambiguous_host, "stage",
+						      (json_int_t)f->ambiguous_stage, "readings", "compute_degradation",
+						      "stage_imbalance"));
 		if (jf)
 			json_object_set_new(jf, "actions", actions_json(f));
 		json_array_append_new(fs, jf);

@@ -79,6 +79,10 @@ struct report_finding {
 	size_t nsuspects, culprits_total;
 	double lost_ms;
 	double ratio; /* stage_imbalance: the stage over the others' median */
+	/* A node that is exactly one pipeline stage (all of its ranks and no other): a slow node
+	 * and a heavy stage read the same in the timings, and the finding says both */
+	int ambiguous_stage; /* that stage, else -1 */
+	char ambiguous_host[REPORT_NAME_MAX];
 	struct report_action actions[REPORT_MAX_ACTIONS];
 	size_t nactions;
 };

@@ -43,11 +43,27 @@ static inline int phase_flag_any(const struct work *w, uint32_t r, int kind_mask
 #define KM_COMM (1 << RECORD_KIND_COMM)
 #define KM_HOST (1 << RECORD_KIND_HOST)
 
-/* a rank's own fault, as attribution assigns them (kind[rank]) */
-enum fault_kind { FK_NONE = 0, FK_COMPUTE, FK_HOST, FK_COMM, FK_LATE, FK_COUNT };
+/* a rank's own fault, as attribution assigns them (kind[rank]); FK_LOAD: more work than its
+ * peers, not slower hardware (imbalance.c) */
+enum fault_kind { FK_NONE = 0, FK_COMPUTE, FK_HOST, FK_COMM, FK_LATE, FK_LOAD, FK_COUNT };
+
+/* Each rank's own fault (kind[], count[]), the heavy stage, and what the rules decided of
+ * the window as a whole (diagnose.c, assign_faults) */
+struct faults {
+	uint8_t *kind, *weak;
+	size_t count[FK_COUNT];
+	int stage;
+	double stage_excess, stage_ratio;
+	int late_only; /* late arrivers on more than a few nodes, still a minority */
+	int data_imbalance; /* the work of each step spread unevenly, no rank the same (imbalance.c) */
+};
 
 /* diagnose.c */
 int comm_is_wait(const struct work *w, uint32_t r);
+
+/* imbalance.c: work spread unevenly, which no hardware repair mends */
+int imbalance_wide_stage(struct work *w, struct faults *f);
+int imbalance_expert(struct work *w, struct faults *f);
 
 /* nodes.c: the rules that judge nodes and links (docs/method.md, "Attribution") */
 int on_few_nodes(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes, size_t few_nodes);

@@ -1,0 +1,157 @@
+/* imbalance.c: work spread unevenly, which no hardware repair mends (docs/method.md,
+ * "Imbalance is not hardware"): a stage that grew on all of its ranks across hosts, one
+ * expert of every expert-parallel group given more tokens than the others. Their ranks are
+ * slower than their peers as a slow GPU's are; what tells them apart is where the slow
+ * ranks sit: every rank of one stage, one expert index in every group, on several hosts,
+ * which no fault of a node or a link lines up with. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "stats.h"
+#include "work.h"
+
+/* rank r's compute per iteration: its compute phases (window values), each weighed by its
+ * presence */
+static double compute_of(const struct work *w, uint32_t r)
+{
+	double a = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		double v = w->l2.val[(size_t)r * w->P + p];
+		if (w->kind[p] == RECORD_KIND_COMPUTE && isfinite(v))
+			a += w->l2.presence[p] * v;
+	}
+	return a;
+}
+
+/* A stage that grew a little on every one of its ranks, on two hosts or more, is one stage
+ * finding and not a compute culprit per rank. find_stage names a stage heavier than the
+ * others past stage_ratio or grown past it against them; one grown 1.12-1.24x is under
+ * both, while its ranks pass the subtle cut against their own past one by one. When the
+ * compute culprits are nine in ten of one stage's ranks or more, and nobody else, the stage
+ * it is (on one host the stage is that host's, a finding of its own). Returns 0, -1 when out
+ * of memory. */
+int imbalance_wide_stage(struct work *w, struct faults *f)
+{
+	if (f->stage >= 0 || w->t->pp < 2 || f->count[FK_COMPUTE] < 4 || f->count[FK_HOST] || f->count[FK_COMM])
+		return 0;
+	int stage = -1;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (f->kind[r] != FK_COMPUTE)
+			continue;
+		int s = (int)topo_coords(w->t, r).pp;
+		if (stage >= 0 && s != stage)
+			return 0;
+		stage = s;
+	}
+	uint32_t members = 0, slow = 0, host0 = UINT32_MAX;
+	int spread = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (topo_coords(w->t, r).pp != (uint32_t)stage)
+			continue;
+		members++;
+		slow += f->kind[r] == FK_COMPUTE;
+		uint32_t h = store_host_id(w->s, r);
+		host0 = host0 == UINT32_MAX ? h : host0;
+		spread |= h != host0;
+	}
+	if (slow * 10 < members * 9 || !spread)
+		return 0;
+	double *in = malloc(2 * (size_t)w->W * sizeof(double)), *out = in + w->W;
+	if (!in)
+		return -1;
+	size_t ni = 0, no = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		double c = compute_of(w, r);
+		if (topo_coords(w->t, r).pp == (uint32_t)stage)
+			in[ni++] = c;
+		else
+			out[no++] = c;
+		if (f->kind[r] == FK_COMPUTE) {
+			f->kind[r] = FK_NONE;
+			f->count[FK_COMPUTE]--;
+			f->count[FK_NONE]++;
+		}
+	}
+	double a = stats_median_inplace(in, ni), b = stats_median_inplace(out, no);
+	free(in);
+	f->stage = stage;
+	f->stage_ratio = b > 0 ? a / b : NAN;
+	f->stage_excess = a - b;
+	return 0;
+}
+
+/* One expert of every expert-parallel group given more tokens than the others (a router
+ * that favours it): the ranks of one expert index, in two EP groups or more on two hosts or
+ * more, are the compute culprits, and nobody else is; with a baseline, the other members of
+ * their groups got faster in that phase (the tokens the hot expert takes, the others lack).
+ * Their fault becomes FK_LOAD, and the ranks of that index whose phase grew half as much or
+ * more join them. Returns 0, -1 when out of memory. */
+int imbalance_expert(struct work *w, struct faults *f)
+{
+	uint32_t EP = w->t->ep;
+	if (EP < 2 || !f->count[FK_COMPUTE] || f->count[FK_HOST] || f->count[FK_COMM] || f->stage >= 0)
+		return 0;
+	int expert = -1;
+	uint32_t g0 = UINT32_MAX, h0 = UINT32_MAX, top = UINT32_MAX;
+	int groups = 0, hosts = 0;
+	double most = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (f->kind[r] != FK_COMPUTE)
+			continue;
+		int e = (int)topo_coords(w->t, r).ep;
+		if (expert >= 0 && e != expert)
+			return 0;
+		expert = e;
+		uint32_t g = topo_ep_group(w->t, r), h = store_host_id(w->s, r);
+		g0 = g0 == UINT32_MAX ? g : g0;
+		h0 = h0 == UINT32_MAX ? h : h0;
+		groups |= g != g0;
+		hosts |= h != h0;
+		for (uint32_t p = 0; p < w->P; p++) { /* the phase the culprits are slowest in */
+			size_t i = (size_t)r * w->P + p;
+			if (w->kind[p] == RECORD_KIND_COMPUTE && (w->l2.flag[i] & (L2_HIGH | L2_HINT)) &&
+			    w->l2.ratio[i] > most)
+				most = w->l2.ratio[i], top = p;
+		}
+	}
+	if (expert < 0 || top == UINT32_MAX)
+		return 0;
+	double *x = malloc(2 * (size_t)w->W * sizeof(double)), *y = x + w->W;
+	if (!x)
+		return -1;
+	/* the others of their groups: their change in that phase, and their value now */
+	size_t n = 0, m = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		size_t i = (size_t)r * w->P + top;
+		if (topo_coords(w->t, r).ep == (uint32_t)expert || !isfinite(w->l2.val[i]))
+			continue;
+		y[m++] = w->l2.val[i];
+		if (w->l2.base[i] > 0)
+			x[n++] = w->l2.val[i] / w->l2.base[i];
+	}
+	double change = n ? stats_median_inplace(x, n) : NAN, others = m ? stats_median_inplace(y, m) : NAN;
+	n = 0;
+	for (uint32_t r = 0; r < w->W; r++)
+		if (f->kind[r] == FK_COMPUTE && isfinite(w->l2.val[(size_t)r * w->P + top]))
+			x[n++] = w->l2.val[(size_t)r * w->P + top];
+	double hot = n ? stats_median_inplace(x, n) : NAN;
+	free(x);
+	/* the others did not get faster: the tokens did not move, something else slowed. In
+	 * one group on one host, that is all that tells a hot expert from a slow node: the
+	 * others must have got faster by a tenth */
+	if (w->l2.has_base ? !(change < (groups && hosts ? 0.97 : 0.9)) : !(groups && hosts))
+		return 0;
+	double cut = (hot + others) / 2;
+	for (uint32_t r = 0; r < w->W; r++) {
+		double v = w->l2.val[(size_t)r * w->P + top];
+		int join = f->kind[r] == FK_NONE && topo_coords(w->t, r).ep == (uint32_t)expert && v > cut;
+		if (f->kind[r] != FK_COMPUTE && !join)
+			continue;
+		f->count[f->kind[r]]--;
+		f->kind[r] = FK_LOAD;
+		f->count[FK_LOAD]++;
+	}
+	return 0;
+}
