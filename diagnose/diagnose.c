@@ -12,7 +12,6 @@
 #include "cmp.h"
 #include "l3.h"
 #include "record.h"
-#include "replay.h"
 #include "stats.h"
 #include "work.h"
 
@@ -1033,13 +1032,14 @@ static int make_finding(struct work *w, struct report_finding *f, const uint8_t 
 			 e->ratio, basis_words(e));
 	else if (e)
 		snprintf(ev, sizeof(ev), "%.48s %.2fx %s", e->phase, e->ratio, basis_words(e));
-	char expert[96] = "";
-	if (k == FK_LOAD && nc)
-		snprintf(expert, sizeof(expert), " (expert index %u of every expert-parallel group: more tokens, not slower hardware)",
-			 topo_coords(w->t, list[0]).ep);
 	snprintf(f->summary, sizeof(f->summary),
-		 "%s on %zu rank%s (%u%s)%s on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late", what, nc,
-		 nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", expert, hosts, ev, kern, nvict, nlate);
+		 "%s on %zu rank%s (%u%s) on %.100s: %s%.120s; %zu ranks wait as victims, %zu arrive late", what, nc,
+		 nc == 1 ? "" : "s", nc ? list[0] : 0, nc > 1 ? ", ..." : "", hosts, ev, kern, nvict, nlate);
+	size_t len = strlen(f->summary);
+	if (k == FK_LOAD && nc)
+		snprintf(f->summary + len, sizeof(f->summary) - len,
+			 "; they are expert index %u of every expert-parallel group: more tokens, not slower hardware",
+			 topo_coords(w->t, list[0]).ep);
 	return 0;
 }
 
@@ -1420,62 +1420,6 @@ static void mark_roles(struct work *w, const struct faults *f, size_t *nlate, si
 	victim_phases(w);
 }
 
-/* The time each finding costs, by replay (replay.h): the step recovered when its ranks are
- * put back (their compute and host phases at their peers' pace; a link's transfers at the
- * others'; a stage's compute spread evenly over the stages). A late arrival has nothing of
- * its own to put back: it keeps the window's rise. */
-static int replay_findings(struct work *w, const struct faults *f)
-{
-	struct report *rep = w->rep;
-	struct replay_whatif wi[REPORT_MAX_FINDINGS];
-	uint8_t *marks = calloc((size_t)w->W * REPORT_MAX_FINDINGS, 1);
-	size_t idx[REPORT_MAX_FINDINGS], n = 0;
-	if (!marks)
-		return -1;
-	for (size_t i = 0; i < rep->nfindings; i++) {
-		struct report_finding *fi = &rep->findings[i];
-		uint8_t *m = marks + (size_t)n * w->W;
-		enum replay_how how = REPLAY_PEERS;
-		if (strcmp(fi->category, "stage_imbalance") == 0 && w->l2.has_base) {
-			/* a stage that grew: its compute taken back to what it was */
-			how = REPLAY_BASE;
-			for (uint32_t r = 0; r < w->W; r++)
-				m[r] = topo_coords(w->t, r).pp == (uint32_t)fi->stage;
-		} else if (strcmp(fi->category, "stage_imbalance") == 0) {
-			/* the layers spread evenly over the stages: every stage at the mean */
-			how = REPLAY_MEAN;
-			memset(m, 1, w->W);
-		} else if (strcmp(fi->category, "communication_degradation") == 0) {
-			how = REPLAY_TRANSFER;
-			for (uint32_t r = 0; r < w->W; r++)
-				m[r] = f->kind[r] == FK_COMM;
-		} else if (strcmp(fi->category, "load_imbalance") == 0) {
-			/* the work spread evenly: every rank at the mean of its compute phases */
-			how = REPLAY_MEAN;
-			memset(m, 1, w->W);
-		} else if (fi->nsuspects && fi->suspects[0].role == REPORT_CULPRIT) {
-			enum fault_kind k = FK_NONE;
-			for (uint32_t r = 0; r < w->W && k == FK_NONE; r++)
-				if (r == fi->suspects[0].rank)
-					k = (enum fault_kind)f->kind[r];
-			if (k == FK_LATE || k == FK_NONE)
-				continue;
-			for (uint32_t r = 0; r < w->W; r++)
-				m[r] = f->kind[r] == k;
-		} else {
-			continue;
-		}
-		wi[n] = (struct replay_whatif){.how = how, .ranks = m};
-		idx[n++] = i;
-	}
-	struct replay_input in = {w->s, w->first, w->last, w->bfirst, w->blast, w->l2.has_base ? w->l2.base : NULL};
-	int rc = n ? replay_run(&in, wi, n, NULL) : 0;
-	for (size_t j = 0; j < n && !rc; j++)
-		rep->findings[idx[j]].lost_ms = wi[j].gain_ms > 0 ? wi[j].gain_ms : 0;
-	free(marks);
-	return rc;
-}
-
 /* The host whose ranks are exactly those of stage s (all of them, and no other rank), or
  * UINT32_MAX */
 static uint32_t node_of_stage(const struct work *w, uint32_t s)
@@ -1522,10 +1466,11 @@ static void mark_ambiguous(struct work *w, const struct faults *f)
 				break;
 			}
 		fi->ambiguous_stage = stage;
+		char host[REPORT_NAME_MAX];
+		snprintf(host, sizeof(host), "%s", fi->ambiguous_host);
 		size_t len = strlen(fi->summary);
 		snprintf(fi->summary + len, sizeof(fi->summary) - len,
-			 "; %s is exactly pipeline stage pp %d: a slow node and a heavy stage read alike", fi->ambiguous_host,
-			 stage);
+			 "; %s is exactly pipeline stage pp %d: a slow node and a heavy stage read alike", host, stage);
 	}
 }
 
@@ -1551,8 +1496,18 @@ static int build_findings(struct work *w, const struct faults *f, uint32_t *list
 		if (make_finding(w, fi, f->kind, (enum fault_kind)k, list, nlate, nvict) < 0)
 			return -1;
 	}
-	if (replay_findings(w, f) < 0)
-		return -1;
+	/* what each finding costs a step: its replay's (judge.c) */
+	for (size_t i = 0; i < rep->nfindings; i++) {
+		struct report_finding *fi = &rep->findings[i];
+		int k = -1;
+		for (uint32_t r = 0; r < w->W && k < 0 && fi->nsuspects; r++)
+			if (r == fi->suspects[0].rank)
+				k = f->kind[r];
+		if (strcmp(fi->category, "stage_imbalance") == 0)
+			fi->lost_ms = f->stage_gain;
+		else if (k > FK_NONE && k != FK_LATE)
+			fi->lost_ms = f->gain[k];
+	}
 	mark_ambiguous(w, f);
 	for (size_t a = 1; a < rep->nfindings; a++)
 		for (size_t b = a; b > 0 && rep->findings[b].lost_ms > rep->findings[b - 1].lost_ms; b--) {
@@ -1721,7 +1676,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 
 	f.kind = calloc(w.W, 1);
 	f.weak = calloc(w.W, 1);
-	if (!f.kind || !f.weak || assign_faults(&w, &f) < 0)
+	if (!f.kind || !f.weak || assign_faults(&w, &f) < 0 || judge_faults(&w, &f) < 0)
 		goto out;
 	size_t nlate, nvict, nc;
 	mark_roles(&w, &f, &nlate, &nvict);

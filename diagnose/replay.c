@@ -35,6 +35,7 @@ struct rp {
 	const double *base;       /* [W * P] each rank's phases before the window, or NULL */
 	double *cache;            /* [(groups + stages + 1) * P] peer medians, NaN: not yet */
 	uint8_t *gmark;           /* [W] an instance with a marked member, one dimension at a time */
+	uint8_t *marked;          /* [W] a rank some fix of the what-if marks */
 };
 
 static int by_start(const void *a, const void *b, void *arg)
@@ -71,6 +72,7 @@ static void rp_free(struct rp *r)
 	free(r->bimed);
 	free(r->cache);
 	free(r->gmark);
+	free(r->marked);
 }
 
 /* ranks bucketed by their group along dim (counting sort) */
@@ -123,9 +125,10 @@ static int rp_init(struct rp *r, const struct store *s)
 	r->mean = malloc(P * sizeof(double));
 	r->imed = malloc((size_t)P * W * sizeof(float));
 	r->gmark = malloc(W + 1);
+	r->marked = malloc(W + 1);
 	double *st = malloc(P * sizeof(double));
 	if (!r->order || !r->kind || !r->dim || !r->stage || !r->d || !r->tr || !r->clock || !r->raw || !r->gmax || !r->x ||
-	    !r->mean || !r->imed || !r->gmark || !st) {
+	    !r->mean || !r->imed || !r->gmark || !r->marked || !st) {
 		free(st);
 		return -1;
 	}
@@ -284,7 +287,7 @@ static double own_value(const struct rp *r, uint32_t q, uint32_t p)
 }
 
 /* Rank q's phase p at its unmarked peers' median: its role group's, else its stage's, else
- * the job's (cached per iteration and what-if) */
+ * the job's (cached per iteration and what-if), else its own before the window */
 static double peer_value(struct rp *r, const uint8_t *mark, uint32_t q, uint32_t p)
 {
 	uint32_t P = r->P, G = r->gcount[TOPO_DP], g = r->grp[TOPO_DP][q];
@@ -330,47 +333,68 @@ static double ref_transfer(struct rp *r, uint32_t p)
 	return m ? stats_median_inplace(r->x, m) : NAN;
 }
 
+/* whether fix x puts compute or host phase p of its marked ranks back */
+static int fixes_phase(const struct rp *r, const struct replay_fix *x, uint32_t p)
+{
+	if (x->phases && !x->phases[p])
+		return 0;
+	if (x->how == REPLAY_PEERS)
+		return r->kind[p] == RECORD_KIND_COMPUTE || r->kind[p] == RECORD_KIND_HOST;
+	return x->how != REPLAY_TRANSFER && r->kind[p] == RECORD_KIND_COMPUTE;
+}
+
 /* One iteration replayed with the what-if's cells at their reference; returns the step */
 static double rp_whatif(struct rp *r, const struct replay_whatif *w)
 {
 	uint32_t W = r->W, P = r->P;
-	const uint8_t *mark = w->ranks;
 	size_t nc = ((size_t)r->gcount[TOPO_DP] + r->S + 1) * P;
 	for (size_t i = 0; i < nc; i++)
 		r->cache[i] = NAN;
+	/* the ranks any fix marks: no peer's median is taken over them */
+	memset(r->marked, 0, W);
+	for (size_t f = 0; f < w->nfix; f++)
+		for (uint32_t q = 0; q < W; q++)
+			r->marked[q] |= w->fix[f].ranks[q] != 0;
 	for (uint32_t q = 0; q < W; q++)
 		r->clock[q] = 0;
 	for (uint32_t k = 0; k < P; k++) {
 		uint32_t p = r->order[k];
-		int sel = !w->phases || w->phases[p];
 		if (r->kind[p] != RECORD_KIND_COMM) {
-			int fix = sel && ((w->how == REPLAY_PEERS && r->kind[p] != RECORD_KIND_MIXED) ||
-					  (w->how != REPLAY_PEERS && r->kind[p] == RECORD_KIND_COMPUTE));
+			const struct replay_fix *fx[REPLAY_MAX_FIXES];
+			size_t nf = 0;
+			for (size_t f = 0; f < w->nfix; f++)
+				if (fixes_phase(r, &w->fix[f], p))
+					fx[nf++] = &w->fix[f];
 			for (uint32_t q = 0; q < W; q++) {
 				float v = r->d[(size_t)q * P + p];
 				if (v != v)
 					continue;
 				double x = v;
-				if (fix && mark[q])
-					x = w->how == REPLAY_MEAN ? r->mean[p]
-					    : w->how == REPLAY_BASE ? own_value(r, q, p)
-								     : peer_value(r, mark, q, p);
+				for (size_t f = 0; f < nf; f++)
+					if (fx[f]->ranks[q]) {
+						x = fx[f]->how == REPLAY_MEAN	? r->mean[p]
+						    : fx[f]->how == REPLAY_BASE ? own_value(r, q, p)
+										: peer_value(r, r->marked, q, p);
+						break;
+					}
 				r->clock[q] += x;
 			}
 			continue;
 		}
-		int dim = r->dim[p];
+		int dim = r->dim[p], fix = 0;
 		const uint32_t *g = r->grp[dim];
 		uint32_t G = r->gcount[dim];
-		int fix = sel && w->how == REPLAY_TRANSFER;
-		double ref = NAN;
-		if (fix) {
-			memset(r->gmark, 0, G);
+		memset(r->gmark, 0, G);
+		for (size_t f = 0; f < w->nfix; f++) {
+			const struct replay_fix *x = &w->fix[f];
+			if (x->how != REPLAY_TRANSFER || (x->phases && !x->phases[p]))
+				continue;
+			fix = 1;
 			for (uint32_t q = 0; q < W; q++)
-				if (mark[q])
+				if (x->ranks[q])
 					r->gmark[g[q]] = 1;
-			ref = ref_transfer(r, p);
 		}
+		double ref = fix ? ref_transfer(r, p) : NAN;
 		for (uint32_t j = 0; j < G; j++)
 			r->gmax[j] = -INFINITY;
 		for (uint32_t q = 0; q < W; q++)
@@ -466,7 +490,7 @@ static int rp_baseline(struct rp *r, const struct replay_input *in, uint32_t tak
 	return 0;
 }
 
-int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n, double *step_ms)
+int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n, double *step_ms, double *base_step)
 {
 	const struct store *s = in->s;
 	uint32_t first = in->first, last = in->last;
@@ -512,14 +536,18 @@ int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n,
 			continue;
 		double base = rp_record(&r);
 		steps += base;
-		done++;
+		if (base_step)
+			base_step[done] = base;
 		for (size_t i = 0; i < n; i++) {
-			double gain = base - rp_whatif(&r, &w[i]);
+			w[i].iter[done] = it;
+			w[i].step[done] = rp_whatif(&r, &w[i]);
+			double gain = base - w[i].step[done];
 
 			w[i].gain_ms += gain;
 			w[i].gain_max_ms = gain > w[i].gain_max_ms ? gain : w[i].gain_max_ms;
 			w[i].iters_gained += gain >= REPLAY_GAIN_SHARE * base;
 		}
+		done++;
 	}
 	for (size_t i = 0; i < n; i++) {
 		w[i].iters = done;

@@ -45,19 +45,30 @@ enum replay_how {
 			  * instances without a marked member): a link put back */
 };
 
-struct replay_whatif {
+/* Cells put at a reference: the marked ranks' phases of the kinds how touches */
+struct replay_fix {
 	enum replay_how how;
 	const uint8_t *ranks;  /* [world] nonzero: marked */
 	const uint8_t *phases; /* [phase slot] nonzero: the phases it touches; NULL: all of its kinds */
+};
+
+/* A what-if: its fixes put back together (a cell two fixes touch takes the first's; a
+ * peer's median is taken over the ranks no fix marks) */
+#define REPLAY_MAX_FIXES 8
+struct replay_whatif {
+	struct replay_fix fix[REPLAY_MAX_FIXES];
+	size_t nfix;
 	/* out */
 	double gain_ms;         /* the mean over the iterations of what it recovers */
 	double gain_max_ms;     /* the most it recovers in one iteration */
 	uint32_t iters;         /* iterations replayed */
 	uint32_t iters_gained;  /* those where it recovers REPLAY_GAIN_SHARE of the step or more */
+	double step[REPLAY_MAX_ITERS]; /* the step it replays in each of those iterations */
+	uint32_t iter[REPLAY_MAX_ITERS]; /* and which iterations they are */
 };
 
 /* a what-if recovers an iteration when it gains this share of its replayed step */
-#define REPLAY_GAIN_SHARE 0.02
+#define REPLAY_GAIN_SHARE 0.0025
 
 struct replay_input {
 	const struct store *s;
@@ -68,7 +79,8 @@ struct replay_input {
 };
 
 /* Replays in->first .. in->last as recorded and with each what-if w[0..n). *step_ms (may
- * be NULL): the mean replayed step. Returns 0, -1 when out of memory. */
-int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n, double *step_ms);
+ * be NULL): the mean replayed step; base (may be NULL, REPLAY_MAX_ITERS entries): the
+ * replayed step of each iteration, as w[i].step. Returns 0, -1 when out of memory. */
+int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n, double *step_ms, double *base);
 
 #endif

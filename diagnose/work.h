@@ -56,10 +56,15 @@ struct faults {
 	double stage_excess, stage_ratio;
 	int late_only; /* late arrivers on more than a few nodes, still a minority */
 	int data_imbalance; /* the work of each step spread unevenly, no rank the same (imbalance.c) */
+	double gain[FK_COUNT], stage_gain; /* what each kind of fault costs a step (judge.c) */
 };
 
 /* diagnose.c */
 int comm_is_wait(const struct work *w, uint32_t r);
+
+/* judge.c: the replay judges the faults: sets gain[] and stage_gain, drops the faults that
+ * recover no step in enough iterations (a hidden straggler becomes an advisory) */
+int judge_faults(struct work *w, struct faults *f);
 
 /* imbalance.c: work spread unevenly, which no hardware repair mends */
 int imbalance_wide_stage(struct work *w, struct faults *f);

@@ -27,7 +27,7 @@ KINDS = [
     # name, weight, the class it stands for
     ("nic_compute", 10, "a compute fault and a slow NIC at once, on two nodes"),
     ("nic_alone", 10, "a slow NIC alone"),
-    ("noisy_healthy", 10, "healthy: checkpoints on all ranks, GC and one-off host pauses"),
+    ("noisy_healthy", 10, "healthy: checkpoints and pauses on all ranks, GC and one-off host pauses"),
     ("hot_expert", 10, "a hot MoE expert: one expert index gets more tokens in every EP group"),
     ("seq_imbalance", 10, "data-dependent sequence-length imbalance among DP replicas"),
     ("compute_event", 10, "a small compute fault and an unrelated out-of-band NIC event"),
@@ -125,8 +125,9 @@ def inject(job):
         job.ckpt_every = rng.randint(5, 16)
         job.ckpt_cost = rng.uniform(1, 8) * job.fwd[0] / 0.22
         step = job.fwd[0] / 0.22
-        for _ in range(rng.randint(3, 12)):  # GC and host pauses: one iteration, one rank
-            r, at = rng.randrange(W), rng.randrange(3, n_it)
+        paused = rng.sample(range(W), min(W, rng.randint(3, 12)))
+        for r in paused:  # GC and host pauses: one iteration, each on a rank of its own
+            at = rng.randrange(3, n_it)
             x = rng.uniform(0.3, 3.0) * step
             how = rng.choice(["gap", "data", "comp"])
             if how == "gap":
@@ -139,12 +140,12 @@ def inject(job):
                 prev = job.comp.get(r, lambda it: 1.0)
                 m = rng.uniform(1.5, 4.0)
                 job.comp[r] = lambda it, p=prev, at=at, m=m: p(it) * (m if it == at else 1.0)
-        if rng.random() < 0.5:  # one host pauses twice, a few iterations apart
-            r, at = rng.randrange(W), rng.randrange(3, n_it - 6)
-            x = rng.uniform(0.5, 2.0) * step
-            gap2 = rng.randint(2, 5)
-            prev = job.gapx.get(r, lambda it: 0.0)
-            job.gapx[r] = lambda it, p=prev: p(it) + (x if it in (at, at + gap2) else 0.0)
+        if rng.random() < 0.5:  # every rank pauses alike in a few iterations (a storage hiccup)
+            ats = set(rng.sample(range(3, n_it), 2))
+            x = rng.uniform(0.3, 1.0) * step
+            for r in range(W):
+                prev = job.gapx.get(r, lambda it: 0.0)
+                job.gapx[r] = lambda it, p=prev: p(it) + (x if it in ats else 0.0)
         return T
     if kind == "hot_expert":
         step = job.fwd[0] / 0.22

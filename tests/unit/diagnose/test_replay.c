@@ -84,9 +84,9 @@ static void fill(double *x, uint32_t n, double v)
 static struct replay_whatif run1(struct job *j, uint32_t first, uint32_t last, enum replay_how how,
 				 const uint8_t *mark, double *step)
 {
-	struct replay_whatif w = {.how = how, .ranks = mark};
+	struct replay_whatif w = {.fix = {{.how = how, .ranks = mark}}, .nfix = 1};
 	struct replay_input in = {j->s, first, last, 1, 0, NULL};
-	assert_int_equal(replay_run(&in, &w, 1, step), 0);
+	assert_int_equal(replay_run(&in, &w, 1, step, NULL), 0);
 	return w;
 }
 
@@ -229,13 +229,13 @@ static void slow_link_against_its_past(void **state)
 	uint8_t mark[MAXW] = {0};
 	for (uint32_t r = 8; r < 16; r++)
 		mark[r] = 1;
-	struct replay_whatif w = {.how = REPLAY_TRANSFER, .ranks = mark};
+	struct replay_whatif w = {.fix = {{.how = REPLAY_TRANSFER, .ranks = mark}}, .nfix = 1};
 	struct replay_input in = {j.s, 6, ITERS - 1, 0, 5, NULL};
-	assert_int_equal(replay_run(&in, &w, 1, NULL), 0);
+	assert_int_equal(replay_run(&in, &w, 1, NULL, NULL), 0);
 	assert_true(fabs(w.gain_ms - 40) < 1);
 	/* without a baseline there is nothing to put it back to */
 	in.blast = 0, in.bfirst = 1;
-	assert_int_equal(replay_run(&in, &w, 1, NULL), 0);
+	assert_int_equal(replay_run(&in, &w, 1, NULL, NULL), 0);
 	assert_true(fabs(w.gain_ms) < 1);
 	store_destroy(j.s);
 }
@@ -265,12 +265,49 @@ static void work_spread_evenly(void **state)
 	store_destroy(j.s);
 }
 
+/* Two faults at once: rank 2's fwd 200 ms longer, rank 6's bwd 120 ms longer, each in a
+ * data-parallel group of its own (tp 2: ranks 0, 2, 4, 6 and 1, 3, 5, 7 sync apart). Put
+ * back alone, rank 6 recovers nothing: rank 2's group still ends later. With rank 2 put
+ * back first, rank 6's 120 ms show: a what-if of both, against one of rank 2 alone. */
+static void two_faults_each_hides_the_other(void **state)
+{
+	(void)state;
+	struct job j;
+	job_init(&j, 8, 2, 1, 4, 8, RECORD_GROUP_DP);
+	double fwd[MAXW], xfer[MAXW], bwd[MAXW];
+	for (uint32_t it = 0; it < ITERS; it++) {
+		fill(fwd, 8, 100);
+		fill(xfer, 8, 10);
+		fill(bwd, 8, 200);
+		fwd[2] = 300;
+		bwd[7] = 320;
+		add_iter(&j, it, fwd, xfer, bwd);
+	}
+	uint8_t a[MAXW] = {0}, b[MAXW] = {0};
+	a[2] = 1;
+	b[7] = 1;
+	struct replay_whatif w[3] = {
+		{.fix = {{.how = REPLAY_PEERS, .ranks = b}}, .nfix = 1},
+		{.fix = {{.how = REPLAY_PEERS, .ranks = a}}, .nfix = 1},
+		{.fix = {{.how = REPLAY_PEERS, .ranks = a}, {.how = REPLAY_PEERS, .ranks = b}}, .nfix = 2},
+	};
+	struct replay_input in = {j.s, 0, ITERS - 1, 1, 0, NULL};
+	double base[REPLAY_MAX_ITERS];
+	assert_int_equal(replay_run(&in, w, 3, NULL, base), 0);
+	assert_true(fabs(base[0] - 510) < 1); /* rank 2's group: 300 + 10 + 200 */
+	assert_true(fabs(w[0].gain_ms) < 1);   /* rank 7 alone: its group ends at 430 anyway */
+	assert_true(fabs(w[1].gain_ms - 80) < 1); /* rank 2 alone: down to rank 7's 430 */
+	assert_true(fabs(w[1].step[0] - w[2].step[0] - 120) < 1); /* rank 7 after rank 2 */
+	store_destroy(j.s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(slow_rank_put_back),     cmocka_unit_test(pause_once),
 		cmocka_unit_test(job_wide_collective),    cmocka_unit_test(misplaced_wait),
 		cmocka_unit_test(slow_link_against_its_past), cmocka_unit_test(work_spread_evenly),
+		cmocka_unit_test(two_faults_each_hides_the_other),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,205 @@
+/* judge.c: the replay judges the faults the rules found (docs/method.md, "The replay
+ * judges"). Each kind of fault, and the heavy stage, is put back in a replay of the
+ * window's steps (replay.h): a compute or host culprit at its peers' pace, a link at its
+ * own transfers before the window, a stage at its own compute before the window (or, with
+ * no baseline, the layers spread evenly), work imbalance spread evenly. What it recovers is
+ * what the fault costs a step over the window: the finding's time lost. A fault stands when
+ * it recovers a step in JUDGE_ITERS iterations or more of the last JUDGE_SPAN held (the
+ * window and what came before it: a window may hold a few of an intermittent fault's slow
+ * steps only): a cause that lasts or comes back. A rank that paused once or twice
+ * recovers those iterations only; a rank slower than its peers whose work the step does not
+ * wait for recovers none. Both are dropped; the second, slower in every part of the window,
+ * is a hidden straggler: an advisory, no page. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose.h"
+#include "replay.h"
+#include "work.h"
+
+/* the iterations a fault must recover a step in, at least, of the last JUDGE_SPAN held */
+#define JUDGE_ITERS 2
+#define JUDGE_SPAN REPLAY_MAX_ITERS
+
+/* Whether rank r is slower than its peers in most of the window: a compute phase high
+ * against them (not only against its own past, which a pause of some iterations is too) */
+static int slow_throughout(const struct work *w, uint32_t r)
+{
+	for (uint32_t p = 0; p < w->P; p++) {
+		uint8_t fl = w->l2.flag[(size_t)r * w->P + p];
+		if (w->kind[p] == RECORD_KIND_COMPUTE && (fl & L2_HIGH) && !(fl & L2_FALLBACK))
+			return 1;
+	}
+	return 0;
+}
+
+/* a rank whose fault recovers nothing, as an advisory (at most REPORT_MAX_ADVISORIES) */
+static void hidden_advisory(struct work *w, uint32_t r)
+{
+	struct report *rep = w->rep;
+	if (rep->nadvisories == REPORT_MAX_ADVISORIES)
+		return;
+	uint32_t top = UINT32_MAX;
+	double ratio = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		if (w->kind[p] == RECORD_KIND_COMPUTE && (w->l2.flag[i] & L2_HIGH) && w->l2.ratio[i] > ratio)
+			ratio = w->l2.ratio[i], top = p;
+	}
+	if (top == UINT32_MAX)
+		return;
+	struct report_advisory *a = &rep->advisories[rep->nadvisories++];
+	memset(a, 0, sizeof(*a));
+	a->kind = "hidden_straggler";
+	a->stage = -1;
+	a->rank = r;
+	store_host(w->s, r, a->host, sizeof(a->host));
+	a->ratio = ratio;
+	a->cost_ms = 0;
+	char host[REPORT_NAME_MAX];
+	snprintf(host, sizeof(host), "%s", a->host);
+	snprintf(a->summary, sizeof(a->summary),
+		 "rank %u on %.63s computes %.48s %.2fx its peers, yet the step does not wait for it (its "
+		 "collectives have slack): nothing is lost now, and it will cost when the slack goes",
+		 r, host, store_name(w->s, store_phase_name(w->s, top)), ratio);
+}
+
+/* One part of the faults put back: a kind of fault on one host (or on all of its hosts, past
+ * what a what-if holds), the load or the stage */
+struct part {
+	int kind;      /* enum fault_kind, or -1 for the stage */
+	uint32_t host; /* store_host_id, or UINT32_MAX: every host of the kind */
+	double gain;
+	uint32_t gained;
+};
+
+/* the parts of f into p (at most REPLAY_MAX_FIXES), their marks into marks */
+static size_t parts_of(const struct work *w, const struct faults *f, struct part *p, uint8_t *marks)
+{
+	static const enum fault_kind kinds[] = {FK_COMPUTE, FK_HOST, FK_COMM, FK_LOAD};
+	size_t n = 0, want = f->stage >= 0;
+	uint32_t hosts[sizeof(kinds) / sizeof(*kinds)][REPLAY_MAX_FIXES];
+	size_t nh[sizeof(kinds) / sizeof(*kinds)] = {0};
+	/* the hosts of each kind, each a part while they fit */
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		if (!f->count[kinds[i]])
+			continue;
+		for (uint32_t r = 0; r < w->W && kinds[i] != FK_LOAD; r++) {
+			if (f->kind[r] != kinds[i])
+				continue;
+			uint32_t h = store_host_id(w->s, r);
+			size_t j = 0;
+			while (j < nh[i] && hosts[i][j] != h)
+				j++;
+			if (j == nh[i] && nh[i] < REPLAY_MAX_FIXES)
+				hosts[i][nh[i]++] = h;
+			else if (j == nh[i])
+				nh[i] = REPLAY_MAX_FIXES + 1; /* too many: the kind as one part */
+		}
+		want += nh[i] >= 1 && nh[i] <= REPLAY_MAX_FIXES ? nh[i] : 1;
+	}
+	int split = want <= REPLAY_MAX_FIXES;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		if (!f->count[kinds[i]])
+			continue;
+		int by_host = split && nh[i] >= 1 && nh[i] <= REPLAY_MAX_FIXES;
+		for (size_t j = 0; j < (by_host ? nh[i] : 1) && n < REPLAY_MAX_FIXES; j++) {
+			uint8_t *m = marks + n * w->W;
+			p[n] = (struct part){.kind = (int)kinds[i], .host = by_host ? hosts[i][j] : UINT32_MAX};
+			for (uint32_t r = 0; r < w->W; r++)
+				m[r] = kinds[i] == FK_LOAD ? 1 /* spread evenly: every rank at the mean */
+				       : f->kind[r] == kinds[i] && (!by_host || store_host_id(w->s, r) == hosts[i][j]);
+			n++;
+		}
+	}
+	if (f->stage >= 0 && n < REPLAY_MAX_FIXES) {
+		uint8_t *m = marks + n * w->W;
+		/* a stage that grew: its compute as it was; without a baseline its layers spread
+		 * evenly over the stages, every stage at the mean */
+		for (uint32_t r = 0; r < w->W; r++)
+			m[r] = !w->l2.has_base || topo_coords(w->t, r).pp == (uint32_t)f->stage;
+		p[n++] = (struct part){.kind = -1, .host = UINT32_MAX};
+	}
+	return n;
+}
+
+static struct replay_fix fix_of(const struct work *w, const struct part *p, const uint8_t *marks)
+{
+	enum replay_how how = p->kind == FK_COMM   ? REPLAY_TRANSFER
+			      : p->kind == FK_LOAD ? REPLAY_MEAN
+			      : p->kind < 0	   ? (w->l2.has_base ? REPLAY_BASE : REPLAY_MEAN)
+						   : REPLAY_PEERS;
+	return (struct replay_fix){.how = how, .ranks = marks};
+}
+
+int judge_faults(struct work *w, struct faults *f)
+{
+	struct part p[REPLAY_MAX_FIXES];
+	uint8_t *marks = calloc((size_t)w->W * REPLAY_MAX_FIXES, 1);
+	struct replay_whatif *wi = calloc(REPLAY_MAX_FIXES + 1, sizeof(*wi)); /* all, then all but each */
+	int rc = -1;
+	if (!marks || !wi)
+		goto out;
+	size_t n = parts_of(w, f, p, marks);
+	rc = 0;
+	if (!n)
+		goto out;
+	/* each part is what is left once every other one is put back: two faults at once,
+	 * each hiding the other's cost while it holds the step, each get theirs */
+	for (size_t j = 0; j <= n; j++)
+		for (size_t i = 0; i < n; i++)
+			if (i + 1 != j)
+				wi[j].fix[wi[j].nfix++] = fix_of(w, &p[i], marks + i * w->W);
+	uint32_t R = store_config(w->s)->ring_iters, maxit = store_max_iter(w->s);
+	uint32_t lo = maxit + 1 >= R ? maxit + 1 - R : 0, from = w->last + 1 >= JUDGE_SPAN ? w->last + 1 - JUDGE_SPAN : 0;
+	struct replay_input in = {w->s, from > lo ? from : lo, w->last, w->bfirst, w->blast,
+				  w->l2.has_base ? w->l2.base : NULL};
+	double base[REPLAY_MAX_ITERS];
+	if ((rc = replay_run(&in, wi, n + 1, NULL, base)) < 0)
+		goto out;
+	uint32_t iters = wi[0].iters;
+	for (size_t j = 0; j < n; j++) {
+		/* what it recovers each iteration; an iteration counts when it recovers a share of
+		 * the step and a quarter of its most (the noise beside a pause does not) */
+		double g[REPLAY_MAX_ITERS], most = 0;
+		uint32_t in_window = 0;
+		for (uint32_t i = 0; i < iters; i++) {
+			g[i] = wi[j + 1].step[i] - wi[0].step[i];
+			most = g[i] > most ? g[i] : most;
+		}
+		for (uint32_t i = 0; i < iters; i++) {
+			p[j].gained += g[i] >= REPLAY_GAIN_SHARE * base[i] && g[i] >= most / 4;
+			if (wi[0].iter[i] >= w->first) {
+				p[j].gain += g[i];
+				in_window++;
+			}
+		}
+		p[j].gain = in_window && p[j].gain > 0 ? p[j].gain / in_window : 0;
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (p[j].kind < 0) {
+			f->stage_gain = p[j].gain;
+			continue; /* a stage's finding is its layers' evidence */
+		}
+		enum fault_kind k = (enum fault_kind)p[j].kind;
+		if (p[j].gained >= (iters < JUDGE_ITERS ? iters : JUDGE_ITERS)) {
+			f->gain[k] += p[j].gain;
+			continue;
+		}
+		for (uint32_t r = 0; r < w->W; r++) {
+			if (f->kind[r] != k || (p[j].host != UINT32_MAX && store_host_id(w->s, r) != p[j].host))
+				continue;
+			if (k == FK_COMPUTE && p[j].gained == 0 && slow_throughout(w, r))
+				hidden_advisory(w, r);
+			f->kind[r] = FK_NONE;
+			f->count[k]--;
+			f->count[FK_NONE]++;
+		}
+	}
+out:
+	free(marks);
+	free(wi);
+	return rc;
+}
