@@ -66,61 +66,78 @@ static void hidden_advisory(struct work *w, uint32_t r)
 		 r, host, store_name(w->s, store_phase_name(w->s, top)), ratio);
 }
 
-/* One part of the faults put back: a kind of fault on one host (or on all of its hosts, past
- * what a what-if holds), the load or the stage */
+/* One part of the faults put back: a kind of fault on one rank, on one host, or on all of
+ * its hosts (the finest that fits in a what-if), the load or the stage */
 struct part {
 	int kind;      /* enum fault_kind, or -1 for the stage */
+	uint32_t rank; /* the rank, or UINT32_MAX */
 	uint32_t host; /* store_host_id, or UINT32_MAX: every host of the kind */
 	double gain;
 	uint32_t gained;
 };
 
-/* the parts of f into p (at most REPLAY_MAX_FIXES), their marks into marks */
+/* whether rank r belongs to part p */
+static int in_part(const struct work *w, const struct faults *f, const struct part *p, uint32_t r)
+{
+	if (p->kind == FK_LOAD)
+		return 1; /* spread evenly: every rank at the mean */
+	return f->kind[r] == p->kind && (p->rank == UINT32_MAX || r == p->rank) &&
+	       (p->host == UINT32_MAX || store_host_id(w->s, r) == p->host);
+}
+
+/* The parts of f into p (at most REPLAY_MAX_FIXES), their marks into marks: a fault must
+ * recur on the same rank, so each kind is split by rank when all of them fit, else by host,
+ * else whole; a link's (communication) by host, the NIC's: its ranks share their
+ * collectives, and one of them put back while the others are changes nothing */
 static size_t parts_of(const struct work *w, const struct faults *f, struct part *p, uint8_t *marks)
 {
 	static const enum fault_kind kinds[] = {FK_COMPUTE, FK_HOST, FK_COMM, FK_LOAD};
-	size_t n = 0, want = f->stage >= 0;
-	uint32_t hosts[sizeof(kinds) / sizeof(*kinds)][REPLAY_MAX_FIXES];
-	size_t nh[sizeof(kinds) / sizeof(*kinds)] = {0};
-	/* the hosts of each kind, each a part while they fit */
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+	enum { K = sizeof(kinds) / sizeof(*kinds), M = REPLAY_MAX_FIXES };
+	uint32_t hosts[K][M + 1];
+	size_t nh[K] = {0}, ranks = 0, host_parts = 0;
+	for (size_t i = 0; i < K; i++) {
 		if (!f->count[kinds[i]])
 			continue;
-		for (uint32_t r = 0; r < w->W && kinds[i] != FK_LOAD; r++) {
+		for (uint32_t r = 0; r < w->W && kinds[i] != FK_LOAD && nh[i] <= M; r++) {
 			if (f->kind[r] != kinds[i])
 				continue;
 			uint32_t h = store_host_id(w->s, r);
 			size_t j = 0;
 			while (j < nh[i] && hosts[i][j] != h)
 				j++;
-			if (j == nh[i] && nh[i] < REPLAY_MAX_FIXES)
+			if (j == nh[i])
 				hosts[i][nh[i]++] = h;
-			else if (j == nh[i])
-				nh[i] = REPLAY_MAX_FIXES + 1; /* too many: the kind as one part */
 		}
-		want += nh[i] >= 1 && nh[i] <= REPLAY_MAX_FIXES ? nh[i] : 1;
+		host_parts += kinds[i] == FK_LOAD || nh[i] > M ? 1 : nh[i];
+		ranks += kinds[i] == FK_LOAD ? 1 : kinds[i] == FK_COMM ? (nh[i] > M ? 1 : nh[i]) : f->count[kinds[i]];
 	}
-	int split = want <= REPLAY_MAX_FIXES;
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+	size_t room = M - (f->stage >= 0);
+	int by_rank = ranks <= room, by_host = !by_rank && host_parts <= room;
+	size_t n = 0;
+	for (size_t i = 0; i < K && n < room; i++) {
 		if (!f->count[kinds[i]])
 			continue;
-		int by_host = split && nh[i] >= 1 && nh[i] <= REPLAY_MAX_FIXES;
-		for (size_t j = 0; j < (by_host ? nh[i] : 1) && n < REPLAY_MAX_FIXES; j++) {
-			uint8_t *m = marks + n * w->W;
-			p[n] = (struct part){.kind = (int)kinds[i], .host = by_host ? hosts[i][j] : UINT32_MAX};
-			for (uint32_t r = 0; r < w->W; r++)
-				m[r] = kinds[i] == FK_LOAD ? 1 /* spread evenly: every rank at the mean */
-				       : f->kind[r] == kinds[i] && (!by_host || store_host_id(w->s, r) == hosts[i][j]);
-			n++;
+		if (kinds[i] == FK_LOAD || (!by_rank && !(by_host && nh[i] <= M)) || (by_rank && kinds[i] == FK_COMM && nh[i] > M)) {
+			p[n++] = (struct part){.kind = (int)kinds[i], .rank = UINT32_MAX, .host = UINT32_MAX};
+			continue;
 		}
+		int comm = kinds[i] == FK_COMM;
+		for (uint32_t r = 0; by_rank && !comm && r < w->W && n < room; r++)
+			if (f->kind[r] == kinds[i])
+				p[n++] = (struct part){.kind = (int)kinds[i], .rank = r, .host = UINT32_MAX};
+		for (size_t j = 0; (by_host || (by_rank && comm)) && j < nh[i] && n < room; j++)
+			p[n++] = (struct part){.kind = (int)kinds[i], .rank = UINT32_MAX, .host = hosts[i][j]};
 	}
-	if (f->stage >= 0 && n < REPLAY_MAX_FIXES) {
+	for (size_t j = 0; j < n; j++)
+		for (uint32_t r = 0; r < w->W; r++)
+			marks[j * w->W + r] = (uint8_t)in_part(w, f, &p[j], r);
+	if (f->stage >= 0) {
 		uint8_t *m = marks + n * w->W;
 		/* a stage that grew: its compute as it was; without a baseline its layers spread
 		 * evenly over the stages, every stage at the mean */
 		for (uint32_t r = 0; r < w->W; r++)
 			m[r] = !w->l2.has_base || topo_coords(w->t, r).pp == (uint32_t)f->stage;
-		p[n++] = (struct part){.kind = -1, .host = UINT32_MAX};
+		p[n++] = (struct part){.kind = -1, .rank = UINT32_MAX, .host = UINT32_MAX};
 	}
 	return n;
 }
@@ -189,7 +206,7 @@ int judge_faults(struct work *w, struct faults *f)
 			continue;
 		}
 		for (uint32_t r = 0; r < w->W; r++) {
-			if (f->kind[r] != k || (p[j].host != UINT32_MAX && store_host_id(w->s, r) != p[j].host))
+			if (k == FK_LOAD ? f->kind[r] != k : !in_part(w, f, &p[j], r))
 				continue;
 			if (k == FK_COMPUTE && p[j].gained == 0 && slow_throughout(w, r))
 				hidden_advisory(w, r);

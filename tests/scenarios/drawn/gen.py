@@ -219,6 +219,7 @@ class Job:
         self.device = None        # "cpu": a CPU-only job
         self.write_hosts = True   # False: no host lines (hosts not reported)
         self.disabled = set()     # fault tables left out (the what-if for the true time lost)
+        self.fwd_only = set()     # ranks whose compute fault slows their forward only
 
     def host(self, r):
         return host_name(self.prefix, self.node[r])
@@ -295,12 +296,12 @@ class Job:
                 A = [A[r] + ex[r] for r in range(W)]
                 A = sync("ep", self.g_ep, A, "_epc")
             A = sync("pp", self.g_pp, A)
-            bw = [self.bwd[self.c_pp[r]] * cm[r] * _n(rng, nz) for r in range(W)]
+            bw = [self.bwd[self.c_pp[r]] * (1.0 if r in self.fwd_only else cm[r]) * _n(rng, nz) for r in range(W)]
             ph["_bwd"] = bw
             A = [A[r] + bw[r] for r in range(W)]
             A = sync("dp", self.g_dp, A)
             A = sync("gn", [0] * W, A)
-            op = [self.opt * cm[r] * _n(rng, nz) for r in range(W)]
+            op = [self.opt * (1.0 if r in self.fwd_only else cm[r]) * _n(rng, nz) for r in range(W)]
             ph["_opt"] = op
             E = [A[r] + op[r] for r in range(W)]
             ev = 0.0

@@ -249,6 +249,7 @@ def inject(job):
         r = rng.choice([q for q in range(W) if job.c_pp[q] == light])
         f = rng.uniform(1.4, 1.6)
         job.comp[r] = after(f)
+        job.fwd_only.add(r)  # its own forward: the slack of its light stage takes it
         T.update(onset=None, advisory=True, advisory_ranks=[r], factor=f)
         return T
     if kind == "cpu_job":
