@@ -145,8 +145,11 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 		return -1;
 	}
 	int moe = sc == S_HEALTHY || sc == S_CASE5;
-	char jobname[64];
-	snprintf(jobname, sizeof(jobname), "sim-%s", scenarios[sc]);
+	char jobname[256];
+	if (opt->job)
+		snprintf(jobname, sizeof(jobname), "%s", opt->job);
+	else
+		snprintf(jobname, sizeof(jobname), "sim-%s", scenarios[sc]);
 	struct jsonl_job job = {jobname, 12960, 1, 1, 9, 1440, 32, 8, "tp-cp-ep-dp-pp"};
 	if (!moe) {
 		struct jsonl_job d = {jobname, 1024, 8, 1, 4, 32, 1, 8, "tp-cp-dp-pp"};

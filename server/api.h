@@ -87,5 +87,8 @@ void api_jobs_phases(struct api_req *r);
 void api_reports_get(struct api_req *r);
 void api_events_list(struct api_req *r);
 void api_events_post(struct api_req *r);
+/* api_console.c */
+void api_jobs_heatmap(struct api_req *r);
+void api_fleet(struct api_req *r);
 
 #endif

@@ -49,6 +49,8 @@ struct job {
 	int64_t *heard_us;         /* [rank]: when its agent's connection last delivered a batch (wall) */
 	int64_t alone_since_us;    /* since when no agent has been connected (wall; 0: some are): set by ingest */
 	int deposed;               /* another instance took its lease: forgotten soon, its incident left alone */
+	int goodbye;               /* the last agent to leave said Goodbye (set by ingest) */
+	int64_t ended_us;          /* when it ended (its agents left, the last saying Goodbye; wall; 0: live) */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
