@@ -74,6 +74,8 @@ function route() {
   document.getElementById('token-form').hidden = true;
   document.getElementById('forget').hidden = !localStorage.getItem(TOKEN_KEY);
   main.replaceChildren();
+  delete document.body.dataset.rendered;
+  delete document.body.dataset.heatmap;
   for (const a of document.querySelectorAll('nav a')) a.classList.remove('on');
   let page;
   if (hash.startsWith('#/jobs/')) {

@@ -80,6 +80,7 @@ export class HeatmapView {
     this.fetchRows = fetchRows;
     this.onRender = onRender;
     this.canvas = el('canvas', { id: 'heatmap', class: 'heatmap', height: 480 });
+    this.canvas.view = this; // what is drawn, for whoever reads the canvas (tests/integration/console)
     this.tip = el('div', { class: 'tip', id: 'heatmap-tip', hidden: true });
     this.reset = el('button', { type: 'button', id: 'heatmap-reset', onclick: () => this.show(this.base) }, 'Reset zoom');
     host.append(el('div', { class: 'heatmap-wrap' }, this.canvas, this.tip), el('div', { class: 'heatmap-tools' }, this.reset, legend()));

@@ -40,6 +40,7 @@ function verdict(job, report) {
       if (!byHost.has(s.host)) byHost.set(s.host, []);
       byHost.get(s.host).push(s.rank);
     }
+    for (const ranks of byHost.values()) ranks.sort((a, b) => a - b);
     fact('culprits', el('ul', { id: 'culprits' }, [...byHost].map(([host, ranks]) => el('li', {},
       el('span', { class: 'ranks' }, (ranks.length > 1 ? 'ranks ' : 'rank ') + ranks.join(', ')), ' on ', el('b', { class: 'host' }, host)))),
     );
@@ -150,8 +151,10 @@ export async function jobPage(main, name) {
   const base = `jobs/${enc(name)}`;
   const jobP = optional(api(base)), reportP = optional(api(base + '/reports/latest'));
   const incP = optional(api(base + '/incidents?limit=50'));
+  for (const p of [jobP, incP]) p.catch(() => {}); // awaited below (a 401 shows the token form)
   const report = await reportP;
   const heatP = optional(fetchHeatmap(name, { metric: firstMetric(report), group: 'node' }));
+  heatP.catch(() => {});
   const job = await jobP;
   if (!job) {
     main.append(el('h1', {}, name), el('p', { class: 'error' }, 'No such job is known to this culpritd.'));

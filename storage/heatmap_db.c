@@ -116,9 +116,10 @@ int storage_heatmap_read(PGconn *c, const char *job, const char *metric, int64_t
 	if (!PQgetisnull(res, 0, 9)) {
 		int64_t max = num(res, 0, 9);
 
+		/* the range asked, within the iterations stored */
 		from = first_iter >= 0 ? (uint32_t)first_iter : (uint32_t)(max + 1 >= n ? max + 1 - n : 0);
-		to = from + n - 1;
-		have = n;
+		to = (int64_t)from + n - 1 < max ? from + n - 1 : (uint32_t)max;
+		have = from <= to ? to - from + 1 : 0;
 	}
 	if (strcmp(metric, "step") != 0)
 		name_id = PQgetisnull(res, 0, 10) ? strdup("0") : strdup(PQgetvalue(res, 0, 10));

@@ -16,8 +16,8 @@ struct storage_query_result;
 /* What is read goes to these, in this order: job (once), hosts, phases, culprits, cells. Each
  * returns 0, or -1 to stop (out of memory). */
 struct storage_heatmap_sink {
-	/* the job's topology and the range read: n_iters from first_iter (n_iters 0: none stored);
-	 * first_iter < 0 asked for the last n iterations stored */
+	/* the job's topology and the range read: n_iters from first_iter, those of the range asked
+	 * that are not after the last iteration stored (n_iters 0: none) */
 	int (*job)(void *arg, const struct storage_topology *t, uint32_t first_iter, uint32_t n_iters);
 	int (*host)(void *arg, uint32_t rank, const char *host);
 	int (*phase)(void *arg, const char *name);
