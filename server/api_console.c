@@ -114,6 +114,7 @@ static int gather_memory(struct server *s, struct job *job, struct heatmap_ctx *
 	const struct store *st = engine_store(job->engine);
 	uint32_t max = store_max_iter(st), ring = (uint32_t)s->cfg.window_iters, lowest, first = 0, last = 0, slot = 0;
 	int name = strcmp(c->d.metric, "step") == 0 ? -1 : store_find_name(st, c->d.metric), has_slot = 0;
+	struct store_ring ring_view;
 
 	lowest = max + 1 >= ring ? max + 1 - ring : 0;
 	if (store_any(st)) {
@@ -133,13 +134,16 @@ static int gather_memory(struct server *s, struct job *job, struct heatmap_ctx *
 		if (name >= 0 && store_phase_name(st, p) == (uint32_t)name)
 			slot = p, has_slot = 1;
 	}
+	store_ring_view(st, &ring_view);
 	for (uint32_t r = 0; r < c->d.world; r++)
 		for (uint32_t i = 0; i < c->d.n_iters; i++) {
-			size_t at = (size_t)r * c->d.n_iters + i;
+			size_t at = (size_t)r * c->d.n_iters + i, cell = (size_t)r * ring_view.ring + (first + i) % ring_view.ring;
 
 			c->d.step[at] = store_iter_dur(st, r, first + i);
-			if (name >= 0)
-				c->d.value[at] = has_slot ? store_phase_dur(st, r, first + i, slot) : HEATMAP_NONE;
+			if (name >= 0) /* the ring read directly (store.h): a phase's durations of every rank */
+				c->d.value[at] = has_slot && ring_view.tag[cell] == first + i + 1
+							 ? ring_view.pdur[cell * ring_view.phases + slot]
+							 : HEATMAP_NONE;
 		}
 	return 0;
 }

@@ -279,7 +279,9 @@ static void job_stored(struct server *s, struct evhttp_request *req, const struc
 	json_t *o = res->text ? json_loads(res->text, 0, NULL) : NULL, *job = json_object_get(o, "job");
 	const char *base = json_string_value(json_object_get(o, "owner_api_url"));
 
-	if (res->failed)
+	if (res->failed && strncmp(res->sqlstate, "22", 2) == 0) /* a name no stored job can have (not UTF-8) */
+		unknown_job(req, e->job);
+	else if (res->failed)
 		api_reply_db_error(req, res);
 	else if (base)
 		redirect(req, e, base);

@@ -95,112 +95,99 @@ const char *heatmap_group_name(enum heatmap_group g)
 
 /* ---- medians ---- */
 
-/* The median of v[0..n) (reordered), NAN for n == 0: quickselect. */
+/* The median of v[0..n) (reordered), NAN for n == 0: Wirth's selection. */
 static double median(uint32_t *v, size_t n)
 {
-	size_t lo = 0, hi = n ? n - 1 : 0, k = n / 2;
+	ptrdiff_t l = 0, m = (ptrdiff_t)n - 1, k = (ptrdiff_t)(n / 2);
 
 	if (n == 0)
 		return NAN;
-	while (lo < hi) {
-		uint32_t pivot = v[lo + (hi - lo) / 2], t;
-		size_t i = lo, j = hi;
+	while (l < m) {
+		uint32_t x = v[k], t;
+		ptrdiff_t i = l, j = m;
 
-		while (i <= j) {
-			while (v[i] < pivot)
+		do {
+			while (v[i] < x)
 				i++;
-			while (v[j] > pivot)
+			while (x < v[j])
 				j--;
 			if (i <= j) {
 				t = v[i], v[i] = v[j], v[j] = t;
-				i++;
-				if (j == 0)
-					break;
-				j--;
+				i++, j--;
 			}
-		}
-		if (k <= j)
-			hi = j;
-		else if (k >= i)
-			lo = i;
-		else
-			break;
+		} while (i <= j);
+		if (j < k)
+			l = i;
+		if (k < i)
+			m = j;
 	}
 	return v[k];
 }
 
 /* med[role * n_iters + i]: the median of the metric over the role group's ranks in iteration
- * i (NAN: none reported); step_max / step_med: over every rank. 0, or -1 out of memory. */
+ * i (NAN: none reported); step_max / step_med: over every rank. The values are copied per
+ * iteration first (a rank's are contiguous, an iteration's are not), the metric's in role
+ * group order. 0, or -1 out of memory. */
 static int medians(const struct heatmap_data *d, float *med, float *step_max, float *step_med)
 {
-	uint32_t *count = calloc(d->n_roles + 1, sizeof(uint32_t)), *by_role = malloc(d->world * sizeof(uint32_t) + 1),
-		 *tmp = malloc(d->world * sizeof(uint32_t) + 1);
+	size_t W = d->world, I = d->n_iters;
+	uint32_t *count = calloc(d->n_roles + 2, sizeof(uint32_t)), *at = calloc(d->n_roles + 2, sizeof(uint32_t));
+	uint32_t *tv = malloc(W * I * sizeof(uint32_t) + 1), *ts = malloc(W * I * sizeof(uint32_t) + 1);
+	int rc = -1;
 
-	if (!count || !by_role || !tmp) {
-		free(count);
-		free(by_role);
-		free(tmp);
-		return -1;
-	}
-	/* the ranks by role group (counting sort): group g's at by_role[count[g] .. count[g + 1]) */
-	for (uint32_t r = 0; r < d->world; r++)
+	if (!count || !at || !tv || !ts)
+		goto out;
+	for (size_t r = 0; r < W; r++)
 		count[d->role[r] + 1]++;
 	for (uint32_t g = 0; g < d->n_roles; g++)
 		count[g + 1] += count[g];
-	{
-		uint32_t *at = malloc((d->n_roles + 1) * sizeof(uint32_t));
+	memcpy(at, count, (d->n_roles + 1) * sizeof(uint32_t));
+	for (size_t r = 0; r < W; r++) {
+		size_t k = at[d->role[r]]++;
 
-		if (!at) {
-			free(count);
-			free(by_role);
-			free(tmp);
-			return -1;
+		for (size_t i = 0; i < I; i++) {
+			tv[i * W + k] = d->value[r * I + i];
+			ts[i * W + r] = d->step[r * I + i];
 		}
-		memcpy(at, count, (d->n_roles + 1) * sizeof(uint32_t));
-		for (uint32_t r = 0; r < d->world; r++)
-			by_role[at[d->role[r]]++] = r;
-		free(at);
 	}
-	for (uint32_t i = 0; i < d->n_iters; i++) {
+	for (size_t i = 0; i < I; i++) {
+		uint32_t *v = tv + i * W, *st = ts + i * W, mx = 0;
 		size_t n = 0;
-		uint32_t mx = 0;
 
 		for (uint32_t g = 0; g < d->n_roles; g++) {
 			size_t m = 0;
 
-			for (uint32_t k = count[g]; k < count[g + 1]; k++) {
-				uint32_t v = d->value[(size_t)by_role[k] * d->n_iters + i];
-
-				if (v != HEATMAP_NONE)
-					tmp[m++] = v;
-			}
-			med[(size_t)g * d->n_iters + i] = (float)(median(tmp, m) / 1000.0);
+			for (uint32_t k = count[g]; k < count[g + 1]; k++) /* the reported ones to the front */
+				if (v[k] != HEATMAP_NONE)
+					v[count[g] + m++] = v[k];
+			med[(size_t)g * I + i] = (float)(median(v + count[g], m) / 1000.0);
 		}
-		for (uint32_t r = 0; r < d->world; r++) {
-			uint32_t v = d->step[(size_t)r * d->n_iters + i];
-
-			if (v != HEATMAP_NONE) {
-				tmp[n++] = v;
-				mx = v > mx ? v : mx;
+		for (size_t r = 0; r < W; r++)
+			if (st[r] != HEATMAP_NONE) {
+				mx = st[r] > mx ? st[r] : mx;
+				st[n++] = st[r];
 			}
-		}
 		step_max[i] = n ? (float)(mx / 1000.0) : NAN;
-		step_med[i] = (float)(median(tmp, n) / 1000.0);
+		step_med[i] = (float)(median(st, n) / 1000.0);
 	}
+	rc = 0;
+out:
 	free(count);
-	free(by_role);
-	free(tmp);
-	return 0;
+	free(at);
+	free(tv);
+	free(ts);
+	return rc;
 }
 
-static uint8_t code_of(uint32_t v, float med)
+/* The byte of value v (us) against the log2 of its group's median (us; NAN: none). */
+static uint8_t code_of(uint32_t v, float lmed)
 {
-	double x;
+	float x;
 
-	if (v == HEATMAP_NONE || !(med > 0))
+	if (v == HEATMAP_NONE || v == 0 || isnan(lmed))
 		return 0;
-	x = 1 + round((log2(v / 1000.0 / med) - HEATMAP_LOG2_LO) / (HEATMAP_LOG2_HI - HEATMAP_LOG2_LO) * 254);
-	return x < 1 ? 1 : x > 255 ? 255 : (uint8_t)x;
+	x = 1.5f + (log2f((float)v) - lmed - (float)HEATMAP_LOG2_LO) * (254.0f / (float)(HEATMAP_LOG2_HI - HEATMAP_LOG2_LO));
+	return x < 1 ? 1 : x >= 256 ? 255 : (uint8_t)x;
 }
 
 /* ---- the rows ---- */
@@ -350,7 +337,7 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 {
 	uint32_t from = 0, to = d->world ? d->world - 1 : 0, n_rank_rows, n_rows, per = 1;
 	uint32_t *order = NULL, *row_first = NULL, *row_n = NULL, *used = NULL, n_used = 0;
-	float *med = NULL, *smax = NULL, *smed = NULL;
+	float *med = NULL, *lmed = NULL, *smax = NULL, *smed = NULL;
 	int aggregated, wide;
 	json_t *meta = NULL, *groups, *hosts, *phases, *culprits;
 	struct body b = {0};
@@ -368,14 +355,18 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 	n_rank_rows = d->world && from <= to && from < d->world ? to - from + 1 : 0;
 	order = shown_order(d);
 	med = calloc((size_t)d->n_roles * d->n_iters + 1, sizeof(float));
+	lmed = calloc((size_t)d->n_roles * d->n_iters + 1, sizeof(float));
 	smax = calloc(d->n_iters + 1, sizeof(float));
 	smed = calloc(d->n_iters + 1, sizeof(float));
 	used = malloc((d->n_hosts + 1) * sizeof(uint32_t));
 	/* rows: of ranks, or of runs of groups when too many cells */
 	row_first = malloc((n_rank_rows + 1) * sizeof(uint32_t));
 	row_n = malloc((n_rank_rows + 1) * sizeof(uint32_t));
-	if (!order || !med || !smax || !smed || !used || !row_first || !row_n || medians(d, med, smax, smed) < 0)
+	if (!order || !med || !lmed || !smax || !smed || !used || !row_first || !row_n ||
+	    medians(d, med, smax, smed) < 0)
 		goto out;
+	for (size_t g = 0; g < (size_t)d->n_roles * d->n_iters; g++) /* log2 of the medians in us */
+		lmed[g] = med[g] > 0 ? log2f(med[g] * 1000.0f) : NAN;
 	aggregated = (uint64_t)n_rank_rows * d->n_iters > HEATMAP_CELLS_MAX;
 	n_rows = 0;
 	if (!aggregated) {
@@ -472,19 +463,17 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 		put_index(&b, d->role[order[row_first[row]]], wide);
 	pad4(&b);
 	for (uint32_t row = 0; row < n_rows && !b.failed; row++) {
-		uint8_t cells[HEATMAP_ITERS_MAX];
+		uint8_t cells[HEATMAP_ITERS_MAX] = {0};
 
-		for (uint32_t i = 0; i < d->n_iters && i < HEATMAP_ITERS_MAX; i++) {
-			uint8_t worst = 0;
+		for (uint32_t x = row_first[row]; x < row_first[row] + row_n[row]; x++) { /* the worst of its ranks */
+			const uint32_t *v = d->value + (size_t)order[x] * d->n_iters;
+			const float *lm = lmed + (size_t)d->role[order[x]] * d->n_iters;
 
-			for (uint32_t x = row_first[row]; x < row_first[row] + row_n[row]; x++) {
-				uint32_t r = order[x];
-				uint8_t c = code_of(d->value[(size_t)r * d->n_iters + i],
-						    med[(size_t)d->role[r] * d->n_iters + i]);
+			for (uint32_t i = 0; i < d->n_iters; i++) {
+				uint8_t c = code_of(v[i], lm[i]);
 
-				worst = c > worst ? c : worst;
+				cells[i] = c > cells[i] ? c : cells[i];
 			}
-			cells[i] = worst;
 		}
 		put(&b, cells, d->n_iters);
 	}
@@ -496,6 +485,7 @@ out:
 	free(text);
 	free(order);
 	free(med);
+	free(lmed);
 	free(smax);
 	free(smed);
 	free(used);
