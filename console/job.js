@@ -130,6 +130,16 @@ async function download(job, report, status) {
   } catch (e) { status.textContent = 'no trace: ' + e.message; }
 }
 
+// The report JSON in a new tab (fetched with the token, which a plain link would not carry).
+async function openReport(base, status) {
+  try {
+    const res = await api(base + '/reports/latest', { raw: true });
+    const url = URL.createObjectURL(new Blob([await res.text()], { type: 'application/json' }));
+    window.open(url, '_blank', 'noopener');
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (e) { status.textContent = 'no report: ' + e.message; }
+}
+
 async function capture(job, report, status) {
   const ranks = culpritsOf(report).map((s) => s.rank).slice(0, 256);
   status.textContent = 'asking the agents ...';
@@ -170,7 +180,7 @@ export async function jobPage(main, name) {
     el('button', { type: 'button', id: 'trace-button', onclick: () => download(name, report, status) }, 'Perfetto trace of the window'),
     el('button', { type: 'button', id: 'capture-button', disabled: job.state !== 'live', onclick: () => capture(name, report, status) }, 'Request a capture'),
     job.grafana_url ? el('a', { class: 'button', id: 'grafana-link', href: job.grafana_url, target: '_blank', rel: 'noopener' }, 'Grafana') : '',
-    el('a', { class: 'button', href: 'api/v1/' + base + '/reports/latest', target: '_blank', rel: 'noopener' }, 'Report JSON'), status);
+    el('button', { type: 'button', id: 'report-button', onclick: () => openReport(base, status) }, 'Report JSON'), status);
   main.append(head, tools, verdict(job, report), findings(report), events(report));
 
   const chartSec = el('section', { id: 'steps' }, el('h2', {}, 'Step time'));

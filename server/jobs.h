@@ -77,9 +77,10 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		      size_t n_kernels);
 /* Submits the due diagnoses (after batches, and from the periodic tick). */
 void jobs_diagnose_due(struct server *s, struct job *job);
-/* Once a second: forgets the jobs without agents for job_retire_s (resolving their open
- * incidents), and resolves incidents a previous culpritd left open whose jobs have not come
- * back within job_retire_s of started_us. */
+/* Once a second: ends the jobs whose agents all left, the last saying Goodbye (their open
+ * incidents resolved as ended), forgets the jobs without agents for job_retire_s (resolving
+ * their open incidents the same way), and resolves incidents a previous culpritd left open
+ * whose jobs have not come back within job_retire_s of started_us. */
 void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us);
 /* A batch came in on the connection serving ranks (their agent is sending). */
 void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_now_us);

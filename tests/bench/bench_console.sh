@@ -4,7 +4,8 @@
 # `culprit sim --scenario case5 --iters 64` (12,960 ranks); then
 #   - GET /api/v1/jobs/sim-case5/heatmap?metric=mlp (12,960 ranks x 64 iterations, from the
 #     job's window): the bytes on the wire without and with Accept-Encoding: gzip, and the time
-#     to the last byte (curl, median of RUNS);
+#     to the last byte (curl, median of RUNS), and how long of it culpritd's event loop spent
+#     gathering the values from the window (its debug log);
 #   - the job page's first render in headless Chromium (a fresh browser each run, cold cache):
 #     milliseconds from navigation to the report and the heat map drawn (the page's
 #     performance mark culprit-job-rendered), median of RUNS.
@@ -20,7 +21,7 @@ port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)
 agent=127.0.0.1:$(port)
 http=127.0.0.1:$(port)
 "$build/server/culpritd" --data-dir "$dir/var" --agent-listen "$agent" --http-listen "$http" \
-	--max-connections-per-addr 4096 >"$dir/culpritd.log" 2>&1 &
+	--max-connections-per-addr 4096 --log-level debug >"$dir/culpritd.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 600); do curl -fsS "http://$http/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -36,6 +37,8 @@ for gz in "" "gzip"; do
 	ms=$(cut -d' ' -f2 "$dir/t" | awk '{ print $1 * 1000 }' | median)
 	echo "heat map of 12,960 ranks x 64 iterations${gz:+ (gzip)}: $bytes bytes on the wire, served in $ms ms (median of $runs)"
 done
+loop=$(sed -n 's/.*heat map of 12960 ranks x 64 iterations gathered on the loop in \([0-9.]*\) ms.*/\1/p' "$dir/culpritd.log" | median)
+echo "of which on culpritd's event loop (gathering the window's values): $loop ms (median of $((2 * runs)))"
 BENCH_HERE=$here python3 - "http://$http/" "$runs" <<'PY'
 import statistics, sys
 import os
