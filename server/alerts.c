@@ -463,15 +463,16 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 			json_decref(arr);
 		}
 		if (a->on[DELIVER_WEBHOOK]) {
-			json_t *o = json_pack(
-				"{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, "
-				"s:s?}}",
-				"dedup_key", dedup, "state", incident_change_name(change), "incident", "key", inc->key,
-				"job", job, "category", inc->category, "state", state, "summary", inc->summary,
-				"first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
-				"opened", opened, "changed", changed, "host", ja->host, "suspects", ja->suspects,
-				"action", ja->action, "avoid", ja->avoid, "report_url", report_url, "job_url", job_url,
-				"resolution", inc->open || !inc->resolution[0] ? NULL : inc->resolution);
+			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, "
+					      "s:s, s:s, s:s, s:s, "
+					      "s:s?}}",
+					      "dedup_key", dedup, "state", incident_change_name(change), "incident",
+					      "key", inc->key, "job", job, "category", inc->category, "state", state,
+					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
+					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
+					      "host", ja->host, "suspects", ja->suspects, "action", ja->action, "avoid",
+					      ja->avoid, "report_url", report_url, "job_url", job_url, "resolution",
+					      inc->open || !inc->resolution[0] ? NULL : inc->resolution);
 			char *rest = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 
 			json_decref(o);

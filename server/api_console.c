@@ -27,7 +27,6 @@
 #include "strmap.h"
 #include "topo.h"
 
-
 #define HEATMAPS_RUNNING 4
 #define FLEET_DAYS_MAX 365
 #define FLEET_HOSTS_MAX 500
@@ -40,8 +39,8 @@ struct heatmap_ctx {
 	int in_memory;       /* gathered on the loop */
 	int64_t first_iter;  /* the range asked (database): < 0 the last n */
 	uint32_t n_iters;
-	int found;     /* database: the job is stored */
-	int gzipped;   /* the answer is gzip'd */
+	int found;   /* database: the job is stored */
+	int gzipped; /* the answer is gzip'd */
 };
 
 static void ctx_free(void *p)
@@ -140,7 +139,8 @@ static int gather_memory(struct server *s, struct job *job, struct heatmap_ctx *
 	store_ring_view(st, &ring_view);
 	for (uint32_t r = 0; r < c->d.world; r++)
 		for (uint32_t i = 0; i < c->d.n_iters; i++) {
-			size_t at = (size_t)r * c->d.n_iters + i, cell = (size_t)r * ring_view.ring + (first + i) % ring_view.ring;
+			size_t at = (size_t)r * c->d.n_iters + i,
+			       cell = (size_t)r * ring_view.ring + (first + i) % ring_view.ring;
 
 			c->d.step[at] = store_iter_dur(st, r, first + i);
 			if (name >= 0) /* the ring read directly (store.h): a phase's durations of every rank */
@@ -236,7 +236,8 @@ static void heatmap_run(struct pg_conn *conn, void *arg, struct storage_query_re
 		oom(r);
 }
 
-static void heatmap_done(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *arg)
+static void heatmap_done(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
+			 void *arg)
 {
 	struct heatmap_ctx *c = arg;
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);

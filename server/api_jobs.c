@@ -52,10 +52,10 @@ static void live_fields(const struct job *job, json_t *o)
 	json_object_set_new(o, "baseline_ms", number_or_null(base));
 	json_object_set_new(o, "records", json_integer((json_int_t)job->records));
 	json_object_set_new(o, "diagnoses", json_integer((json_int_t)job->diagnoses));
-	json_object_set_new(o, "window", json_pack("{s:b, s:i, s:i, s:i, s:f}", "open", l->open, "windows",
-						   (json_int_t)l->windows, "first_iter", (json_int_t)l->first_iter,
-						   "last_iter", (json_int_t)l->last_iter, "baseline_iter_ms",
-						   l->windows ? l->baseline_ms : 0.0));
+	json_object_set_new(o, "window",
+			    json_pack("{s:b, s:i, s:i, s:i, s:f}", "open", l->open, "windows", (json_int_t)l->windows,
+				      "first_iter", (json_int_t)l->first_iter, "last_iter", (json_int_t)l->last_iter,
+				      "baseline_iter_ms", l->windows ? l->baseline_ms : 0.0));
 	if (job->incident.open || job->incident.key[0])
 		json_object_set_new(o, "incident", incident_json(&job->incident));
 }
@@ -237,7 +237,8 @@ void api_jobs_list(struct api_req *r)
 		json_t *arr = json_array();
 
 		strmap_each(&r->s->jobs, add_job, arr);
-		reply_json(r->req, 200, json_pack("{s:I, s:o}", "total", (json_int_t)json_array_size(arr), "jobs", arr));
+		reply_json(r->req, 200,
+			   json_pack("{s:I, s:o}", "total", (json_int_t)json_array_size(arr), "jobs", arr));
 		return;
 	}
 	names = json_array();
@@ -279,18 +280,19 @@ static void job_stored(struct server *s, struct evhttp_request *req, const struc
 	json_t *o = res->text ? json_loads(res->text, 0, NULL) : NULL, *job = json_object_get(o, "job");
 	const char *base = json_string_value(json_object_get(o, "owner_api_url"));
 
-	if (res->failed && strncmp(res->sqlstate, "22", 2) == 0) /* a name no stored job can have (not UTF-8) */
-		unknown_job(req, e->job);
-	else if (res->failed)
+	/* a name no stored job can have (not UTF-8) is unknown too */
+	int known = !res->failed && json_is_object(job);
+
+	if (res->failed && strncmp(res->sqlstate, "22", 2) != 0)
 		api_reply_db_error(req, res);
 	else if (base)
 		redirect(req, e, base);
-	else if (json_is_object(job)) {
+	else if (!known)
+		unknown_job(req, e->job);
+	else {
 		grafana_link(s, job, e->job);
 		reply_json(req, 200, json_incref(job));
 	}
-	else
-		unknown_job(req, e->job);
 	json_decref(o);
 }
 

@@ -144,10 +144,7 @@ void console_free(struct server *s)
 	s->console = NULL;
 }
 
-int console_path(const char *path)
-{
-	return strcmp(path, "/") == 0 || strncmp(path, "/console/", 9) == 0;
-}
+int console_path(const char *path) { return strcmp(path, "/") == 0 || strncmp(path, "/console/", 9) == 0; }
 
 static void security_headers(struct evkeyvalq *h)
 {
@@ -174,7 +171,8 @@ void console_serve(struct server *s, struct evhttp_request *req, const char *pat
 	while (c && i < c->n && strcmp(c->files[i].name, name) != 0)
 		i++;
 	if (!c || i == c->n) {
-		reply_error(req, 404, "not found", "%s", c && c->n ? "no such console file" : "no web console installed");
+		reply_error(req, 404, "not found", "%s",
+			    c && c->n ? "no such console file" : "no web console installed");
 		return;
 	}
 	evhttp_add_header(h, "ETag", c->files[i].etag);

@@ -25,7 +25,7 @@ int console_path(const char *path);
 void console_serve(struct server *s, struct evhttp_request *req, const char *path);
 
 /* The header every console answer carries. */
-#define CONSOLE_CSP                                                                                           \
+#define CONSOLE_CSP                                                                                                 \
 	"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; " \
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 

@@ -186,7 +186,8 @@ static uint8_t code_of(uint32_t v, float lmed)
 
 	if (v == HEATMAP_NONE || v == 0 || isnan(lmed))
 		return 0;
-	x = 1.5f + (log2f((float)v) - lmed - (float)HEATMAP_LOG2_LO) * (254.0f / (float)(HEATMAP_LOG2_HI - HEATMAP_LOG2_LO));
+	x = 1.5f +
+	    (log2f((float)v) - lmed - (float)HEATMAP_LOG2_LO) * (254.0f / (float)(HEATMAP_LOG2_HI - HEATMAP_LOG2_LO));
 	return x < 1 ? 1 : x >= 256 ? 255 : (uint8_t)x;
 }
 
@@ -431,8 +432,8 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 		for (uint32_t x = k; x <= e; x++)
 			c += is_culprit(d, order[x]);
 		label = d->group == HEATMAP_BY_NODE && !aggregated ? json_null() : run_label(d, order, k, e);
-		json_array_append_new(groups, json_pack("[i, i, i, o]", (json_int_t)k, (json_int_t)(e - k + 1),
-							(json_int_t)c, label));
+		json_array_append_new(
+			groups, json_pack("[i, i, i, o]", (json_int_t)k, (json_int_t)e - k + 1, (json_int_t)c, label));
 		k = e + 1;
 	}
 	meta = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i, s:o, s:o, s:o, s:o, s:o, "

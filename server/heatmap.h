@@ -27,15 +27,15 @@ enum heatmap_group { HEATMAP_BY_NODE, HEATMAP_BY_STAGE, HEATMAP_BY_DP };
 
 struct heatmap_data {
 	char job[128];
-	char metric[256]; /* "step" or a phase's name */
+	char metric[256];   /* "step" or a phase's name */
 	const char *source; /* "memory" or "database" */
 	enum heatmap_group group;
 	uint32_t world, first_iter, n_iters; /* n_iters 0: nothing reported */
-	uint32_t *step;  /* [rank * n_iters + i]: the rank's iteration time (us) or HEATMAP_NONE */
-	uint32_t *value; /* the metric's durations, the same layout; == step for "step" */
-	uint32_t *role;  /* [rank]: role group */
-	uint32_t *key;   /* [rank]: the group it is shown in (host id, pp or dp) */
-	uint32_t *host;  /* [rank]: index into hosts */
+	uint32_t *step;                      /* [rank * n_iters + i]: the rank's iteration time (us) or HEATMAP_NONE */
+	uint32_t *value;                     /* the metric's durations, the same layout; == step for "step" */
+	uint32_t *role;                      /* [rank]: role group */
+	uint32_t *key;                       /* [rank]: the group it is shown in (host id, pp or dp) */
+	uint32_t *host;                      /* [rank]: index into hosts */
 	uint32_t n_roles;
 	char **hosts;
 	uint32_t n_hosts;
@@ -43,9 +43,9 @@ struct heatmap_data {
 	uint32_t n_phases;
 	uint32_t *culprits; /* the latest report's culprit ranks */
 	uint32_t n_culprits;
-	int has_rows;             /* rows=A-B was asked: */
+	int has_rows;              /* rows=A-B was asked: */
 	uint32_t row_from, row_to; /* rows (ranks in shown order) A..B inclusive */
-	int gzip;                 /* the client takes Content-Encoding: gzip */
+	int gzip;                  /* the client takes Content-Encoding: gzip */
 };
 
 /* Arrays sized for world ranks and n_iters iterations (value == step when same); -1 out of

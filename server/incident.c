@@ -93,7 +93,10 @@ static enum incident_change resolve(struct incident *inc, int64_t now_us, const 
 	return INCIDENT_RESOLVED;
 }
 
-enum incident_change incident_recover(struct incident *inc, int64_t now_us) { return resolve(inc, now_us, "recovered"); }
+enum incident_change incident_recover(struct incident *inc, int64_t now_us)
+{
+	return resolve(inc, now_us, "recovered");
+}
 
 enum incident_change incident_end(struct incident *inc, int64_t now_us) { return resolve(inc, now_us, "ended"); }
 

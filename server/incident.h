@@ -23,7 +23,7 @@ struct incident {
 	char key[200];
 	char category[32];
 	char summary[512];
-	char resolution[16]; /* when resolved: "recovered" or "ended" (its job ended) */
+	char resolution[16];   /* when resolved: "recovered" or "ended" (its job ended) */
 	char fingerprint[256]; /* category and culprit ranks: what makes an update worth saying */
 	uint32_t first_iter;   /* iteration the window (or hang) began */
 	uint32_t updates;      /* state changes so far (firing counts as 0) */

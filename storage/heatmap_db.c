@@ -52,23 +52,25 @@ static int read_cells(PGconn *c, const char *job_id, const char *name_id, uint32
 
 	snprintf(f, sizeof(f), "%" PRIu32, from);
 	snprintf(t, sizeof(t), "%" PRIu32, to);
-	res = query(c, r,
-		    "SELECT s.iter, s.rank0, s.ranks,"
-		    " (SELECT array_agg(coalesce(s.cells[k][1][2], s.wide_cells[k][1][2]) ORDER BY k)"
-		    "  FROM generate_series(1, x.n) k),"
-		    " CASE WHEN $4::int IS NOT NULL THEN (SELECT array_agg(coalesce(s.cells[k][x.p + 1][2],"
-		    "  s.wide_cells[k][x.p + 1][2]) ORDER BY k) FROM generate_series(1, x.n) k) END "
-		    "FROM steps s LEFT JOIN phase_sets ps ON ps.set_id = s.set_id"
-		    " CROSS JOIN LATERAL (SELECT coalesce(array_length(s.cells, 1), array_length(s.wide_cells, 1)) AS n,"
-		    "  array_position(ps.names, $4::int) AS p) x "
-		    "WHERE s.job_id = $1 AND s.iter BETWEEN $2::int AND $3::int",
-		    4, (const char *const[]){job_id, f, t, name_id});
+	res = query(
+		c, r,
+		"SELECT s.iter, s.rank0, s.ranks,"
+		" (SELECT array_agg(coalesce(s.cells[k][1][2], s.wide_cells[k][1][2]) ORDER BY k)"
+		"  FROM generate_series(1, x.n) k),"
+		" CASE WHEN $4::int IS NOT NULL THEN (SELECT array_agg(coalesce(s.cells[k][x.p + 1][2],"
+		"  s.wide_cells[k][x.p + 1][2]) ORDER BY k) FROM generate_series(1, x.n) k) END "
+		"FROM steps s LEFT JOIN phase_sets ps ON ps.set_id = s.set_id"
+		" CROSS JOIN LATERAL (SELECT coalesce(array_length(s.cells, 1), array_length(s.wide_cells, 1)) AS n,"
+		"  array_position(ps.names, $4::int) AS p) x "
+		"WHERE s.job_id = $1 AND s.iter BETWEEN $2::int AND $3::int",
+		4, (const char *const[]){job_id, f, t, name_id});
 	if (!res)
 		return -1;
 	for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
 		uint32_t iter = (uint32_t)num(res, i, 0), rank0 = (uint32_t)num(res, i, 1);
 		const char *ranks = PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2);
-		const char *steps = PQgetvalue(res, i, 3), *vals = PQgetisnull(res, i, 4) ? NULL : PQgetvalue(res, i, 4);
+		const char *steps = PQgetvalue(res, i, 3),
+			   *vals = PQgetisnull(res, i, 4) ? NULL : PQgetvalue(res, i, 4);
 
 		for (uint32_t k = 0; *steps && *steps != '}' && rc == 0; k++) {
 			int64_t step = next_elem(&steps), val = vals ? next_elem(&vals) : step;
@@ -93,11 +95,12 @@ int storage_heatmap_read(PGconn *c, const char *job, const char *metric, int64_t
 	PGresult *res;
 	int rc = -1;
 
-	res = query(c, r,
-		    "SELECT j.id, j.world, j.tp, j.cp, j.pp, j.dp, j.ep, j.gpus_per_node, coalesce(j.rank_order, ''),"
-		    " (SELECT max(iter) FROM steps s WHERE s.job_id = j.id),"
-		    " (SELECT name_id FROM names n WHERE n.job_id = j.id AND n.name = $2) FROM jobs j WHERE j.name = $1",
-		    2, (const char *const[]){job, metric});
+	res = query(
+		c, r,
+		"SELECT j.id, j.world, j.tp, j.cp, j.pp, j.dp, j.ep, j.gpus_per_node, coalesce(j.rank_order, ''),"
+		" (SELECT max(iter) FROM steps s WHERE s.job_id = j.id),"
+		" (SELECT name_id FROM names n WHERE n.job_id = j.id AND n.name = $2) FROM jobs j WHERE j.name = $1",
+		2, (const char *const[]){job, metric});
 	if (!res)
 		return -1;
 	if (PQntuples(res) == 0) {

@@ -351,7 +351,8 @@ int main(void)
 		&proc);
 	json_decref(j);
 	j = get_ok("/api/v1/jobs");
-	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 1 && json_integer_value(json_object_get(j, "total")) == 1,
+	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 1 &&
+			json_integer_value(json_object_get(j, "total")) == 1,
 		&proc);
 	json_decref(j);
 	j = get_ok("/api/v1/jobs?state=live");
@@ -361,7 +362,8 @@ int main(void)
 	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 1, &proc);
 	json_decref(j);
 	j = get_ok("/api/v1/jobs?q=nosuch");
-	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 0 && json_integer_value(json_object_get(j, "total")) == 0,
+	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 0 &&
+			json_integer_value(json_object_get(j, "total")) == 0,
 		&proc);
 	json_decref(j);
 	api_expect_error(&proc, "GET", "/api/v1/jobs?state=running", NULL, 400);

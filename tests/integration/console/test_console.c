@@ -125,16 +125,28 @@ static void seed_incident(void)
  * on that host: every string a client chooses, as markup. */
 static void xss_job(void)
 {
-	struct h_hello h = {.job = XSS, .agent = "xss-agent", .host = XSS, .world = 16, .pp = 1, .dp = 16, .ep = 1,
-			    .first_rank = 0, .n_ranks = 16};
+	struct h_hello h = {.job = XSS,
+			    .agent = "xss-agent",
+			    .host = XSS,
+			    .world = 16,
+			    .pp = 1,
+			    .dp = 16,
+			    .ep = 1,
+			    .first_rank = 0,
+			    .n_ranks = 16};
 	int64_t now = (int64_t)time(NULL) * 1000000;
 	int fd = h_connect(proc.agent_port);
 	json_t *j = NULL;
 
 	H_CHECK(fd >= 0 && h_hello_ok(fd, &h), &proc);
 	for (uint32_t it = 0; it < 8; it++) {
-		struct h_batch b = {.seq = it + 1, .first_rank = 0, .n_ranks = 16, .iter = it,
-				    .start_us = now + it * 40000, .kernel_count = 4, .phase = XSS};
+		struct h_batch b = {.seq = it + 1,
+				    .first_rank = 0,
+				    .n_ranks = 16,
+				    .iter = it,
+				    .start_us = now + it * 40000,
+				    .kernel_count = 4,
+				    .phase = XSS};
 
 		h_send_batch(fd, &b);
 		H_CHECK(h_wait_ack(fd, it + 1), &proc);
@@ -184,7 +196,8 @@ static void check_headers(void)
 				!strstr(csp, "unsafe-inline") && !strstr(csp, "unsafe-eval") && !strstr(csp, "http") &&
 				!strstr(csp, "*"),
 			&proc);
-		H_CHECK(i || (strstr(body, "<script type=\"module\" src=\"console/app.js\">") && !strstr(body, "onload=")),
+		H_CHECK(i || (strstr(body, "<script type=\"module\" src=\"console/app.js\">") &&
+			      !strstr(body, "onload=")),
 			&proc);
 		free(head);
 		free(body);

@@ -88,8 +88,9 @@ static void fill(struct heatmap_data *d, uint32_t world, uint32_t iters, uint32_
 		d->host[r] = d->key[r] = r / 8;
 		for (uint32_t i = 0; i < iters; i++) {
 			d->step[(size_t)r * iters + i] = 2000;
-			d->value[(size_t)r * iters + i] =
-				r == missing ? HEATMAP_NONE : r == slow ? (uint32_t)(1000 * slow_x) : 1000;
+			d->value[(size_t)r * iters + i] = r == missing ? HEATMAP_NONE
+							  : r == slow  ? (uint32_t)(1000 * slow_x)
+								       : 1000;
 		}
 	}
 	assert_int_equal(heatmap_add_culprit(d, slow), 0);
@@ -154,7 +155,9 @@ static void test_shapes(void **state)
 			} else {
 				slow_row = x.rank[r] == s->slow;
 				missing_row = x.rank[r] == missing;
-				assert_int_equal(idx(x.host, x.ib, r), 0 + (x.rank[r] / 8 - (s->rows_from >= 0 ? (uint32_t)s->rows_from / 8 : 0)));
+				assert_int_equal(
+					idx(x.host, x.ib, r),
+					0 + (x.rank[r] / 8 - (s->rows_from >= 0 ? (uint32_t)s->rows_from / 8 : 0)));
 				assert_int_equal(idx(x.role, x.ib, r), x.rank[r] % s->roles);
 			}
 			for (uint32_t i = 0; i < x.iters; i++) {
@@ -220,7 +223,8 @@ static void test_groups(void **state)
 	assert_int_equal(json_array_size(json_object_get(x.meta, "groups")), 2);
 	assert_string_equal(json_string_value(json_array_get(json_array_get(json_object_get(x.meta, "groups"), 1), 3)),
 			    "pp 1");
-	assert_int_equal(json_integer_value(json_array_get(json_array_get(json_object_get(x.meta, "groups"), 1), 2)), 1);
+	assert_int_equal(json_integer_value(json_array_get(json_array_get(json_object_get(x.meta, "groups"), 1), 2)),
+			 1);
 	json_decref(x.meta);
 	free(b);
 	heatmap_data_free(&d);
