@@ -3,7 +3,7 @@
 against the culpritd that test_console started at URL. Exits 0 when every check of the phase
 holds, 1 with the failed check, 77 without Chromium.
 
-  live XSS      the jobs page lists the jobs; sim-case5's page shows node-1294's ranks as
+  live XSS      the console's files are under 300 KB and name no other origin; the jobs page lists the jobs; sim-case5's page shows node-1294's ranks as
                 culprits with the drain action, the port_down event contradicted, a heat map
                 whose culprit rows differ from the rest (and say so on hover); the fleet page
                 ranks node-64 first; the job, host, phase and event named XSS are text
@@ -98,10 +98,33 @@ def check_heatmap(b, expect_source):
     tip = b.eval("document.getElementById('heatmap-tip').textContent")
     print(f"hover: {tip}")
     check("node-1294" in tip and "culprit" in tip and "×" in tip, "hovering the culprit's cell tells its rank, host and ratio")
+    # zoom: a rectangle dragged around the culprit's rows
+    x0, x1, y0, y1 = h["hx"] - 200, h["hx"] - 5, h["hy"] - 20, h["hy"] + 20
+    b.mouse("mousePressed", x0, y0)
+    b.mouse("mouseMoved", x1, y1)
+    b.mouse("mouseReleased", x1, y1)
+    b.wait("!document.getElementById('heatmap-reset').hidden")
+    shown = b.eval("(() => { const v = document.getElementById('heatmap').view; return [v.view.r1 - v.view.r0, v.data.meta.rows]; })()")
+    print(f"zoomed: {shown[0]} of {shown[1]} rows shown")
+    check(shown[0] < shown[1] / 4 and heatmap_rows(b)["culprit"] is not None, "dragging zooms into the culprit's rows")
+
+
+def console_files():
+    """The console's files (console/): under 300 KB in all, and none names another origin."""
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "console")
+    files = sorted(os.listdir(d))
+    size = sum(os.path.getsize(os.path.join(d, f)) for f in files)
+    print(f"console: {len(files)} files, {size} bytes")
+    check(size < 300 * 1024, "the whole console is under 300 KB")
+    for f in files:
+        text = open(os.path.join(d, f), encoding="utf-8").read()
+        check("http://" not in text and "https://" not in text and "//cdn" not in text,
+              f"console/{f} names no other origin")
 
 
 def live():
     xss = ARG
+    console_files()
     with Browser() as b:
         page(b, "/jobs", "jobs")
         names = b.eval("Array.from(document.querySelectorAll('#jobs tbody tr')).map((r) => r.dataset.job)")

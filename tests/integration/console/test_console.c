@@ -7,9 +7,10 @@
  *    open; compute_straggler twice, as fleet-a and fleet-b (the same culprit, rank 517 on
  *    node-64); and a small job whose name, host, phase and event are all XSS (markup a client
  *    may choose), diagnosed on demand.
- * 2. The pages (console_check.py live): the jobs listed; sim-case5's verdict (node-1294's
+ * 2. The pages (console_check.py live): the console's files under 300 KB, naming no other
+ *    origin; the jobs listed; sim-case5's verdict (node-1294's
  *    ranks, the drain, the port_down contradicted), its heat map's culprit rows hot and the
- *    rest grey, the node grid and the timeline; the fleet ranking node-64 first; XSS shown as
+ *    rest grey, a hover telling the culprit's numbers, a zoom; the node grid and the timeline; the fleet ranking node-64 first; XSS shown as
  *    text everywhere, no script run, nothing in the browser's console. Every answer of the
  *    console carries a Content-Security-Policy with no inline script and no outside origin.
  * 3. culpritd restarted: sim-case5 still listed (ended) and its page shows its report and a
