@@ -2,13 +2,15 @@
  * GET /api/v1/jobs/{job}/heatmap, a job's rank x iteration heat map, and GET /api/v1/fleet,
  * the hosts most often a culprit across jobs.
  *
- * A heat map of a job this culpritd holds is gathered on the loop from its window (a few
- * array reads per rank and iteration; the window is not written meanwhile) and encoded on a
- * query worker (heatmap.c); one of a job it does not hold is read from PostgreSQL and encoded
- * on a query worker. At most HEATMAPS_RUNNING are gathered or encoded at once (503 beyond):
+ * A heat map of a job this culpritd holds is gathered on the loop from its window (the window
+ * is the loop's: it changes with every batch), GATHER_CELLS cells a loop pass so that agents'
+ * batches wait no longer than a few milliseconds behind it, and encoded on a query worker
+ * (heatmap.c); one of a job it does not hold is read from PostgreSQL and encoded on a query
+ * worker. At most HEATMAPS_RUNNING are gathered or encoded at once (503 beyond):
  * each holds the iteration times and the metric's values twice (16 bytes a cell: 13 MB at
  * 12,960 ranks x 64 iterations, 100 MB at 100,000). */
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@
 #include "topo.h"
 
 #define HEATMAPS_RUNNING 4
+#define GATHER_CELLS 262144 /* (rank, iteration) values read from a window per loop pass: about 5 ms */
 #define FLEET_DAYS_MAX 365
 #define FLEET_HOSTS_MAX 500
 
@@ -41,12 +44,38 @@ struct heatmap_ctx {
 	uint32_t n_iters;
 	int found;   /* database: the job is stored */
 	int gzipped; /* the answer is gzip'd */
+
+	/* gathering from the window, GATHER_CELLS a loop pass (in s->heatmaps_gathering) */
+	struct server *s;
+	struct evhttp_request *req;
+	struct event *pass;
+	struct heatmap_ctx *next; /* in s->heatmaps_gathering */
+	int gathering;
+	uint32_t next_rank, slot, passes;
+	int name, has_slot;
+	int64_t loop_us, longest_us; /* spent on the loop: in all, the longest pass */
 };
+
+/* Out of s->heatmaps_gathering: gathered (or given up). */
+static void gathered(struct heatmap_ctx *c)
+{
+	struct heatmap_ctx **pp = &c->s->heatmaps_gathering;
+
+	if (!c->gathering)
+		return;
+	while (*pp != c)
+		pp = &(*pp)->next;
+	*pp = c->next;
+	c->gathering = 0;
+}
 
 static void ctx_free(void *p)
 {
 	struct heatmap_ctx *c = p;
 
+	gathered(c);
+	if (c->pass)
+		event_free(c->pass);
 	(*c->running)--;
 	heatmap_data_free(&c->d);
 	strmap_free(&c->hosts);
@@ -66,32 +95,21 @@ static uint32_t host_index(struct heatmap_ctx *c, const char *name)
 	return i;
 }
 
-/* Role group, group key and host of every rank (hosts: the default node name first). */
-static int place_ranks(struct heatmap_ctx *c, const char *(*host_of)(void *arg, uint32_t rank, char *buf, size_t len),
-		       void *arg)
+/* Role group, group key and host of rank r. 0, or -1 out of memory. */
+static int place_rank(struct heatmap_ctx *c, uint32_t r, const char *host)
 {
-	char buf[256];
+	struct topo_coords co = topo_coords(&c->topo, r);
+	uint32_t h = host_index(c, host);
 
-	c->d.n_roles = topo_role_group_count(&c->topo);
-	for (uint32_t r = 0; r < c->d.world; r++) {
-		struct topo_coords co = topo_coords(&c->topo, r);
-		uint32_t h = host_index(c, host_of(arg, r, buf, sizeof(buf)));
-
-		if (h == UINT32_MAX)
-			return -1;
-		c->d.role[r] = topo_role_group(&c->topo, r);
-		c->d.host[r] = h;
-		c->d.key[r] = c->d.group == HEATMAP_BY_STAGE ? co.pp : c->d.group == HEATMAP_BY_DP ? co.dp : h;
-	}
+	if (h == UINT32_MAX)
+		return -1;
+	c->d.role[r] = topo_role_group(&c->topo, r);
+	c->d.host[r] = h;
+	c->d.key[r] = c->d.group == HEATMAP_BY_STAGE ? co.pp : c->d.group == HEATMAP_BY_DP ? co.dp : h;
 	return 0;
 }
 
 /* ---- from the window (on the loop) ---- */
-
-static const char *store_host_of(void *arg, uint32_t rank, char *buf, size_t len)
-{
-	return store_host(arg, rank, buf, len);
-}
 
 static int culprits_of_report(struct heatmap_data *d, const char *text)
 {
@@ -111,13 +129,13 @@ static int culprits_of_report(struct heatmap_data *d, const char *text)
 	return rc;
 }
 
-static int gather_memory(struct server *s, struct job *job, struct heatmap_ctx *c, int64_t from, uint32_t n)
+/* The range, the arrays, the culprits and the metric's phase slot; the values follow. */
+static int gather_start(struct server *s, struct job *job, struct heatmap_ctx *c, int64_t from, uint32_t n)
 {
 	const struct store *st = engine_store(job->engine);
-	uint32_t max = store_max_iter(st), ring = (uint32_t)s->cfg.window_iters, lowest, first = 0, last = 0, slot = 0;
-	int name = strcmp(c->d.metric, "step") == 0 ? -1 : store_find_name(st, c->d.metric), has_slot = 0;
-	struct store_ring ring_view;
+	uint32_t max = store_max_iter(st), ring = (uint32_t)s->cfg.window_iters, lowest, first = 0, last = 0;
 
+	c->name = strcmp(c->d.metric, "step") == 0 ? -1 : store_find_name(st, c->d.metric);
 	lowest = max + 1 >= ring ? max + 1 - ring : 0;
 	if (store_any(st)) {
 		first = from >= 0 ? (uint32_t)from : max + 1 >= n ? max + 1 - n : 0;
@@ -126,38 +144,107 @@ static int gather_memory(struct server *s, struct job *job, struct heatmap_ctx *
 	}
 	c->topo = job->topo;
 	if (heatmap_data_alloc(&c->d, job->topo.world, store_any(st) && first <= last ? last - first + 1 : 0,
-			       name < 0) < 0 ||
-	    place_ranks(c, store_host_of, (void *)st) < 0 || culprits_of_report(&c->d, job->latest_report) < 0)
+			       c->name < 0) < 0 ||
+	    culprits_of_report(&c->d, job->latest_report) < 0)
 		return -1;
 	c->d.first_iter = first;
+	c->d.n_roles = topo_role_group_count(&c->topo);
 	for (uint32_t p = 0; p < store_phase_count(st); p++) {
 		if (heatmap_add_phase(&c->d, store_name(st, store_phase_name(st, p))) < 0)
 			return -1;
-		if (name >= 0 && store_phase_name(st, p) == (uint32_t)name)
-			slot = p, has_slot = 1;
+		if (c->name >= 0 && store_phase_name(st, p) == (uint32_t)c->name)
+			c->slot = p, c->has_slot = 1;
 	}
-	store_ring_view(st, &ring_view);
-	for (uint32_t r = 0; r < c->d.world; r++)
-		for (uint32_t i = 0; i < c->d.n_iters; i++) {
-			size_t at = (size_t)r * c->d.n_iters + i,
-			       cell = (size_t)r * ring_view.ring + (first + i) % ring_view.ring;
-
-			c->d.step[at] = store_iter_dur(st, r, first + i);
-			if (name >= 0) /* the ring read directly (store.h): a phase's durations of every rank */
-				c->d.value[at] = has_slot && ring_view.tag[cell] == first + i + 1
-							 ? ring_view.pdur[cell * ring_view.phases + slot]
-							 : HEATMAP_NONE;
-		}
 	return 0;
 }
 
-/* ---- from PostgreSQL (on a query worker) ---- */
-
-static const char *default_host(void *arg, uint32_t rank, char *buf, size_t len)
+/* The next ranks' values, GATHER_CELLS of them: 1 when every rank is done, 0 more to come,
+ * -1 out of memory. */
+static int gather_slice(struct heatmap_ctx *c, const struct store *st)
 {
-	snprintf(buf, len, "node-%u", topo_node(arg, rank));
-	return buf;
+	uint32_t first = c->d.first_iter, n = c->d.n_iters, end = c->d.world;
+	struct store_ring ring;
+	char buf[256];
+
+	store_ring_view(st, &ring);
+	if ((uint64_t)c->next_rank + GATHER_CELLS / (n ? n : 1) < end)
+		end = c->next_rank + GATHER_CELLS / (n ? n : 1);
+	for (uint32_t r = c->next_rank; r < end; r++) {
+		if (place_rank(c, r, store_host(st, r, buf, sizeof(buf))) < 0)
+			return -1;
+		for (uint32_t i = 0; i < n; i++) {
+			size_t at = (size_t)r * n + i, cell = (size_t)r * ring.ring + (first + i) % ring.ring;
+
+			c->d.step[at] = store_iter_dur(st, r, first + i);
+			if (c->name >= 0) /* the ring read directly (store.h): a phase's durations of every rank */
+				c->d.value[at] = c->has_slot && ring.tag[cell] == first + i + 1
+							 ? ring.pdur[cell * ring.phases + c->slot]
+							 : HEATMAP_NONE;
+		}
+	}
+	c->next_rank = end;
+	return end == c->d.world;
 }
+
+static void heatmap_run(struct pg_conn *conn, void *arg, struct storage_query_result *r);
+static void heatmap_done(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
+			 void *arg);
+
+/* Off the loop: encoded on a query worker (here without a database). */
+static void encode(struct heatmap_ctx *c)
+{
+	struct api_req r = {.s = c->s, .req = c->req};
+
+	if (!c->s->writer) {
+		struct storage_query_result res = {0};
+
+		heatmap_run(NULL, c, &res);
+		heatmap_done(c->s, c->req, &res, c);
+		free(res.text);
+		ctx_free(c);
+		return;
+	}
+	if (api_query_fn(&r, heatmap_run, heatmap_done, c, ctx_free) < 0)
+		ctx_free(c);
+}
+
+/* One loop pass of gathering (the job looked up again: it may have gone meanwhile). */
+static void gather_pass(evutil_socket_t fd, short what, void *arg)
+{
+	struct heatmap_ctx *c = arg;
+	struct job *job = strmap_get(&c->s->jobs, c->d.job);
+	int64_t t0 = clock_mono_us(), t;
+	int rc;
+
+	(void)fd;
+	(void)what;
+	if (!job || job->topo.world != c->d.world) {
+		reply_error(c->req, 503, "busy", "job \"%.200s\" was forgotten while its heat map was made; try again",
+			    c->d.job);
+		ctx_free(c);
+		return;
+	}
+	rc = gather_slice(c, engine_store(job->engine));
+	t = clock_mono_us() - t0;
+	c->loop_us += t;
+	c->longest_us = t > c->longest_us ? t : c->longest_us;
+	c->passes++;
+	if (rc < 0) {
+		reply_error(c->req, 503, "unavailable", "out of memory");
+		ctx_free(c);
+	} else if (rc == 0) {
+		event_active(c->pass, 0, 0);
+	} else {
+		log_debug("job \"%s\": heat map of %u ranks x %u iterations gathered on the loop in %u passes of at "
+			  "most %.1f ms (%.1f ms in all)",
+			  c->d.job, c->d.world, c->d.n_iters, c->passes, (double)c->longest_us / 1000,
+			  (double)c->loop_us / 1000);
+		gathered(c);
+		encode(c);
+	}
+}
+
+/* ---- from PostgreSQL (on a query worker) ---- */
 
 static int sink_job(void *arg, const struct storage_topology *t, uint32_t first_iter, uint32_t n_iters)
 {
@@ -168,10 +255,17 @@ static int sink_job(void *arg, const struct storage_topology *t, uint32_t first_
 	if (topo_init(&c->topo, t->world, t->tp, t->cp, t->pp, t->dp, t->ep, t->order, t->gpus_per_node, err,
 		      sizeof(err)) < 0)
 		return heatmap_data_alloc(&c->d, 0, 0, 1); /* a topology culpritd would refuse: no rows */
-	if (heatmap_data_alloc(&c->d, t->world, n_iters, strcmp(c->d.metric, "step") == 0) < 0 ||
-	    place_ranks(c, default_host, &c->topo) < 0) /* then the hosts the ranks rows name */
+	if (heatmap_data_alloc(&c->d, t->world, n_iters, strcmp(c->d.metric, "step") == 0) < 0)
 		return -1;
 	c->d.first_iter = first_iter;
+	c->d.n_roles = topo_role_group_count(&c->topo);
+	for (uint32_t r = 0; r < c->d.world; r++) { /* the default node; then the hosts the ranks rows name */
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), "node-%u", topo_node(&c->topo, r));
+		if (place_rank(c, r, buf) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -317,28 +411,28 @@ void api_jobs_heatmap(struct api_req *r)
 	c->first_iter = from;
 	c->n_iters = (uint32_t)iters;
 	c->in_memory = job != NULL;
-	if (job) {
-		int64_t t0 = clock_mono_us();
-
-		if (gather_memory(r->s, job, c, from, (uint32_t)iters) < 0) {
+	c->s = r->s;
+	c->req = r->req;
+	if (job) { /* gathered a slice a loop pass, starting now */
+		c->pass = event_new(r->s->base, -1, 0, gather_pass, c);
+		if (!c->pass || gather_start(r->s, job, c, from, (uint32_t)iters) < 0) {
 			reply_error(r->req, 503, "unavailable", "out of memory");
 			ctx_free(c);
 			return;
 		}
-		log_debug("job \"%s\": heat map of %u ranks x %u iterations gathered on the loop in %.1f ms", job->name,
-			  c->d.world, c->d.n_iters, (double)(clock_mono_us() - t0) / 1000);
-	}
-	if (!r->s->writer) { /* no query workers: encoded here */
-		struct storage_query_result res = {0};
-
-		heatmap_run(NULL, c, &res);
-		heatmap_done(r->s, r->req, &res, c);
-		free(res.text);
-		ctx_free(c);
+		c->gathering = 1;
+		c->next = r->s->heatmaps_gathering;
+		r->s->heatmaps_gathering = c;
+		gather_pass(-1, 0, c);
 		return;
 	}
-	if (api_query_fn(r, heatmap_run, heatmap_done, c, ctx_free) < 0)
-		ctx_free(c);
+	encode(c); /* read from PostgreSQL and encoded on a query worker */
+}
+
+void api_console_stop(struct server *s)
+{
+	while (s->heatmaps_gathering) /* their requests went with evhttp_free() */
+		ctx_free(s->heatmaps_gathering);
 }
 
 void api_fleet(struct api_req *r)

@@ -237,6 +237,7 @@ void http_stop(struct server *s)
 	if (s->http)
 		evhttp_free(s->http);
 	s->http = NULL;
+	api_console_stop(s);
 	api_stop(s);
 	console_free(s);
 }
