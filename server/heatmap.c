@@ -8,6 +8,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "pgbuf.h"
+
 int heatmap_data_alloc(struct heatmap_data *d, uint32_t world, uint32_t n_iters, int same)
 {
 	size_t cells = (size_t)world * n_iters;
@@ -223,44 +225,21 @@ static uint32_t *shown_order(const struct heatmap_data *d)
 	return order;
 }
 
-struct body {
-	char *p;
-	size_t n, cap;
-	int failed;
-};
-
-static void put(struct body *b, const void *src, size_t n)
+static void pad4(struct pgbuf *b)
 {
-	if (b->failed)
-		return;
-	if (b->n + n + 4 > b->cap) {
-		size_t cap = (b->n + n + 4) * 2;
-		char *p = realloc(b->p, cap);
+	static const char zeros[4];
 
-		if (!p) {
-			b->failed = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	if (src)
-		memcpy(b->p + b->n, src, n);
-	else
-		memset(b->p + b->n, 0, n);
-	b->n += n;
+	pgbuf_put(b, zeros, (4 - b->len % 4) % 4);
 }
 
-static void pad4(struct body *b) { put(b, NULL, (4 - b->n % 4) % 4); }
-
-static void put_index(struct body *b, uint32_t v, int wide)
+static void put_index(struct pgbuf *b, uint32_t v, int wide)
 {
 	uint16_t s = (uint16_t)v;
 
 	if (wide)
-		put(b, &v, 4);
+		pgbuf_put(b, &v, 4);
 	else
-		put(b, &s, 2);
+		pgbuf_put(b, &s, 2);
 }
 
 static int is_culprit(const struct heatmap_data *d, uint32_t rank)
@@ -302,7 +281,7 @@ static json_t *run_label(const struct heatmap_data *d, const uint32_t *order, ui
 	return json_string(buf);
 }
 
-static int gzip_body(struct body *b)
+static int gzip_body(struct pgbuf *b)
 {
 	z_stream z;
 	uLong bound;
@@ -312,14 +291,14 @@ static int gzip_body(struct body *b)
 	memset(&z, 0, sizeof(z));
 	if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		return -1;
-	bound = deflateBound(&z, (uLong)b->n);
+	bound = deflateBound(&z, (uLong)b->len);
 	out = malloc(bound);
 	if (!out) {
 		deflateEnd(&z);
 		return -1;
 	}
 	z.next_in = (Bytef *)b->p;
-	z.avail_in = (uInt)b->n;
+	z.avail_in = (uInt)b->len;
 	z.next_out = (Bytef *)out;
 	z.avail_out = (uInt)bound;
 	rc = deflate(&z, Z_FINISH);
@@ -330,7 +309,7 @@ static int gzip_body(struct body *b)
 	}
 	free(b->p);
 	b->p = out;
-	b->n = z.total_out;
+	b->len = b->cap = z.total_out;
 	return 0;
 }
 
@@ -341,7 +320,7 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 	float *med = NULL, *lmed = NULL, *smax = NULL, *smed = NULL;
 	int aggregated, wide;
 	json_t *meta = NULL, *groups, *hosts, *phases, *culprits;
-	struct body b = {0};
+	struct pgbuf b = {0};
 	char *text = NULL;
 	uint32_t tl;
 	int ok = 0;
@@ -450,13 +429,13 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 	if (!text)
 		goto out;
 	tl = (uint32_t)strlen(text);
-	put(&b, "CHM1", 4);
-	put(&b, &tl, 4);
-	put(&b, text, tl);
+	pgbuf_put(&b, "CHM1", 4);
+	pgbuf_put(&b, &tl, 4);
+	pgbuf_put(&b, text, tl);
 	pad4(&b);
 	for (uint32_t row = 0; row < n_rows; row++)
-		put(&b, &order[row_first[row]], 4);
-	put(&b, med, (size_t)d->n_roles * d->n_iters * sizeof(float));
+		pgbuf_put(&b, &order[row_first[row]], 4);
+	pgbuf_put(&b, med, (size_t)d->n_roles * d->n_iters * sizeof(float));
 	for (uint32_t row = 0; row < n_rows; row++)
 		put_index(&b, used[d->host[order[row_first[row]]]], wide);
 	pad4(&b);
@@ -476,7 +455,7 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 				cells[i] = c > cells[i] ? c : cells[i];
 			}
 		}
-		put(&b, cells, d->n_iters);
+		pgbuf_put(&b, cells, d->n_iters);
 	}
 	if (!b.failed && d->gzip && gzip_body(&b) == 0)
 		*gzipped = 1;
@@ -496,6 +475,6 @@ out:
 		free(b.p);
 		return NULL;
 	}
-	*len = b.n;
+	*len = b.len;
 	return b.p;
 }

@@ -11,17 +11,6 @@
 
 #include "query.h"
 
-static PGresult *query(PGconn *c, struct storage_query_result *r, const char *sql, int n, const char *const *p)
-{
-	PGresult *res = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
-
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		return res;
-	storage_query_fail(r, res, c);
-	PQclear(res);
-	return NULL;
-}
-
 static int64_t num(const PGresult *res, int row, int col)
 {
 	return PQgetisnull(res, row, col) ? -1 : strtoll(PQgetvalue(res, row, col), NULL, 10);
@@ -52,7 +41,7 @@ static int read_cells(PGconn *c, const char *job_id, const char *name_id, uint32
 
 	snprintf(f, sizeof(f), "%" PRIu32, from);
 	snprintf(t, sizeof(t), "%" PRIu32, to);
-	res = query(
+	res = storage_query_rows(
 		c, r,
 		"SELECT s.iter, s.rank0, s.ranks,"
 		" (SELECT array_agg(coalesce(s.cells[k][1][2], s.wide_cells[k][1][2]) ORDER BY k)"
@@ -95,7 +84,7 @@ int storage_heatmap_read(PGconn *c, const char *job, const char *metric, int64_t
 	PGresult *res;
 	int rc = -1;
 
-	res = query(
+	res = storage_query_rows(
 		c, r,
 		"SELECT j.id, j.world, j.tp, j.cp, j.pp, j.dp, j.ep, j.gpus_per_node, coalesce(j.rank_order, ''),"
 		" (SELECT max(iter) FROM steps s WHERE s.job_id = j.id),"
@@ -131,7 +120,8 @@ int storage_heatmap_read(PGconn *c, const char *job, const char *metric, int64_t
 		goto out;
 	if (sink->job(sink->arg, &t, from, have) < 0)
 		goto out;
-	if (!(res = query(c, r, "SELECT rank, host FROM ranks WHERE job_id = $1", 1, (const char *const[]){job_id})))
+	if (!(res = storage_query_rows(c, r, "SELECT rank, host FROM ranks WHERE job_id = $1", 1,
+				       (const char *const[]){job_id})))
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++)
 		if (sink->host(sink->arg, (uint32_t)num(res, i, 0), PQgetvalue(res, i, 1)) < 0) {
@@ -139,10 +129,11 @@ int storage_heatmap_read(PGconn *c, const char *job, const char *metric, int64_t
 			goto out;
 		}
 	PQclear(res);
-	if (!(res = query(c, r,
-			  "SELECT DISTINCT n.name FROM phase_sets ps CROSS JOIN LATERAL unnest(ps.names) u(id)"
-			  " JOIN names n ON n.name_id = u.id WHERE ps.job_id = $1 ORDER BY 1",
-			  1, (const char *const[]){job_id})))
+	if (!(res = storage_query_rows(
+		      c, r,
+		      "SELECT DISTINCT n.name FROM phase_sets ps CROSS JOIN LATERAL unnest(ps.names) u(id)"
+		      " JOIN names n ON n.name_id = u.id WHERE ps.job_id = $1 ORDER BY 1",
+		      1, (const char *const[]){job_id})))
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++)
 		if (sink->phase(sink->arg, PQgetvalue(res, i, 0)) < 0) {
@@ -150,12 +141,13 @@ int storage_heatmap_read(PGconn *c, const char *job, const char *metric, int64_t
 			goto out;
 		}
 	PQclear(res);
-	if (!(res = query(c, r,
-			  "SELECT (s->>'rank')::int FROM (SELECT json FROM reports WHERE job_id = $1"
-			  " ORDER BY created DESC, id DESC LIMIT 1) r CROSS JOIN LATERAL jsonb_array_elements(CASE"
-			  " jsonb_typeof(r.json->'suspects') WHEN 'array' THEN r.json->'suspects' ELSE '[]' END) s"
-			  " WHERE s->>'role' = 'culprit'",
-			  1, (const char *const[]){job_id})))
+	if (!(res = storage_query_rows(
+		      c, r,
+		      "SELECT (s->>'rank')::int FROM (SELECT json FROM reports WHERE job_id = $1"
+		      " ORDER BY created DESC, id DESC LIMIT 1) r CROSS JOIN LATERAL jsonb_array_elements(CASE"
+		      " jsonb_typeof(r.json->'suspects') WHEN 'array' THEN r.json->'suspects' ELSE '[]' END) s"
+		      " WHERE s->>'role' = 'culprit'",
+		      1, (const char *const[]){job_id})))
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++)
 		if (sink->culprit(sink->arg, (uint32_t)num(res, i, 0)) < 0) {

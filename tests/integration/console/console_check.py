@@ -107,6 +107,10 @@ def check_heatmap(b, expect_source):
     shown = b.eval("(() => { const v = document.getElementById('heatmap').view; return [v.view.r1 - v.view.r0, v.data.meta.rows]; })()")
     print(f"zoomed: {shown[0]} of {shown[1]} rows shown")
     check(shown[0] < shown[1] / 4 and heatmap_rows(b)["culprit"] is not None, "dragging zooms into the culprit's rows")
+    b.eval("document.getElementById('heatmap-reset').click()")
+    b.wait("document.getElementById('heatmap-reset').hidden")
+    check(b.eval("(() => { const v = document.getElementById('heatmap').view; return v.view.r1 - v.view.r0 === v.data.meta.rows; })()"),
+          "Reset zoom shows every row again")
 
 
 def console_files():
