@@ -111,6 +111,8 @@ def check_heatmap(b, expect_source):
     b.wait("document.getElementById('heatmap-reset').hidden")
     check(b.eval("(() => { const v = document.getElementById('heatmap').view; return v.view.r1 - v.view.r0 === v.data.meta.rows; })()"),
           "Reset zoom shows every row again")
+    b.mouse("mouseMoved", 1, 1)  # off the canvas: no tooltip left in the screenshot
+    b.wait("document.getElementById('heatmap-tip').hidden")
 
 
 def console_files():
