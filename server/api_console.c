@@ -432,8 +432,13 @@ void api_jobs_heatmap(struct api_req *r)
 
 void api_console_stop(struct server *s)
 {
-	while (s->heatmaps_gathering) /* their requests went with evhttp_free() */
-		ctx_free(s->heatmaps_gathering);
+	while (s->heatmaps_gathering) { /* their requests went with evhttp_free() */
+		struct heatmap_ctx *c = s->heatmaps_gathering;
+
+		s->heatmaps_gathering = c->next;
+		c->gathering = 0;
+		ctx_free(c);
+	}
 }
 
 void api_fleet(struct api_req *r)

@@ -346,8 +346,8 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	}
 	{
 		int n = PQntuples(res);
-		int64_t *offs = malloc(((size_t)n + 1) * sizeof(int64_t));
-		int64_t *bases = malloc(((size_t)n + 1) * sizeof(int64_t));
+		int64_t *offs = calloc((size_t)n + 1, sizeof(int64_t));
+		int64_t *bases = calloc((size_t)n + 1, sizeof(int64_t));
 		size_t group = 0;
 
 		phase0 = d->n_slices;
