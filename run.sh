@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: the main job. Installs what is missing, builds (release), starts culpritd on its
 # embedded PostgreSQL (data in ./var), streams a simulated 12,960-rank job with the seed's
-# fault into it (culprit sim --scenario case5), and prints the live diagnosis. Ctrl-C stops
-# everything it started.
+# fault into it (culprit sim --scenario case5), and prints the job's page in the web console
+# first, then the live diagnosis. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")"
 source ./install-deps.sh
@@ -38,12 +38,12 @@ for _ in $(seq 600); do
 	kill -0 "$culpritd" 2>/dev/null || { echo "culpritd did not start" >&2; exit 1; }
 	sleep 0.1
 done
-echo
-echo "culpritd is up: agents on $agent, REST API on http://$http (try: curl http://$http/metrics)"
-echo
-
 job=sim-case5
 api=http://$http/api/v1
+echo
+echo "the job's page: http://$http/#/jobs/$job   (open it in a browser; the console of every job: http://$http/)"
+echo "culpritd is up: agents on $agent, REST API on http://$http (try: curl http://$http/metrics)"
+echo
 echo "streaming the simulated case5 job (12,960 ranks on 1,620 node agents) into culpritd ..."
 echo "watch for the INCIDENT lines: when it opened, the suspects with host and coordinates, the verdict"
 echo
@@ -64,6 +64,7 @@ echo "$latest" | grep -o '"verdict":{"category":"[a-z_]*"' | head -n 1 | sed 's/
 echo "$latest" | grep -o '"events":\[[^]]*\]' | sed 's/^/  /'
 cat <<EOF
 
+the job's page: http://$http/#/jobs/$job
 query it yourself:
   curl $api/jobs                          # jobs
   curl $api/jobs/$job/reports/latest      # the report JSON

@@ -145,8 +145,11 @@ int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *er
 		return -1;
 	}
 	int moe = sc == S_HEALTHY || sc == S_CASE5;
-	char jobname[64];
-	snprintf(jobname, sizeof(jobname), "sim-%s", scenarios[sc]);
+	char jobname[256];
+	if (opt->job)
+		snprintf(jobname, sizeof(jobname), "%s", opt->job);
+	else
+		snprintf(jobname, sizeof(jobname), "sim-%s", scenarios[sc]);
 	struct jsonl_job job = {.job = jobname, .world = 12960, .tp = 1, .cp = 1, .pp = 9, .dp = 1440, .ep = 32,
 				.gpus_per_node = 8, .order = "tp-cp-ep-dp-pp", .device = "gpu"};
 	if (!moe)

@@ -67,6 +67,7 @@ struct sim_options {
 	                   * so that files are reproducible; streaming uses now) */
 	uint32_t recover_at; /* 0: the fault lasts to the end; else it ends at this iteration */
 	uint32_t kernels;    /* kernel names per rank, 3 to SIM_MAX_KERNELS (0: 3) */
+	const char *job;     /* the job's name (NULL: "sim-<scenario>") */
 };
 
 #define SIM_MAX_KERNELS 200

@@ -172,12 +172,13 @@ static int on_event(void *ctx, const char *host, const char *kind, int64_t ts_us
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] [--recover-at N] --server "
-		"HOST:PORT\n"
+		"usage: culprit sim --scenario NAME [--seed N] [--iters N] [--kernels N] [--recover-at N] [--job NAME] "
+		"--server HOST:PORT\n"
 		"                   [--per-rank] [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] "
 		"[--linger SECONDS] [--quiet]\n"
 		"                   [--tls] [--ca FILE]\n"
 		"  --kernels N kernel names per rank, 3 to %d (default 3)\n"
+		"  --job NAME  the job's name (default sim-<scenario>)\n"
 		"  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
 		"  --tls       TLS to the server, its certificate verified against the system's CAs\n"
 		"  --ca FILE   ... against the CA certificates in FILE (implies --tls)\n"
@@ -210,6 +211,7 @@ int sim_stream_main(int argc, char **argv)
 		{"iters", required_argument, NULL, 'i'},
 		{"recover-at", required_argument, NULL, 'R'},
 		{"kernels", required_argument, NULL, 'k'},
+		{"job", required_argument, NULL, 'J'},
 		AGENT_OPTIONS,
 		{"per-rank", no_argument, NULL, 'p'},
 		{"speed", required_argument, NULL, 'x'},
@@ -269,6 +271,13 @@ int sim_stream_main(int argc, char **argv)
 				return 2;
 			}
 			opt.recover_at = (uint32_t)v;
+			break;
+		case 'J':
+			if (!optarg[0] || strlen(optarg) > 127) {
+				fprintf(stderr, "culprit sim: invalid --job \"%s\" (1-127 bytes)\n", optarg);
+				return 2;
+			}
+			opt.job = optarg;
 			break;
 		case 'p': s.cfg.per_rank = true; break;
 		case 'x':

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <event2/event.h>
+#include <event2/http.h>
 #include <jansson.h>
 
 #include "actions.h"
@@ -327,7 +328,7 @@ void alerts_restore(struct server *s, const char *job, const char *alert_json, j
 
 /* The Alertmanager alert of the incident's current state (no endsAt). */
 static json_t *am_alert(const char *job, const struct incident *inc, const struct job_alert *ja, const char *report_url,
-			const char *incidents_url)
+			const char *job_url)
 {
 	char starts[64];
 	json_t *labels = json_object(), *ann = json_object(), *al = json_object();
@@ -348,10 +349,11 @@ static json_t *am_alert(const char *job, const struct incident *inc, const struc
 	if (ja->avoid[0])
 		json_object_set_new(ann, "avoid", json_string(ja->avoid));
 	json_object_set_new(ann, "report_url", json_string(report_url));
+	json_object_set_new(ann, "job_url", json_string(job_url));
 	json_object_set_new(al, "labels", labels);
 	json_object_set_new(al, "annotations", ann);
 	json_object_set_new(al, "startsAt", json_string(starts));
-	json_object_set_new(al, "generatorURL", json_string(incidents_url));
+	json_object_set_new(al, "generatorURL", json_string(job_url));
 	return al;
 }
 
@@ -407,7 +409,7 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 	struct alerts *a = s->alerts;
 	struct job_alert *ja;
 	struct strings ss = {0};
-	char report_url[1024], incidents_url[1024], dedup[300];
+	char report_url[1024], job_url[1024], dedup[300], *name;
 	char *payload[DELIVER_TARGETS] = {0};
 	char *am_keep = NULL;
 	int has_incident = change != INCIDENT_NONE || inc->open;
@@ -426,7 +428,10 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 		note_actions(ja, r);
 	}
 	snprintf(report_url, sizeof(report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job);
-	snprintf(incidents_url, sizeof(incidents_url), "%s/api/v1/jobs/%s/incidents", a->public_url, job);
+	/* the job's page in the web console (console/app.js reads the name back from the fragment) */
+	name = evhttp_encode_uri(job);
+	snprintf(job_url, sizeof(job_url), "%s/#/jobs/%s", a->public_url, name ? name : "");
+	free(name);
 	snprintf(dedup, sizeof(dedup), "%s/%s/%u", inc->key, incident_change_name(change), inc->updates);
 
 	if (change != INCIDENT_NONE) {
@@ -444,7 +449,7 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 				json_decref(ja->am);
 				ja->am = NULL;
 			} else {
-				json_t *now = am_alert(job, inc, ja, report_url, incidents_url);
+				json_t *now = am_alert(job, inc, ja, report_url, job_url);
 
 				/* labels changed (category, host): the old alert ends */
 				if (ja->am &&
@@ -460,13 +465,16 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 			json_decref(arr);
 		}
 		if (a->on[DELIVER_WEBHOOK]) {
-			json_t *o = json_pack(
-				"{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
-				"dedup_key", dedup, "state", incident_change_name(change), "incident", "key", inc->key,
-				"job", job, "category", inc->category, "state", state, "summary", inc->summary,
-				"first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
-				"opened", opened, "changed", changed, "host", ja->host, "suspects", ja->suspects,
-				"action", ja->action, "avoid", ja->avoid, "report_url", report_url);
+			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, "
+					      "s:s, s:s, s:s, s:s, "
+					      "s:s?}}",
+					      "dedup_key", dedup, "state", incident_change_name(change), "incident",
+					      "key", inc->key, "job", job, "category", inc->category, "state", state,
+					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
+					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
+					      "host", ja->host, "suspects", ja->suspects, "action", ja->action, "avoid",
+					      ja->avoid, "report_url", report_url, "job_url", job_url, "resolution",
+					      inc->open || !inc->resolution[0] ? NULL : inc->resolution);
 			char *rest = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 
 			json_decref(o);
@@ -486,16 +494,16 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 			json_t *o;
 
 			if (change == INCIDENT_RESOLVED)
-				snprintf(text, sizeof(text),
-					 ":white_check_mark: *resolved*: job `%s` is back to its baseline (%s)\n%s",
-					 job, inc->category, report_url);
+				snprintf(text, sizeof(text), ":white_check_mark: *resolved*: job `%s` %s (%s)\n%s", job,
+					 strcmp(inc->resolution, "ended") == 0 ? "ended" : "is back to its baseline",
+					 inc->category, job_url);
 			else
 				snprintf(text, sizeof(text),
 					 ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
 					 "action: %s\n%s%s%s%s",
 					 incident_change_name(change), job, inc->category, ja->host[0] ? ja->host : "?",
 					 inc->summary, ja->suspects, ja->action, ja->avoid[0] ? "not this: " : "",
-					 ja->avoid, ja->avoid[0] ? "\n" : "", report_url);
+					 ja->avoid, ja->avoid[0] ? "\n" : "", job_url);
 			o = json_pack("{s:s}", "text", text);
 			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
@@ -506,15 +514,15 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 
 			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job,
 				 ja->host[0] ? ja->host : "?", inc->summary);
-			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}, "
+			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}}, "
 				      "s:[{s:s, s:s}]}",
 				      "routing_key", s->cfg.pagerduty_routing_key, "event_action",
 				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key,
 				      "payload", "summary", summary, "source", ja->host[0] ? ja->host : job, "severity",
 				      severity(inc->category), "component", job, "group", inc->category,
 				      "custom_details", "suspects", ja->suspects, "action", ja->action, "avoid",
-				      ja->avoid, "report_url", report_url, "state", dedup, "links", "href", report_url,
-				      "text", "culprit report");
+				      ja->avoid, "report_url", report_url, "job_url", job_url, "state", dedup, "links",
+				      "href", job_url, "text", "culprit job page");
 			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 			json_decref(o);
 		}
@@ -529,6 +537,7 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 		keep(&ss, inc->category);
 		keep(&ss, inc->summary);
 		keep(&ss, "resolved");
+		keep(&ss, inc->resolution);
 		keep(&ss, am_keep);
 	}
 	for (int t = 0; t < DELIVER_TARGETS; t++)
@@ -556,6 +565,7 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 		op->incident.category = dup_in(op, inc->category);
 		op->incident.summary = dup_in(op, inc->summary);
 		op->incident.state = dup_in(op, inc->open ? "open" : "resolved");
+		op->incident.resolution = dup_in(op, inc->open || !inc->resolution[0] ? NULL : inc->resolution);
 		op->incident.updates = inc->updates;
 		op->incident.opened_us = inc->opened_us;
 		op->incident.changed_us = inc->changed_us;

@@ -89,5 +89,10 @@ void api_jobs_phases(struct api_req *r);
 void api_reports_get(struct api_req *r);
 void api_events_list(struct api_req *r);
 void api_events_post(struct api_req *r);
+/* api_console.c */
+void api_jobs_heatmap(struct api_req *r);
+void api_fleet(struct api_req *r);
+/* After evhttp_free(): forgets the heat maps being gathered. */
+void api_console_stop(struct server *s);
 
 #endif

@@ -2,6 +2,7 @@
  * jobs, their latest report, the open incident) is answered at once; history (reports,
  * incidents, iterations, phases) comes from PostgreSQL through api_query(). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "jobs.h"
 #include "server.h"
 
+#define JOBS_LIMIT_MAX 500
 #define REPORTS_LIMIT_MAX 100
 #define INCIDENTS_LIMIT_MAX 1000
 #define ITERATIONS_SPAN_MAX 10000 /* iterations of one rank per answer */
@@ -23,30 +25,57 @@ static json_t *incident_json(const struct incident *inc)
 {
 	if (!inc->open && !inc->key[0])
 		return json_null();
-	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "key", inc->key, "state",
+	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:s?}", "key", inc->key, "state",
 			 inc->open ? "open" : "resolved", "category", inc->category, "summary", inc->summary,
 			 "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates, "opened_us",
-			 (json_int_t)inc->opened_us, "changed_us", (json_int_t)inc->changed_us);
+			 (json_int_t)inc->opened_us, "changed_us", (json_int_t)inc->changed_us, "resolution",
+			 inc->open || !inc->resolution[0] ? NULL : inc->resolution);
+}
+
+/* The job's last iteration time as L1 saw it (NaN: none yet). */
+static double last_step_ms(const struct l1 *l)
+{
+	return l->nall ? l->all_ms[(l->apos + L1_HISTORY_MAX - 1) % L1_HISTORY_MAX] : NAN;
+}
+
+static json_t *number_or_null(double v) { return isnan(v) ? json_null() : json_real(v); }
+
+/* What memory says of a job held here, over what its stored summary says. */
+static void live_fields(const struct job *job, json_t *o)
+{
+	const struct l1 *l = engine_l1(job->engine);
+	double base = l->open || l->windows ? l->baseline_ms : l1_baseline(l);
+
+	json_object_set_new(o, "state", json_string(job->ended_us ? "ended" : "live"));
+	json_object_set_new(o, "agents", json_integer((json_int_t)job->live_agents));
+	json_object_set_new(o, "step_ms", number_or_null(last_step_ms(l)));
+	json_object_set_new(o, "baseline_ms", number_or_null(base));
+	json_object_set_new(o, "records", json_integer((json_int_t)job->records));
+	json_object_set_new(o, "diagnoses", json_integer((json_int_t)job->diagnoses));
+	json_object_set_new(o, "window",
+			    json_pack("{s:b, s:i, s:i, s:i, s:f}", "open", l->open, "windows", (json_int_t)l->windows,
+				      "first_iter", (json_int_t)l->first_iter, "last_iter", (json_int_t)l->last_iter,
+				      "baseline_iter_ms", l->windows ? l->baseline_ms : 0.0));
+	if (job->incident.open || job->incident.key[0])
+		json_object_set_new(o, "incident", incident_json(&job->incident));
 }
 
 static json_t *job_json(const struct job *job, int detail)
 {
-	const struct l1 *l = engine_l1(job->engine);
 	char url[512];
 	json_t *o;
 
 	snprintf(url, sizeof(url), "/api/v1/jobs/%s/reports/latest", job->name);
-	o = json_pack("{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}, s:I, s:I, s:o, s:o, s:s?}", "job", job->name,
-		      "topology", "world", (json_int_t)job->topo.world, "tp", (json_int_t)job->wire_topo.tp, "cp",
+	o = json_pack("{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}, s:o, s:s?}", "job", job->name, "topology",
+		      "world", (json_int_t)job->topo.world, "tp", (json_int_t)job->wire_topo.tp, "cp",
 		      (json_int_t)job->wire_topo.cp, "pp", (json_int_t)job->wire_topo.pp, "dp",
 		      (json_int_t)job->wire_topo.dp, "ep", (json_int_t)job->wire_topo.ep, "gpus_per_node",
-		      (json_int_t)job->wire_topo.gpus_per_node, "order", job->wire_topo.order, "records",
-		      (json_int_t)job->records, "diagnoses", (json_int_t)job->diagnoses, "window",
-		      json_pack("{s:b, s:i, s:i, s:i, s:f}", "open", l->open, "windows", (json_int_t)l->windows,
-				"first_iter", (json_int_t)l->first_iter, "last_iter", (json_int_t)l->last_iter,
-				"baseline_iter_ms", l->windows ? l->baseline_ms : 0.0),
-		      "incident", incident_json(&job->incident), "latest_report", job->latest_report ? url : NULL);
-	if (o && detail) {
+		      (json_int_t)job->wire_topo.gpus_per_node, "order", job->wire_topo.order, "incident", json_null(),
+		      "latest_report", job->latest_report ? url : NULL);
+	if (!o)
+		return NULL;
+	live_fields(job, o);
+	if (detail) {
 		const struct store *st = engine_store(((struct job *)job)->engine);
 
 		json_object_set_new(o, "dropped", json_integer((json_int_t)job->dropped));
@@ -56,12 +85,6 @@ static json_t *job_json(const struct job *job, int detail)
 		json_object_set_new(o, "events", json_integer((json_int_t)store_event_count(st)));
 	}
 	return o;
-}
-
-static void add_job(const char *key, void *value, void *arg)
-{
-	(void)key;
-	json_array_append_new(arg, job_json(value, 0));
 }
 
 struct elsewhere {
@@ -82,24 +105,47 @@ static void unknown_job(struct evhttp_request *req, const char *job)
 	reply_error(req, 404, "unknown job", "no job \"%.200s\" is known to this culpritd", job);
 }
 
+/* 307 to base + the request's path (another instance owns the job). */
+static void redirect(struct evhttp_request *req, const struct elsewhere *e, const char *base)
+{
+	char *loc;
+
+	if (asprintf(&loc, "%.*s%s", (int)strcspn(base, "\r\n"), base, e->uri) < 0) {
+		reply_error(req, 500, "internal error", "out of memory");
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc);
+	reply_error(req, 307, "elsewhere", "job \"%.200s\" is owned by the culpritd at %s", e->job, loc);
+	free(loc);
+}
+
 static void owner_found(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *ctx)
 {
 	struct elsewhere *e = ctx;
 	json_t *o = res->text ? json_loads(res->text, 0, NULL) : NULL;
 	const char *base = json_string_value(json_object_get(o, "api_url"));
-	char *loc;
 
 	(void)s;
 	if (res->failed)
 		api_reply_db_error(req, res);
-	else if (!base || asprintf(&loc, "%.*s%s", (int)strcspn(base, "\r\n"), base, e->uri) < 0)
+	else if (!base)
 		unknown_job(req, e->job);
-	else {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc);
-		reply_error(req, 307, "elsewhere", "job \"%.200s\" is owned by the culpritd at %s", e->job, loc);
-		free(loc);
-	}
+	else
+		redirect(req, e, base);
 	json_decref(o);
+}
+
+static struct elsewhere *elsewhere_new(struct api_req *r)
+{
+	struct elsewhere *e = calloc(1, sizeof(*e));
+
+	if (!e || !(e->uri = strdup(evhttp_request_get_uri(r->req)))) {
+		free(e);
+		reply_error(r->req, 500, "internal error", "out of memory");
+		return NULL;
+	}
+	snprintf(e->job, sizeof(e->job), "%s", r->seg[1]);
+	return e;
 }
 
 void api_job_unknown(struct api_req *r)
@@ -112,13 +158,8 @@ void api_job_unknown(struct api_req *r)
 		return;
 	}
 	/* many instances: the job's owner answers (307 to its advertise_api_url) */
-	e = calloc(1, sizeof(*e));
-	if (!e || !(e->uri = strdup(evhttp_request_get_uri(r->req)))) {
-		free(e);
-		reply_error(r->req, 500, "internal error", "out of memory");
+	if (!(e = elsewhere_new(r)))
 		return;
-	}
-	snprintf(e->job, sizeof(e->job), "%s", r->seg[1]);
 	params[0] = r->seg[1];
 	params[1] = cluster_owner(r->s);
 	if (api_query_then(r, STORAGE_REST_JOB_OWNER, params, owner_found, e, elsewhere_free) < 0)
@@ -134,44 +175,149 @@ static struct job *find_job(struct api_req *r)
 	return job;
 }
 
-/* Many instances: the jobs this one holds, and those the others own (their leases). */
-static void jobs_elsewhere(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
-			   void *ctx)
+/* Jobs of a page of STORAGE_REST_JOBS_PAGE that this culpritd holds: memory's word on them. */
+static void jobs_page(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *ctx)
 {
-	json_t *others = res->text ? json_loads(res->text, 0, NULL) : NULL;
+	json_t *page = res->text ? json_loads(res->text, 0, NULL) : NULL, *jobs = json_object_get(page, "jobs"), *o;
+	size_t i;
 
-	(void)s;
-	if (res->failed || !json_is_array(others)) {
-		json_decref(others);
+	(void)ctx;
+	if (res->failed || !json_is_array(jobs)) {
+		json_decref(page);
 		api_reply_db_error(req, res);
 		return;
 	}
-	reply_json(req, 200, json_pack("{s:O,s:o}", "jobs", (json_t *)ctx, "elsewhere", others));
+	json_array_foreach(jobs, i, o)
+	{
+		const char *name = json_string_value(json_object_get(o, "job"));
+		struct job *job = name ? strmap_get(&s->jobs, name) : NULL;
+
+		if (job)
+			live_fields(job, o);
+	}
+	if (json_is_null(json_object_get(page, "elsewhere")))
+		json_object_del(page, "elsewhere");
+	reply_json(req, 200, page);
 }
 
-static void jobs_free(void *ctx) { json_decref(ctx); }
+static void add_live_name(const char *key, void *value, void *arg)
+{
+	const struct job *job = value;
 
+	if (!job->ended_us && !job->deposed)
+		json_array_append_new(arg, json_string(key));
+}
+
+static void add_job(const char *key, void *value, void *arg)
+{
+	(void)key;
+	json_array_append_new(arg, job_json(value, 0));
+}
+
+/* A page of the stored jobs, live first (docs/api.md); without a database, the jobs in memory. */
 void api_jobs_list(struct api_req *r)
 {
-	json_t *arr = json_array();
-	const char *params[1];
+	const char *q = evhttp_find_header(&r->query, "q"), *state = evhttp_find_header(&r->query, "state");
+	int64_t limit, offset;
+	char lim[32], off[32], *live;
+	json_t *names;
 
-	strmap_each(&r->s->jobs, add_job, arr);
-	if (!r->s->cluster) {
-		reply_json(r->req, 200, json_pack("{s:o}", "jobs", arr));
+	if (api_param_int(r, "limit", 1, JOBS_LIMIT_MAX, 50, &limit) < 0 ||
+	    api_param_int(r, "offset", 0, INT32_MAX, 0, &offset) < 0)
+		return;
+	if (state && strcmp(state, "live") != 0 && strcmp(state, "ended") != 0) {
+		reply_error(r->req, 400, "bad parameter", "state must be live or ended, not \"%.32s\"", state);
 		return;
 	}
-	params[0] = cluster_owner(r->s);
-	if (api_query_then(r, STORAGE_REST_JOBS_ELSEWHERE, params, jobs_elsewhere, arr, jobs_free) < 0)
-		json_decref(arr);
+	if (q && strlen(q) > 255) {
+		reply_error(r->req, 400, "bad parameter", "q (a part of the job's name) is at most 255 bytes");
+		return;
+	}
+	if (!r->s->writer) {
+		json_t *arr = json_array();
+
+		strmap_each(&r->s->jobs, add_job, arr);
+		reply_json(r->req, 200,
+			   json_pack("{s:I, s:o}", "total", (json_int_t)json_array_size(arr), "jobs", arr));
+		return;
+	}
+	names = json_array();
+	strmap_each(&r->s->jobs, add_live_name, names);
+	live = json_dumps(names, JSON_COMPACT);
+	json_decref(names);
+	if (!live) {
+		reply_error(r->req, 500, "internal error", "out of memory");
+		return;
+	}
+	snprintf(lim, sizeof(lim), "%" PRId64, limit);
+	snprintf(off, sizeof(off), "%" PRId64, offset);
+	api_query_then(r, STORAGE_REST_JOBS_PAGE,
+		       (const char *const[]){live, q && q[0] ? q : NULL, state, lim, off,
+					     r->s->cluster ? cluster_owner(r->s) : NULL},
+		       jobs_page, NULL, NULL);
+	free(live);
+}
+
+/* The job's dashboard in Grafana (grafana_url), or nothing. */
+static void grafana_link(const struct server *s, json_t *o, const char *job)
+{
+	const char *base = s->cfg.grafana_url;
+	size_t n = strlen(base);
+	char *name, url[1024];
+
+	if (!n || !json_is_object(o) || !(name = evhttp_encode_uri(job)))
+		return;
+	snprintf(url, sizeof(url), "%.*s/d/culprit-job/culprit-job?var-job=%s", (int)(base[n - 1] == '/' ? n - 1 : n),
+		 base, name);
+	free(name);
+	json_object_set_new(o, "grafana_url", json_string(url));
+}
+
+/* A job not in memory: another instance's (307), or one stored (culpritd restarted, or forgot it). */
+static void job_stored(struct server *s, struct evhttp_request *req, const struct storage_query_result *res, void *ctx)
+{
+	struct elsewhere *e = ctx;
+	json_t *o = res->text ? json_loads(res->text, 0, NULL) : NULL, *job = json_object_get(o, "job");
+	const char *base = json_string_value(json_object_get(o, "owner_api_url"));
+
+	/* a name no stored job can have (not UTF-8) is unknown too */
+	int known = !res->failed && json_is_object(job);
+
+	if (res->failed && strncmp(res->sqlstate, "22", 2) != 0)
+		api_reply_db_error(req, res);
+	else if (base)
+		redirect(req, e, base);
+	else if (!known)
+		unknown_job(req, e->job);
+	else {
+		grafana_link(s, job, e->job);
+		reply_json(req, 200, json_incref(job));
+	}
+	json_decref(o);
 }
 
 void api_jobs_get(struct api_req *r)
 {
-	struct job *job = find_job(r);
+	struct job *job = strmap_get(&r->s->jobs, r->seg[1]);
+	struct elsewhere *e;
 
-	if (job)
-		reply_json(r->req, 200, job_json(job, 1));
+	if (job) {
+		json_t *o = job_json(job, 1);
+
+		grafana_link(r->s, o, job->name);
+		reply_json(r->req, 200, o);
+		return;
+	}
+	if (!r->s->writer) {
+		unknown_job(r->req, r->seg[1]);
+		return;
+	}
+	if (!(e = elsewhere_new(r)))
+		return;
+	if (api_query_then(r, STORAGE_REST_JOB_STORED,
+			   (const char *const[]){r->seg[1], r->s->cluster ? cluster_owner(r->s) : NULL}, job_stored, e,
+			   elsewhere_free) < 0)
+		elsewhere_free(e);
 }
 
 /* From memory; for a job culpritd does not hold now (forgotten, or from before a restart)

@@ -145,8 +145,11 @@ static const struct setting settings[] = {
 	     "PagerDuty Events API v2 endpoint."),
 	STRF(pagerduty_routing_key, "", false, SECRET, "PagerDuty integration (routing) key. Empty: PagerDuty off."),
 	STRF(public_url, "", false, HTTP_URL | CREDENTIALS,
-	     "Base URL of this culpritd's REST API as on-call reaches it, for the links in alerts. Empty: "
-	     "http://<http_listen>."),
+	     "Base URL of this culpritd's REST API and web console as on-call reaches it, for the links in alerts "
+	     "(each links to its job's page, <public_url>/#/jobs/<job>). Empty: http://<http_listen>."),
+	STRF(grafana_url, "", true, HTTP_URL | CREDENTIALS,
+	     "Base URL of a Grafana with culprit's dashboards (docs/deep-dive.md): a job's page in the web console "
+	     "links to its culprit-job dashboard there. Empty: no link."),
 	INT(alert_resend_s, 60, 5, 3600, false,
 	    "Interval at which open incidents are re-sent to Alertmanager (which resolves alerts not re-sent)."),
 	INT(alert_backoff_max_s, 60, 1, 86400, false,

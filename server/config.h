@@ -57,6 +57,7 @@ struct config {
 	char *pagerduty_url;
 	char *pagerduty_routing_key;
 	char *public_url;
+	char *grafana_url;
 	int64_t alert_resend_s;
 	int64_t alert_backoff_max_s;
 	int64_t alert_give_up_s;

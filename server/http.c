@@ -17,6 +17,7 @@
 #include "actions.h"
 #include "api.h"
 #include "auth.h"
+#include "console.h"
 #include "http_conn.h"
 #include "job_metrics.h"
 #include "log.h"
@@ -148,8 +149,8 @@ static void answered(struct evhttp_request *req, void *arg)
 		api_answered(s, req);
 }
 
-/* every request: the connection's deadline stops, then the route */
-/* The routes outside /api/v1 (api.c holds those): GET (and HEAD) only. */
+/* The routes outside /api/v1 (routes.c holds those) and the console (console.c): GET (and
+ * HEAD) only. */
 static const struct {
 	const char *path;
 	void (*handler)(struct evhttp_request *req, void *arg);
@@ -159,6 +160,7 @@ void http_routes_print(FILE *f)
 {
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		fprintf(f, "GET %s\n", fixed[i].path);
+	fprintf(f, "GET /\nGET /console/{file}\n");
 	routes_print(f);
 }
 
@@ -183,6 +185,8 @@ static void route(struct evhttp_request *req, void *arg)
 		fixed[i].handler(req, s);
 	else if (path && strncmp(path, "/api/v1/", 8) == 0)
 		routes_dispatch(s, req);
+	else if (path && console_path(path))
+		console_serve(s, req, path);
 	else
 		reply_error(req, 404, "not found", "%s", evhttp_request_get_uri(req));
 }
@@ -212,7 +216,7 @@ int http_start(struct server *s)
 		host[n - 2] = '\0';
 	}
 	s->http = evhttp_new(s->base);
-	if (!s->http || api_start(s) < 0 || http_conn_start(s) < 0)
+	if (!s->http || api_start(s) < 0 || http_conn_start(s) < 0 || console_load(s) < 0)
 		return -1;
 	http_apply_limits(s);
 	/* every method reaches the routes, which answer 405 with Allow in JSON */
@@ -237,5 +241,7 @@ void http_stop(struct server *s)
 	if (s->http)
 		evhttp_free(s->http);
 	s->http = NULL;
+	api_console_stop(s);
 	api_stop(s);
+	console_free(s);
 }

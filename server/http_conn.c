@@ -11,9 +11,12 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "listen.h"
 #include "log.h"
@@ -121,6 +124,11 @@ static void settle(struct hconn *c)
 	if (hs->over.active && log_complaint_quiet(&hs->over, 1000))
 		log_release(&hs->over, LOG_INFO, "http: below max_http_connections again");
 	c->fd = bufferevent_getfd(c->bev);
+	if (c->fd >= 0) { /* an answer's last segment goes at once, not after the client's delayed ACK */
+		int one = 1;
+
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
 	if (index_fd(hs, c) < 0)
 		c->fd = -1;
 	arm(c);

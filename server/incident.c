@@ -82,15 +82,23 @@ enum incident_change incident_report(struct incident *inc, const char *job, cons
 	return INCIDENT_UPDATED;
 }
 
-enum incident_change incident_recover(struct incident *inc, int64_t now_us)
+static enum incident_change resolve(struct incident *inc, int64_t now_us, const char *why)
 {
 	if (!inc->open)
 		return INCIDENT_NONE;
 	inc->open = 0;
 	inc->updates++;
 	inc->changed_us = now_us;
+	snprintf(inc->resolution, sizeof(inc->resolution), "%s", why);
 	return INCIDENT_RESOLVED;
 }
+
+enum incident_change incident_recover(struct incident *inc, int64_t now_us)
+{
+	return resolve(inc, now_us, "recovered");
+}
+
+enum incident_change incident_end(struct incident *inc, int64_t now_us) { return resolve(inc, now_us, "ended"); }
 
 const char *incident_change_name(enum incident_change c)
 {

@@ -23,6 +23,7 @@ struct incident {
 	char key[200];
 	char category[32];
 	char summary[512];
+	char resolution[16];   /* when resolved: "recovered" or "ended" (its job ended) */
 	char fingerprint[256]; /* category and culprit ranks: what makes an update worth saying */
 	uint32_t first_iter;   /* iteration the window (or hang) began */
 	uint32_t updates;      /* state changes so far (firing counts as 0) */
@@ -32,8 +33,10 @@ struct incident {
 /* A new report for the job. window_open: L1 still sees the window. Returns the change. */
 enum incident_change incident_report(struct incident *inc, const char *job, const struct report *r, int window_open,
 				     int64_t now_us);
-/* The window closed (or hung ranks came back): resolves an open incident. */
+/* The window closed (or hung ranks came back): resolves an open incident ("recovered"). */
 enum incident_change incident_recover(struct incident *inc, int64_t now_us);
+/* The job ended (its agents left): resolves an open incident ("ended"). */
+enum incident_change incident_end(struct incident *inc, int64_t now_us);
 /* An incident a previous culpritd left open, as stored: key, category, summary, updates and
  * times, and the culprit ranks of its latest report (its fingerprint, so that the same
  * diagnosis is not announced as an update). The first iteration is read from the key. */

@@ -67,6 +67,7 @@ struct conn {
 	struct batch_name_ids names; /* the agent's name ids defined on this connection */
 	size_t in_held;              /* bytes in the input buffer (counted in s->input_held) */
 	bool paused;                 /* not read: over max_input_buffer_bytes (see "input budget") */
+	bool goodbye;                /* the agent said Goodbye: it leaves in order */
 	struct event *paused_watch;  /* while paused: the peer's close, and idle_timeout_s */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	frame_envelope *parked;      /* LEASE: the Hello, handled again when the job's lease is known */
@@ -156,10 +157,13 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 	if ((from == CONN_HELLO || from == CONN_LEASE) && to == CONN_ACTIVE && c->job) {
 		c->job->live_agents++;
 		c->job->alone_since_us = 0;
+		c->job->ended_us = 0; /* live (again) */
 	}
 	if ((from == CONN_ACTIVE || from == CONN_BLOCKED) && (to == CONN_REFUSING || to == CONN_CLOSING) && c->job &&
-	    --c->job->live_agents == 0)
+	    --c->job->live_agents == 0) {
 		c->job->alone_since_us = clock_wall_us(); /* job_retire_s counts from here */
+		c->job->goodbye = c->goodbye;             /* the job ended (jobs_retire) */
+	}
 	if (to == CONN_BLOCKED) {
 		clock_gettime(CLOCK_MONOTONIC, &c->blocked_since);
 		s->m.backpressure_events++;
@@ -1223,6 +1227,7 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 		return;
 	case CULPRIT__V1__ENVELOPE__MSG_GOODBYE:
 		log_debug("agent %s: goodbye: %s", c->peer, LOG_ESC(env->goodbye->reason));
+		c->goodbye = true;
 		conn_close(c, CLOSE_PEER);
 		return;
 	default: protocol_error(c, "message an agent does not send", NULL, 0); return;

@@ -504,10 +504,10 @@ void jobs_diagnosis_results(struct server *s)
 				job->latest_report = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
 				json_decref(j);
 			}
-			change =
-				incident_report(&job->incident, job->name, &res[i].report,
-						engine_l1(job->engine)->open || hang,
-						clock_wall_us());
+			/* a job that ended opens no incident with a diagnosis that comes back late */
+			change = incident_report(&job->incident, job->name, &res[i].report,
+						 (engine_l1(job->engine)->open || hang) && !job->ended_us,
+						 clock_wall_us());
 			announce(s, job, change, &res[i].report);
 			alerts_report(s, job->name, &job->incident, &res[i].report, job->latest_report, change);
 			report_free(&res[i].report);
@@ -619,11 +619,11 @@ static void forget(struct server *s, struct job *job)
 	free_job(job->name, job, NULL);
 }
 
-/* Resolves job's open incident because its agents left (or, restored, never came back). */
+/* Resolves job's open incident as ended: its agents left (or, restored, never came back). */
 static void resolve_left(struct server *s, struct job *job, int64_t now_us, const char *why)
 {
 	char summary[sizeof(job->incident.summary)];
-	enum incident_change change = incident_recover(&job->incident, now_us);
+	enum incident_change change = incident_end(&job->incident, now_us);
 
 	if (change == INCIDENT_NONE)
 		return;
@@ -637,8 +637,8 @@ static void resolve_left(struct server *s, struct job *job, int64_t now_us, cons
 /* names collected while a map is walked (it is not changed meanwhile), at most cap */
 struct retire_scan {
 	int64_t now_us, after_us;
-	char (*names)[128];
-	size_t n, cap;
+	char (*names)[128], (*ended)[128];
+	size_t n, n_ended, cap;
 };
 
 static void note_retirable(const char *key, void *value, void *arg)
@@ -651,6 +651,8 @@ static void note_retirable(const char *key, void *value, void *arg)
 		return;
 	if (!job->alone_since_us)
 		job->alone_since_us = rs->now_us;
+	if (job->goodbye && !job->ended_us && !job->deposed && rs->n_ended < rs->cap)
+		snprintf(rs->ended[rs->n_ended++], sizeof(rs->ended[0]), "%s", job->name);
 	if ((rs->now_us - job->alone_since_us < rs->after_us && !job->deposed) || job->diagnosing || rs->n == rs->cap)
 		return;
 	snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", job->name);
@@ -716,13 +718,26 @@ static void note_restored(const char *key, void *value, void *arg)
 		snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", key);
 }
 
+/* The job's agents all left, the last one saying Goodbye: the job ended, its incident with it. */
+static void end(struct server *s, const char *name, int64_t now_us)
+{
+	struct job *job = strmap_get(&s->jobs, name);
+
+	job->ended_us = now_us;
+	log_info("job \"%s\": ended (its agents left, the last saying goodbye)", name);
+	resolve_left(s, job, now_us, "the job ended: its agents left");
+}
+
 void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
 {
 	int64_t after_s = s->cfg.job_retire_s, after_us = after_s * 1000000;
-	char names[16][128];
-	struct retire_scan rs = {.now_us = wall_now_us, .after_us = after_us, .names = names, .cap = 16};
+	char names[16][128], ended[16][128];
+	struct retire_scan rs = {
+		.now_us = wall_now_us, .after_us = after_us, .names = names, .ended = ended, .cap = 16};
 
 	strmap_each(&s->jobs, note_retirable, &rs);
+	for (size_t i = 0; i < rs.n_ended; i++)
+		end(s, ended[i], wall_now_us);
 	for (size_t i = 0; i < rs.n; i++)
 		retire(s, names[i], wall_now_us, after_s);
 	if (s->restored.len && wall_now_us - started_us >= after_us) {

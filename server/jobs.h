@@ -50,6 +50,8 @@ struct job {
 	int64_t *heard_us;         /* [rank]: when its agent's connection last delivered a batch (wall) */
 	int64_t alone_since_us;    /* since when no agent has been connected (wall; 0: some are): set by ingest */
 	int deposed;               /* another instance took its lease: forgotten soon, its incident left alone */
+	int goodbye;               /* the last agent to leave said Goodbye (set by ingest) */
+	int64_t ended_us;          /* when it ended (its agents left, the last saying Goodbye; wall; 0: live) */
 };
 
 /* The job called name, created from topo when new. NULL with err when topo is invalid,
@@ -76,9 +78,10 @@ void jobs_add_records(struct server *s, struct job *job, const struct record_ite
 		      size_t n_kernels);
 /* Submits the due diagnoses (after batches, and from the periodic tick). */
 void jobs_diagnose_due(struct server *s, struct job *job);
-/* Once a second: forgets the jobs without agents for job_retire_s (resolving their open
- * incidents), and resolves incidents a previous culpritd left open whose jobs have not come
- * back within job_retire_s of started_us. */
+/* Once a second: ends the jobs whose agents all left, the last saying Goodbye (their open
+ * incidents resolved as ended), forgets the jobs without agents for job_retire_s (resolving
+ * their open incidents the same way), and resolves incidents a previous culpritd left open
+ * whose jobs have not come back within job_retire_s of started_us. */
 void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us);
 /* A batch came in on the connection serving ranks (their agent is sending). */
 void jobs_heard(struct job *job, const uint32_t *ranks, size_t n, int64_t wall_now_us);

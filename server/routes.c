@@ -81,6 +81,7 @@ static const struct route {
 	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/incidents", api_jobs_incidents},
 	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/ranks/{rank}/iterations", api_jobs_iterations},
 	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/phases", api_jobs_phases},
+	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/heatmap", api_jobs_heatmap},
 	{EVHTTP_REQ_GET, "/api/v1/jobs/{job}/trace", api_trace},
 	{EVHTTP_REQ_POST, "/api/v1/jobs/{job}/capture", api_capture},
 	{EVHTTP_REQ_GET, "/api/v1/reports/{id}", api_reports_get},
@@ -88,6 +89,7 @@ static const struct route {
 	{EVHTTP_REQ_POST, "/api/v1/events", api_events_post},
 	{EVHTTP_REQ_GET, "/api/v1/incidents/{key}/actions", api_actions_list},
 	{EVHTTP_REQ_POST, "/api/v1/incidents/{key}/actions/{n}/approve", api_actions_approve},
+	{EVHTTP_REQ_GET, "/api/v1/fleet", api_fleet},
 };
 
 /* 1 when the request's segments match route path p (after "/api/v1/") */

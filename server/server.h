@@ -16,6 +16,8 @@ struct evconnlistener;
 struct evhttp;
 struct http_conns;
 struct api;
+struct console;
+struct heatmap_ctx;
 struct storage_writer;
 struct storage_retention;
 struct diagnosis;
@@ -42,6 +44,7 @@ struct server {
 	struct evhttp *http;
 	struct http_conns *http_conns; /* open REST connections, their deadlines (http_conn.c) */
 	struct api *api;               /* the /api/v1 routes and their database queries */
+	struct console *console;       /* the web console's files (console.c) */
 	struct storage_writer *writer; /* NULL when cfg.storage is false */
 	struct event *writer_wake;
 	struct storage_retention *retention; /* partitions ahead, old ones dropped (own thread) */
@@ -80,6 +83,8 @@ struct server {
 
 	struct metrics m;
 	int64_t last_capture_id;  /* POST .../capture: ids increase (capture.c) */
+	uint32_t heatmaps;        /* heat maps being gathered or encoded (api_console.c) */
+	struct heatmap_ctx *heatmaps_gathering; /* ... of them, those gathered from a window a slice a loop pass */
 	int64_t started_us;       /* wall clock at start (restored incidents wait job_retire_s from it) */
 	int stopping;             /* 0 running, 1 draining after SIGTERM, 2 exit now */
 	int64_t stop_deadline_ms; /* clock_mono_ms(): the whole stop (drain, writers, PostgreSQL) ends by then */

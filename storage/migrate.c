@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "share.h"
 
 #ifndef CULPRIT_MIGRATIONS_SOURCE_DIR
 #define CULPRIT_MIGRATIONS_SOURCE_DIR ""
@@ -48,39 +49,12 @@ static void fail(char *err, size_t err_size, const char *fmt, ...)
 		err[--n] = '\0';
 }
 
-static bool is_dir(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 const char *storage_migrations_dir(void)
 {
-	static char beside[PATH_MAX];
-	const char *env = getenv("CULPRIT_MIGRATIONS_DIR");
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
+	static char buf[PATH_MAX];
 
-	if (env && env[0])
-		return env;
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		exe[n] = '\0';
-		/* a binary of the build tree: the checkout's migrations */
-		if (CULPRIT_BUILD_DIR[0] && strncmp(exe, CULPRIT_BUILD_DIR "/", strlen(CULPRIT_BUILD_DIR) + 1) == 0 &&
-		    is_dir(CULPRIT_MIGRATIONS_SOURCE_DIR))
-			return CULPRIT_MIGRATIONS_SOURCE_DIR;
-		/* an installed one, <prefix>/bin/culpritd: <prefix>/share/culprit/migrations, wherever
-		 * the prefix was put (cmake --install --prefix, DESTDIR, a copied tree) */
-		for (int up = 0; up < 2 && (slash = strrchr(exe, '/')); up++)
-			*slash = '\0';
-		if (slash &&
-		    (size_t)snprintf(beside, sizeof(beside), "%s/share/culprit/migrations", exe) < sizeof(beside) &&
-		    is_dir(beside))
-			return beside;
-	}
-	return CULPRIT_INSTALL_PREFIX "/share/culprit/migrations";
+	return share_dir("CULPRIT_MIGRATIONS_DIR", CULPRIT_BUILD_DIR, CULPRIT_MIGRATIONS_SOURCE_DIR,
+			 CULPRIT_INSTALL_PREFIX, "migrations", buf, sizeof(buf));
 }
 
 static int cmp_migration(const void *a, const void *b)

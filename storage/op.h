@@ -28,7 +28,8 @@ struct storage_outbox_row {
 struct storage_incident {
 	char *key;
 	char *category;
-	char *state; /* "open" or "resolved" */
+	char *state;      /* "open" or "resolved" */
+	char *resolution; /* when resolved: "recovered" or "ended" (NULL: not said) */
 	char *summary;
 	uint32_t updates;
 	int64_t opened_us, changed_us; /* epoch us */

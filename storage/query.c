@@ -140,6 +140,18 @@ void storage_query_fail(struct storage_query_result *r, const PGresult *res, con
 		snprintf(r->sqlstate, sizeof(r->sqlstate), "%s", PQresultErrorField(res, PG_DIAG_SQLSTATE));
 }
 
+struct pg_result *storage_query_rows(struct pg_conn *c, struct storage_query_result *r, const char *sql, int n,
+				     const char *const *p)
+{
+	PGresult *res = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK)
+		return res;
+	storage_query_fail(r, res, c);
+	PQclear(res);
+	return NULL;
+}
+
 static void *worker(void *arg)
 {
 	struct storage_query *q = arg;

@@ -51,6 +51,10 @@ typedef void (*storage_query_fn)(struct pg_conn *conn, void *ctx, struct storage
 int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_query_fn fn, void *ctx);
 /* Copies the error of a failed PGresult (may be NULL) into r; the helper for a storage_query_fn. */
 void storage_query_fail(struct storage_query_result *r, const struct pg_result *res, const struct pg_conn *conn);
+/* Runs a statement that answers rows (params text, NULL for SQL NULL): its result, or NULL with
+ * r filled (storage_query_fail); for a storage_query_fn. */
+struct pg_result *storage_query_rows(struct pg_conn *c, struct storage_query_result *r, const char *sql, int n,
+				     const char *const *p);
 
 /* Moves up to max results into out; returns how many. */
 size_t storage_query_take(struct storage_query *q, struct storage_query_result *out, size_t max);

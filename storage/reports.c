@@ -39,7 +39,7 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 		PQclear(r);
 	}
 	if (inc->key) {
-		const char *p[10] = {job,
+		const char *p[11] = {job,
 				     inc->key,
 				     inc->category ? inc->category : "none",
 				     inc->state ? inc->state : "open",
@@ -48,7 +48,8 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 				     opened,
 				     changed,
 				     updates,
-				     inc->alert};
+				     inc->alert,
+				     inc->resolution};
 
 		snprintf(updates, sizeof updates, "%" PRIu32, inc->updates);
 		snprintf(opened, sizeof opened, "%" PRId64, inc->opened_us);
@@ -57,15 +58,16 @@ PGresult *storage_report_write(PGconn *c, int32_t job_id, const struct storage_o
 		r = exec(
 			c,
 			"INSERT INTO incidents (job_id, key, category, state, summary, report_id, opened, updated,"
-			" resolved, updates, alert) VALUES ($1, $2, $3, $4::text, $5, $6::bigint,"
+			" resolved, updates, alert, resolution) VALUES ($1, $2, $3, $4::text, $5, $6::bigint,"
 			" to_timestamp($7::float8 / 1e6), to_timestamp($8::float8 / 1e6),"
-			" CASE WHEN $4::text = 'resolved' THEN to_timestamp($8::float8 / 1e6) END, $9, $10::jsonb)"
+			" CASE WHEN $4::text = 'resolved' THEN to_timestamp($8::float8 / 1e6) END, $9, $10::jsonb,"
+			" CASE WHEN $4::text = 'resolved' THEN $11 END)"
 			" ON CONFLICT (job_id, key) DO UPDATE SET category = EXCLUDED.category, state = EXCLUDED.state,"
 			" summary = EXCLUDED.summary, report_id = COALESCE(EXCLUDED.report_id, incidents.report_id),"
 			" updated = EXCLUDED.updated, resolved = EXCLUDED.resolved,"
 			" updates = GREATEST(EXCLUDED.updates, incidents.updates),"
-			" alert = COALESCE(EXCLUDED.alert, incidents.alert)",
-			10, p, &failed);
+			" alert = COALESCE(EXCLUDED.alert, incidents.alert), resolution = EXCLUDED.resolution",
+			11, p, &failed);
 		if (!r)
 			return failed;
 		PQclear(r);

@@ -16,6 +16,17 @@ enum storage_rest {
 	STORAGE_REST_EVENTS_LIST,   /* host, kind, since (epoch us or a timestamp), limit (NULL: any) */
 	STORAGE_REST_JOB_OWNER, /* job name, this instance's id: {api_url} of the instance that owns it now, if another */
 	STORAGE_REST_JOBS_ELSEWHERE, /* this instance's id: [{name, instance, api_url}] of the jobs other instances own now */
+	/* live jobs (JSON array of names), name filter (substring, NULL: any), state ('live',
+	 * 'ended', NULL: both), limit, offset, this instance's id (NULL: a single instance): a page
+	 * of the stored jobs, live first, then by when last seen: {total, jobs, elsewhere} */
+	STORAGE_REST_JOBS_PAGE,
+	/* job name, this instance's id (NULL: a single instance): {owner_api_url} when another
+	 * instance owns it now, else {job} the stored job as in a page of STORAGE_REST_JOBS_PAGE
+	 * (job null when none is stored) */
+	STORAGE_REST_JOB_STORED,
+	/* days, limit: the hosts most often a culprit in the incidents opened in the last days,
+	 * with their jobs and categories, and the incidents by day and category */
+	STORAGE_REST_FLEET,
 	STORAGE_REST_STATEMENTS
 };
 

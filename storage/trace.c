@@ -29,18 +29,6 @@ static int64_t num(const PGresult *res, int row, int col)
 	return PQgetisnull(res, row, col) ? INT64_MIN : strtoll(PQgetvalue(res, row, col), NULL, 10);
 }
 
-/* Runs a statement expecting rows; NULL with r filled on failure. */
-static PGresult *query(PGconn *c, struct storage_query_result *r, const char *sql, int n, const char *const *p)
-{
-	PGresult *res = PQexecParams(c, sql, n, NULL, p, NULL, NULL, 0);
-
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		return res;
-	storage_query_fail(r, res, c);
-	PQclear(res);
-	return NULL;
-}
-
 /* One of the slice queries (params: job id, ranks, from, to), at most room rows: NULL on an
  * error (in r), or with d->too_many set when there are more. */
 static PGresult *query_slices(PGconn *c, struct storage_query_result *r, const char *sql, const char *const *p4,
@@ -50,7 +38,7 @@ static PGresult *query_slices(PGconn *c, struct storage_query_result *r, const c
 	PGresult *res;
 
 	snprintf(lim, sizeof(lim), "%zu", room + 1);
-	res = query(c, r, sql, 5, (const char *const[]){p4[0], p4[1], p4[2], p4[3], lim});
+	res = storage_query_rows(c, r, sql, 5, (const char *const[]){p4[0], p4[1], p4[2], p4[3], lim});
 	if (res && (size_t)PQntuples(res) > room) {
 		PQclear(res);
 		d->too_many = 1;
@@ -134,8 +122,9 @@ static uint32_t name_index(const struct loader *l, int64_t name_id)
 
 static int load_names(struct loader *l)
 {
-	PGresult *res = query(l->c, l->r, "SELECT name_id, name FROM names WHERE job_id = $1 ORDER BY name_id", 1,
-			      (const char *const[]){l->job_id});
+	PGresult *res =
+		storage_query_rows(l->c, l->r, "SELECT name_id, name FROM names WHERE job_id = $1 ORDER BY name_id", 1,
+				   (const char *const[]){l->job_id});
 	int n;
 
 	if (!res)
@@ -197,7 +186,7 @@ static void place_phases(struct trace_data *d, size_t first, size_t end, const i
  * STEPS_RANK_SPAN - 1 below): the primary key's range, which a filter on rank cannot use */
 #define RANK0_IN(p)                                                                                                    \
 	"rank0 BETWEEN (SELECT min(x) FROM unnest(" p "::int[]) x) - 63 AND (SELECT max(x) FROM unnest(" p "::int[]) " \
-													   "x)"
+	"x)"
 
 static const char iters_sql[] = "SELECT rank, iter, " EPOCH_US(
 	"ts") ", dur_us FROM iterations"
@@ -243,11 +232,11 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	d->from_iter = req->from_iter;
 	d->to_iter = req->to_iter;
 
-	res = query(conn, r,
-		    "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US(
-			    "min(ts)") " FROM iterations i WHERE i.job_id = j.id)"
-				       " FROM jobs j WHERE name = $1",
-		    1, (const char *const[]){req->job});
+	res = storage_query_rows(conn, r,
+				 "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US(
+					 "min(ts)") " FROM iterations i WHERE i.job_id = j.id)"
+						    " FROM jobs j WHERE name = $1",
+				 1, (const char *const[]){req->job});
 	if (!res)
 		return -1;
 	if (PQntuples(res) == 0) {
@@ -274,9 +263,9 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 		d->ranks[i].rank = req->ranks[i];
 		snprintf(d->ranks[i].host, sizeof(d->ranks[i].host), "unknown host");
 	}
-	res = query(conn, r,
-		    "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])", 2,
-		    (const char *const[]){l.job_id, arr.p});
+	res = storage_query_rows(
+		conn, r, "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])",
+		2, (const char *const[]){l.job_id, arr.p});
 	if (!res)
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -300,7 +289,7 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 
 	/* the iteration range: the last `span` stored for these ranks when not given */
 	if (d->from_iter < 0 || d->to_iter < 0) {
-		res = query(
+		res = storage_query_rows(
 			conn, r,
 			"SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN(
 				"$2"),
@@ -357,8 +346,8 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 	}
 	{
 		int n = PQntuples(res);
-		int64_t *offs = malloc(((size_t)n + 1) * sizeof(int64_t));
-		int64_t *bases = malloc(((size_t)n + 1) * sizeof(int64_t));
+		int64_t *offs = calloc((size_t)n + 1, sizeof(int64_t));
+		int64_t *bases = calloc((size_t)n + 1, sizeof(int64_t));
 		size_t group = 0;
 
 		phase0 = d->n_slices;
@@ -432,7 +421,7 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 
 	/* incidents that began in the range: at the earliest start of their first iteration */
 	snprintf(lim, sizeof(lim), "%d", MAX_INSTANTS);
-	res = query(conn, r, incidents_sql, 4, (const char *const[]){l.job_id, from, to, lim});
+	res = storage_query_rows(conn, r, incidents_sql, 4, (const char *const[]){l.job_id, from, to, lim});
 	if (!res)
 		goto out;
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -471,7 +460,8 @@ int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, st
 			oom(r);
 			goto out;
 		}
-		res = query(conn, r, events_sql, 5, (const char *const[]){hosts.p, los, his, lim, l.job_id});
+		res = storage_query_rows(conn, r, events_sql, 5,
+					 (const char *const[]){hosts.p, los, his, lim, l.job_id});
 		pgbuf_free(&hosts);
 		if (!res)
 			goto out;

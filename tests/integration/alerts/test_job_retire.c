@@ -1,13 +1,16 @@
-/* test_job_retire: jobs whose agents left are forgotten, and their incidents resolved.
+/* test_job_retire: jobs whose agents left end, their incidents resolved as ended, and are
+ * forgotten.
  *
- * 1. compute_straggler (1,024 ranks) streams with a fault to the end: the incident is open
- *    when the agents leave. culpritd is SIGKILLed and started again with job_retire_s 3: the
- *    incident it finds open waits for its job, which does not come back, so 3 s after start it
- *    is resolved ("its agents did not come back"): the incident row says resolved and the
- *    webhook receives the resolved state.
+ * 1. compute_straggler (1,024 ranks) streams with a fault to the end, its agents staying
+ *    (--linger): the incident is open when culpritd is SIGKILLed (the agents go without
+ *    Goodbye) and started again with job_retire_s 3: the incident it finds open waits for its
+ *    job, which does not come back, so 3 s after start it is resolved ("its agents did not
+ *    come back", resolution ended): the incident row says so and the webhook receives the
+ *    resolved state.
  * 2. host_delay streams with a fault to the end into that culpritd; its agents leave with the
- *    incident open. 3 s later the job is forgotten: the webhook receives the resolved state
- *    ("its agents left"), GET /api/v1/jobs no longer lists it, culprit_jobs is 0, and
+ *    incident open, saying Goodbye: the job ends, the webhook receives the resolved state
+ *    ("the job ended", resolution ended) and GET /api/v1/jobs lists it ended. 3 s later it is
+ *    forgotten: culprit_jobs is 0, it is still listed (from PostgreSQL) and
  *    GET .../reports/latest answers from PostgreSQL with the job's last report.
  * 3. The same job streams again: it is created afresh and its records are accepted. */
 #include <jansson.h>
@@ -52,7 +55,8 @@ static void wait_resolved(struct rx *rx, const char *job, const char *why)
 				   *sum = json_string_value(json_object_get(inc, "summary"));
 
 			found |= hits[i].status == 200 && jn && st && sum && !strcmp(jn, job) &&
-				 !strcmp(st, "resolved") && strstr(sum, why);
+				 !strcmp(st, "resolved") && strstr(sum, why) &&
+				 !strcmp(json_string_value(json_object_get(inc, "resolution")), "ended");
 			json_decref(b);
 		}
 		if (!found && h_now_ms() >= deadline)
@@ -81,28 +85,53 @@ int main(void)
 
 	/* 1. an incident left open by a culpritd that was killed; its job never returns */
 	start(dir, dsn, rx_port, "600");
-	H_CHECK(at_sim("compute_straggler", 40, 0, proc.agent_port, simlog) == 0, &proc);
-	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
-		if (at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 1)
-			break;
-		H_CHECK(h_now_ms() < deadline, &proc);
+	{
+		char server[64];
+		pid_t sim;
+
+		snprintf(server, sizeof(server), "127.0.0.1:%d", proc.agent_port);
+		sim = fork();
+		if (sim == 0) {
+			execl(CULPRIT_BIN, CULPRIT_BIN, "sim", "--scenario", "compute_straggler", "--iters", "40",
+			      "--linger", "600", "--quiet", "--server", server, (char *)NULL);
+			_exit(127);
+		}
+		for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
+			if (at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 1)
+				break;
+			H_CHECK(h_now_ms() < deadline, &proc);
+		}
+		h_proc_stop(&proc, SIGKILL, 5000);
+		kill(sim, SIGKILL);
+		waitpid(sim, &status, 0);
 	}
-	h_proc_stop(&proc, SIGKILL, 5000);
 	start(dir, dsn, rx_port, "3");
 	H_CHECK(h_log_wait(&proc, "1 incidents were left open", 1, 10000), &proc);
 	wait_resolved(rx, "sim-compute_straggler", "its agents did not come back within 3 s");
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'open'") == 0, &proc);
-	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'resolved' AND"
+	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM incidents WHERE state = 'resolved' AND resolution = 'ended' AND"
 				 " key LIKE 'sim-compute_straggler/%'") == 1,
 		&proc);
 
 	/* 2. a job whose agents leave with its incident open is forgotten */
 	H_CHECK(at_sim("host_delay", 30, 0, proc.agent_port, simlog) == 0, &proc);
-	wait_resolved(rx, "sim-host_delay", "its agents left: none connected for 3 s");
-	H_CHECK(h_log_wait(&proc, "job \"sim-host_delay\": forgotten after 3 s without agents", 1, 10000), &proc);
-	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs", NULL, &body) == 200, &proc);
+	wait_resolved(rx, "sim-host_delay", "the job ended: its agents left");
+	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs?state=ended&q=host_delay", NULL, &body) == 200, &proc);
 	j = json_loads(body, 0, NULL);
-	H_CHECK(j && json_array_size(json_object_get(j, "jobs")) == 0, &proc);
+	H_CHECK(j && json_array_size(json_object_get(j, "jobs")) == 1, &proc);
+	json_decref(j);
+	free(body);
+	H_CHECK(h_log_wait(&proc, "job \"sim-host_delay\": forgotten after 3 s without agents", 1, 10000), &proc);
+	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs?state=live", NULL, &body) == 200, &proc);
+	j = json_loads(body, 0, NULL);
+	H_CHECK(j && json_array_size(json_object_get(j, "jobs")) == 0 &&
+			json_integer_value(json_object_get(j, "total")) == 0,
+		&proc);
+	json_decref(j);
+	free(body);
+	H_CHECK(h_http(proc.http_port, "GET", "/api/v1/jobs/sim-host_delay", NULL, &body) == 200, &proc);
+	j = json_loads(body, 0, NULL);
+	H_CHECK(j && !strcmp(json_string_value(json_object_get(j, "state")), "ended"), &proc);
 	json_decref(j);
 	free(body);
 	H_CHECK(h_get_metric(proc.http_port, "culprit_jobs") == 0, &proc);

@@ -340,9 +340,36 @@ int main(void)
 
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 
-	/* restarted: the job is not in memory until an agent says Hello, its history is stored */
+	/* restarted: the job is not in memory until an agent says Hello; it is stored, ended, and
+	 * so is its history */
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
-	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB, NULL, 404);
+	j = get_ok("/api/v1/jobs/" JOB);
+	H_CHECK(!strcmp(json_string_value(json_object_get(j, "state")), "ended") &&
+			json_integer_value(json_object_get(json_object_get(j, "topology"), "world")) == 1024 &&
+			!strcmp(json_string_value(json_object_get(json_object_get(j, "report"), "category")),
+				"compute_degradation"),
+		&proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs");
+	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 1 &&
+			json_integer_value(json_object_get(j, "total")) == 1,
+		&proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs?state=live");
+	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 0, &proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs?q=STRAGGLER&state=ended&limit=1&offset=0");
+	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 1, &proc);
+	json_decref(j);
+	j = get_ok("/api/v1/jobs?q=nosuch");
+	H_CHECK(json_array_size(json_object_get(j, "jobs")) == 0 &&
+			json_integer_value(json_object_get(j, "total")) == 0,
+		&proc);
+	json_decref(j);
+	api_expect_error(&proc, "GET", "/api/v1/jobs?state=running", NULL, 400);
+	api_expect_error(&proc, "GET", "/api/v1/jobs?limit=0", NULL, 400);
+	api_expect_error(&proc, "GET", "/api/v1/jobs/nojob", NULL, 404);
+	api_expect_error(&proc, "GET", "/api/v1/jobs/%FF", NULL, 404);
 	j = get_ok("/api/v1/jobs/" JOB "/reports?limit=1");
 	H_CHECK(json_array_size(json_object_get(j, "reports")) == 1, &proc);
 	json_decref(j);

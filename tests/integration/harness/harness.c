@@ -646,7 +646,7 @@ void h_send_batch(int fd, const struct h_batch *hb)
 	frame_envelope env = CULPRIT__V1__ENVELOPE__INIT;
 	Culprit__V1__Batch b = CULPRIT__V1__BATCH__INIT;
 	Culprit__V1__RawKernel raw = CULPRIT__V1__RAW_KERNEL__INIT, *raws[1] = {&raw};
-	char *names[] = {(char *)"mlp", (char *)"gemm"};
+	char *names[] = {(char *)(hb->phase ? hb->phase : "mlp"), (char *)"gemm"};
 	uint32_t rank[64], iter[64], zero[64], one[64], count[64], slen[64];
 	int64_t start[64], dur[64], noff[64], sum[64];
 	uint8_t sketches[64 * 64];

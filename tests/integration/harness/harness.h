@@ -108,7 +108,7 @@ void h_send_hello_as(int fd, const struct h_hello *h);
 int h_hello_ok(int fd, const struct h_hello *h);
 
 /* A self-contained Batch: iteration iter of ranks first_rank .. + n_ranks (at most 64), each
- * with its iteration record (start_us, dur_us or else 30 ms), one phase "mlp" and one kernel "gemm" of
+ * with its iteration record (start_us, dur_us or else 30 ms), one phase ("mlp" or .phase) and one kernel "gemm" of
  * kernel_count calls whose sketch is the sketch_len bytes at sketch (none when 0); with
  * raw_start_us, one raw kernel "gemm" of first_rank starting then. */
 struct h_batch {
@@ -120,6 +120,7 @@ struct h_batch {
 	const uint8_t *sketch;
 	size_t sketch_len;
 	int64_t raw_start_us;
+	const char *phase; /* the phase's name (NULL: "mlp") */
 };
 void h_send_batch(int fd, const struct h_batch *b);
 
