@@ -1652,7 +1652,7 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 		snprintf(rep->summary, sizeof(rep->summary),
 			 "no anomalous window: iteration time stays at its baseline%s",
 			 store_any(s) ? "" : " (no data yet)");
-		if (store_any(s) && advise(&w, &cfg, store_max_iter(s)) < 0)
+		if (store_any(s) && (advise(&w, &cfg, store_max_iter(s)) < 0 || judge_hidden(&w, store_max_iter(s)) < 0))
 			goto out;
 		judge_events(&w, NULL, 0, NAN);
 		rc = 0;

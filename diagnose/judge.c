@@ -17,21 +17,46 @@
 
 #include "diagnose.h"
 #include "replay.h"
+#include "stats.h"
 #include "work.h"
 
 /* the iterations a fault must recover a step in, at least, of the last JUDGE_SPAN held */
 #define JUDGE_ITERS 2
 #define JUDGE_SPAN REPLAY_MAX_ITERS
 
-/* Whether rank r is slower than its peers in most of the window: a compute phase high
- * against them (not only against its own past, which a pause of some iterations is too) */
+/* Whether rank r's compute phase p is high and apart from its peers' median by
+ * subtle_ratio (not only against its own past, which a pause of some iterations is too):
+ * its role group's, or with fewer than small_group there its stage's */
+static int apart(const struct work *w, uint32_t r, uint32_t p)
+{
+	size_t i = (size_t)r * w->P + p;
+	if (w->kind[p] != RECORD_KIND_COMPUTE || !(w->l2.flag[i] & L2_HIGH))
+		return 0;
+	uint32_t members[64];
+	size_t n = topo_role_members(w->t, r, members, 64), m = 0;
+	double x[64];
+	if (n < w->cfg->l2.small_group) {
+		uint32_t pp = topo_coords(w->t, r).pp;
+		n = 0;
+		for (uint32_t q = 0; q < w->W && n < 64; q++)
+			if (topo_coords(w->t, q).pp == pp)
+				members[n++] = q;
+	}
+	for (size_t k = 0; k < n && k < 64; k++) {
+		double v = w->l2.val[(size_t)members[k] * w->P + p];
+		if (members[k] != r && isfinite(v))
+			x[m++] = v;
+	}
+	double med = m ? stats_median_inplace(x, m) : NAN;
+	return med > 0 && w->l2.val[i] > med * w->cfg->l2.subtle_ratio;
+}
+
+/* whether rank r is slower than its peers in most of the window, in some compute phase */
 static int slow_throughout(const struct work *w, uint32_t r)
 {
-	for (uint32_t p = 0; p < w->P; p++) {
-		uint8_t fl = w->l2.flag[(size_t)r * w->P + p];
-		if (w->kind[p] == RECORD_KIND_COMPUTE && (fl & L2_HIGH) && !(fl & L2_FALLBACK))
+	for (uint32_t p = 0; p < w->P; p++)
+		if (apart(w, r, p))
 			return 1;
-	}
 	return 0;
 }
 
@@ -149,6 +174,39 @@ static struct replay_fix fix_of(const struct work *w, const struct part *p, cons
 			      : p->kind < 0	   ? (w->l2.has_base ? REPLAY_BASE : REPLAY_MEAN)
 						   : REPLAY_PEERS;
 	return (struct replay_fix){.how = how, .ranks = marks};
+}
+
+/* Without a window (the step did not rise): ranks that grew past ratio_high against their own
+ * past (the iterations held before the last JUDGE_RECENT) in the last JUDGE_RECENT iterations
+ * and stand apart from their peers there are stragglers the step hides: advisories, at most
+ * JUDGE_HIDDEN_MAX of them (more is no straggler but a change of the whole job). Runs L2 on
+ * those ranges, w->l2 afterwards holds them. Returns 0, -1 when out of memory. */
+#define JUDGE_RECENT 8
+#define JUDGE_HIDDEN_MAX 4
+int judge_hidden(struct work *w, uint32_t last)
+{
+	uint32_t R = store_config(w->s)->ring_iters, held = store_max_iter(w->s);
+	uint32_t lo = held + 1 >= R ? held + 1 - R : 0;
+	if (last < lo + 2 * JUDGE_RECENT - 1)
+		return 0;
+	struct l2_config c = w->cfg->l2;
+	c.step_ms = NAN;
+	uint32_t bfirst = last + 1 >= JUDGE_RECENT + w->cfg->max_window ? last + 1 - JUDGE_RECENT - w->cfg->max_window : 0;
+	if (l2_run(&w->l2, w->s, last - JUDGE_RECENT + 1, last, bfirst > lo ? bfirst : lo, last - JUDGE_RECENT, &c) < 0)
+		return -1;
+	w->P = w->l2.nphase;
+	for (uint32_t p = 0; p < w->P && p < 256; p++)
+		w->kind[p] = store_phase_kind(w->s, p);
+	uint32_t found[JUDGE_HIDDEN_MAX + 1], n = 0;
+	for (uint32_t r = 0; r < w->W && n <= JUDGE_HIDDEN_MAX; r++)
+		for (uint32_t p = 0; p < w->P; p++)
+			if (apart(w, r, p) && (w->l2.flag[(size_t)r * w->P + p] & L2_SELF_HIGH)) {
+				found[n++] = r;
+				break;
+			}
+	for (uint32_t i = 0; i < n && n <= JUDGE_HIDDEN_MAX; i++)
+		hidden_advisory(w, found[i]);
+	return 0;
 }
 
 int judge_faults(struct work *w, struct faults *f)

@@ -65,6 +65,8 @@ int comm_is_wait(const struct work *w, uint32_t r);
 /* judge.c: the replay judges the faults: sets gain[] and stage_gain, drops the faults that
  * recover no step in enough iterations (a hidden straggler becomes an advisory) */
 int judge_faults(struct work *w, struct faults *f);
+/* judge.c: with no window, the ranks that slowed while the step did not: advisories */
+int judge_hidden(struct work *w, uint32_t last);
 
 /* imbalance.c: work spread unevenly, which no hardware repair mends */
 int imbalance_wide_stage(struct work *w, struct faults *f);
