@@ -746,12 +746,18 @@ ranks_sorted:;
 			cgroup = coll[dim].group;
 			cstat = cst;
 		}
+		int host = store_phase_kind(s, p) == RECORD_KIND_HOST;
+		double host_floor = cfg.step_ms > 0 ? cfg.step_share * cfg.step_ms : cfg.min_delta_ms;
 		size_t own_n = 0; /* ranks with a change (v / b) */
 		double own_ref = NAN, own_spread = NAN;
 		if (l->has_base && !comm) {
 			size_t n = 0;
 			for (uint32_t r = 0; r < W; r++) {
 				double v = colv[r], b = colb[r];
+				if (host && isfinite(b) && b < host_floor)
+					b = host_floor; /* its own past at next to nothing: its excess */
+				if (host && isfinite(v) && v < host_floor)
+					v = host_floor;
 				if (isfinite(v) && isfinite(b) && b > 0)
 					xs[n++] = v / b;
 			}
@@ -792,13 +798,23 @@ ranks_sorted:;
 					judge_comm(l, c, v, b, &k[0], cg->n, &cfg);
 					continue;
 				}
-				compare(&k[0], v, !small, st.median, st.mad, 1, cfg.mad_floor_rel * st.median);
+				/* a host phase whose peers spend next to nothing in it (the time before the
+				 * first phase, where a loader nobody timed shows): judged by its excess, the
+				 * peers taken at step_share of the step at least, so that peers at 0 still
+				 * compare (a ratio to 0 says nothing) */
+				double gm = st.median, sm = sg->median;
+				if (host && gm < host_floor)
+					gm = host_floor;
+				if (host && sm < host_floor)
+					sm = host_floor;
+				compare(&k[0], v, !small, gm, st.mad, 1, cfg.mad_floor_rel * gm);
 				/* the stage adds evidence only when it holds more than the role group */
-				compare(&k[1], v, sg->n >= 4 && sg->n > n, sg->median, sg->mad, 1,
-					cfg.mad_floor_rel * sg->median);
+				compare(&k[1], v, sg->n >= 4 && sg->n > n, sm, sg->mad, 1, cfg.mad_floor_rel * sm);
 				/* own change against the job's: v / b over the pooled v / b */
-				compare(&k[2], isfinite(b) && b > 0 ? v / b : NAN,
-					own_n >= cfg.small_group && isfinite(b) && b > 0, own_ref, own_spread, b,
+				double bo = host && isfinite(b) && b < host_floor ? host_floor : b;
+				double vo = host && v < host_floor ? host_floor : v;
+				compare(&k[2], isfinite(bo) && bo > 0 ? vo / bo : NAN,
+					own_n >= cfg.small_group && isfinite(bo) && bo > 0, own_ref, own_spread, bo,
 					cfg.mad_floor_rel * own_ref);
 				judge(l, c, v, b, k, l->presence[p], &cfg);
 			}
