@@ -110,16 +110,19 @@ static int in_part(const struct work *w, const struct faults *f, const struct pa
 	       (p->host == UINT32_MAX || store_host_id(w->s, r) == p->host);
 }
 
-/* The parts of f into p (at most REPLAY_MAX_FIXES), their marks into marks: a fault must
- * recur on the same rank, so each kind is split by rank when all of them fit, else by host,
- * else whole; a link's (communication) by host, the NIC's: its ranks share their
- * collectives, and one of them put back while the others are changes nothing */
+/* The parts of f into p (at most REPLAY_MAX_FIXES), their marks into marks: each kind by
+ * host, and a host's one or two culprits each a part of its own (a fault recurs on the same
+ * rank: two ranks of a host that paused once each are two pauses, not a fault), when that
+ * fits; else each kind whole. A link's (communication) always by host, the NIC's: its ranks
+ * share their collectives, and one of them put back while the others are changes nothing;
+ * a host of three culprits or more is a node's fault, put back whole. */
+#define JUDGE_RANKS_SPLIT 2
 static size_t parts_of(const struct work *w, const struct faults *f, struct part *p, uint8_t *marks)
 {
 	static const enum fault_kind kinds[] = {FK_COMPUTE, FK_HOST, FK_COMM, FK_LOAD};
 	enum { K = sizeof(kinds) / sizeof(*kinds), M = REPLAY_MAX_FIXES };
-	uint32_t hosts[K][M + 1];
-	size_t nh[K] = {0}, ranks = 0, host_parts = 0;
+	uint32_t hosts[K][M + 1], count[K][M + 1];
+	size_t nh[K] = {0}, split = 0, by_host = 0;
 	for (size_t i = 0; i < K; i++) {
 		if (!f->count[kinds[i]])
 			continue;
@@ -130,28 +133,38 @@ static size_t parts_of(const struct work *w, const struct faults *f, struct part
 			size_t j = 0;
 			while (j < nh[i] && hosts[i][j] != h)
 				j++;
-			if (j == nh[i])
-				hosts[i][nh[i]++] = h;
+			if (j == nh[i]) {
+				hosts[i][nh[i]] = h;
+				count[i][nh[i]++] = 0;
+			}
+			count[i][j]++;
 		}
-		host_parts += kinds[i] == FK_LOAD || nh[i] > M ? 1 : nh[i];
-		ranks += kinds[i] == FK_LOAD ? 1 : kinds[i] == FK_COMM ? (nh[i] > M ? 1 : nh[i]) : f->count[kinds[i]];
+		if (kinds[i] == FK_LOAD || nh[i] > M) {
+			split++, by_host++;
+			continue;
+		}
+		by_host += nh[i];
+		for (size_t j = 0; j < nh[i]; j++)
+			split += kinds[i] != FK_COMM && count[i][j] <= JUDGE_RANKS_SPLIT ? count[i][j] : 1;
 	}
-	size_t room = M - (f->stage >= 0);
-	int by_rank = ranks <= room, by_host = !by_rank && host_parts <= room;
-	size_t n = 0;
+	size_t room = M - (f->stage >= 0), n = 0;
+	int mode = split <= room ? 2 : by_host <= room ? 1 : 0; /* 2: split, 1: by host, 0: whole */
 	for (size_t i = 0; i < K && n < room; i++) {
 		if (!f->count[kinds[i]])
 			continue;
-		if (kinds[i] == FK_LOAD || (!by_rank && !(by_host && nh[i] <= M)) || (by_rank && kinds[i] == FK_COMM && nh[i] > M)) {
+		if (kinds[i] == FK_LOAD || nh[i] > M || mode == 0) {
 			p[n++] = (struct part){.kind = (int)kinds[i], .rank = UINT32_MAX, .host = UINT32_MAX};
 			continue;
 		}
-		int comm = kinds[i] == FK_COMM;
-		for (uint32_t r = 0; by_rank && !comm && r < w->W && n < room; r++)
-			if (f->kind[r] == kinds[i])
-				p[n++] = (struct part){.kind = (int)kinds[i], .rank = r, .host = UINT32_MAX};
-		for (size_t j = 0; (by_host || (by_rank && comm)) && j < nh[i] && n < room; j++)
+		for (size_t j = 0; j < nh[i] && n < room; j++) {
+			if (mode == 2 && kinds[i] != FK_COMM && count[i][j] <= JUDGE_RANKS_SPLIT) {
+				for (uint32_t r = 0; r < w->W && n < room; r++)
+					if (f->kind[r] == kinds[i] && store_host_id(w->s, r) == hosts[i][j])
+						p[n++] = (struct part){.kind = (int)kinds[i], .rank = r, .host = UINT32_MAX};
+				continue;
+			}
 			p[n++] = (struct part){.kind = (int)kinds[i], .rank = UINT32_MAX, .host = hosts[i][j]};
+		}
 	}
 	for (size_t j = 0; j < n; j++)
 		for (uint32_t r = 0; r < w->W; r++)

@@ -35,7 +35,7 @@ struct rp {
 	const double *base;       /* [W * P] each rank's phases before the window, or NULL */
 	double *cache;            /* [(groups + stages + 1) * P] peer medians, NaN: not yet */
 	uint8_t *gmark;           /* [W] an instance with a marked member, one dimension at a time */
-	uint8_t *marked;          /* [W] a rank some fix of the what-if marks */
+	uint8_t *who, *marked;    /* [n * W] each what-if's fix of each rank (rp_who) */
 };
 
 static int by_start(const void *a, const void *b, void *arg)
@@ -72,6 +72,7 @@ static void rp_free(struct rp *r)
 	free(r->bimed);
 	free(r->cache);
 	free(r->gmark);
+	free(r->who);
 	free(r->marked);
 }
 
@@ -125,10 +126,10 @@ static int rp_init(struct rp *r, const struct store *s)
 	r->mean = malloc(P * sizeof(double));
 	r->imed = malloc((size_t)P * W * sizeof(float));
 	r->gmark = malloc(W + 1);
-	r->marked = malloc(W + 1);
+
 	double *st = malloc(P * sizeof(double));
 	if (!r->order || !r->kind || !r->dim || !r->stage || !r->d || !r->tr || !r->clock || !r->raw || !r->gmax || !r->x ||
-	    !r->mean || !r->imed || !r->gmark || !r->marked || !st) {
+	    !r->mean || !r->imed || !r->gmark || !st) {
 		free(st);
 		return -1;
 	}
@@ -343,40 +344,49 @@ static int fixes_phase(const struct rp *r, const struct replay_fix *x, uint32_t 
 	return x->how != REPLAY_TRANSFER && r->kind[p] == RECORD_KIND_COMPUTE;
 }
 
-/* One iteration replayed with the what-if's cells at their reference; returns the step */
-static double rp_whatif(struct rp *r, const struct replay_whatif *w)
+/* Each rank's first fix of what-if w into who[] (REPLAY_NO_FIX: none), and the ranks any
+ * fix marks into marked[] (no peer's median is taken over them): once a what-if, not once
+ * an iteration */
+#define REPLAY_NO_FIX 0xff
+static void rp_who(const struct rp *r, const struct replay_whatif *w, uint8_t *who, uint8_t *marked)
+{
+	memset(who, REPLAY_NO_FIX, r->W);
+	for (size_t f = w->nfix; f-- > 0;)
+		for (uint32_t q = 0; q < r->W; q++)
+			if (w->fix[f].ranks[q])
+				who[q] = (uint8_t)f;
+	for (uint32_t q = 0; q < r->W; q++)
+		marked[q] = who[q] != REPLAY_NO_FIX;
+}
+
+/* One iteration replayed with the what-if's cells at their reference (who, marked: rp_who);
+ * returns the step */
+static double rp_whatif(struct rp *r, const struct replay_whatif *w, const uint8_t *who, const uint8_t *marked)
 {
 	uint32_t W = r->W, P = r->P;
 	size_t nc = ((size_t)r->gcount[TOPO_DP] + r->S + 1) * P;
 	for (size_t i = 0; i < nc; i++)
 		r->cache[i] = NAN;
-	/* the ranks any fix marks: no peer's median is taken over them */
-	memset(r->marked, 0, W);
-	for (size_t f = 0; f < w->nfix; f++)
-		for (uint32_t q = 0; q < W; q++)
-			r->marked[q] |= w->fix[f].ranks[q] != 0;
 	for (uint32_t q = 0; q < W; q++)
 		r->clock[q] = 0;
 	for (uint32_t k = 0; k < P; k++) {
 		uint32_t p = r->order[k];
 		if (r->kind[p] != RECORD_KIND_COMM) {
-			const struct replay_fix *fx[REPLAY_MAX_FIXES];
-			size_t nf = 0;
+			uint8_t on[REPLAY_MAX_FIXES + 1] = {0}; /* the fixes that touch p */
+			int any = 0;
 			for (size_t f = 0; f < w->nfix; f++)
-				if (fixes_phase(r, &w->fix[f], p))
-					fx[nf++] = &w->fix[f];
+				any |= on[f] = (uint8_t)fixes_phase(r, &w->fix[f], p);
+			const float *d = r->d + p;
 			for (uint32_t q = 0; q < W; q++) {
-				float v = r->d[(size_t)q * P + p];
+				float v = d[(size_t)q * P];
 				if (v != v)
 					continue;
 				double x = v;
-				for (size_t f = 0; f < nf; f++)
-					if (fx[f]->ranks[q]) {
-						x = fx[f]->how == REPLAY_MEAN	? r->mean[p]
-						    : fx[f]->how == REPLAY_BASE ? own_value(r, q, p)
-										: peer_value(r, r->marked, q, p);
-						break;
-					}
+				uint8_t f = who[q];
+				if (any && f != REPLAY_NO_FIX && on[f])
+					x = w->fix[f].how == REPLAY_MEAN   ? r->mean[p]
+					    : w->fix[f].how == REPLAY_BASE ? own_value(r, q, p)
+									   : peer_value(r, marked, q, p);
 				r->clock[q] += x;
 			}
 			continue;
@@ -530,6 +540,14 @@ int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n,
 		rp_free(&r);
 		return -1;
 	}
+	r.who = malloc(n * (size_t)r.W + 1);
+	r.marked = malloc(n * (size_t)r.W + 1);
+	if (!r.who || !r.marked) {
+		rp_free(&r);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		rp_who(&r, &w[i], r.who + i * r.W, r.marked + i * r.W);
 	for (uint32_t k = 0; k < take; k++) {
 		uint32_t it = last - (uint32_t)((uint64_t)k * span / take); /* the last always */
 		if (!rp_load(&r, it))
@@ -540,7 +558,7 @@ int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n,
 			base_step[done] = base;
 		for (size_t i = 0; i < n; i++) {
 			w[i].iter[done] = it;
-			w[i].step[done] = rp_whatif(&r, &w[i]);
+			w[i].step[done] = rp_whatif(&r, &w[i], r.who + i * r.W, r.marked + i * r.W);
 			double gain = base - w[i].step[done];
 
 			w[i].gain_ms += gain;
