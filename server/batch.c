@@ -10,6 +10,7 @@
 #include "jobs.h"
 #include "record.h"
 #include "sketch.h"
+#include "text.h"
 #include "writer.h"
 
 #define MAX_NAME_LEN 256                   /* bytes in a phase or kernel name */
@@ -38,17 +39,17 @@ static int bad(char *err, size_t size, const char *what, size_t i)
 	return -1;
 }
 
-int batch_name_ok(const char *s, size_t max)
+/* A phase or kernel name: 1 to MAX_NAME_LEN bytes of text (common/text.h). 0, or -1 with
+ * the reason in err. */
+static int name_ok(const char *name, size_t i, char *err, size_t size)
 {
-	size_t n = strlen(s);
+	const char *why = text_check_str(name, 1, MAX_NAME_LEN);
 
-	if (n == 0 || n > max)
+	if (!why)
 		return 0;
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f ||
-		    ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f))
-			return 0;
-	return 1;
+	snprintf(err, size, "name %s: a name is 1 to %d bytes of UTF-8 without control characters (record %zu)", why,
+		 MAX_NAME_LEN, i);
+	return -1;
 }
 
 /* ---- the agent's name ids on a connection ---- */
@@ -114,8 +115,8 @@ int batch_take_name_defs(struct batch_name_ids *t, struct job *job, uint32_t max
 
 		if (d->id >= MAX_NAMES)
 			return bad(err, size, "name id too large", i);
-		if (!batch_name_ok(d->name, MAX_NAME_LEN))
-			return bad(err, size, "name empty, too long or not printable", i);
+		if (name_ok(d->name, i, err, size) < 0)
+			return -1;
 		job_id = jobs_intern(job, d->name, max_names);
 		if (job_id == JOBS_NAMES_FULL) {
 			*full = true;
@@ -155,8 +156,8 @@ int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culpr
 	if (b->n_names > MAX_NAMES)
 		return bad(err, size, "too many names in the dictionary", b->n_names);
 	for (size_t i = 0; i < b->n_names; i++)
-		if (!batch_name_ok(b->names[i], MAX_NAME_LEN))
-			return bad(err, size, "name empty, too long or not printable", i);
+		if (name_ok(b->names[i], i, err, size) < 0)
+			return -1;
 	if (b->n_names || !(lens[0] + lens[1] + lens[2])) {
 		bn->own_dict = true;
 		bn->strs = (const char **)b->names;

@@ -38,6 +38,7 @@
 #include "listen.h"
 #include "server.h"
 #include "sketch.h"
+#include "text.h"
 #include "tls.h"
 #include "writer.h"
 #include "cmp.h"
@@ -48,6 +49,10 @@
 #define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
 #define RELAY_CONNS 64              /* many instances: connections beyond max_connections kept for relays */
 #define RELAY_SLACK 1024            /* a Relay around a max_frame agent frame */
+#define HELLO_NAME_MAX 127          /* bytes of a job, an agent id, a host */
+#define HELLO_ORDER_MAX 31          /* bytes of a topology's rank order */
+#define HELLO_TOKEN_MAX 4096        /* bytes of a token */
+#define GOODBYE_REASON_MAX 1024     /* bytes of a Goodbye's reason */
 
 enum conn_state { CONN_HELLO, CONN_LEASE, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
@@ -653,7 +658,7 @@ static void refuse_hello(struct conn *c, const char *reason)
 	static struct log_limit limit = {.what = "refused hellos"};
 
 	if (log_limit_allow(&limit))
-		log_info("agent %s: hello refused: %s", c->peer, reason);
+		log_info("agent %s: hello refused: %s", c->peer, LOG_ESC(reason));
 	send_refusal(c, reason);
 }
 
@@ -732,10 +737,6 @@ static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, "this culpritd takes no relays");
 		return;
 	}
-	if (!batch_name_ok(h->job, 127)) {
-		refuse_hello(c, "job must be 1 to 127 bytes without control characters");
-		return;
-	}
 	if (!job_here(c, h))
 		return;
 	c->relay = true;
@@ -744,6 +745,35 @@ static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
 	bufferevent_set_timeouts(c->bev, &idle, NULL);
 	log_info("agent %s: relays agents of job \"%s\"", c->peer, LOG_ESC(h->job));
 	send_hello_ack(c, 1, NULL, 0, NULL);
+}
+
+/* Every string of a Hello is text (common/text.h) within its bounds: 0, else 1 with the
+ * reason the agent is told in err (the field, what is wrong, the rule). */
+static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
+{
+	const struct {
+		const char *name, *value;
+		size_t min, max;
+	} f[] = {
+		{"job", h->job, 1, HELLO_NAME_MAX},
+		{"agent_id", h->agent_id, h->relay ? 0 : 1, HELLO_NAME_MAX}, /* a relay's Hello has none */
+		{"host", h->host, 0, HELLO_NAME_MAX},
+		{"token", h->token, 0, HELLO_TOKEN_MAX},
+		{"topology.order", h->topology ? h->topology->order : NULL, 0, HELLO_ORDER_MAX},
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		const char *why = text_check_str(f[i].value, f[i].min, f[i].max);
+
+		if (why) {
+			snprintf(err, size,
+				 "hello field %s %s (job and agent_id: 1 to %d bytes, host up to %d, topology.order up to "
+				 "%d, token up to %d; UTF-8 without control characters)",
+				 f[i].name, why, HELLO_NAME_MAX, HELLO_NAME_MAX, HELLO_ORDER_MAX, HELLO_TOKEN_MAX);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
@@ -758,6 +788,10 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	if (h->protocol_version != FRAME_PROTOCOL_VERSION) {
 		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)",
 			 h->protocol_version, FRAME_PROTOCOL_VERSION);
+		refuse_hello(c, err);
+		return;
+	}
+	if (hello_text_bad(h, err, sizeof(err))) {
 		refuse_hello(c, err);
 		return;
 	}
@@ -782,12 +816,6 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		conn_close(c, CLOSE_LIMIT);
 		return;
 	}
-	if (!batch_name_ok(h->job, 127) || !batch_name_ok(h->agent_id, 127) ||
-	    (h->host[0] && !batch_name_ok(h->host, 127))) {
-		refuse_hello(c,
-			     "job and agent_id must be 1 to 127 bytes, host at most 127, without control characters");
-		return;
-	}
 	auth_token_digest(h->token, c->token_digest);
 	if (!auth_agent_digest(s->auth, h->job, c->token_digest)) {
 		/* the same answer for an unknown job and a bad token */
@@ -806,11 +834,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	topo.dp = h->topology->dp;
 	topo.ep = h->topology->ep;
 	topo.gpus_per_node = h->topology->gpus_per_node;
-	if (strlen(h->topology->order) >= sizeof(topo.order)) {
-		refuse_hello(c, "rank order too long");
-		return;
-	}
-	strcpy(topo.order, h->topology->order);
+	snprintf(topo.order, sizeof(topo.order), "%s", h->topology->order); /* fits: hello_text_bad */
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
 		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu",
 			 (long long)s->cfg.max_ranks_per_agent, h->n_ranks);
@@ -994,7 +1018,7 @@ static void log_batch_refused(const struct conn *c, uint64_t seq, const char *wh
 	static struct log_limit limit = {.what = "refused batches"};
 
 	if (log_limit_allow(&limit))
-		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)seq, why);
+		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)seq, LOG_ESC(why));
 }
 
 /* Refuses a batch with a Reject saying why; its sequence is consumed. */
@@ -1131,8 +1155,18 @@ static struct conn *virtual_new(struct conn *relay, const char *agent)
 	struct conn *c;
 	uint32_t slot;
 
+	const char *why = text_check_str(agent, 1, HELLO_NAME_MAX);
+
+	if (why) {
+		static struct log_limit limit = {.what = "relayed agents refused"};
+
+		if (log_limit_allow(&limit))
+			log_warning("agent %s: relayed agent id \"%s\" %s; ending it", relay->peer, LOG_ESC(agent), why);
+		relay_send(relay, agent, NULL, 0);
+		return NULL;
+	}
 	if (s->n_free == 0 || s->m.agents_via_relay >= (uint64_t)s->cfg.max_relayed_agents ||
-	    !batch_name_ok(agent, 127) || !(c = calloc(1, sizeof(*c)))) {
+	    !(c = calloc(1, sizeof(*c)))) {
 		static struct log_limit limit = {.what = "relayed agents refused"};
 
 		s->m.over_limit[LIMIT_CONNECTIONS]++;
@@ -1220,6 +1254,11 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 		}
 		return;
 	case CULPRIT__V1__ENVELOPE__MSG_GOODBYE:
+		if (text_check_str(env->goodbye->reason, 0, GOODBYE_REASON_MAX)) {
+			protocol_error(c, "goodbye reason is not up to 1024 bytes of UTF-8 without control characters",
+				       NULL, 0);
+			return;
+		}
 		log_debug("agent %s: goodbye: %s", c->peer, LOG_ESC(env->goodbye->reason));
 		conn_close(c, CLOSE_PEER);
 		return;
