@@ -23,6 +23,7 @@ struct batch_limits {
 };
 
 #define BATCH_MAX_ITER_JUMP 1000000
+#define BATCH_MAX_ITER INT32_MAX /* iteration numbers: what the database stores (integer) */
 #define BATCH_MIN_START_US 946684800000000LL   /* 2000-01-01: a start before is no clock we believe */
 #define BATCH_MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
 #define BATCH_MAX_RAW 65536                    /* raw kernels in one batch (Reject beyond) */

@@ -53,6 +53,7 @@
 #define HELLO_ORDER_MAX 31          /* bytes of a topology's rank order */
 #define HELLO_TOKEN_MAX 4096        /* bytes of a token */
 #define GOODBYE_REASON_MAX 1024     /* bytes of a Goodbye's reason */
+#define HELLO_GPUS_PER_NODE_MAX 65536u
 
 enum conn_state { CONN_HELLO, CONN_LEASE, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
@@ -835,6 +836,12 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	topo.ep = h->topology->ep;
 	topo.gpus_per_node = h->topology->gpus_per_node;
 	snprintf(topo.order, sizeof(topo.order), "%s", h->topology->order); /* fits: hello_text_bad */
+	if (topo.gpus_per_node > HELLO_GPUS_PER_NODE_MAX) { /* the database's integer would wrap it */
+		snprintf(err, sizeof(err), "topology.gpus_per_node %u is over %u", topo.gpus_per_node,
+			 HELLO_GPUS_PER_NODE_MAX);
+		refuse_hello(c, err);
+		return;
+	}
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
 		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu",
 			 (long long)s->cfg.max_ranks_per_agent, h->n_ranks);
