@@ -121,6 +121,11 @@ static const struct setting settings[] = {
 	STRF(http_write_token, "", true, SECRET,
 	     "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...; up to 4, separated by "
 	     "commas). Empty: the REST API is open (a warning at start-up)."),
+	INT(auth_failures_per_addr, 20, 1, 1000000, true,
+	    "Failed token checks (agents' Hellos and REST requests with a wrong token, together) one IP address "
+	    "may make in a minute: that many at once, then one every 60 / N s. Beyond, its tokens are not "
+	    "checked: a Hello is refused with the time to wait, a REST request answered 429 with Retry-After "
+	    "(culprit_auth_limited_total)."),
 	STR(tls_cert, "", true,
 	    "PEM file of the server certificate (and its chain). With tls_key: agents and the REST API speak "
 	    "TLS (1.2 or later) only. SIGHUP re-reads the files; turning TLS on or off needs a restart."),

@@ -44,6 +44,7 @@ struct config {
 	char *job_tokens_file;
 	char *http_read_token;
 	char *http_write_token;
+	int64_t auth_failures_per_addr;
 	/* TLS (tls.c) */
 	char *tls_cert;
 	char *tls_key;

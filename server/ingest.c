@@ -785,6 +785,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	struct job *job;
 	struct agent_progress *p;
 	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
+	int64_t wait_ms;
 
 	if (h->protocol_version != FRAME_PROTOCOL_VERSION) {
 		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)",
@@ -817,10 +818,21 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		conn_close(c, CLOSE_LIMIT);
 		return;
 	}
+	if (!c->parent_id && (wait_ms = auth_limit_wait_ms(&s->auth_limit, c->addr, s->cfg.auth_failures_per_addr,
+							   clock_mono_ms())) > 0) {
+		/* its address failed too many token checks: this one is not even made */
+		s->m.auth_limited[0]++;
+		snprintf(err, sizeof(err), "too many failed token checks from this address; retry in %lld s",
+			 (long long)(wait_ms + 999) / 1000);
+		refuse_hello(c, err);
+		return;
+	}
 	auth_token_digest(h->token, c->token_digest);
 	if (!auth_agent_digest(s->auth, h->job, c->token_digest)) {
 		/* the same answer for an unknown job and a bad token */
 		auth_agent_refused(s, c->peer, h->job, h->agent_id); /* logs, rate-limited */
+		if (!c->parent_id) /* a relay's address is another culpritd's */
+			auth_limit_failed(&s->auth_limit, c->addr, s->cfg.auth_failures_per_addr, clock_mono_ms());
 		send_refusal(c, AUTH_FAILED_REASON);
 		return;
 	}

@@ -475,6 +475,7 @@ static void shutdown_all(struct server *s)
 	strmap_each(&s->agents, free_progress, NULL);
 	strmap_free(&s->agents);
 	strmap_free(&s->per_addr);
+	auth_limit_free(&s->auth_limit);
 	free(s->scratch);
 	free(s->db_dsn);
 	if (s->base)

@@ -63,6 +63,7 @@ struct metrics {
 	uint64_t agent_auth_failures; /* Hellos refused: bad token or unknown job */
 	uint64_t http_auth_failures;  /* REST 401 */
 	uint64_t http_auth_forbidden; /* REST 403: read token on a write request */
+	uint64_t auth_limited[2];     /* refused over auth_failures_per_addr: Hellos, REST requests */
 	/* on-demand captures (capture.c) */
 	uint64_t captures;         /* POST .../capture answered 202 */
 	uint64_t capture_commands; /* Commands sent to agents for them */

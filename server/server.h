@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth_limit.h"
 #include "config.h"
 #include "listen.h"
 #include "metrics.h"
@@ -66,6 +67,7 @@ struct server {
 	uint64_t input_unread;                    /* bytes held by connections not being read */
 	bool input_over;                          /* over max_input_buffer_bytes: some connections paused */
 	struct strmap per_addr;                   /* peer address -> open connections (intptr) */
+	struct auth_limit auth_limit;             /* failed token checks by address (auth_limit.h) */
 
 	struct strmap jobs;   /* name -> struct job */
 	struct strmap agents; /* "job\x1fagent" -> struct agent_progress */
