@@ -95,6 +95,11 @@ static const struct setting settings[] = {
 	    "Bound of the storage writer's queue, in records. When full, culpritd stops reading from "
 	    "agents until the database catches up (backpressure); nothing is dropped."),
 	INT(writer_txn_records, 200000, 100, 10000000, false, "Most records the writer puts in one transaction."),
+	INT(db_stall_s, 10, 2, 3600, true,
+	    "The database is down when for this long it has not answered the liveness check (\"SELECT 1\" once a "
+	    "second on a connection of its own, 5 s connect and statement timeouts), or the storage writer has "
+	    "not been connected, or its transaction has not committed: culprit_database_up is 0, /readyz answers "
+	    "503, one warning is logged, and a line when it makes progress again."),
 	INT(retention_days, 14, 1, 3650, true,
 	    "Days of iteration, phase and kernel records kept; older daily partitions are dropped whole."),
 	INT(window_iters, 64, 8, 1024, false, "Iterations of each rank kept in memory for diagnosis."),

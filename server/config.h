@@ -33,6 +33,7 @@ struct config {
 	int64_t max_ranks_per_agent;
 	int64_t writer_queue_records;
 	int64_t writer_txn_records;
+	int64_t db_stall_s;
 	int64_t retention_days;
 	int64_t window_iters;
 	int64_t http_max_body;

@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "dbhealth.h"
 #include "diagnosis.h"
 #include "embedded.h"
 #include "http.h"
@@ -268,6 +269,7 @@ static void tick_job(const char *name, void *value, void *arg)
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
+	int64_t answered_ms;
 
 	(void)fd;
 	(void)what;
@@ -279,7 +281,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	strmap_each(&s->jobs, tick_job, s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
-	/* also while draining: the drain needs the database */
+	/* also while draining: the drain needs the database; a restart's backoff starts over
+	 * once the server it started answers the liveness check */
+	answered_ms = dbhealth_tick(s);
+	if (pg)
+		embedded_answered(pg, answered_ms);
 	if (pg && embedded_supervise(pg))
 		s->m.embedded_restarts++;
 }
@@ -460,6 +466,7 @@ static void shutdown_all(struct server *s)
 				(unsigned long long)lost);
 	}
 	alerts_stop(s, stop_left_ms(s));
+	dbhealth_stop(s);
 	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
 	if (s->writer_wake)
 		event_free(s->writer_wake);
@@ -536,7 +543,7 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
+	if (open_storage(&s) < 0 || dbhealth_start(&s) < 0 || alerts_start(&s) < 0 || start_diagnosis(&s) < 0 || ingest_start(&s) < 0 ||
 	    http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");

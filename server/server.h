@@ -25,6 +25,7 @@ struct alerts;
 struct auth;
 struct ssl_ctx_st;
 struct cluster;
+struct storage_probe;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
@@ -53,6 +54,11 @@ struct server {
 	struct auth *auth;       /* token guards, rebuilt on SIGHUP (auth.c) */
 	struct ssl_ctx_st *tls;  /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
 	struct cluster *cluster; /* job leases (cluster.c); NULL: a single instance owns every job */
+	struct {                 /* whether the database makes progress (dbhealth.c) */
+		struct storage_probe *probe;
+		bool down;
+		int64_t down_since_ms, unconnected_since_ms;
+	} db;
 	struct event *signals[4];
 	char *db_dsn; /* the DSN in use (embedded or configured) */
 	bool embedded;

@@ -11,6 +11,9 @@
 
 #include <libpq-fe.h>
 
+/* iterations before a window that a diagnosis compares it with (diagnose.h, max_baseline) */
+#define BASELINE_ITERS 8
+
 /* Bytes of a two-column result as "a\tb\n" lines, with the final NUL. */
 static size_t lines_size(const PGresult *res)
 {
@@ -184,12 +187,14 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 		}
 		head.n_incidents = (size_t)PQntuples(inc);
 		head.incidents_at = lines_size(prog);
-		/* the newest open incident's window (a hang has none): what its reports go on from */
+		/* the newest open incident's window (a hang has none): what its reports go on from,
+		 * with the baseline before it that a diagnosis compares the window with */
 		long from = head.n_incidents ? key_first_iter(PQgetvalue(inc, (int)head.n_incidents - 1, 1)) : -1;
 
 		if (from >= 0 && strcmp(PQgetvalue(inc, (int)head.n_incidents - 1, 2), "hang") != 0 &&
-		    !(head.window = storage_window_read(conn, q->job, (uint32_t)from, q->window_iters, r->error,
-							sizeof(r->error)))) {
+		    !(head.window = storage_window_read(conn, q->job,
+							(uint32_t)(from > BASELINE_ITERS ? from - BASELINE_ITERS : 0),
+							(uint32_t)from, q->window_iters, r->error, sizeof(r->error)))) {
 			r->failed = 1;
 			PQclear(prog);
 			PQclear(inc);
