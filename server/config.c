@@ -82,14 +82,21 @@ static const struct setting settings[] = {
 	    "Largest frame body accepted before a connection has said Hello, in bytes."),
 	INT(max_input_buffer_bytes, 268435456, 1048576, 68719476736, true,
 	    "Most bytes of unfinished frames all agent connections may hold together. Beyond it culpritd stops "
-	    "reading from the connections holding the most until the total is back under half of it; TCP "
-	    "holds those agents back (culprit_agent_input_paused_total). At least 4 times max_frame."),
+	    "reading from each connection that grows past its share (this budget divided among the connections "
+	    "holding unfinished frames) until the total is back under half of it; TCP holds those agents back "
+	    "(culprit_agent_input_paused_total). Connections within their share go on. At least 4 times "
+	    "max_frame."),
 	INT(max_names_per_job, 65536, 16, 16777216, true,
 	    "Most distinct phase and kernel names one job may have. A batch bringing more is refused with "
 	    "the reason and its connection closed (culprit_agent_names_over_limit_total)."),
 	INT(hello_timeout_ms, 5000, 100, 600000, true, "Time a new connection has to say Hello before it is closed."),
 	INT(idle_timeout_s, 120, 5, 86400, true,
 	    "A connection that sends nothing (not even a heartbeat) for this long is closed."),
+	INT(frame_timeout_s, 5, 1, 3600, true,
+	    "A frame must arrive whole within this long of its first byte, whatever the connection's idle "
+	    "time; otherwise its connection is closed (culprit_agent_connections_closed_total{reason="
+	    "\"frame_timeout\"}). Time the connection is not read because of culpritd (writer queue full) "
+	    "does not count; time it is not read because of max_input_buffer_bytes does."),
 	INT(max_ranks_per_agent, 4096, 1, 1048576, true, "Most ranks one agent may serve."),
 	INT(writer_queue_records, 2000000, 1000, 100000000, false,
 	    "Bound of the storage writer's queue, in records. When full, culpritd stops reading from "

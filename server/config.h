@@ -30,6 +30,7 @@ struct config {
 	int64_t max_names_per_job;
 	int64_t hello_timeout_ms;
 	int64_t idle_timeout_s;
+	int64_t frame_timeout_s;
 	int64_t max_ranks_per_agent;
 	int64_t writer_queue_records;
 	int64_t writer_txn_records;

@@ -279,6 +279,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		watchdog_sent_us = clock_mono_ms() * 1000;
 	}
 	strmap_each(&s->jobs, tick_job, s);
+	ingest_tick(s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
 	/* also while draining: the drain needs the database; a restart's backoff starts over

@@ -12,6 +12,7 @@
 
 static const char *const close_names[CLOSE_REASONS] = {
 	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem", "tls",
+	"frame_timeout",
 };
 
 /* upper bounds of the diagnosis duration histogram, in seconds */

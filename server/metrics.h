@@ -20,6 +20,7 @@ enum metrics_close_reason {
 	CLOSE_SHUTDOWN,      /* culpritd stopping */
 	CLOSE_NOMEM,         /* out of memory on this connection */
 	CLOSE_TLS,           /* TLS handshake or record error (e.g. a plaintext client) */
+	CLOSE_FRAME_TIMEOUT, /* a frame unfinished past frame_timeout_s */
 	CLOSE_REASONS
 };
 

@@ -72,6 +72,8 @@ struct server {
 	struct conn *closing;                     /* to be freed by reclaim */
 	uint64_t input_unread;                    /* bytes held by connections not being read */
 	bool input_over;                          /* over max_input_buffer_bytes: some connections paused */
+	size_t input_holders;                     /* connections holding an unfinished frame */
+	uint64_t input_freed;                     /* bytes out of input buffers since the last malloc_trim */
 	struct strmap per_addr;                   /* peer address -> open connections (intptr) */
 	struct auth_limit auth_limit;             /* failed token checks by address (auth_limit.h) */
 
