@@ -31,7 +31,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,47 +50,17 @@
 static struct h_proc proc;
 static volatile sig_atomic_t stop_holders;
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
-static void stop_culpritd(void)
-{
-	if (proc.pid > 0)
-		kill(proc.pid, SIGKILL);
-}
-
+/* culpritd on database dsn, ports of its own, its log in dir (on CPU 1 when pinned). */
 static void start(const char *culpritd, const char *dir, const char *dsn, int do_pin)
 {
-	char agent[64], http[64], *body = NULL;
+	const char *extra[] = {"--db", dsn, NULL};
 
-	proc.agent_port = h_free_port();
-	proc.http_port = h_free_port();
-	snprintf(agent, sizeof(agent), "127.0.0.1:%d", proc.agent_port);
-	snprintf(http, sizeof(http), "127.0.0.1:%d", proc.http_port);
-	snprintf(proc.log_path, sizeof(proc.log_path), "%s/culpritd.log", dir);
-	proc.pid = fork();
-	if (proc.pid == 0) {
-		if (do_pin)
-			pin(1);
-		H_CHECK(freopen(proc.log_path, "a", stderr) != NULL, NULL);
-		execl(culpritd, culpritd, "--db", dsn, "--data-dir", dir, "--agent-listen", agent, "--http-listen",
-		      http, "--max-connections-per-addr", "1024", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 1500 && h_http(proc.http_port, "GET", "/healthz", NULL, &body) != 200; i++) {
-		free(body);
-		body = NULL;
-		usleep(20000); /* polls for culpritd's start */
-	}
-	free(body);
-	H_CHECK(h_http(proc.http_port, "GET", "/healthz", NULL, &body) == 200, &proc);
-	free(body);
+	h_culpritd_bin = culpritd;
+	if (do_pin)
+		pin_cpu(1); /* culpritd inherits it */
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	if (do_pin)
+		pin_cpu(0);
 }
 
 /* ---- the holders (a process of their own) ---- */
@@ -295,9 +264,8 @@ int main(int argc, char **argv)
 			"[--holder-addrs K] [--pin]\n");
 		return 2;
 	}
-	atexit(stop_culpritd);
 	if (do_pin)
-		pin(0);
+		pin_cpu(0);
 	printf("compute_straggler (1,024 ranks, 128 agents), %u iterations, one every %d ms; %d holders from %d "
 	       "addresses; %d runs each\n",
 	       sc.iters, sc.ms_per_iter, holders, addrs, runs);

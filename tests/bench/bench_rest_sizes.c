@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,15 +54,6 @@ struct client {
 
 static struct h_proc proc;
 static struct client clients[MAX_CONNS];
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
 
 /* A batch of iteration it of the agent serving ranks first .. first + PER_AGENT - 1: each
  * rank's iteration, its "fwd" (compute, 100 ms) and its "allreduce" (communication along dp).
@@ -196,45 +186,18 @@ static long jobs_list_to(long size)
 	return now;
 }
 
-/* A failed check exits: culpritd goes too. */
-static void stop_culpritd(void)
-{
-	if (proc.pid > 0)
-		kill(proc.pid, SIGKILL);
-}
-
 /* culpritd on ports of its own, its log in dir (on CPU 0 when pinned, this process on 1). */
 static void start(const char *culpritd, const char *dir, int do_pin)
 {
-	char agent[64], http[64];
-	char *body = NULL;
+	const char *extra[] = {"--storage", "false",       "--max-jobs", "20000", "--max-http-connections",
+			       "4096",      "--log-level", "info",       NULL};
 
-	proc.agent_port = h_free_port();
-	proc.http_port = h_free_port();
-	snprintf(agent, sizeof(agent), "127.0.0.1:%d", proc.agent_port);
-	snprintf(http, sizeof(http), "127.0.0.1:%d", proc.http_port);
-	snprintf(proc.log_path, sizeof(proc.log_path), "%s/culpritd.log", dir);
-	proc.pid = fork();
-	if (proc.pid == 0) {
-		if (do_pin)
-			pin(0);
-		H_CHECK(freopen(proc.log_path, "w", stderr) != NULL, NULL);
-		execl(culpritd, culpritd, "--storage", "false", "--data-dir", dir, "--agent-listen", agent,
-		      "--http-listen", http, "--max-jobs", "20000", "--max-http-connections", "4096", "--log-level",
-		      "info", (char *)NULL);
-		_exit(127);
-	}
-	atexit(stop_culpritd);
+	h_culpritd_bin = culpritd;
 	if (do_pin)
-		pin(1);
-	for (int i = 0; i < 500 && h_http(proc.http_port, "GET", "/healthz", NULL, &body) != 200; i++) {
-		free(body);
-		body = NULL;
-		usleep(20000); /* polls for culpritd's start */
-	}
-	free(body);
-	H_CHECK(h_http(proc.http_port, "GET", "/healthz", NULL, &body) == 200, &proc);
-	free(body);
+		pin_cpu(0); /* culpritd inherits it */
+	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
+	if (do_pin)
+		pin_cpu(1);
 }
 
 static void client_send(struct client *c)
