@@ -11,8 +11,10 @@
 
 #include <libpq-fe.h>
 
-/* iterations before a window that a diagnosis compares it with (diagnose.h, max_baseline) */
-#define BASELINE_ITERS 8
+/* iterations before a window read back for the diagnosis to compare it with (it takes up to
+ * 8, diagnose.h's max_baseline; each costs a takeover of a 12,960-rank job about 70 ms of
+ * reading, seconds on a loaded machine: 3 give each rank's own past a median all the same) */
+#define BASELINE_ITERS 3
 
 /* Bytes of a two-column result as "a\tb\n" lines, with the final NUL. */
 static size_t lines_size(const PGresult *res)
