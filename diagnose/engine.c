@@ -53,9 +53,9 @@ const struct l1 *engine_l1(const struct engine *e) { return &e->l1; }
 
 uint32_t engine_windows(const struct engine *e) { return e->l1.windows; }
 
-void engine_resume_window(struct engine *e, uint32_t first_iter, double baseline_ms)
+void engine_resume_window(struct engine *e, uint32_t first_iter, uint32_t detected_iter, double baseline_ms)
 {
-	l1_resume(&e->l1, first_iter, baseline_ms);
+	l1_resume(&e->l1, first_iter, detected_iter, baseline_ms);
 	e->due_sent = 0;
 }
 

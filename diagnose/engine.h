@@ -62,7 +62,7 @@ size_t engine_hung(const struct engine *e, int64_t now_us, uint32_t *out, size_t
 int engine_finish(struct engine *e, struct report *out);
 /* Continues a window left open by a previous process (l1_resume); a diagnosis is due once
  * the window has grown by due_iters. */
-void engine_resume_window(struct engine *e, uint32_t first_iter, double baseline_ms);
+void engine_resume_window(struct engine *e, uint32_t first_iter, uint32_t detected_iter, double baseline_ms);
 /* Number of windows opened so far. */
 uint32_t engine_windows(const struct engine *e);
 

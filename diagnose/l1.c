@@ -499,7 +499,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	return L1_NONE;
 }
 
-void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
+void l1_resume(struct l1 *l, uint32_t first_iter, uint32_t detected_iter, double baseline_ms)
 {
 	const struct l1_config *c = &l->cfg;
 
@@ -515,6 +515,7 @@ void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms)
 	l->windows++;
 	l->baseline_ms = baseline_ms;
 	l->first_iter = l->last_iter = first_iter;
+	l->detected_iter = detected_iter;
 	l->normal_run = 0;
 	l->prev_high = 1;
 	l->window_sum_ms = l->pending_sum_ms = 0;

@@ -73,12 +73,13 @@ void l1_init(struct l1 *l, const struct l1_config *cfg);
 /* One completed iteration. Returns L1_OPENED when a window opened with this iteration,
  * L1_CLOSED when it closed (last_iter is then the last high iteration). */
 enum l1_event l1_update(struct l1 *l, uint32_t iter, double iter_ms);
-/* Continues a window a previous process had open (its first iteration and frozen baseline,
- * e.g. from the stored report after a restart): the window is open as if L1 had opened it,
- * and it closes, as any window, after cfg.close_k iterations back at the baseline. The
- * history is seeded with the baseline so that a later window can open. Call before any
- * iteration is fed; baseline_ms must be > 0. */
-void l1_resume(struct l1 *l, uint32_t first_iter, double baseline_ms);
+/* Continues a window a previous process had open (its first iteration, the iteration at
+ * which it was detected (0: unknown) and its frozen baseline, e.g. from the stored report
+ * after a restart): the window is open as if L1 had opened it, and it closes, as any window,
+ * after cfg.close_k iterations back at the baseline. The history is seeded with the baseline
+ * so that a later window can open. Call before any iteration of the window is fed (those
+ * before it may be); baseline_ms must be > 0. */
+void l1_resume(struct l1 *l, uint32_t first_iter, uint32_t detected_iter, double baseline_ms);
 /* Current baseline (median of the history), NaN before any history. */
 double l1_baseline(const struct l1 *l);
 /* Mean iteration time inside the current / last window. */

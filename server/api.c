@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 
+#include "clock.h"
 #include "log.h"
 #include "query.h"
 #include "reply.h"
@@ -175,17 +177,34 @@ int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void 
 	return submit(r, 200, NULL, STORAGE_REST_STATEMENTS, NULL, done, ctx, ctx_free, fn);
 }
 
+/* PostgreSQL's text stays in the log (it may quote the database's schema, or what another
+ * client stored); the answer carries a reference to find it there. */
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res)
 {
+	static struct log_limit limit = {.what = "failed REST queries"};
+	static uint32_t counter;
+	uint32_t rnd = 0;
+	char ref[24];
+
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (uint32_t)clock_mono_us();
+	snprintf(ref, sizeof(ref), "%08x%04x", rnd, ++counter & 0xffff);
+	if (log_limit_allow(&limit))
+		log_warning("api: query failed (reference %s): %s (SQLSTATE %s)", ref, LOG_ESC(res->error),
+			    res->sqlstate[0] ? res->sqlstate : "none");
 	if (strncmp(res->sqlstate, "22", 2) == 0)
-		reply_error(req, 400, "bad parameter", "%s", res->error);
+		reply_error(req, 400, "bad parameter",
+			    "the database cannot read a value of this request as its type (reference %s in culpritd's "
+			    "log)",
+			    ref);
 	else if (!res->sqlstate[0] || strcmp(res->sqlstate, "57014") == 0 || strncmp(res->sqlstate, "08", 2) == 0 ||
 		 strncmp(res->sqlstate, "57P", 3) == 0)
-		reply_error(req, 503, "database unavailable", "%s", res->error);
-	else {
-		log_warning("api: query failed: %s (SQLSTATE %s)", LOG_ESC(res->error), res->sqlstate);
-		reply_error(req, 500, "internal error", "%s", res->error);
-	}
+		reply_error(req, 503, "database unavailable",
+			    "the database did not answer in time or is not reachable (reference %s in culpritd's log)",
+			    ref);
+	else
+		reply_error(req, 500, "internal error", "the database refused the query (reference %s in culpritd's log)",
+			    ref);
 }
 
 static void finish(struct server *s, struct pending *p, struct storage_query_result *res)

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "server.h"
 #include "strmap.h"
+#include "text.h"
 
 #define EVENTS_PER_JOB_MAX 256 /* kept in a job's window store; more are stored, not judged */
 #define EVENTS_LIMIT_MAX 1000
@@ -202,10 +203,10 @@ void api_events_list(struct api_req *r)
 
 	if (api_param_int(r, "limit", 1, EVENTS_LIMIT_MAX, 100, &limit) < 0)
 		return;
-	if ((host && strlen(host) > 255) || (kind && strlen(kind) > 63) ||
-	    (since && (!since[0] || strlen(since) > 64))) {
+	if ((host && text_check_str(host, 0, EVENT_HOST_MAX)) || (kind && text_check_str(kind, 0, EVENT_KIND_MAX)) ||
+	    (since && text_check_str(since, 1, 64))) {
 		reply_error(r->req, 400, "bad parameter",
-			    "host (up to 255 bytes), kind (63), since (64) are too long or empty");
+			    "host (up to 255 bytes), kind (63) and since (1 to 64) are UTF-8 without control characters");
 		return;
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);

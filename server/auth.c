@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "reply.h"
@@ -456,10 +457,33 @@ bool auth_http_request(struct server *s, struct evhttp_request *req)
 		evhttp_send_error(req, 400, "TLS required");
 		return false;
 	}
-	if (r == AUTH_HTTP_OK)
-		return true;
 	if (conn)
 		evhttp_connection_get_peer(conn, &peer, &port);
+	if (r != AUTH_HTTP_OK || h) {
+		/* a token that must be checked: over its address's budget, not even that */
+		int64_t wait_ms = auth_limit_wait_ms(&s->auth_limit, peer ? peer : "?", s->cfg.auth_failures_per_addr,
+						     clock_mono_ms());
+
+		if (wait_ms > 0) {
+			char retry[32];
+			static struct log_limit limited = {.what = "REST requests over auth_failures_per_addr"};
+
+			s->m.auth_limited[1]++;
+			if (log_limit_allow(&limited))
+				log_info("http %s:%u: %s %s refused: over auth_failures_per_addr (%lld a minute)",
+					 peer ? peer : "?", (unsigned)port, method_name(m),
+					 LOG_ESC(evhttp_request_get_uri(req)), (long long)s->cfg.auth_failures_per_addr);
+			snprintf(retry, sizeof(retry), "%lld", (long long)(wait_ms + 999) / 1000);
+			evhttp_add_header(out, "Retry-After", retry);
+			reply_error(req, 429, "too many requests",
+				    "too many failed token checks from this address; retry in %s s", retry);
+			return false;
+		}
+	}
+	if (r == AUTH_HTTP_OK)
+		return true;
+	if (h && r == AUTH_HTTP_UNAUTHORIZED)
+		auth_limit_failed(&s->auth_limit, peer ? peer : "?", s->cfg.auth_failures_per_addr, clock_mono_ms());
 	if (r == AUTH_HTTP_FORBIDDEN) {
 		s->m.http_auth_forbidden++;
 		error = "forbidden";

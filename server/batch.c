@@ -10,6 +10,7 @@
 #include "jobs.h"
 #include "record.h"
 #include "sketch.h"
+#include "text.h"
 #include "writer.h"
 
 #define MAX_NAME_LEN 256                   /* bytes in a phase or kernel name */
@@ -38,17 +39,28 @@ static int bad(char *err, size_t size, const char *what, size_t i)
 	return -1;
 }
 
-int batch_name_ok(const char *s, size_t max)
+/* An iteration number over BATCH_MAX_ITER (the database's integer would wrap it): -1 with
+ * the reason, else 0. */
+static int iter_bad(uint32_t iter, char *err, size_t size, const char *what, size_t i)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max)
+	if (iter <= BATCH_MAX_ITER)
 		return 0;
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f ||
-		    ((unsigned char)s[0] == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f))
-			return 0;
-	return 1;
+	snprintf(err, size, "%siteration %u is over 2147483647 (2^31 - 1, the largest stored) (record %zu)", what,
+		 iter, i);
+	return -1;
+}
+
+/* A phase or kernel name: 1 to MAX_NAME_LEN bytes of text (common/text.h). 0, or -1 with
+ * the reason in err. */
+static int name_ok(const char *name, size_t i, char *err, size_t size)
+{
+	const char *why = text_check_str(name, 1, MAX_NAME_LEN);
+
+	if (!why)
+		return 0;
+	snprintf(err, size, "name %s: a name is 1 to %d bytes of UTF-8 without control characters (record %zu)", why,
+		 MAX_NAME_LEN, i);
+	return -1;
 }
 
 /* ---- the agent's name ids on a connection ---- */
@@ -114,8 +126,8 @@ int batch_take_name_defs(struct batch_name_ids *t, struct job *job, uint32_t max
 
 		if (d->id >= MAX_NAMES)
 			return bad(err, size, "name id too large", i);
-		if (!batch_name_ok(d->name, MAX_NAME_LEN))
-			return bad(err, size, "name empty, too long or not printable", i);
+		if (name_ok(d->name, i, err, size) < 0)
+			return -1;
 		job_id = jobs_intern(job, d->name, max_names);
 		if (job_id == JOBS_NAMES_FULL) {
 			*full = true;
@@ -155,8 +167,8 @@ int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culpr
 	if (b->n_names > MAX_NAMES)
 		return bad(err, size, "too many names in the dictionary", b->n_names);
 	for (size_t i = 0; i < b->n_names; i++)
-		if (!batch_name_ok(b->names[i], MAX_NAME_LEN))
-			return bad(err, size, "name empty, too long or not printable", i);
+		if (name_ok(b->names[i], i, err, size) < 0)
+			return -1;
 	if (b->n_names || !(lens[0] + lens[1] + lens[2])) {
 		bn->own_dict = true;
 		bn->strs = (const char **)b->names;
@@ -220,7 +232,8 @@ int batch_names_intern(struct batch_names *bn, struct job *job, uint32_t max_nam
 
 /* The highest iteration a batch may carry: window + BATCH_MAX_ITER_JUMP above the job's
  * highest, or above the batch's lowest when the job has none yet (so that one batch cannot
- * carry the jump either). A far jump would leave the job's window nothing to diagnose. */
+ * carry the jump either). A far jump would leave the job's window nothing to diagnose. Over
+ * BATCH_MAX_ITER is refused apart (iter_bad). */
 static uint64_t iter_limit(const Culprit__V1__Batch *b, const struct batch_limits *lim)
 {
 	uint64_t base = lim->job_iter >= 0 ? (uint64_t)lim->job_iter : UINT32_MAX;
@@ -258,6 +271,8 @@ static int raw_ok(const Culprit__V1__Batch *b, size_t n_dict, const uint32_t *ra
 		if (k->start_us < BATCH_MIN_START_US || k->start_us > now_us + BATCH_MAX_AHEAD_US)
 			return bad(err, size,
 				   "raw kernel start before 2000 or more than a day ahead of the server's clock", i);
+		if (iter_bad(k->iter, err, size, "raw kernel ", i) < 0)
+			return -1;
 		if (k->stream > BATCH_MAX_STREAM)
 			return bad(err, size, "raw kernel stream over 65535", i);
 	}
@@ -279,6 +294,8 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 			return bad(err, size, "iteration of a rank this agent does not serve", i);
 		if (b->iter_dur_us[i] < 0 || b->iter_dur_us[i] > MAX_DUR_US)
 			return bad(err, size, "iteration duration negative or over a week", i);
+		if (iter_bad(b->iter_iter[i], err, size, "", i) < 0)
+			return -1;
 		if (b->iter_iter[i] > max_iter)
 			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
 		if (b->iter_start_us[i] < BATCH_MIN_START_US || b->iter_start_us[i] > lim->now_us + BATCH_MAX_AHEAD_US)
@@ -301,6 +318,8 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 			return bad(err, size, "phase duration negative or over a week", i);
 		if (b->phase_start_us[i] < -1 || b->phase_start_us[i] > MAX_DUR_US)
 			return bad(err, size, "phase start offset out of range", i);
+		if (iter_bad(b->phase_iter[i], err, size, "phase ", i) < 0)
+			return -1;
 		if (b->phase_iter[i] > max_iter)
 			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
 	}
@@ -324,6 +343,8 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 			return bad(err, size, "kernel durations inconsistent or out of range", i);
 		if (b->kernel_count[i] > MAX_KERNEL_COUNT)
 			return bad(err, size, "kernel call count negative or wrapped (over 2^31 - 1)", i);
+		if (iter_bad(KCOL(b, iter, i), err, size, "kernel summary ", i) < 0)
+			return -1;
 		if (KCOL(b, iter, i) > max_iter)
 			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
 		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i] > MAX_SKETCH)

@@ -23,6 +23,7 @@ struct batch_limits {
 };
 
 #define BATCH_MAX_ITER_JUMP 1000000
+#define BATCH_MAX_ITER INT32_MAX /* iteration numbers: what the database stores (integer) */
 #define BATCH_MIN_START_US 946684800000000LL   /* 2000-01-01: a start before is no clock we believe */
 #define BATCH_MAX_AHEAD_US (86400LL * 1000000) /* nor one more than a day ahead of ours */
 #define BATCH_MAX_RAW 65536                    /* raw kernels in one batch (Reject beyond) */
@@ -34,9 +35,6 @@ struct batch_limits {
  * reason (sent back in a Reject) in err. Pure; fuzzed (tests/fuzz/fuzz_frame.c). */
 int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
 		   const struct batch_limits *lim, char *err, size_t size);
-/* 1 to max bytes, no control character (C0, DEL, or C1 written in UTF-8: terminal escapes
- * and forged log lines): 1, else 0. */
-int batch_name_ok(const char *s, size_t max);
 
 /* The name ids an agent defined on one connection (NameDef), each the job's id of its name:
  * open addressing sized by the ids used, not by the largest (12 bytes an id, about 16 with

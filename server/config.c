@@ -89,19 +89,31 @@ static const struct setting settings[] = {
 	    "Largest frame body accepted before a connection has said Hello, in bytes."),
 	INT(max_input_buffer_bytes, 268435456, 1048576, 68719476736, true,
 	    "Most bytes of unfinished frames all agent connections may hold together. Beyond it culpritd stops "
-	    "reading from the connections holding the most until the total is back under half of it; TCP "
-	    "holds those agents back (culprit_agent_input_paused_total). At least 4 times max_frame."),
+	    "reading from each connection that grows past its share (this budget divided among the connections "
+	    "holding unfinished frames) until the total is back under half of it; TCP holds those agents back "
+	    "(culprit_agent_input_paused_total). Connections within their share go on. At least 4 times "
+	    "max_frame."),
 	INT(max_names_per_job, 65536, 16, 16777216, true,
 	    "Most distinct phase and kernel names one job may have. A batch bringing more is refused with "
 	    "the reason and its connection closed (culprit_agent_names_over_limit_total)."),
 	INT(hello_timeout_ms, 5000, 100, 600000, true, "Time a new connection has to say Hello before it is closed."),
 	INT(idle_timeout_s, 120, 5, 86400, true,
 	    "A connection that sends nothing (not even a heartbeat) for this long is closed."),
+	INT(frame_timeout_s, 5, 1, 3600, true,
+	    "A frame must arrive whole within this long of its first byte, whatever the connection's idle "
+	    "time; otherwise its connection is closed (culprit_agent_connections_closed_total{reason="
+	    "\"frame_timeout\"}). Time the connection is not read because of culpritd (writer queue full) "
+	    "does not count; time it is not read because of max_input_buffer_bytes does."),
 	INT(max_ranks_per_agent, 4096, 1, 1048576, true, "Most ranks one agent may serve."),
 	INT(writer_queue_records, 2000000, 1000, 100000000, false,
 	    "Bound of the storage writer's queue, in records. When full, culpritd stops reading from "
 	    "agents until the database catches up (backpressure); nothing is dropped."),
 	INT(writer_txn_records, 200000, 100, 10000000, false, "Most records the writer puts in one transaction."),
+	INT(db_stall_s, 10, 2, 3600, true,
+	    "The database is down when for this long it has not answered the liveness check (\"SELECT 1\" once a "
+	    "second on a connection of its own, 5 s connect and statement timeouts), or the storage writer has "
+	    "not been connected, or its transaction has not committed: culprit_database_up is 0, /readyz answers "
+	    "503, one warning is logged, and a line when it makes progress again."),
 	INT(retention_days, 14, 1, 3650, true,
 	    "Days of iteration, phase and kernel records kept; older daily partitions are dropped whole."),
 	INT(window_iters, 64, 8, 1024, false, "Iterations of each rank kept in memory for diagnosis."),
@@ -128,6 +140,11 @@ static const struct setting settings[] = {
 	STRF(http_write_token, "", true, SECRET,
 	     "Bearer token for REST writes (POST, PUT, DELETE, PATCH: events, diagnose ...; up to 4, separated by "
 	     "commas). Empty: the REST API is open (a warning at start-up)."),
+	INT(auth_failures_per_addr, 20, 1, 1000000, true,
+	    "Failed token checks (agents' Hellos and REST requests with a wrong token, together) one IP address "
+	    "may make in a minute: that many at once, then one every 60 / N s. Beyond, its tokens are not "
+	    "checked: a Hello is refused with the time to wait, a REST request answered 429 with Retry-After "
+	    "(culprit_auth_limited_total)."),
 	STR(tls_cert, "", true,
 	    "PEM file of the server certificate (and its chain). With tls_key: agents and the REST API speak "
 	    "TLS (1.2 or later) only. SIGHUP re-reads the files; turning TLS on or off needs a restart."),

@@ -32,9 +32,11 @@ struct config {
 	int64_t max_names_per_job;
 	int64_t hello_timeout_ms;
 	int64_t idle_timeout_s;
+	int64_t frame_timeout_s;
 	int64_t max_ranks_per_agent;
 	int64_t writer_queue_records;
 	int64_t writer_txn_records;
+	int64_t db_stall_s;
 	int64_t retention_days;
 	int64_t window_iters;
 	int64_t http_max_body;
@@ -46,6 +48,7 @@ struct config {
 	char *job_tokens_file;
 	char *http_read_token;
 	char *http_write_token;
+	int64_t auth_failures_per_addr;
 	/* TLS (tls.c) */
 	char *tls_cert;
 	char *tls_key;

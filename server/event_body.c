@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 /* a string field: 0 absent (or null), 1 present, -1 invalid (err written) */
 static int field(json_t *o, size_t i, const char *name, size_t max, int required, const char **out, char *err,
 		 size_t err_size)
@@ -18,10 +20,10 @@ static int field(json_t *o, size_t i, const char *name, size_t max, int required
 		snprintf(err, err_size, "event %zu: \"%s\" is required", i, name);
 		return -1;
 	}
-	if (!json_is_string(v) || json_string_length(v) > max || (required && json_string_length(v) == 0) ||
-	    strlen(json_string_value(v)) != json_string_length(v)) {
-		snprintf(err, err_size, "event %zu: \"%s\" must be a string of %s1-%zu bytes (no NUL)", i, name,
-			 required ? "" : "0 or ", max);
+	if (!json_is_string(v) || text_check(json_string_value(v), json_string_length(v), required ? 1 : 0, max)) {
+		snprintf(err, err_size,
+			 "event %zu: \"%s\" must be a string of %s1-%zu bytes of UTF-8 without control characters", i,
+			 name, required ? "" : "0 or ", max);
 		return -1;
 	}
 	*out = json_string_value(v);
@@ -72,7 +74,9 @@ int event_body_parse(const char *body, size_t len, int64_t now_us, struct event_
 	}
 	out->root = json_loadb(body, len, 0, &jerr);
 	if (!out->root) {
-		snprintf(err, err_size, "line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+		/* jansson's text may quote the body's bytes: not when they are not text themselves */
+		snprintf(err, err_size, "the body is not JSON in UTF-8: line %d, column %d: %s", jerr.line, jerr.column,
+			 text_check_str(jerr.text, 0, sizeof(jerr.text)) ? "not UTF-8 text" : jerr.text);
 		return 400;
 	}
 	n = json_is_array(out->root) ? json_array_size(out->root) : 1;

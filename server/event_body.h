@@ -4,7 +4,8 @@
  * A body is one event object or an array of 1..EVENT_BODY_MAX of them:
  *   {"host": "node-1294", "kind": "port_down", "ts_us": 1796207474198102,
  *    "source": "oob", "detail": "eth3", "job": "J"}
- * host and kind are required; every event is checked before any is accepted. */
+ * host and kind are required; every string is text (common/text.h: UTF-8 without control
+ * characters) within its bound; every event is checked before any is accepted. */
 #ifndef CULPRIT_EVENT_BODY_H
 #define CULPRIT_EVENT_BODY_H
 

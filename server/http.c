@@ -18,6 +18,7 @@
 #include "api.h"
 #include "auth.h"
 #include "console.h"
+#include "dbhealth.h"
 #include "http_conn.h"
 #include "job_metrics.h"
 #include "log.h"
@@ -46,16 +47,13 @@ static void healthz(struct evhttp_request *req, void *arg)
 static void readyz(struct evhttp_request *req, void *arg)
 {
 	struct server *s = arg;
-	struct storage_writer_stats st = {0};
 
 	if (!only_get(req))
 		return;
-	if (s->writer)
-		storage_writer_stats(s->writer, &st);
 	if (s->stopping)
 		reply_error(req, 503, "not ready", "culpritd is shutting down");
-	else if (s->writer && !st.connected)
-		reply_error(req, 503, "not ready", "the database is not connected");
+	else if (s->writer && !dbhealth_up(s))
+		reply_error(req, 503, "not ready", "the database makes no progress (db_stall_s): see culpritd's log");
 	else
 		reply_json(req, 200, json_pack("{s:s}", "status", "ready"));
 }
@@ -98,12 +96,13 @@ static void metrics(struct evhttp_request *req, void *arg)
 			"# TYPE culprit_writer_conflicts_total counter\nculprit_writer_conflicts_total %llu\n"
 			"# HELP culprit_writer_reconnects_total Times the writer reconnected to PostgreSQL.\n"
 			"# TYPE culprit_writer_reconnects_total counter\nculprit_writer_reconnects_total %llu\n"
-			"# HELP culprit_database_up Whether the storage writer is connected to PostgreSQL.\n"
+			"# HELP culprit_database_up Whether PostgreSQL makes progress: it answered the liveness check, "
+			"the storage writer was connected and its transaction committed, each within db_stall_s.\n"
 			"# TYPE culprit_database_up gauge\nculprit_database_up %d\n",
 			(unsigned long long)st.queued_records, (long long)s->cfg.writer_queue_records,
 			(unsigned long long)st.committed_records, (unsigned long long)st.committed_txns,
 			(unsigned long long)st.refused_full, (unsigned long long)st.conflicts,
-			(unsigned long long)st.reconnects, st.connected);
+			(unsigned long long)st.reconnects, dbhealth_up(s));
 	}
 	api_metrics(s, f);
 	actions_metrics(s, f);

@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,6 +39,7 @@
 #include "listen.h"
 #include "server.h"
 #include "sketch.h"
+#include "text.h"
 #include "tls.h"
 #include "writer.h"
 #include "cmp.h"
@@ -48,6 +50,12 @@
 #define MAX_UNPACK_FLOOR (1u << 20) /* ... or this many bytes */
 #define RELAY_CONNS 64              /* many instances: connections beyond max_connections kept for relays */
 #define RELAY_SLACK 1024            /* a Relay around a max_frame agent frame */
+#define INPUT_TRIM_BYTES (16u << 20) /* input bytes freed before memory goes back to the system */
+#define HELLO_NAME_MAX 127          /* bytes of a job, an agent id, a host */
+#define HELLO_ORDER_MAX 31          /* bytes of a topology's rank order */
+#define HELLO_TOKEN_MAX 4096        /* bytes of a token */
+#define GOODBYE_REASON_MAX 1024     /* bytes of a Goodbye's reason */
+#define HELLO_GPUS_PER_NODE_MAX 65536u
 
 enum conn_state { CONN_HELLO, CONN_LEASE, CONN_REFUSING, CONN_ACTIVE, CONN_BLOCKED, CONN_CLOSING };
 
@@ -66,9 +74,9 @@ struct conn {
 	uint64_t acked_seq;          /* highest Ack sent */
 	struct batch_name_ids names; /* the agent's name ids defined on this connection */
 	size_t in_held;              /* bytes in the input buffer (counted in s->input_held) */
-	bool paused;                 /* not read: over max_input_buffer_bytes (see "input budget") */
+	bool paused;                 /* not read: over its share of max_input_buffer_bytes ("input budget") */
 	bool goodbye;                /* the agent said Goodbye: it leaves in order */
-	struct event *paused_watch;  /* while paused: the peer's close, and idle_timeout_s */
+	int64_t frame_since_ms;      /* clock_mono_ms() of its unfinished frame's first byte (in_held > 0) */
 	struct storage_op *pending;  /* refused by a full writer queue, resubmitted on wake */
 	frame_envelope *parked;      /* LEASE: the Hello, handled again when the job's lease is known */
 	uint64_t lease_epoch;        /* of the job's lease when Hello was accepted (0: no cluster) */
@@ -186,78 +194,40 @@ static void conn_set_state(struct conn *c, enum conn_state to)
 
 /* ---- input budget ----
  *
- * All connections together hold at most about max_input_buffer_bytes of frames received and
- * not yet processed. Beyond it the connections holding the most stop being read until those
- * still read hold a quarter of it (room for agents whose frames complete); beyond 5/4 of it
- * every connection that grows stops. They are read again when the total is back under half
- * the budget. A connection not read does not see its peer close nor run libevent's idle
- * timeout: a watch on its socket does both while it is paused. */
+ * All connections together hold about max_input_buffer_bytes of frames received and not yet
+ * processed at most. Over it, a connection that grows is no longer read when it holds more
+ * than its share: the budget divided among the connections holding an unfinished frame. An
+ * agent whose frames are within its share (honest batches: a few hundred KiB at most, against
+ * 640 KiB each when 400 connections hold most of a 4 MiB frame) is read as before; those
+ * holding the most wait, and are read again when the total is back under half the budget.
+ * Growth past the budget comes only from connections within their share: the total stays
+ * under twice the budget (plus one read each).
+ *
+ * An unfinished frame has frame_timeout_s from its first byte, paused or not (not while the
+ * connection waits for culpritd: writer queue full, its relay held, its job's lease looked
+ * up). A paused connection is not read, so neither its peer's close nor libevent's idle
+ * timeout reaches it: ingest_tick looks at each once a second (the frame's deadline, and the
+ * socket's TCP state: a peer that closed or reset). Memory that leaves the input buffers goes
+ * back to the system (malloc_trim) once MiBs of it are free. */
 
 static void conn_close(struct conn *c, enum metrics_close_reason why);
-
-static void paused_watch_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct conn *c = arg;
-
-	(void)fd;
-	if (what & EV_TIMEOUT) {
-		static struct log_limit limit = {.what = "paused connections closed"};
-
-		if (log_limit_allow(&limit))
-			log_info("agent %s: not read for %lld s over max_input_buffer_bytes; closing the connection",
-				 c->peer, (long long)c->srv->cfg.idle_timeout_s);
-		conn_close(c, CLOSE_IDLE);
-	} else {
-		conn_close(c, CLOSE_PEER);
-	}
-}
-
-static void paused_watch_stop(struct conn *c)
-{
-	if (c->paused_watch)
-		event_free(c->paused_watch);
-	c->paused_watch = NULL;
-}
 
 static void input_pause(struct conn *c)
 {
 	struct server *s = c->srv;
-	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
 
 	if (conn_unread(c))
 		return;
 	if (!s->input_over)
 		log_warning("agent connections hold %llu bytes of unfinished frames, over max_input_buffer_bytes "
-			    "(%lld); not reading from those holding the most",
-			    (unsigned long long)s->m.input_held, (long long)s->cfg.max_input_buffer_bytes);
+			    "(%lld); not reading from those over their share (%llu bytes each)",
+			    (unsigned long long)s->m.input_held, (long long)s->cfg.max_input_buffer_bytes,
+			    (unsigned long long)(s->cfg.max_input_buffer_bytes / (s->input_holders ? s->input_holders : 1)));
 	s->input_over = true;
 	s->input_unread += c->in_held;
 	c->paused = true;
 	bufferevent_disable(c->bev, EV_READ);
-	c->paused_watch = event_new(s->base, bufferevent_getfd(c->bev), EV_CLOSED, paused_watch_cb, c);
-	if (c->paused_watch)
-		event_add(c->paused_watch, &idle);
 	s->m.input_paused++;
-}
-
-/* Pauses the connections holding the most until those read hold a quarter of the budget. */
-static void input_pause_largest(struct server *s)
-{
-	uint64_t budget = (uint64_t)s->cfg.max_input_buffer_bytes;
-
-	while (s->m.input_held - s->input_unread > budget / 4) {
-		struct conn *big = NULL;
-
-		for (size_t i = 0; i < s->n_slots; i++) {
-			struct conn *c = s->slots[i];
-
-			if (c && !conn_unread(c) && c->in_held && (!big || c->in_held > big->in_held))
-				big = c;
-		}
-		if (!big)
-			return;
-		input_pause(big);
-	}
 }
 
 static void input_resume_all(struct server *s)
@@ -272,7 +242,6 @@ static void input_resume_all(struct server *s)
 		if (!c || !c->paused)
 			continue;
 		c->paused = false;
-		paused_watch_stop(c);
 		if (!conn_unread(c)) {
 			s->input_unread -= c->in_held;
 			bufferevent_enable(c->bev, EV_READ);
@@ -286,35 +255,16 @@ static void input_maybe_resume(struct server *s)
 		input_resume_all(s);
 }
 
-/* The input ends inside a frame (one that arrived whole is parsed and drained at once). */
-static bool holds_partial_frame(const struct conn *c)
-{
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	size_t len = evbuffer_get_length(in), at = 0;
-	uint8_t hdr[FRAME_HEADER];
-	uint32_t body;
-
-	while (len - at >= FRAME_HEADER) {
-		struct evbuffer_ptr pos;
-
-		if (evbuffer_ptr_set(in, &pos, at, EVBUFFER_PTR_SET) < 0 ||
-		    evbuffer_copyout_from(in, &pos, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
-			return true;
-		memcpy(&body, hdr, sizeof(body));
-		at += FRAME_HEADER + be32toh(body);
-		if (at > len)
-			return true;
-	}
-	return at < len;
-}
-
-/* Keeps the totals as a connection's input buffer grows and shrinks, and applies the budget. */
+/* Keeps the totals as a connection's input buffer grows and shrinks, starts the deadline of
+ * an unfinished frame, and applies the budget. A buffer read whole is parsed at once (its
+ * read watermark is a whole frame): what stays is a frame's beginning. */
 static void input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct conn *c = arg;
 	struct server *s = c->srv;
 	uint64_t budget = (uint64_t)s->cfg.max_input_buffer_bytes;
 	bool unread = conn_unread(c);
+	size_t before = c->in_held;
 
 	(void)buf;
 	s->m.bytes_in += info->n_added;
@@ -322,17 +272,20 @@ static void input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
 	c->in_held -= info->n_deleted;
 	s->m.input_held += info->n_added;
 	s->m.input_held -= info->n_deleted;
+	s->input_freed += info->n_deleted;
 	if (unread) {
 		s->input_unread += info->n_added;
 		s->input_unread -= info->n_deleted;
 	}
-	if (info->n_added && s->m.input_held > budget) {
-		input_pause_largest(s);
-		if (s->m.input_held > budget + budget / 4 && holds_partial_frame(c))
-			input_pause(c);
-	} else if (info->n_deleted) {
+	if (!before != !c->in_held)
+		s->input_holders += c->in_held ? 1 : -1;
+	/* a frame's first bytes, or what follows a frame just taken: the next frame's */
+	if (c->in_held && (!before || info->n_deleted))
+		c->frame_since_ms = clock_mono_ms();
+	if (info->n_added && s->m.input_held > budget && c->in_held > budget / s->input_holders)
+		input_pause(c);
+	else if (info->n_deleted)
 		input_maybe_resume(s);
-	}
 }
 
 /* ---- closing and reclaiming ---- */
@@ -446,11 +399,12 @@ static void conn_free(struct conn *c)
 	struct server *s = c->srv;
 	uint32_t slot = (uint32_t)c->id;
 
-	paused_watch_stop(c);
 	if (c->bev) {
 		evbuffer_remove_cb(bufferevent_get_input(c->bev), input_cb, c);
 		s->m.input_held -= c->in_held;
 		s->input_unread -= c->in_held; /* closing: not read */
+		s->input_freed += c->in_held;
+		s->input_holders -= c->in_held > 0;
 		input_maybe_resume(s);
 		bufferevent_free(c->bev);
 		per_addr_adjust(s, c->addr, -1);
@@ -657,7 +611,7 @@ static void refuse_hello(struct conn *c, const char *reason)
 	static struct log_limit limit = {.what = "refused hellos"};
 
 	if (log_limit_allow(&limit))
-		log_info("agent %s: hello refused: %s", c->peer, reason);
+		log_info("agent %s: hello refused: %s", c->peer, LOG_ESC(reason));
 	send_refusal(c, reason);
 }
 
@@ -736,10 +690,6 @@ static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
 		refuse_hello(c, "this culpritd takes no relays");
 		return;
 	}
-	if (!batch_name_ok(h->job, 127)) {
-		refuse_hello(c, "job must be 1 to 127 bytes without control characters");
-		return;
-	}
 	if (!job_here(c, h))
 		return;
 	c->relay = true;
@@ -750,6 +700,35 @@ static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
 	send_hello_ack(c, 1, NULL, 0, NULL);
 }
 
+/* Every string of a Hello is text (common/text.h) within its bounds: 0, else 1 with the
+ * reason the agent is told in err (the field, what is wrong, the rule). */
+static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
+{
+	const struct {
+		const char *name, *value;
+		size_t min, max;
+	} f[] = {
+		{"job", h->job, 1, HELLO_NAME_MAX},
+		{"agent_id", h->agent_id, h->relay ? 0 : 1, HELLO_NAME_MAX}, /* a relay's Hello has none */
+		{"host", h->host, 0, HELLO_NAME_MAX},
+		{"token", h->token, 0, HELLO_TOKEN_MAX},
+		{"topology.order", h->topology ? h->topology->order : NULL, 0, HELLO_ORDER_MAX},
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		const char *why = text_check_str(f[i].value, f[i].min, f[i].max);
+
+		if (why) {
+			snprintf(err, size,
+				 "hello field %s %s (job and agent_id: 1 to %d bytes, host up to %d, topology.order up to "
+				 "%d, token up to %d; UTF-8 without control characters)",
+				 f[i].name, why, HELLO_NAME_MAX, HELLO_NAME_MAX, HELLO_ORDER_MAX, HELLO_TOKEN_MAX);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 {
 	struct server *s = c->srv;
@@ -758,10 +737,15 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	struct job *job;
 	struct agent_progress *p;
 	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
+	int64_t wait_ms;
 
 	if (h->protocol_version != FRAME_PROTOCOL_VERSION) {
 		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)",
 			 h->protocol_version, FRAME_PROTOCOL_VERSION);
+		refuse_hello(c, err);
+		return;
+	}
+	if (hello_text_bad(h, err, sizeof(err))) {
 		refuse_hello(c, err);
 		return;
 	}
@@ -786,16 +770,21 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		conn_close(c, CLOSE_LIMIT);
 		return;
 	}
-	if (!batch_name_ok(h->job, 127) || !batch_name_ok(h->agent_id, 127) ||
-	    (h->host[0] && !batch_name_ok(h->host, 127))) {
-		refuse_hello(c,
-			     "job and agent_id must be 1 to 127 bytes, host at most 127, without control characters");
+	if (!c->parent_id && (wait_ms = auth_limit_wait_ms(&s->auth_limit, c->addr, s->cfg.auth_failures_per_addr,
+							   clock_mono_ms())) > 0) {
+		/* its address failed too many token checks: this one is not even made */
+		s->m.auth_limited[0]++;
+		snprintf(err, sizeof(err), "too many failed token checks from this address; retry in %lld s",
+			 (long long)(wait_ms + 999) / 1000);
+		refuse_hello(c, err);
 		return;
 	}
 	auth_token_digest(h->token, c->token_digest);
 	if (!auth_agent_digest(s->auth, h->job, c->token_digest)) {
 		/* the same answer for an unknown job and a bad token */
 		auth_agent_refused(s, c->peer, h->job, h->agent_id); /* logs, rate-limited */
+		if (!c->parent_id) /* a relay's address is another culpritd's */
+			auth_limit_failed(&s->auth_limit, c->addr, s->cfg.auth_failures_per_addr, clock_mono_ms());
 		send_refusal(c, AUTH_FAILED_REASON);
 		return;
 	}
@@ -810,11 +799,13 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 	topo.dp = h->topology->dp;
 	topo.ep = h->topology->ep;
 	topo.gpus_per_node = h->topology->gpus_per_node;
-	if (strlen(h->topology->order) >= sizeof(topo.order)) {
-		refuse_hello(c, "rank order too long");
+	snprintf(topo.order, sizeof(topo.order), "%s", h->topology->order); /* fits: hello_text_bad */
+	if (topo.gpus_per_node > HELLO_GPUS_PER_NODE_MAX) { /* the database's integer would wrap it */
+		snprintf(err, sizeof(err), "topology.gpus_per_node %u is over %u", topo.gpus_per_node,
+			 HELLO_GPUS_PER_NODE_MAX);
+		refuse_hello(c, err);
 		return;
 	}
-	strcpy(topo.order, h->topology->order);
 	if (strcmp(h->topology->device, "gpu") == 0 || strcmp(h->topology->device, "cpu") == 0)
 		strcpy(topo.device, h->topology->device);
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
@@ -1000,7 +991,7 @@ static void log_batch_refused(const struct conn *c, uint64_t seq, const char *wh
 	static struct log_limit limit = {.what = "refused batches"};
 
 	if (log_limit_allow(&limit))
-		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)seq, why);
+		log_info("agent %s: batch %llu refused: %s", c->peer, (unsigned long long)seq, LOG_ESC(why));
 }
 
 /* Refuses a batch with a Reject saying why; its sequence is consumed. */
@@ -1137,8 +1128,18 @@ static struct conn *virtual_new(struct conn *relay, const char *agent)
 	struct conn *c;
 	uint32_t slot;
 
+	const char *why = text_check_str(agent, 1, HELLO_NAME_MAX);
+
+	if (why) {
+		static struct log_limit limit = {.what = "relayed agents refused"};
+
+		if (log_limit_allow(&limit))
+			log_warning("agent %s: relayed agent id \"%s\" %s; ending it", relay->peer, LOG_ESC(agent), why);
+		relay_send(relay, agent, NULL, 0);
+		return NULL;
+	}
 	if (s->n_free == 0 || s->m.agents_via_relay >= (uint64_t)s->cfg.max_relayed_agents ||
-	    !batch_name_ok(agent, 127) || !(c = calloc(1, sizeof(*c)))) {
+	    !(c = calloc(1, sizeof(*c)))) {
 		static struct log_limit limit = {.what = "relayed agents refused"};
 
 		s->m.over_limit[LIMIT_CONNECTIONS]++;
@@ -1226,6 +1227,11 @@ static void handle_envelope(struct conn *c, frame_envelope *env)
 		}
 		return;
 	case CULPRIT__V1__ENVELOPE__MSG_GOODBYE:
+		if (text_check_str(env->goodbye->reason, 0, GOODBYE_REASON_MAX)) {
+			protocol_error(c, "goodbye reason is not up to 1024 bytes of UTF-8 without control characters",
+				       NULL, 0);
+			return;
+		}
 		log_debug("agent %s: goodbye: %s", c->peer, LOG_ESC(env->goodbye->reason));
 		c->goodbye = true;
 		conn_close(c, CLOSE_PEER);
@@ -1640,6 +1646,52 @@ void ingest_writer_progress(struct server *s)
 			bufferevent_enable(c->bev, EV_READ);
 		}
 		parse_frames(c); /* frames that arrived while blocked */
+	}
+}
+
+/* A paused connection whose peer closed or reset (its FIN may wait behind unread bytes; a
+ * reset or an accepted FIN shows in the socket's state). */
+static bool peer_gone(const struct conn *c)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	return getsockopt(bufferevent_getfd(c->bev), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	       ti.tcpi_state != TCP_ESTABLISHED;
+}
+
+void ingest_tick(struct server *s)
+{
+	int64_t now = clock_mono_ms(), limit_ms = s->cfg.frame_timeout_s * 1000;
+
+	for (size_t i = 0; i < s->n_slots; i++) {
+		struct conn *c = s->slots[i];
+
+		if (!c || !c->bev || !c->in_held || c->state == CONN_CLOSING || c->state == CONN_REFUSING)
+			continue;
+		if (c->held || c->state == CONN_BLOCKED || c->state == CONN_LEASE) {
+			c->frame_since_ms = now; /* waiting for culpritd: its deadline starts again after */
+			continue;
+		}
+		if (now - c->frame_since_ms >= limit_ms) {
+			static struct log_limit limit = {.what = "connections over frame_timeout_s"};
+
+			if (log_limit_allow(&limit))
+				log_info("agent %s: a frame unfinished for %lld s (%zu bytes of it%s; frame_timeout_s "
+					 "%lld); closing the connection",
+					 c->peer, (long long)(now - c->frame_since_ms) / 1000, c->in_held,
+					 c->paused ? ", not read over max_input_buffer_bytes" : "",
+					 (long long)s->cfg.frame_timeout_s);
+			conn_close(c, CLOSE_FRAME_TIMEOUT);
+		} else if (c->paused && peer_gone(c)) {
+			conn_close(c, CLOSE_PEER);
+		}
+	}
+	/* freed input buffers back to the system: malloc keeps its free pages otherwise (the
+	 * bytes of 400 half-sent 4 MiB frames, in 4 KiB chains, stayed resident) */
+	if (s->input_freed >= INPUT_TRIM_BYTES) {
+		s->input_freed = 0;
+		malloc_trim(0);
 	}
 }
 

@@ -30,6 +30,9 @@ int ingest_start(struct server *s);
 void ingest_stop_accepting(struct server *s);
 /* Closes every connection (shutdown). */
 void ingest_close_all(struct server *s);
+/* Once a second: closes connections whose unfinished frame is older than frame_timeout_s,
+ * and paused ones whose peer has gone; gives freed input memory back to the system. */
+void ingest_tick(struct server *s);
 /* Called on the loop when the writer has done items or queue space: sends Acks and
  * resumes blocked connections. */
 void ingest_writer_progress(struct server *s);

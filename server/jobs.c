@@ -3,6 +3,7 @@
 #include "jobs.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ static void announce(struct server *s, struct job *job, enum incident_change cha
 struct restored {
 	struct incident inc;
 	double baseline_ms;            /* of its latest report's window (NaN: none) */
+	uint32_t detected_iter;        /* ... the iteration at which it was detected (0: unknown) */
 	char *alert;                   /* Alertmanager alert (JSON) or NULL */
 	json_t *report;                /* its latest report or NULL */
 	struct storage_window *window; /* taken over from another instance: its window's records (or NULL) */
@@ -92,6 +94,7 @@ static void restored_row(const struct storage_open_incident *row, void *arg)
 	r->baseline_ms = json_is_number(json_object_get(window, "baseline_iter_ms"))
 				 ? json_number_value(json_object_get(window, "baseline_iter_ms"))
 				 : NAN;
+	r->detected_iter = (uint32_t)json_integer_value(json_object_get(window, "detected_iter"));
 	incident_restore(&r->inc, row->key, row->category, row->summary, row->updates, row->opened_us, row->changed_us,
 			 culprits, n);
 	/* one incident per job is followed; an older one still open stays as it is */
@@ -121,9 +124,9 @@ int jobs_load_incidents(struct server *s)
 	return 0;
 }
 
-/* Taken over from another instance: the records of the open incident's window, as that
- * instance stored them, go into the job's window (their names interned as the job's). */
-static void reload_window(struct server *s, struct job *job, struct storage_window *w)
+/* Taken over from another instance: the names of the records the old owner stored, interned
+ * as the job's (a window cut short when the job is out of names). */
+static void window_names(struct server *s, struct job *job, struct storage_window *w)
 {
 	for (size_t i = 0; i < w->n_phases; i++) {
 		uint32_t id = jobs_intern(job, w->names[w->phases[i].name], (uint32_t)s->cfg.max_names_per_job);
@@ -146,29 +149,75 @@ static void reload_window(struct server *s, struct job *job, struct storage_wind
 		}
 		w->kernels[i].name = id;
 	}
-	jobs_add_records(s, job, w->iters, w->n_iters, w->phases, w->n_phases, w->kernels, w->n_kernels);
-	log_info("job \"%s\": window read back from the database: %zu iterations, %zu phases, %zu kernels", job->name,
-		 w->n_iters, w->n_phases, w->n_kernels);
 }
 
-/* The job is back: its open incident continues. */
+_Static_assert(offsetof(struct record_iter, iter) == offsetof(struct record_phase, iter) &&
+		       offsetof(struct record_iter, iter) == offsetof(struct record_kernel, iter),
+	       "records keep their iteration at the same place");
+
+/* Moves the records (n of size bytes) of iterations before first to the front, each part in
+ * its order; returns how many they are (n when out of memory: all go first). */
+static size_t records_before(void *base, size_t n, size_t size, uint32_t first)
+{
+	char *a = base, *front;
+	size_t nb = 0, j = 0;
+	uint32_t it;
+
+	for (size_t i = 0; i < n; i++) {
+		memcpy(&it, a + i * size + offsetof(struct record_iter, iter), sizeof(it));
+		nb += it < first;
+	}
+	if (nb == 0 || nb == n || !(front = malloc(nb * size)))
+		return nb == 0 ? 0 : n;
+	for (size_t i = 0, k = 0; i < n; i++) {
+		memcpy(&it, a + i * size + offsetof(struct record_iter, iter), sizeof(it));
+		if (it < first)
+			memcpy(front + k++ * size, a + i * size, size);
+		else
+			memmove(a + j++ * size, a + i * size, size);
+	}
+	memmove(a + nb * size, a, j * size);
+	memcpy(a, front, nb * size);
+	free(front);
+	return nb;
+}
+
+/* The job is back: its open incident continues. Taken over from another instance, the
+ * records the old owner stored are read back around it: those before the window first (the
+ * baseline the diagnosis compares the window with: the victims' own past), then the window
+ * is resumed, then its records (so that the window neither closes on the baseline's
+ * iterations nor opens again as a new one). */
 static void restore_incident(struct server *s, struct job *job)
 {
 	struct restored *r = strmap_del(&s->restored, job->name);
+	struct storage_window *w;
+	size_t bi = 0, bp = 0, bk = 0;
 
 	if (!r)
 		return;
 	job->incident = r->inc;
+	if ((w = r->window)) {
+		window_names(s, job, w);
+		bi = records_before(w->iters, w->n_iters, sizeof(*w->iters), r->inc.first_iter);
+		bp = records_before(w->phases, w->n_phases, sizeof(*w->phases), r->inc.first_iter);
+		bk = records_before(w->kernels, w->n_kernels, sizeof(*w->kernels), r->inc.first_iter);
+		jobs_add_records(s, job, w->iters, bi, w->phases, bp, w->kernels, bk);
+	}
 	/* the anomalous window goes on from where it was: it closes (and the incident resolves)
 	 * when the job is back at the baseline it had then. A hang has no window: the hang
 	 * check resolves it when every rank reports again. */
 	if (strcmp(r->inc.category, "hang") != 0 && r->baseline_ms > 0)
-		engine_resume_window(job->engine, r->inc.first_iter, r->baseline_ms);
+		engine_resume_window(job->engine, r->inc.first_iter, r->detected_iter, r->baseline_ms);
 	alerts_restore(s, job->name, r->alert, r->report);
 	log_info("job \"%s\": incident %s continues (%s, %u updates so far%s)", job->name, r->inc.key, r->inc.category,
 		 r->inc.updates, engine_l1(job->engine)->open ? "; window resumed" : "");
-	if (r->window)
-		reload_window(s, job, r->window);
+	if (w) {
+		jobs_add_records(s, job, w->iters + bi, w->n_iters - bi, w->phases + bp, w->n_phases - bp,
+				 w->kernels + bk, w->n_kernels - bk);
+		log_info("job \"%s\": window read back from the database: %zu iterations, %zu phases, %zu kernels (%zu, %zu "
+			 "and %zu of them before it)",
+			 job->name, w->n_iters, w->n_phases, w->n_kernels, bi, bp, bk);
+	}
 	restored_free(r);
 }
 
@@ -634,11 +683,12 @@ static void resolve_left(struct server *s, struct job *job, int64_t now_us, cons
 	alerts_report(s, job->name, &job->incident, NULL, NULL, change);
 }
 
-/* names collected while a map is walked (it is not changed meanwhile), at most cap */
+/* names collected while a map is walked (it is not changed meanwhile), at most cap; due
+ * counts them all */
 struct retire_scan {
 	int64_t now_us, after_us;
 	char (*names)[128], (*ended)[128];
-	size_t n, n_ended, cap;
+	size_t n, n_ended, cap, due, due_ended;
 };
 
 static void note_retirable(const char *key, void *value, void *arg)
@@ -651,11 +701,16 @@ static void note_retirable(const char *key, void *value, void *arg)
 		return;
 	if (!job->alone_since_us)
 		job->alone_since_us = rs->now_us;
-	if (job->goodbye && !job->ended_us && !job->deposed && rs->n_ended < rs->cap)
-		snprintf(rs->ended[rs->n_ended++], sizeof(rs->ended[0]), "%s", job->name);
-	if ((rs->now_us - job->alone_since_us < rs->after_us && !job->deposed) || job->diagnosing || rs->n == rs->cap)
+	if (job->goodbye && !job->ended_us && !job->deposed) {
+		rs->due_ended++;
+		if (rs->n_ended < rs->cap)
+			snprintf(rs->ended[rs->n_ended++], sizeof(rs->ended[0]), "%s", job->name);
+	}
+	if ((rs->now_us - job->alone_since_us < rs->after_us && !job->deposed) || job->diagnosing)
 		return;
-	snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", job->name);
+	rs->due++;
+	if (rs->n < rs->cap)
+		snprintf(rs->names[rs->n++], sizeof(rs->names[0]), "%s", job->name);
 }
 
 /* What the job's agents made durable stays in s->agents: an agent coming back is told where
@@ -728,21 +783,40 @@ static void end(struct server *s, const char *name, int64_t now_us)
 	resolve_left(s, job, now_us, "the job ended: its agents left");
 }
 
+/* Every job due is retired in one call: the names are collected first (the map is not
+ * changed while walked), counted, then taken; so are the jobs that ended. */
 void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
 {
 	int64_t after_s = s->cfg.job_retire_s, after_us = after_s * 1000000;
-	char names[16][128], ended[16][128];
-	struct retire_scan rs = {
-		.now_us = wall_now_us, .after_us = after_us, .names = names, .ended = ended, .cap = 16};
+	struct retire_scan rs = {.now_us = wall_now_us, .after_us = after_us};
+	char(*names)[128] = NULL, (*ended)[128] = NULL;
 
 	strmap_each(&s->jobs, note_retirable, &rs);
-	for (size_t i = 0; i < rs.n_ended; i++)
-		end(s, ended[i], wall_now_us);
-	for (size_t i = 0; i < rs.n; i++)
-		retire(s, names[i], wall_now_us, after_s);
+	if (rs.due || rs.due_ended) {
+		size_t due = rs.due, n_ended = rs.due_ended;
+		rs = (struct retire_scan){.now_us = wall_now_us, .after_us = after_us, .cap = due > n_ended ? due : n_ended};
+		rs.names = names = malloc((rs.cap ? rs.cap : 1) * sizeof(*names));
+		rs.ended = ended = malloc((rs.cap ? rs.cap : 1) * sizeof(*ended));
+		if (!names || !ended) {
+			free(names);
+			free(ended);
+			log_warning("out of memory retiring %zu jobs; trying again in a second", rs.cap);
+			return;
+		}
+		strmap_each(&s->jobs, note_retirable, &rs);
+		for (size_t i = 0; i < rs.n_ended; i++)
+			end(s, ended[i], wall_now_us);
+		for (size_t i = 0; i < rs.n; i++)
+			retire(s, names[i], wall_now_us, after_s);
+		free(names);
+		free(ended);
+		names = ended = NULL;
+	}
 	if (s->restored.len && wall_now_us - started_us >= after_us) {
-		struct retire_scan q = {.names = names, .cap = 16};
+		struct retire_scan q = {.cap = s->restored.len};
 
+		if (!(q.names = names = malloc(q.cap * sizeof(*names))))
+			return;
 		strmap_each(&s->restored, note_restored, &q);
 		for (size_t i = 0; i < q.n; i++) {
 			struct restored *r = strmap_del(&s->restored, names[i]);
@@ -763,6 +837,7 @@ void jobs_retire(struct server *s, int64_t wall_now_us, int64_t started_us)
 			restored_free(r);
 		}
 	}
+	free(names);
 }
 
 static void free_restored(const char *key, void *value, void *arg)

@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "config.h"
+#include "dbhealth.h"
 #include "diagnosis.h"
 #include "embedded.h"
 #include "http.h"
@@ -298,6 +299,7 @@ static void tick_job(const char *name, void *value, void *arg)
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
+	int64_t answered_ms;
 
 	(void)fd;
 	(void)what;
@@ -307,9 +309,14 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		watchdog_sent_us = clock_mono_ms() * 1000;
 	}
 	strmap_each(&s->jobs, tick_job, s);
+	ingest_tick(s);
 	jobs_retire(s, clock_wall_us(), s->started_us);
 	alerts_tick(s);
-	/* also while draining: the drain needs the database */
+	/* also while draining: the drain needs the database; a restart's backoff starts over
+	 * once the server it started answers the liveness check */
+	answered_ms = dbhealth_tick(s);
+	if (pg)
+		embedded_answered(pg, answered_ms);
 	if (pg && embedded_supervise(pg))
 		s->m.embedded_restarts++;
 }
@@ -491,6 +498,7 @@ static void shutdown_all(struct server *s)
 	}
 	alerts_stop(s, stop_left_ms(s));
 	actions_stop(s, stop_left_ms(s));
+	dbhealth_stop(s);
 	cluster_stop(s); /* after the writers: what they wrote was this instance's to write */
 	if (s->writer_wake)
 		event_free(s->writer_wake);
@@ -506,6 +514,7 @@ static void shutdown_all(struct server *s)
 	strmap_each(&s->agents, free_progress, NULL);
 	strmap_free(&s->agents);
 	strmap_free(&s->per_addr);
+	auth_limit_free(&s->auth_limit);
 	free(s->scratch);
 	free(s->db_dsn);
 	if (s->base)
@@ -566,8 +575,8 @@ int main(int argc, char **argv)
 		log_error("could not set up the event loop");
 		goto out;
 	}
-	if (open_storage(&s) < 0 || alerts_start(&s) < 0 || actions_start(&s) < 0 || start_diagnosis(&s) < 0 ||
-	    ingest_start(&s) < 0 || http_start(&s) < 0)
+	if (open_storage(&s) < 0 || dbhealth_start(&s) < 0 || alerts_start(&s) < 0 || actions_start(&s) < 0 ||
+	    start_diagnosis(&s) < 0 || ingest_start(&s) < 0 || http_start(&s) < 0)
 		goto out;
 	log_info("culpritd ready (database: %s)", !s.cfg.storage ? "none" : s.embedded ? "embedded" : "configured");
 	watchdog_us = notify_watchdog_us();

@@ -12,6 +12,7 @@
 
 static const char *const close_names[CLOSE_REASONS] = {
 	"peer", "protocol", "hello_timeout", "idle", "refused", "limit", "replaced", "shutdown", "nomem", "tls",
+	"frame_timeout",
 };
 
 /* upper bounds of the diagnosis duration histogram, in seconds */
@@ -193,6 +194,13 @@ void metrics_render(const struct metrics *m, FILE *out)
 		"culprit_http_auth_failures_total{code=\"401\"} %" PRIu64 "\n"
 		"culprit_http_auth_failures_total{code=\"403\"} %" PRIu64 "\n",
 		m->http_auth_failures, m->http_auth_forbidden);
+	fprintf(out,
+		"# HELP culprit_auth_limited_total Agent Hellos and REST requests refused without a token check: their "
+		"address failed more than auth_failures_per_addr checks a minute.\n"
+		"# TYPE culprit_auth_limited_total counter\n"
+		"culprit_auth_limited_total{listener=\"agent\"} %" PRIu64 "\n"
+		"culprit_auth_limited_total{listener=\"http\"} %" PRIu64 "\n",
+		m->auth_limited[0], m->auth_limited[1]);
 }
 
 /* The first line of /proc/self/<name> (procfs: no disk, never blocks), or -1. */

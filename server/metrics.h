@@ -20,6 +20,7 @@ enum metrics_close_reason {
 	CLOSE_SHUTDOWN,      /* culpritd stopping */
 	CLOSE_NOMEM,         /* out of memory on this connection */
 	CLOSE_TLS,           /* TLS handshake or record error (e.g. a plaintext client) */
+	CLOSE_FRAME_TIMEOUT, /* a frame unfinished past frame_timeout_s */
 	CLOSE_REASONS
 };
 
@@ -63,6 +64,7 @@ struct metrics {
 	uint64_t agent_auth_failures; /* Hellos refused: bad token or unknown job */
 	uint64_t http_auth_failures;  /* REST 401 */
 	uint64_t http_auth_forbidden; /* REST 403: read token on a write request */
+	uint64_t auth_limited[2];     /* refused over auth_failures_per_addr: Hellos, REST requests */
 	/* on-demand captures (capture.c) */
 	uint64_t captures;         /* POST .../capture answered 202 */
 	uint64_t capture_commands; /* Commands sent to agents for them */

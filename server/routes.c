@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "capture.h"
 #include "reply.h"
+#include "text.h"
 
 /* 1 when r->method is in allowed (EVHTTP_REQ_* bits; HEAD counts as GET); else answers 405
  * with an Allow header and returns 0. */
@@ -52,9 +53,10 @@ static int split(struct api_req *r, const char *path)
 		memcpy(raw, p, n);
 		raw[n] = '\0';
 		dec = evhttp_uridecode(raw, 0, &len);
-		if (!dec || len != strlen(dec)) {
+		if (!dec || text_check(dec, len, 0, sizeof(raw))) {
 			free(dec);
-			reply_error(r->req, 400, "bad path", "a path segment decodes to a NUL byte");
+			reply_error(r->req, 400, "bad path",
+				    "a path segment must decode to UTF-8 without control characters (or NUL bytes)");
 			return -1;
 		}
 		r->seg[r->nseg++] = dec;

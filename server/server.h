@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth_limit.h"
 #include "config.h"
 #include "listen.h"
 #include "metrics.h"
@@ -27,6 +28,7 @@ struct actions;
 struct auth;
 struct ssl_ctx_st;
 struct cluster;
+struct storage_probe;
 
 /* What culpritd knows of one (job, agent) pair across its connections. */
 struct agent_progress {
@@ -57,6 +59,11 @@ struct server {
 	struct auth *auth;       /* token guards, rebuilt on SIGHUP (auth.c) */
 	struct ssl_ctx_st *tls;  /* NULL: plain TCP; rebuilt on SIGHUP (tls.c) */
 	struct cluster *cluster; /* job leases (cluster.c); NULL: a single instance owns every job */
+	struct {                 /* whether the database makes progress (dbhealth.c) */
+		struct storage_probe *probe;
+		bool down;
+		int64_t down_since_ms, unconnected_since_ms;
+	} db;
 	struct event *signals[4];
 	char *db_dsn; /* the DSN in use (embedded or configured) */
 	bool embedded;
@@ -70,7 +77,10 @@ struct server {
 	struct conn *closing;                     /* to be freed by reclaim */
 	uint64_t input_unread;                    /* bytes held by connections not being read */
 	bool input_over;                          /* over max_input_buffer_bytes: some connections paused */
+	size_t input_holders;                     /* connections holding an unfinished frame */
+	uint64_t input_freed;                     /* bytes out of input buffers since the last malloc_trim */
 	struct strmap per_addr;                   /* peer address -> open connections (intptr) */
+	struct auth_limit auth_limit;             /* failed token checks by address (auth_limit.h) */
 
 	struct strmap jobs;   /* name -> struct job */
 	struct strmap agents; /* "job\x1fagent" -> struct agent_progress */

@@ -13,5 +13,9 @@ struct pg_conn; /* libpq's PGconn */
 /* A connection, or NULL with libpq's message (one line) in err. */
 struct pg_conn *storage_connect(const char *dsn, const char *application_name, int connect_timeout_s, char *err,
 				size_t err_size);
+/* The same with the server options of the session (libpq's "options", e.g. "-c
+ * statement_timeout=5000"; NULL: none). */
+struct pg_conn *storage_connect_opts(const char *dsn, const char *application_name, int connect_timeout_s,
+				     const char *options, char *err, size_t err_size);
 
 #endif

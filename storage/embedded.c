@@ -41,7 +41,6 @@ struct ident {
 
 #define RESTART_MIN_MS 1000
 #define RESTART_MAX_MS 30000
-#define RESTART_STABLE_MS 60000 /* running this long: the next restart is immediate again */
 
 struct embedded {
 	char dir[PATH_MAX];  /* <data_dir>/pg, absolute */
@@ -756,11 +755,8 @@ int embedded_supervise(struct embedded *e)
 	if (e->pid > 0) {
 		int st;
 		pid_t r = waitpid(e->pid, &st, WNOHANG);
-		if (r == 0 || (r < 0 && errno != ECHILD)) {
-			if (now - e->started_ms >= RESTART_STABLE_MS)
-				e->delay_ms = 0;
+		if (r == 0 || (r < 0 && errno != ECHILD))
 			return 0;
-		}
 		char how[64];
 		if (r == e->pid && WIFSIGNALED(st))
 			snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(st));
@@ -790,6 +786,14 @@ int embedded_supervise(struct embedded *e)
 	}
 	log_info("embedded: postgres started again (pid %ld)", (long)e->pid);
 	return 1;
+}
+
+void embedded_answered(struct embedded *e, long long at_ms)
+{
+	if (e->pid <= 0 || at_ms <= e->started_ms || e->delay_ms == 0)
+		return;
+	log_info("embedded: postgres (pid %ld) answers again; a next restart would be at once", (long)e->pid);
+	e->delay_ms = 0;
 }
 
 int embedded_stop(struct embedded *e, int timeout_ms)

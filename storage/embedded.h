@@ -55,10 +55,15 @@ pid_t embedded_pid(const struct embedded *e);
 int embedded_grant_grafana(struct embedded *e, const char *password, char *err, size_t err_size);
 /* Call about once a second from the main thread; never blocks. Notices the postmaster's exit
  * (killed, a PANIC, the OOM killer; logged) and starts it again: at once the first time, then
- * after 1 s, doubling up to 30 s, back to at once after it ran a minute; a new one waits until
- * the old one's backends are gone. Returns 1 when it started the postmaster again, else 0.
- * Readiness is not waited for: clients retry their connections. */
+ * after 1 s, doubling up to 30 s while the cause lasts, back to at once when the cause is gone
+ * (embedded_answered); a new one waits until the old one's backends are gone. Returns 1 when
+ * it started the postmaster again, else 0. Readiness is not waited for: clients retry their
+ * connections. */
 int embedded_supervise(struct embedded *e);
+/* The server answered a query at at_ms (clock_mono_ms(), e.g. a liveness check): when that
+ * is after its postmaster started, whatever made it exit is gone, and the next restart is at
+ * once again. */
+void embedded_answered(struct embedded *e, long long at_ms);
 /* Fast shutdown (SIGINT) and wait for the postmaster to exit; immediate shutdown (SIGQUIT)
  * after timeout_ms, SIGKILL 5 s later. Frees e. Returns 0 when the server exited after the
  * fast shutdown (or none ran), else -1. */

@@ -11,6 +11,11 @@
 
 #include <libpq-fe.h>
 
+/* iterations before a window read back for the diagnosis to compare it with (it takes up to
+ * 8, diagnose.h's max_baseline; each costs a takeover of a 12,960-rank job about 70 ms of
+ * reading, seconds on a loaded machine: 3 give each rank's own past a median all the same) */
+#define BASELINE_ITERS 3
+
 /* Bytes of a two-column result as "a\tb\n" lines, with the final NUL. */
 static size_t lines_size(const PGresult *res)
 {
@@ -184,12 +189,14 @@ void storage_lease_acquire(PGconn *conn, void *ctx, struct storage_query_result 
 		}
 		head.n_incidents = (size_t)PQntuples(inc);
 		head.incidents_at = lines_size(prog);
-		/* the newest open incident's window (a hang has none): what its reports go on from */
+		/* the newest open incident's window (a hang has none): what its reports go on from,
+		 * with the baseline before it that a diagnosis compares the window with */
 		long from = head.n_incidents ? key_first_iter(PQgetvalue(inc, (int)head.n_incidents - 1, 1)) : -1;
 
 		if (from >= 0 && strcmp(PQgetvalue(inc, (int)head.n_incidents - 1, 2), "hang") != 0 &&
-		    !(head.window = storage_window_read(conn, q->job, (uint32_t)from, q->window_iters, r->error,
-							sizeof(r->error)))) {
+		    !(head.window = storage_window_read(conn, q->job,
+							(uint32_t)(from > BASELINE_ITERS ? from - BASELINE_ITERS : 0),
+							(uint32_t)from, q->window_iters, r->error, sizeof(r->error)))) {
 			r->failed = 1;
 			PQclear(prog);
 			PQclear(inc);

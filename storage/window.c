@@ -338,10 +338,10 @@ static int kernels_read(PGconn *conn, const char *job, const char *first, uint32
 	return rc;
 }
 
-struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32_t from_iter, uint32_t max_iters,
-					   char *err, size_t err_size)
+struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32_t from_iter, uint32_t kernels_from,
+					   uint32_t max_iters, char *err, size_t err_size)
 {
-	char from[16], max[16], first[16];
+	char from[16], max[16], first[16], kfirst[16];
 	const char *params[3] = {job, from, max};
 	PGresult *st, *nm = NULL;
 	struct storage_window *w = NULL;
@@ -400,7 +400,9 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 	if (earliest != INT64_MAX)
 		snprintf(since, sizeof(since), " AND k.ts >= 'epoch'::timestamptz + %lld * interval '1 microsecond'",
 			 (long long)earliest - 86400000000LL);
-	if (kernels_read(conn, job, first, ranks, since, &kr, err, err_size) < 0)
+	snprintf(kfirst, sizeof(kfirst), "%lu", strtoul(first, NULL, 10) > kernels_from ? strtoul(first, NULL, 10)
+											: (unsigned long)kernels_from);
+	if (kernels_read(conn, job, kfirst, ranks, since, &kr, err, err_size) < 0)
 		goto out;
 	/* one buffer for a row's arrays: its cells and their NULLs, then its ranks and set */
 	int64_t *buf = malloc(cap * sizeof(int64_t) + (cap + STEP_MAX_COLS) +

@@ -24,10 +24,11 @@ struct storage_window {
 	char **names;
 };
 
-/* The iterations, phases and kernel summaries of job from iteration from_iter on, at most max_iters
+/* The iterations and phases of job from iteration from_iter on, its kernel summaries from
+ * kernels_from on (the baseline before a window needs no kernels), at most max_iters
  * iterations (the last ones). NULL with a message in err when a statement failed or out of
  * memory; a window of no records when the job has none there. */
 struct storage_window *storage_window_read(struct pg_conn *conn, const char *job, uint32_t from_iter,
-					   uint32_t max_iters, char *err, size_t err_size);
+					   uint32_t kernels_from, uint32_t max_iters, char *err, size_t err_size);
 
 #endif

@@ -1019,7 +1019,28 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 }
 
 /* Writes a group until it is durable, rejected, or the stop deadline passed (returns -1). */
+static int write_group(struct storage_writer *w, struct storage_op **ops, size_t n);
+
+static void set_busy(struct storage_writer *w, int64_t since_ms)
+{
+	pthread_mutex_lock(&w->mu);
+	w->st.busy_since_ms = since_ms;
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Writes a group; while it does, the stats say since when (a writer that waits on a hung
+ * server shows how long). */
 static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
+{
+	int rc;
+
+	set_busy(w, clock_mono_ms());
+	rc = write_group(w, ops, n);
+	set_busy(w, 0);
+	return rc;
+}
+
+static int write_group(struct storage_writer *w, struct storage_op **ops, size_t n)
 {
 	struct op_state *sts;
 	while ((sts = calloc(n, sizeof *sts)) == NULL) {
@@ -1081,7 +1102,7 @@ static int process(struct storage_writer *w, struct storage_op **ops, size_t n)
 			free(sts[i].name_ids);
 		free(sts);
 		for (size_t i = 0; i < n; i++) {
-			if (process(w, &ops[i], 1) < 0) {
+			if (write_group(w, &ops[i], 1) < 0) {
 				for (size_t k = i + 1; k < n; k++)
 					storage_op_free(ops[k]);
 				return -1;

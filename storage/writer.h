@@ -53,6 +53,7 @@ struct storage_writer_stats {
 	uint64_t skipped_batches; /* batches whose seq was already durable (resends), reported done */
 	uint64_t failed_batches;  /* batches rejected for their content, reported done with failed=1 */
 	uint64_t fenced_batches;  /* batches of a lease lost, reported done with failed=STORAGE_FENCED */
+	int64_t busy_since_ms;    /* clock_mono_ms() at which the group being written was taken; 0: idle */
 	int connected;
 };
 

@@ -10,12 +10,13 @@ cd "$(dirname "$0")/.."
 # test_ingest_*), query workers (test_query, test_api_*, test_http_conns), diagnosis worker
 # (test_online_hang, test_window_held, test_api_capture), alert delivery (test_alert_*, test_job_retire),
 # retention (storage_retention), leases (test_cluster), the action hook runner
-# (test_action_slurm), shutdown and the database lost
-# (test_fault_sigterm, test_fault_db_down). Left out, for time (TSan runs them 5-10x slower
-# and their deadlines are for the ASan build): test_ingest_restart (300 s here),
+# (test_action_slurm), the console (test_console), shutdown and the database lost
+# (test_fault_sigterm, test_fault_db_down), the database hung (test_fault_db_stall: the
+# liveness check's thread). Left out, for time (TSan runs them 5-10x slower and their
+# deadlines are for the ASan build): test_ingest_restart (300 s here),
 # test_cluster_failover, test_api_events, test_fault_webhook_down; and the torch, real-data,
 # installed-tree, load and memory tests.
-default='^(test_(record|jsonl|import|frame|strmap|agent|storage_writer_queue|storage_pgbuf|storage_rest|engine|auth|log|queue|server_config|sketch|store|l2)|storage_(writer|retention)|test_ingest_(exact|seq)|test_refused|test_query|test_api_(endpoints|metrics|capture)|test_http_conns|test_online_hang|test_window_held|test_alert_(webhook|outbox|hang)|test_job_retire|test_action_slurm|test_cluster|test_console|test_fault_(sigterm|db_down))$'
+default='^(test_(record|jsonl|import|frame|strmap|agent|storage_writer_queue|storage_pgbuf|storage_rest|engine|auth|log|queue|server_config|sketch|store|l2)|storage_(writer|retention)|test_ingest_(exact|seq)|test_refused|test_query|test_api_(endpoints|metrics|capture)|test_http_conns|test_online_hang|test_window_held|test_alert_(webhook|outbox|hang)|test_job_retire|test_action_slurm|test_cluster|test_console|test_fault_(sigterm|db_down|db_stall))$'
 [ $# -gt 0 ] || set -- -R "$default"
 
 # reports go to files as well as failing the process: a culpritd's report fails the run

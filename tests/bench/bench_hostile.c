@@ -49,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -584,16 +583,6 @@ static void count_window(double secs, double *rate, double *cpu, double *p50, do
 }
 
 /* Runs the calling process on CPU cpu alone. */
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) < 0)
-		perror("bench_hostile: sched_setaffinity");
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_hostile CULPRITD [--healthy N] [--hostile N] [--runs R] [--seconds S]\n"
@@ -696,7 +685,7 @@ int main(int argc, char **argv)
 	culpritd_pid = fork();
 	if (culpritd_pid == 0) {
 		if (pinned)
-			pin(1);
+			pin_cpu(1);
 		/* under AddressSanitizer, freed memory waits in a quarantine of 256 MiB: keep it
 		 * small, or the RSS check measures the quarantine */
 		const char *asan = getenv("ASAN_OPTIONS");
@@ -712,7 +701,7 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	if (pinned)
-		pin(0); /* this process and the hostile one on the other CPU: clients on a machine of their own */
+		pin_cpu(0); /* this process and the hostile one on the other CPU: clients on a machine of their own */
 	for (int i = 0; i < 1000; i++) {
 		int fd = connect_from(0, 0, false);
 

@@ -203,7 +203,8 @@ int main(int argc, char **argv)
 		tv[run] = now_s() - t0;
 		t0 = now_s();
 		struct storage_window *w =
-			storage_window_read((struct pg_conn *)c, "bench", iters - window, window, err, sizeof err);
+			storage_window_read((struct pg_conn *)c, "bench", iters - window, iters - window, window, err,
+					    sizeof err);
 		tw[run] = now_s() - t0;
 		if (!w)
 			die(err, NULL);

@@ -1,6 +1,7 @@
 /* benchutil.c: see benchutil.h. */
 #include "benchutil.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,4 +69,14 @@ double median(const double *v, int n)
 	m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 	free(t);
 	return m;
+}
+
+void pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0)
+		perror("sched_setaffinity");
 }

@@ -1,5 +1,6 @@
 /* benchutil.h: what the benchmark programs share: clocks, a process's RSS and CPU, the
- * median of their runs (a free port: the integration harness's h_free_port). */
+ * median of their runs, pinning to a CPU (a free port: the integration harness's
+ * h_free_port). */
 #ifndef CULPRIT_BENCHUTIL_H
 #define CULPRIT_BENCHUTIL_H
 
@@ -15,5 +16,7 @@ long status_kib(pid_t pid, const char *field);
 double cpu_s(pid_t pid);
 /* Median of v[0..n) (v is left as it is). */
 double median(const double *v, int n);
+/* Runs this process (and what it forks after) on CPU cpu only; a message on failure. */
+void pin_cpu(int cpu);
 
 #endif

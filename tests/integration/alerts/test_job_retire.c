@@ -12,7 +12,9 @@
  *    ("the job ended", resolution ended) and GET /api/v1/jobs lists it ended. 3 s later it is
  *    forgotten: culprit_jobs is 0, it is still listed (from PostgreSQL) and
  *    GET .../reports/latest answers from PostgreSQL with the job's last report.
- * 3. The same job streams again: it is created afresh and its records are accepted. */
+ * 3. The same job streams again: it is created afresh and its records are accepted.
+ * 4. 200 jobs whose agents leave together are forgotten together, 3 s later (not 16 a
+ *    second). */
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -150,6 +152,30 @@ int main(void)
 	H_CHECK(at_sim("host_delay", 5, 0, proc.agent_port, simlog) == 0, &proc);
 	H_CHECK(h_log_wait(&proc, "job \"sim-host_delay\": new", 2, 10000), &proc);
 	H_CHECK(h_get_metric(proc.http_port, ITERS_ACCEPTED) >= accepted + 5 * 1024, &proc);
+
+	/* 4. 200 jobs whose agents leave at once are all forgotten at once (they went at 16 a
+	 * second: 12.5 s) */
+	{
+		int fds[200];
+		int64_t left;
+
+		for (int i = 0; i < 200; i++) {
+			char job[32];
+
+			snprintf(job, sizeof(job), "many-%03d", i);
+			fds[i] = h_connect(proc.agent_port);
+			H_CHECK(fds[i] >= 0 && h_hello(fds[i], job, "a0", 1, 0), &proc);
+		}
+		H_CHECK(h_get_metric(proc.http_port, "culprit_jobs") >= 200, &proc);
+		for (int i = 0; i < 200; i++)
+			close(fds[i]);
+		left = h_now_ms();
+		while (h_get_metric(proc.http_port, "culprit_jobs") > 1 && h_now_ms() - left < 7000)
+			poll(NULL, 0, 100);
+		fprintf(stderr, "200 jobs forgotten %lld ms after their agents left (job_retire_s 3)\n",
+			(long long)(h_now_ms() - left));
+		H_CHECK(h_get_metric(proc.http_port, "culprit_jobs") <= 1, &proc); /* sim-host_delay may stay */
+	}
 
 	status = h_proc_stop(&proc, SIGTERM, 60000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);

@@ -299,8 +299,9 @@ static void wrong_and_unknown(void)
 	api_expect_error(&proc, "GET", "/api/v1/nothing", NULL, 404);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/nothing", NULL, 404);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/a%00b", NULL, 400);
-	/* a path that is not UTF-8 is still not found (its detail quotes it with '?') */
-	api_expect_error(&proc, "GET", "/api/v1/jobs/%FF", NULL, 404);
+	/* a path segment that is not UTF-8 is refused as such; outside /api/v1 it is not found
+	 * (the detail quotes it with '?') */
+	api_expect_error(&proc, "GET", "/api/v1/jobs/%FF", NULL, 400);
 	api_expect_error(&proc, "GET", "/nothing\xff", NULL, 404);
 	api_expect_error(&proc, "GET", "/api/v1/jobs/" JOB "/ranks/1/iterations?from_iter=1&from_iter", NULL, 400);
 	resp = api_raw(proc.http_port, req, strlen(req));

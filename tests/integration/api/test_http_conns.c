@@ -2,7 +2,9 @@
  * raw sockets: HEAD answers carry GET's headers and no body and keep-alive goes on; ambiguous
  * framing (conflicting Content-Length, Transfer-Encoding other than chunked) is 400 and
  * closes; a request trickled a header line at a time is closed at http_timeout_s; connections
- * over max_http_connections are closed at accept; at the open-file limit culpritd pauses
+ * over max_http_connections are closed at accept; an answer over 16 KiB comes whole at once on
+ * a kept-alive connection (no 40 ms wait for the client's delayed ACK: TCP_NODELAY); at the
+ * open-file limit culpritd pauses
  * accepting instead of spinning, and serves again once connections close. */
 #include <dirent.h>
 #include <poll.h>
@@ -179,6 +181,48 @@ static void check_max_connections(void)
 	fprintf(stderr, "max_http_connections: 5 closed at accept, /healthz answers\n");
 }
 
+static int cmp_ms(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* An answer over 16 KiB (the jobs list of 100 jobs, 26 KiB) asked 20 times in turn on one kept-alive
+ * connection: each comes whole at once. With Nagle's algorithm on culpritd's socket, the
+ * part past its first write waited for this client's delayed ACK: 40 ms an answer. */
+static void check_large_answers(void)
+{
+	static char body[1 << 20];
+	int64_t took[20];
+	int agents[100], fd;
+	long len;
+
+	for (int i = 0; i < 100; i++) {
+		char job[32];
+
+		snprintf(job, sizeof(job), "large-answer-job-%02d", i);
+		agents[i] = h_connect(proc.agent_port);
+		H_CHECK(agents[i] >= 0 && h_hello(agents[i], job, "a0", 1, 0), &proc);
+	}
+	fd = h_connect(proc.http_port);
+	H_CHECK(fd >= 0, &proc);
+	for (int i = 0; i < 20; i++) {
+		int64_t t0 = h_now_ms();
+
+		send_text(fd, "GET /api/v1/jobs HTTP/1.1\r\nHost: t\r\n\r\n");
+		H_CHECK(read_answer(fd, 0, &len, body, sizeof(body)) == 200 && len > 16384, &proc);
+		took[i] = h_now_ms() - t0;
+	}
+	qsort(took, 20, sizeof(took[0]), cmp_ms);
+	fprintf(stderr, "large answers: %ld bytes, median %lld ms, slowest %lld ms on one kept-alive connection\n", len,
+		(long long)took[10], (long long)took[19]);
+	H_CHECK(took[10] < 20, &proc);
+	close(fd);
+	for (int i = 0; i < 100; i++)
+		close(agents[i]);
+}
+
 static double cpu_seconds(pid_t pid)
 {
 	char path[64], buf[2048], *p;
@@ -282,6 +326,7 @@ int main(void)
 	H_CHECK(h_get_metric(proc.http_port, "culprit_http_bad_requests_total") >= 3, &proc);
 	fprintf(stderr, "framing: ok\n");
 
+	check_large_answers();
 	check_slowloris(40);
 	check_max_connections();
 	fprintf(stderr, "limits: ok\n");

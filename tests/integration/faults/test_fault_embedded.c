@@ -5,6 +5,8 @@
  * 1. In the middle of the stream, with batches in flight, the postmaster is SIGKILLed (as the
  *    OOM killer would). culpritd notices, logs it, starts it again (crash recovery) and
  *    counts it (culprit_embedded_restarts_total 1); the writer resumes and the stream goes on.
+ *    Once the new postmaster answers the liveness check its restart backoff starts over: killed
+ *    again at once, it is started again at once (not after 1 s).
  * 2. Later, with batches in flight again, the postmaster is stopped (SIGSTOP) and culpritd is
  *    SIGKILLed: the postmaster gets its SIGINT (fast shutdown) but cannot act on it yet. A new
  *    culpritd on the same data dir finds it alive and waits for it (it does not exit); once the
@@ -115,10 +117,18 @@ int main(void)
 		H_CHECK(h_now_ms() < deadline, &proc);
 	}
 	fprintf(stderr, "writing again %.1f s after the kill\n", (double)(h_now_ms() - t_kill) / 1000.0);
+	/* once the new postmaster has answered, the cause is gone: killed again, it is started
+	 * again at once, not after the backoff's 1 s (that took a minute of running) */
+	H_CHECK(h_log_wait(&proc, "answers again; a next restart would be at once", 1, 30000), &proc);
+	pm = postmaster(dir);
+	H_CHECK(pm > 0 && kill(pm, SIGKILL) == 0, &proc);
+	H_CHECK(h_log_wait(&proc, "embedded: postgres started again", 2, 60000), &proc);
+	H_CHECK(h_count_lines(proc.log_path, "was killed by signal 9") == 2, &proc);
+	H_CHECK(h_count_lines(proc.log_path, "; starting it again in 0 ms") == 2, &proc);
 
 	/* 2. culpritd killed while its postmaster cannot finish shutting down */
 	wait_in_flight(sf, KILL_CULPRITD_AT, &at_kill);
-	H_CHECK(h_get_metric(proc.http_port, "culprit_embedded_restarts_total") == 1, &proc);
+	H_CHECK(h_get_metric(proc.http_port, "culprit_embedded_restarts_total") == 2, &proc);
 	pm2 = postmaster(dir);
 	H_CHECK(pm2 > 0 && pm2 != pm, &proc);
 	H_CHECK(kill(pm2, SIGSTOP) == 0, &proc);

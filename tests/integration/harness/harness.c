@@ -154,6 +154,8 @@ int h_count_lines(const char *path, const char *needle)
 	return n;
 }
 
+const char *h_culpritd_bin = CULPRITD_BIN;
+
 static int culpritd_start_once(struct h_proc *p, const char *dir, const char *const *extra)
 {
 	char agent[64], http[64];
@@ -167,7 +169,7 @@ static int culpritd_start_once(struct h_proc *p, const char *dir, const char *co
 	snprintf(p->log_path, sizeof(p->log_path), "%s/culpritd.log", dir);
 	snprintf(agent, sizeof(agent), "127.0.0.1:%d", p->agent_port);
 	snprintf(http, sizeof(http), "127.0.0.1:%d", p->http_port);
-	argv[n++] = CULPRITD_BIN;
+	argv[n++] = h_culpritd_bin;
 	argv[n++] = "--data-dir";
 	argv[n++] = dir;
 	argv[n++] = "--agent-listen";

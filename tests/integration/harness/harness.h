@@ -30,6 +30,8 @@ void h_tmpdir(const char *name, char *out, size_t size);
  * extra arguments (NULL-terminated). Waits until /healthz answers (or, for HTTPS, the log
  * says "culpritd ready"). Returns 0 or -1. */
 int h_culpritd_start(struct h_proc *p, const char *dir, const char *const *extra);
+/* The culpritd it starts: this build's; a benchmark sets another (a build to compare with). */
+extern const char *h_culpritd_bin;
 /* One of several culpritd on database dsn (docs/operations.md, "Many instances"): instance_id
  * name, its agent listener on a free port that it advertises, in a fresh directory, with the
  * extra arguments (NULL-terminated, at most 40). h_culpritd_start's answer. */

@@ -8,8 +8,9 @@
  * PostgreSQL, and the agents resend what was not acknowledged.
  *
  * Checked: A took the job within 10 s of the kill (printed); it read the incident's window
- * back from PostgreSQL, so that its first report already names the culprits (ranks
- * 10352-10359 on node-1294, compute_degradation), as do its later ones;
+ * back from PostgreSQL with the baseline before it, so that its first report already names
+ * the culprits (ranks 10352-10359 on node-1294, compute_degradation), as do its later ones,
+ * with B's victims and detection iteration;
  * PostgreSQL holds exactly the records each job's agents sent; the incident continues under
  * the same key and resolves, and the webhook receiver gets one firing and one resolved;
  * sim-healthy, on C, is untouched (no incident, all its records). */
@@ -169,6 +170,33 @@ int main(void)
 		 " ORDER BY id LIMIT 1",
 		 b_reports);
 	H_CHECK(at_sql_long(dsn, sql) == 1, &a);
+	/* with the victims and the detection B's reports had: the baseline before the window was
+	 * read back too (without it A's reports said 0 victims and detected iteration 0) */
+	{
+		long b_victims, a_victims, b_detected, a_detected;
+
+		snprintf(sql, sizeof(sql),
+			 "SELECT (json->'victims'->>'ranks')::int FROM reports WHERE id <= %ld AND category = "
+			 "'compute_degradation' ORDER BY id DESC LIMIT 1",
+			 b_reports);
+		b_victims = at_sql_long(dsn, sql);
+		snprintf(sql, sizeof(sql),
+			 "SELECT (json->'window'->>'detected_iter')::int FROM reports WHERE id <= %ld AND category = "
+			 "'compute_degradation' ORDER BY id DESC LIMIT 1",
+			 b_reports);
+		b_detected = at_sql_long(dsn, sql);
+		snprintf(sql, sizeof(sql),
+			 "SELECT (json->'victims'->>'ranks')::int FROM reports WHERE id > %ld ORDER BY id LIMIT 1",
+			 b_reports);
+		a_victims = at_sql_long(dsn, sql);
+		snprintf(sql, sizeof(sql),
+			 "SELECT (json->'window'->>'detected_iter')::int FROM reports WHERE id > %ld ORDER BY id LIMIT 1",
+			 b_reports);
+		a_detected = at_sql_long(dsn, sql);
+		fprintf(stderr, "B's last report: %ld victims, detected at iteration %ld; A's first: %ld, %ld\n", b_victims,
+			b_detected, a_victims, a_detected);
+		H_CHECK(b_victims > 0 && a_victims >= b_victims / 2 && a_detected == b_detected && b_detected > 0, &a);
+	}
 	/* with the kernel evidence B's had: the window's kernel summaries were read back too
 	 * (without them the first report has the slow GEMM's isolated calls at 1.0x) */
 	snprintf(sql, sizeof(sql),

@@ -1,4 +1,4 @@
-/* test_ingest_jump.c: one agent of a job sends iteration 1, then iteration 2^31; another
+/* test_ingest_jump.c: one agent of a job sends iteration 1, then iteration 2^31 - 1; another
  * agent of the same job then sends 100 honest batches, each acknowledged within 50 ms
  * (the window once stepped to 2^31 one iteration at a time: 13 s of a frozen event loop,
  * then about as much for every batch of the job). The jump and the other absurd values
@@ -79,7 +79,7 @@ int main(void)
 		      &(struct h_batch){.seq = 2,
 					.first_rank = 0,
 					.n_ranks = 8,
-					.iter = 1u << 31,
+					.iter = (1u << 31) - 1,
 					.start_us = now_us,
 					.kernel_count = 5},
 		      "iteration more than window + 1,000,000 past the job's");

@@ -3,7 +3,8 @@
  *
  * Checked: a Relay on an agent's connection is a protocol violation (closed, counted); a
  * relay's Hello takes the job's lease and is accepted; two agents relayed over it get the
- * owner's HelloAck in a Relay naming them; a malformed relayed frame of one closes that agent
+ * owner's HelloAck in a Relay naming them; a relayed agent id that is not text (a newline,
+ * an escape, a C1 control, invalid UTF-8) is ended at once; a malformed relayed frame of one closes that agent
  * only (an empty Relay for it, counted as malformed) while the other's batch is acknowledged
  * through the relay and stored; an empty Relay from the relay ends its agent without an
  * answer; when the relay's connection closes, its agents are gone (culprit_agents_via_relay
@@ -101,6 +102,7 @@ int main(void)
 	Culprit__V1__Hello h = CULPRIT__V1__HELLO__INIT;
 	int fd, rfd, ended;
 	double malformed;
+	static const char *const bad_ids[] = {"r\n3", "r\x1b[2J", "r\xc2\x9b", "r\x9b", "r\xff"};
 
 	h_db_create("test_relay_frames", dsn, sizeof(dsn));
 	H_CHECK(h_culpritd_start_instance(&p, "A", dsn, NULL) == 0, &p);
@@ -138,6 +140,13 @@ int main(void)
 	frame_free(e);
 	H_CHECK(h_get_metric(p.http_port, "culprit_agents_via_relay") == 2, &p);
 	H_CHECK(h_get_metric(p.http_port, "culprit_relay_connections") == 1, &p);
+
+	/* an agent id that is not text (newline, CSI, C1, a raw 0x9b, invalid UTF-8): ended at once */
+	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+		relay(rfd, bad_ids[i], hello1, n1);
+		H_CHECK(relayed(rfd, bad_ids[i], &ended) == NULL && ended, &p);
+	}
+	H_CHECK(h_get_metric(p.http_port, "culprit_agents_via_relay") == 2, &p);
 
 	/* r1 sends garbage: r1 ends, r2 goes on */
 	relay(rfd, "r1", bad, sizeof(bad));

@@ -583,7 +583,8 @@ static void test_raw_kernels(const char *base)
  * the views give back every record as sent, a value beyond 32 bits included (the row's wide
  * matrices); the same records again under another seq are a no-op, as with the old keys. */
 /* What test_steps_layout wrote, read back by storage_window_read (a takeover's read): every
- * record as sent, from iteration 5, from 6, and the last one iteration. */
+ * record as sent, from iteration 5, from 6, and the last one iteration; the kernels from a
+ * later iteration than the steps (a window's baseline is read without them). */
 static void window_read_back(const char *dsn)
 {
 	char err[256];
@@ -591,7 +592,7 @@ static void window_read_back(const char *dsn)
 	CHECK(PQstatus(conn) == CONNECTION_OK);
 	for (int from = 5; from <= 7; from++) { /* 7: from 5, at most one iteration (the last) */
 		struct storage_window *win =
-			storage_window_read((struct pg_conn *)conn, "S", from == 7 ? 5 : (uint32_t)from,
+			storage_window_read((struct pg_conn *)conn, "S", from == 7 ? 5 : (uint32_t)from, 0,
 					    from == 7 ? 1 : 64, err, sizeof err);
 		CHECK_MSG(win != NULL, "%s", err);
 		uint32_t first = from == 5 ? 5 : 6;
@@ -638,6 +639,16 @@ static void window_read_back(const char *dsn)
 					     8) == 0);
 			}
 		}
+		free(win);
+	}
+	{
+		struct storage_window *win = storage_window_read((struct pg_conn *)conn, "S", 5, 6, 64, err, sizeof err);
+
+		CHECK_MSG(win != NULL, "%s", err);
+		CHECK_MSG(win->n_iters == 2 * 9 && win->n_kernels == 9, "steps from 5, kernels from 6: %zu, %zu",
+			  win->n_iters, win->n_kernels);
+		for (size_t i = 0; i < win->n_kernels; i++)
+			CHECK(win->kernels[i].iter == 6);
 		free(win);
 	}
 	PQfinish(conn);

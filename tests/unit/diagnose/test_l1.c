@@ -148,9 +148,10 @@ static void resumed_window(void **state)
 	(void)state;
 	struct l1 l;
 	l1_init(&l, NULL);
-	l1_resume(&l, 12, 30000);
+	l1_resume(&l, 12, 14, 30000);
 	assert_true(l.open);
 	assert_int_equal(l.first_iter, 12);
+	assert_int_equal(l.detected_iter, 14);
 	assert_true(fabs(l1_baseline(&l) - 30000) < 1e-9);
 	for (uint32_t i = 20; i < 30; i++)
 		assert_int_equal(l1_update(&l, i, 91000 * (1 + jitter(i))), L1_NONE);
