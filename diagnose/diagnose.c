@@ -1496,6 +1496,16 @@ static int build_findings(struct work *w, const struct faults *f, uint32_t *list
 		if (make_finding(w, fi, f->kind, (enum fault_kind)k, list, nlate, nvict) < 0)
 			return -1;
 	}
+	if (f->data_imbalance) {
+		struct report_finding *fi = &rep->findings[rep->nfindings++];
+		fi->category = "load_imbalance";
+		fi->lost_ms = f->gain[FK_LOAD];
+		snprintf(fi->summary, sizeof(fi->summary),
+			 "load imbalance of the data: the slowest data-parallel replica changes from step to step "
+			 "(no rank is slowest in more than a third of them), and the work spread evenly would "
+			 "save about %.0f ms of the %.0f ms the step rose",
+			 fi->lost_ms, rep->window_ms - rep->baseline_ms);
+	}
 	/* what each finding costs a step: its replay's (judge.c) */
 	for (size_t i = 0; i < rep->nfindings; i++) {
 		struct report_finding *fi = &rep->findings[i];
@@ -1676,7 +1686,8 @@ int diagnose_run(const struct store *s, const struct diagnose_input *in, const s
 
 	f.kind = calloc(w.W, 1);
 	f.weak = calloc(w.W, 1);
-	if (!f.kind || !f.weak || assign_faults(&w, &f) < 0 || judge_faults(&w, &f) < 0)
+	if (!f.kind || !f.weak || assign_faults(&w, &f) < 0 || judge_faults(&w, &f) < 0 ||
+	    imbalance_data(&w, &f) < 0)
 		goto out;
 	size_t nlate, nvict, nc;
 	mark_roles(&w, &f, &nlate, &nvict);

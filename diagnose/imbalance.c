@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "diagnose.h"
+#include "replay.h"
 #include "stats.h"
 #include "work.h"
 
@@ -152,6 +153,108 @@ int imbalance_expert(struct work *w, struct faults *f)
 		f->count[f->kind[r]]--;
 		f->kind[r] = FK_LOAD;
 		f->count[FK_LOAD]++;
+	}
+	return 0;
+}
+
+/* The work of each step spread unevenly in a way no rank keeps: sequence lengths, a
+ * data-dependent batch, whichever replica drew the long ones is the slowest this step and
+ * another the next. When nothing else stands in the window: the compute phases of every
+ * rank at their mean (replay.h, REPLAY_MEAN) recover more in the window than in the
+ * baseline by a quarter of the step's rise or more, in most iterations (the unevenness grew:
+ * some is always there; the rise as replayed, without what no phase covers, a checkpoint's
+ * save), and the rank each role group waits for (its most compute) changes
+ * from step to step: no rank is it in half of the window or more (a slow GPU is it in every
+ * one). Compute culprits and late arrivers found beside it (a replica that drew long
+ * sequences in more steps than the others) give way when the work spread evenly recovers
+ * twice what they do. Sets f->data_imbalance and f->gain[FK_LOAD]. Returns 0, -1 when out
+ * of memory. */
+#define IMBALANCE_RISE_SHARE 0.25
+#define IMBALANCE_SAME_RANK 0.5
+
+/* the share of the window's iterations in which the rank that most often has its role
+ * group's most compute has it; NaN without iterations */
+static double slowest_repeats(const struct work *w)
+{
+	uint32_t G = topo_role_group_count(w->t);
+	uint32_t *count = calloc(w->W, sizeof(uint32_t)), *arg = malloc(G * sizeof(uint32_t));
+	double *most = malloc(G * sizeof(double));
+	double share = NAN;
+	if (!count || !arg || !most)
+		goto out;
+	uint32_t iters = 0;
+	for (uint32_t it = w->first; it <= w->last; it++) {
+		for (uint32_t g = 0; g < G; g++)
+			most[g] = -1, arg[g] = UINT32_MAX;
+		int any = 0;
+		for (uint32_t r = 0; r < w->W; r++) {
+			const uint32_t *c = store_slot_phases(w->s, r, it);
+			if (!c)
+				continue;
+			double sum = 0;
+			for (uint32_t p = 0; p < w->P; p++)
+				if (w->kind[p] == RECORD_KIND_COMPUTE && c[p] != STORE_ABSENT)
+					sum += c[p];
+			uint32_t g = w->l2.role[r];
+			if (sum > most[g])
+				most[g] = sum, arg[g] = r;
+			any = 1;
+		}
+		if (!any)
+			continue;
+		iters++;
+		for (uint32_t g = 0; g < G; g++)
+			if (arg[g] != UINT32_MAX)
+				count[arg[g]]++;
+	}
+	/* per role group its most repeated; the worst over the groups */
+	uint32_t top = 0;
+	for (uint32_t r = 0; r < w->W; r++)
+		top = count[r] > top ? count[r] : top;
+	share = iters ? (double)top / iters : NAN;
+out:
+	free(count);
+	free(arg);
+	free(most);
+	return share;
+}
+
+int imbalance_data(struct work *w, struct faults *f)
+{
+	double rise = w->rep->window_ms - w->rep->baseline_ms;
+	if (f->stage >= 0 || f->count[FK_HOST] || f->count[FK_COMM] || f->count[FK_LOAD] || !(rise > 0) ||
+	    w->t->dp < 3 || !w->l2.has_base)
+		return 0;
+	double same = slowest_repeats(w);
+	if (!(same < IMBALANCE_SAME_RANK))
+		return 0;
+	uint8_t *all = malloc(w->W);
+	if (!all)
+		return -1;
+	memset(all, 1, w->W);
+	struct replay_whatif wi = {.fix = {{.how = REPLAY_MEAN, .ranks = all}}, .nfix = 1}, was = wi;
+	struct replay_input in = {w->s, w->first, w->last, w->bfirst, w->blast, NULL};
+	struct replay_input before = {w->s, w->bfirst, w->blast, 1, 0, NULL};
+	double now = NAN, then = NAN;
+	int rc = replay_run(&in, &wi, 1, &now, NULL);
+	if (!rc)
+		rc = replay_run(&before, &was, 1, &then, NULL);
+	free(all);
+	if (rc < 0)
+		return -1;
+	if (now - then < rise) /* the rise the phases show */
+		rise = now - then;
+	if (rise > 0 && wi.gain_ms - was.gain_ms >= IMBALANCE_RISE_SHARE * rise && wi.iters_gained * 2 > wi.iters &&
+	    wi.gain_ms >= 2 * f->gain[FK_COMPUTE]) {
+		f->data_imbalance = 1;
+		f->gain[FK_LOAD] = wi.gain_ms;
+		for (uint32_t r = 0; r < w->W; r++)
+			if (f->kind[r] == FK_COMPUTE || f->kind[r] == FK_LATE) {
+				f->count[f->kind[r]]--;
+				f->kind[r] = FK_NONE;
+				f->count[FK_NONE]++;
+			}
+		f->gain[FK_COMPUTE] = 0;
 	}
 	return 0;
 }

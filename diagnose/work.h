@@ -71,6 +71,7 @@ int judge_hidden(struct work *w, uint32_t last);
 /* imbalance.c: work spread unevenly, which no hardware repair mends */
 int imbalance_wide_stage(struct work *w, struct faults *f);
 int imbalance_expert(struct work *w, struct faults *f);
+int imbalance_data(struct work *w, struct faults *f);
 
 /* nodes.c: the rules that judge nodes and links (docs/method.md, "Attribution") */
 int on_few_nodes(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes, size_t few_nodes);
