@@ -36,6 +36,7 @@ struct rp {
 	double *cache;            /* [(groups + stages + 1) * P] peer medians, NaN: not yet */
 	uint8_t *gmark;           /* [W] an instance with a marked member, one dimension at a time */
 	uint8_t *who, *marked;    /* [n * W] each what-if's fix of each rank (rp_who) */
+	int want_imed;            /* a what-if puts a link back: the instances' transfers are wanted */
 };
 
 static int by_start(const void *a, const void *b, void *arg)
@@ -248,8 +249,8 @@ static double rp_record(struct rp *r)
 			if (x == x)
 				r->clock[q] = r->gmax[g[q]] + x;
 		}
-		/* each instance's median transfer */
-		for (uint32_t j = 0; j < G; j++) {
+		/* each instance's median transfer, which only a link put back needs */
+		for (uint32_t j = 0; j < G && r->want_imed; j++) {
 			size_t m = 0;
 			for (uint32_t i = r->gstart[dim][j]; i < r->gstart[dim][j + 1]; i++) {
 				float x = r->tr[(size_t)r->gord[dim][i] * P + p];
@@ -435,6 +436,7 @@ static double rp_whatif(struct rp *r, const struct replay_whatif *w, const uint8
  * arrival plus its stay. Where the arrivals spread and the leaves do not (within
  * RP_ALIGNED of the arrivals' spread) in most iterations, the collective is the job's. */
 #define RP_ALIGNED 0.25
+#define RP_VOTE_ITERS 8
 
 static void rp_votes(struct rp *r, uint32_t *job, uint32_t *seen)
 {
@@ -528,15 +530,20 @@ int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n,
 		rp_free(&r);
 		return -1;
 	}
-	for (uint32_t k = 0; k < take; k++)
-		if (rp_load(&r, last - (uint32_t)((uint64_t)k * span / take)))
+	/* the scope of each collective, from a few iterations (each a pass over the cells) */
+	uint32_t vote = take < RP_VOTE_ITERS ? take : RP_VOTE_ITERS;
+	for (uint32_t k = 0; k < vote; k++)
+		if (rp_load(&r, last - (uint32_t)((uint64_t)k * span / vote)))
 			rp_votes(&r, job, seen);
 	for (uint32_t p = 0; p < r.P; p++)
 		if (seen[p] && job[p] * 2 > seen[p])
 			r.dim[p] = RP_JOB;
 
 	free(job);
-	if (rp_baseline(&r, in, take < 8 ? take : 8) < 0) {
+	for (size_t i = 0; i < n; i++)
+		for (size_t f = 0; f < w[i].nfix; f++)
+			r.want_imed |= w[i].fix[f].how == REPLAY_TRANSFER;
+	if (r.want_imed && rp_baseline(&r, in, take < 8 ? take : 8) < 0) {
 		rp_free(&r);
 		return -1;
 	}
