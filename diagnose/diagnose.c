@@ -1365,6 +1365,11 @@ static int assign_faults(struct work *w, struct faults *f)
 	if (f->stage < 0 && count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM] &&
 	    node_leaves_late(w, kind, count, nodes, few_nodes) < 0)
 		return -1;
+	/* a slow link, whatever else the window holds: the node common to the collectives whose
+	 * transfers slowed; the ranks other rules found long in their collectives on other
+	 * nodes waited for it */
+	if (links_locate(w, f, few_nodes) < 0)
+		return -1;
 	if (f->stage < 0 && !count[FK_COMPUTE] && !count[FK_HOST] && !count[FK_COMM]) {
 		/* nobody's own work is longer: the ranks that arrive last at collectives */
 		size_t waiting = 0;

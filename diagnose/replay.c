@@ -13,6 +13,7 @@
 /* The groups of a collective that spans the whole job, whatever its record says: a
  * dimension after topo.h's */
 #define RP_JOB TOPO_DIM_COUNT
+_Static_assert(RP_JOB == REPLAY_JOB_DIM, "replay.h names the whole job's dimension");
 #define RP_DIMS (TOPO_DIM_COUNT + 1)
 
 /* The layout of one replay: phases in step order, each rank's groups, and the scratch of an
@@ -502,9 +503,42 @@ static int rp_baseline(struct rp *r, const struct replay_input *in, uint32_t tak
 	return 0;
 }
 
+/* A replay of in's range: the layout, the iterations to replay (*take of them, evenly
+ * spaced, the last always) and each collective's scope. 1 when ready, 0 when there is
+ * nothing to replay, -1 when out of memory (r is freed either way when not ready). */
+static int rp_open(struct rp *r, const struct replay_input *in, uint32_t *take)
+{
+	memset(r, 0, sizeof(*r));
+	if (in->last < in->first || !store_phase_count(in->s))
+		return 0;
+	if (rp_init(r, in->s) < 0) {
+		rp_free(r);
+		return -1;
+	}
+	r->base = in->base;
+	uint32_t span = in->last - in->first + 1, cap = REPLAY_MAX_ITERS;
+	if ((size_t)r->W * r->P > REPLAY_BIG_CELLS)
+		cap = REPLAY_BIG_ITERS;
+	*take = span < cap ? span : cap;
+	uint32_t *job = calloc(2 * (size_t)r->P, sizeof(uint32_t)), *seen = job + r->P;
+	if (!job) {
+		rp_free(r);
+		return -1;
+	}
+	/* the scope of each collective, from a few iterations (each a pass over the cells) */
+	uint32_t vote = *take < RP_VOTE_ITERS ? *take : RP_VOTE_ITERS;
+	for (uint32_t k = 0; k < vote; k++)
+		if (rp_load(r, in->last - (uint32_t)((uint64_t)k * span / vote)))
+			rp_votes(r, job, seen);
+	for (uint32_t p = 0; p < r->P; p++)
+		if (seen[p] && job[p] * 2 > seen[p])
+			r->dim[p] = RP_JOB;
+	free(job);
+	return 1;
+}
+
 int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n, double *step_ms, double *base_step)
 {
-	const struct store *s = in->s;
 	uint32_t first = in->first, last = in->last;
 	for (size_t i = 0; i < n; i++) {
 		w[i].gain_ms = w[i].gain_max_ms = 0;
@@ -512,34 +546,13 @@ int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n,
 	}
 	if (step_ms)
 		*step_ms = NAN;
-	if (last < first || !store_phase_count(s))
-		return 0;
 	struct rp r;
-	if (rp_init(&r, s) < 0) {
-		rp_free(&r);
-		return -1;
-	}
-	r.base = in->base;
-	uint32_t span = last - first + 1, cap = REPLAY_MAX_ITERS;
-	if ((size_t)r.W * r.P > REPLAY_BIG_CELLS)
-		cap = REPLAY_BIG_ITERS;
-	uint32_t take = span < cap ? span : cap, done = 0;
+	uint32_t take, done = 0;
+	int ok = rp_open(&r, in, &take);
+	if (ok <= 0)
+		return ok;
+	uint32_t span = last - first + 1;
 	double steps = 0;
-	uint32_t *job = calloc(2 * (size_t)r.P, sizeof(uint32_t)), *seen = job + r.P;
-	if (!job) {
-		rp_free(&r);
-		return -1;
-	}
-	/* the scope of each collective, from a few iterations (each a pass over the cells) */
-	uint32_t vote = take < RP_VOTE_ITERS ? take : RP_VOTE_ITERS;
-	for (uint32_t k = 0; k < vote; k++)
-		if (rp_load(&r, last - (uint32_t)((uint64_t)k * span / vote)))
-			rp_votes(&r, job, seen);
-	for (uint32_t p = 0; p < r.P; p++)
-		if (seen[p] && job[p] * 2 > seen[p])
-			r.dim[p] = RP_JOB;
-
-	free(job);
 	for (size_t i = 0; i < n; i++)
 		for (size_t f = 0; f < w[i].nfix; f++)
 			r.want_imed |= w[i].fix[f].how == REPLAY_TRANSFER;
@@ -581,6 +594,47 @@ int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n,
 	}
 	if (step_ms && done)
 		*step_ms = steps / done;
+	rp_free(&r);
+	return 0;
+}
+
+int replay_transfers(const struct replay_input *in, float *out, uint8_t *dim)
+{
+	struct rp r;
+	uint32_t take;
+	int ok = rp_open(&r, in, &take);
+	if (ok <= 0) {
+		for (uint32_t p = 0; p < store_phase_count(in->s); p++)
+			dim[p] = (uint8_t)l2_collective_dim(store_phase_group(in->s, p));
+		size_t cells = (size_t)store_topo(in->s)->world * store_phase_count(in->s);
+		for (size_t c = 0; c < cells; c++)
+			out[c] = NAN;
+		return ok;
+	}
+	size_t cells = (size_t)r.W * r.P;
+	uint16_t *n = calloc(cells + 1, sizeof(uint16_t));
+	if (!n) {
+		rp_free(&r);
+		return -1;
+	}
+	for (size_t c = 0; c < cells; c++)
+		out[c] = 0;
+	uint32_t span = in->last - in->first + 1;
+	for (uint32_t k = 0; k < take; k++) {
+		if (!rp_load(&r, in->last - (uint32_t)((uint64_t)k * span / take)))
+			continue;
+		rp_record(&r);
+		for (size_t c = 0; c < cells; c++)
+			if (r.tr[c] == r.tr[c] && r.kind[c % r.P] == RECORD_KIND_COMM) {
+				out[c] += r.tr[c];
+				n[c]++;
+			}
+	}
+	for (size_t c = 0; c < cells; c++)
+		out[c] = n[c] ? out[c] / n[c] : NAN;
+	for (uint32_t p = 0; p < r.P; p++)
+		dim[p] = r.dim[p];
+	free(n);
 	rp_free(&r);
 	return 0;
 }

@@ -83,4 +83,12 @@ struct replay_input {
  * replayed step of each iteration, as w[i].step. Returns 0, -1 when out of memory. */
 int replay_run(const struct replay_input *in, struct replay_whatif *w, size_t n, double *step_ms, double *base);
 
+/* Each rank's transfer in each communication phase, as the replay takes it (its stay beyond
+ * the last arrival), the mean over in->first .. in->last into out[rank * phases + slot] (ms,
+ * NaN: not a communication phase, or never held); the collectives' groups as the replay
+ * takes them into dim[slot] (a topo_dim, or REPLAY_JOB_DIM for one over the whole job).
+ * Returns 0, -1 when out of memory. */
+#define REPLAY_JOB_DIM 5
+int replay_transfers(const struct replay_input *in, float *out, uint8_t *dim);
+
 #endif

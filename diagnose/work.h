@@ -73,6 +73,9 @@ int imbalance_wide_stage(struct work *w, struct faults *f);
 int imbalance_expert(struct work *w, struct faults *f);
 int imbalance_data(struct work *w, struct faults *f);
 
+/* links.c: a slow NIC, the node common to the collectives whose transfers slowed */
+int links_locate(struct work *w, struct faults *f, size_t few_nodes);
+
 /* nodes.c: the rules that judge nodes and links (docs/method.md, "Attribution") */
 int on_few_nodes(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes, size_t few_nodes);
 size_t node_shift(const struct work *w, uint8_t *kind, uint32_t nodes, size_t few_nodes);

@@ -277,12 +277,23 @@ class Job:
                         gx = {}
                         for r, e in extra.items():
                             gx[ids[r]] = max(gx.get(ids[r], 0.0), e)
-                        # a ring or a pipeline hop runs at its slowest link: every member
-                        # waits for the whole extra; else the others see a share of it
+                        # a ring runs at its slowest link: every member waits for the whole
+                        # extra; a pipeline hop too, and a stage next to the NIC's has one of
+                        # its hops with it (both, at an end of the pipeline); else the
+                        # others see a share of it
                         share = 1.0 if self.nic_model == "ring" else self.kappa
+                        near = {}
+                        for q in extra:
+                            near.setdefault(ids[q], set()).add(self.c_pp[q])
                         for r in range(W):
-                            if r not in extra and ids[r] in gx:
-                                xr[r] += share * gx[ids[r]]
+                            if r in extra or ids[r] not in gx:
+                                continue
+                            part = share
+                            if self.nic_model == "ring" and g == "pp":
+                                hop = {self.c_pp[r] - 1, self.c_pp[r] + 1} & near[ids[r]]
+                                ends = self.c_pp[r] in (0, self.pp - 1)
+                                part = 0.0 if not hop else 1.0 if ends else 0.5
+                            xr[r] += part * gx[ids[r]]
                 m = gm(A, ids)
                 ph[key or "_" + g] = [m[ids[r]] - A[r] + xr[r] for r in range(W)]
                 return [m[ids[r]] + xr[r] for r in range(W)]

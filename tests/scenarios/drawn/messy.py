@@ -74,6 +74,27 @@ def fits(job, kind):
     return True
 
 
+def ring_tells(job, n):
+    """Whether a NIC on node n that slows whole rings (and its pipeline hops) can be told
+    from the collectives it is not in: an instance across nodes without n, a data-parallel or
+    expert group or a pipeline hop"""
+    W = job.world
+    for ids, g in ((job.g_dp, "dp"), (job.g_ep, "ep")):
+        if not job.xfer[g] or not job.internode[g]:
+            continue
+        nodes = {}
+        for r in range(W):
+            nodes.setdefault(ids[r], set()).add(job.node[r])
+        if any(len(s) > 1 and n not in s for s in nodes.values()):
+            return True
+    if job.pp > 2:
+        for r in range(W):  # a hop between two stages, on two nodes, neither n
+            q = r + job.tp * job.dp
+            if q < W and job.node[r] != job.node[q] and n not in (job.node[r], job.node[q]):
+                return True
+    return False
+
+
 def new_job(rng, kind, max_world):
     for _ in range(400):
         job = gen.Job(rng, kind, max_world)
@@ -97,7 +118,7 @@ def inject(job):
 
     if kind == "nic_compute":
         a, b = nodes_apart(2)
-        job.nic_model = rng.choice(["share", "ring"])
+        job.nic_model = rng.choice(["share", "ring"]) if ring_tells(job, b) else "share"
         fa = math.exp(rng.uniform(math.log(1.3), math.log(4)))
         fb = math.exp(rng.uniform(math.log(1.5), math.log(5)))
         culprits = [rng.choice(job.ranks_of_node(a))]
@@ -113,7 +134,7 @@ def inject(job):
         return T
     if kind == "nic_alone":
         n = rng.randrange(job.nodes)
-        job.nic_model = rng.choice(["share", "ring"])
+        job.nic_model = rng.choice(["share", "ring"]) if ring_tells(job, n) else "share"
         f = math.exp(rng.uniform(math.log(1.5), math.log(5)))
         for q in job.ranks_of_node(n):
             job.nic[q] = after(f)

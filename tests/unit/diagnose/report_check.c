@@ -13,6 +13,7 @@ static const char *const categories[] = {
 	"host_delay",
 	"hang",
 	"stage_imbalance",
+	"load_imbalance",
 	NULL,
 };
 
