@@ -62,8 +62,26 @@ static void stop(pid_t pid)
 	}
 }
 
+static int passed;
+
+/* The end of NAME's log in dir, to stderr: what Slurm or munge said when a check failed. */
+static void tail_log(const char *name)
+{
+	char cmd[900];
+
+	snprintf(cmd, sizeof(cmd), "echo '--- %s.log:' >&2; tail -n 15 '%s/%s.log' >&2", name, dir, name);
+	if (system(cmd) != 0)
+		fprintf(stderr, "no %s.log\n", name);
+}
+
 static void stop_all(void)
 {
+	if (!passed) {
+		tail_log("munged");
+		tail_log("slurmctld");
+		tail_log("slurmd");
+		tail_log("sim");
+	}
 	if (proc.pid > 0)
 		h_proc_stop(&proc, SIGTERM, 30000);
 	stop(slurmd);
@@ -238,7 +256,7 @@ static void dry_run(void)
 	H_CHECK(wait_rows(dsn,
 			  "SELECT count(*) FROM action_attempts WHERE result = 'dry_run' AND kind = 'drain_node' AND "
 			  "target = '" NODE "' AND op IN ('apply', 'resume')",
-			  2, 30000),
+			  2, 90000),
 		&proc);
 	out = at_sql(dsn, "SELECT output FROM action_attempts WHERE op = 'apply' AND result = 'dry_run'");
 	H_CHECK(out && strstr(out, "would run: scontrol update NodeName=" NODE " State=DRAIN") &&
@@ -277,7 +295,7 @@ static void approved(void)
 
 	start_culpritd("test_action_slurm_approve", (const char *[]){"--action-modes", "drain_node=approve", NULL});
 	sim(0);
-	H_CHECK(wait_rows(dsn, "SELECT count(*) FROM action_attempts WHERE result = 'awaiting_approval'", 1, 30000),
+	H_CHECK(wait_rows(dsn, "SELECT count(*) FROM action_attempts WHERE result = 'awaiting_approval'", 1, 90000),
 		&proc);
 	key = at_sql(dsn, "SELECT incident_key FROM action_attempts WHERE result = 'awaiting_approval'");
 	H_CHECK(key && key[0], &proc);
@@ -319,7 +337,7 @@ static void automatic(void)
 	H_CHECK(wait_rows(dsn,
 			  "SELECT count(*) FROM action_attempts WHERE result = 'ok' AND who = 'culpritd' AND "
 			  "op IN ('apply', 'resume')",
-			  2, 30000),
+			  2, 90000),
 		&proc);
 	snprintf(path, sizeof(path), "%s/slurmctld.log", dir);
 	H_CHECK(h_count_lines(path, "reason set to: culprit incident " JOB "/") >= 1, &proc);
@@ -344,6 +362,7 @@ int main(void)
 	dry_run();
 	approved();
 	automatic();
+	passed = 1;
 	printf("slurm drain: dry_run recorded and drained nothing, approve drained after an operator's approval "
 	       "(403 for the write token), auto drained and resumed on resolve (%lld ms)\n",
 	       (long long)(h_now_ms() - t0));
