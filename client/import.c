@@ -62,7 +62,7 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 {
 	gzFile f = strcmp(path, "-") == 0 ? NULL : gzopen(path, "rb");
 	if (!f) {
-		snprintf(err, errlen, "%s: could not open", path);
+		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOMEM));
 		return IMPORT_AUTO;
 	}
 	static char buf[8192];

@@ -14,6 +14,6 @@
 #include "jsonl.h"
 
 int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
-		       size_t errlen);
+		       size_t err_size);
 
 #endif

@@ -13,6 +13,6 @@
 #include "jsonl.h"
 
 int import_csv_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
-		    size_t errlen);
+		    size_t err_size);
 
 #endif

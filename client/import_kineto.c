@@ -458,7 +458,7 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 		struct kin k;
 		memset(&k, 0, sizeof(k));
 		k.rank = k.world = -1;
-		struct import_stream_handler sh = {&k, on_event, on_dist};
+		struct import_stream_handler sh = {.ctx = &k, .event = on_event, .dist = on_dist};
 		uint64_t bytes = 0;
 		int rc = import_stream_events(paths[f], &sh, &bytes, err, errlen);
 		if (!rc && k.ns == 0 && whole_trace_step(&k, paths[f], opt) < 0) {

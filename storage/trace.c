@@ -247,6 +247,13 @@ static int job_row(struct loader *l, const PGresult *res, int i)
 	snprintf(l->job_id, sizeof(l->job_id), "%s", PQgetvalue(res, i, 0));
 	l->d->world = (uint32_t)num(res, i, 1);
 	l->d->job_start_us = num(res, i, 2) == INT64_MIN ? 0 : num(res, i, 2);
+	l->d->tp = (uint32_t)num(res, i, 3);
+	l->d->cp = (uint32_t)num(res, i, 4);
+	l->d->pp = (uint32_t)num(res, i, 5);
+	l->d->dp = (uint32_t)num(res, i, 6);
+	l->d->ep = (uint32_t)num(res, i, 7);
+	l->d->gpus_per_node = (uint32_t)num(res, i, 8);
+	snprintf(l->d->order, sizeof(l->d->order), "%s", PQgetvalue(res, i, 9));
 	return 0;
 }
 
@@ -255,7 +262,9 @@ static int load_job(struct loader *l)
 {
 	int rc = read_rows(l,
 			   "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US(
-				   "min(ts)") " FROM iterations i WHERE i.job_id = j.id)"
+				   "min(ts)") " FROM iterations i WHERE i.job_id = j.id),"
+					      " coalesce(tp, 0), coalesce(cp, 0), coalesce(pp, 0), coalesce(dp, 0),"
+					      " coalesce(ep, 0), coalesce(gpus_per_node, 0), coalesce(rank_order, '')"
 					      " FROM jobs j WHERE name = $1",
 			   1, (const char *const[]){l->req->job}, SIZE_MAX, job_row);
 

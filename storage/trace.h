@@ -61,6 +61,8 @@ struct trace_request {
 struct trace_data {
 	char job[256];
 	uint32_t world;
+	uint32_t tp, cp, pp, dp, ep, gpus_per_node; /* the job's layout (0 when not stored) */
+	char order[32];                             /* its rank order ("" when not stored) */
 	int64_t job_start_us; /* the job's first stored iteration start: the time origin */
 	int64_t from_iter, to_iter;
 	struct trace_rank *ranks; /* as requested, in rank order */
