@@ -641,7 +641,7 @@ static int64_t draw(uint64_t *x, int64_t lo, int64_t hi)
 	}
 }
 
-/* The lines the writer writes (read by their shape, client/jsonl.c) and the same records in
+/* The lines the writer writes (read by their shape, client/jsonl_decode.c) and the same records in
  * another key order and spacing (read by the general parser) reach the handler as the same
  * calls: numbers at their limits, names many and alike (the decoders' memory of names), names
  * with escapes, every kind and group, kernels with and without durations. With pool names
@@ -829,7 +829,7 @@ static void shaped_lines_read_as_any(void **state)
 	shaped_lines_check(700, 1);
 }
 
-/* a decoder's memory of the lines' text (client/jsonl.c): few names, each mostly with one
+/* a decoder's memory of the lines' text (client/jsonl_decode.c): few names, each mostly with one
  * kind and group, three of them alike in their first 40 bytes, lines of two jobs in turn */
 static void repeating_lines_read_as_any(void **state)
 {
