@@ -35,6 +35,7 @@ expect 2 "$dir/none.yaml: could not open: No such file or directory" \
 	"$culprit" diagnose --format chrome --meta "$dir/none.yaml" "$dir/timeline-1.json"
 expect 2 "culprit sim: --scenario NAME is missing" "$culprit" sim --out "$dir/x.jsonl"
 expect 2 "culprit sim: --out FILE or --server HOST:PORT is missing" "$culprit" sim --scenario case5
+expect 2 "culprit sim: --scenario NAME is missing" "$culprit" sim --server 127.0.0.1:9
 expect 2 'culprit sim: unexpected argument "extra"' "$culprit" sim --scenario case5 --out "$dir/x.jsonl" extra
 [ ! -e "$dir/x.jsonl" ] || { echo "FAIL: a refused sim wrote its file" >&2; fail=1; }
 [ "$fail" -eq 0 ] && echo "test_cli_messages: passed"
