@@ -182,11 +182,11 @@ int agent_parse_addr(const char *s, char *host, size_t host_size, char *port, si
 
 /* agent_tls.c */
 /* Takes a reference to the shared client context for ca (NULL: the system's CAs). */
-int agent_tls_init(struct agent *a, const char *ca, char *err, size_t size);
+int agent_tls_init(struct agent *a, const char *ca, char *err, size_t err_size);
 void agent_tls_release(struct agent *a);
 /* network thread: */
-int agent_tls_start(struct agent *a, char *why, size_t size);     /* 0, or -1 with why */
-int agent_tls_handshake(struct agent *a, char *why, size_t size); /* 1 done, 0 wait (c.tls_want), -1 why */
+int agent_tls_start(struct agent *a, char *err, size_t err_size);     /* 0, or -1 with err */
+int agent_tls_handshake(struct agent *a, char *err, size_t err_size); /* 1 done, 0 wait (c.tls_want), -1 err */
 void agent_tls_close(struct agent_conn *c, bool notify);
 /* recv(2) and send(2) through TLS when c->ssl: -1 with errno EAGAIN to wait for c->tls_want */
 ssize_t agent_io_recv(struct agent_conn *c, void *buf, size_t n);

@@ -57,7 +57,7 @@ struct fanout_stats {
 struct fanout;
 
 /* NULL with a message in err on a bad job or configuration. */
-struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t errlen);
+struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t err_size);
 /* Assigns a rank to a host (default "node-<rank / gpus_per_node>"). -1 with *why when the
  * rank is out of range or its agent already exists with another host. */
 int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why);

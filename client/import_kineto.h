@@ -27,9 +27,9 @@ struct import_kineto_stats {
 };
 
 int import_kineto_read(const char *const *paths, size_t n, const struct import_options *opt,
-		       const struct jsonl_handler *h, char *err, size_t errlen);
+		       const struct jsonl_handler *h, char *err, size_t err_size);
 /* The same with figures for the benchmark (st may be NULL). */
 int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
-			     const struct jsonl_handler *h, struct import_kineto_stats *st, char *err, size_t errlen);
+			     const struct jsonl_handler *h, struct import_kineto_stats *st, char *err, size_t err_size);
 
 #endif

@@ -634,7 +634,13 @@ static enum key classify(const unsigned char *k, size_t len, enum where w)
 		break;
 	case W_OTHER:
 		switch (len) {
-		case 2: return IS("tp") ? K_TP : IS("cp") ? K_CP : IS("pp") ? K_PP : IS("dp") ? K_DP : IS("ep") ? K_EP : K_OTHER;
+		case 2:
+			return IS("tp")   ? K_TP
+			       : IS("cp") ? K_CP
+			       : IS("pp") ? K_PP
+			       : IS("dp") ? K_DP
+			       : IS("ep") ? K_EP
+					  : K_OTHER;
 		case 3: return IS("job") ? K_JOB : K_OTHER;
 		case 5: return IS("world") ? K_WORLD : IS("order") ? K_ORDER : K_OTHER;
 		case 12: return IS("job_start_us") ? K_JOB_START : K_OTHER;
@@ -761,8 +767,10 @@ static int read_args(struct rd *r, int depth)
 			double v;
 			if (num_read(r, &v) < 0)
 				return -1;
-			*(k == K_STEP ? &e->step : k == K_RANK ? &e->rank : k == K_ITER ? &e->iter : &e->dur_us) =
-				to_i64(v);
+			*(k == K_STEP   ? &e->step
+			  : k == K_RANK ? &e->rank
+			  : k == K_ITER ? &e->iter
+					: &e->dur_us) = to_i64(v);
 		} else if (k == K_STEP && c != '{' && c != '[') {
 			if (skip_value(r, c, depth + 1) < 0)
 				return -1;
@@ -770,12 +778,12 @@ static int read_args(struct rd *r, int depth)
 		} else if ((k == K_NAME || k == K_KIND || k == K_GROUP || k == K_DETAIL) && c == '"') {
 			r->p++;
 			if (str_read(r,
-				     k == K_NAME   ? e->arg_name
-				     : k == K_KIND ? e->kind
+				     k == K_NAME    ? e->arg_name
+				     : k == K_KIND  ? e->kind
 				     : k == K_GROUP ? e->group
 						    : e->detail,
-				     k == K_NAME   ? sizeof(e->arg_name)
-				     : k == K_KIND ? sizeof(e->kind)
+				     k == K_NAME    ? sizeof(e->arg_name)
+				     : k == K_KIND  ? sizeof(e->kind)
 				     : k == K_GROUP ? sizeof(e->group)
 						    : sizeof(e->detail),
 				     &len) < 0)
@@ -960,8 +968,8 @@ static int read_dist(struct rd *r)
 /* otherData, r->p at its '{' (in the top-level object): the job and its topology read */
 static int read_other(struct rd *r)
 {
-	struct import_stream_other o = {.world = -1, .tp = -1, .cp = -1, .pp = -1, .dp = -1, .ep = -1,
-					 .gpus_per_node = -1};
+	struct import_stream_other o = {
+		.world = -1, .tp = -1, .cp = -1, .pp = -1, .dp = -1, .ep = -1, .gpus_per_node = -1};
 	int c = open_container(r, 1);
 	if (c < 0)
 		return -1;
@@ -975,8 +983,8 @@ static int read_other(struct rd *r)
 				return -1;
 			if ((k == K_JOB || k == K_ORDER) && c == '"') {
 				r->p++;
-				if (str_read(r, k == K_JOB ? o.job : o.order, k == K_JOB ? sizeof(o.job) : sizeof(o.order),
-					     &len) < 0)
+				if (str_read(r, k == K_JOB ? o.job : o.order,
+					     k == K_JOB ? sizeof(o.job) : sizeof(o.order), &len) < 0)
 					return -1;
 			} else if (k != K_OTHER && k != K_JOB && k != K_ORDER && is_num(c)) {
 				double v;
@@ -984,11 +992,11 @@ static int read_other(struct rd *r)
 					return -1;
 				*(k == K_JOB_START ? &o.job_start_us
 				  : k == K_WORLD   ? &o.world
-				  : k == K_TP	   ? &o.tp
-				  : k == K_CP	   ? &o.cp
-				  : k == K_PP	   ? &o.pp
-				  : k == K_DP	   ? &o.dp
-				  : k == K_EP	   ? &o.ep
+				  : k == K_TP      ? &o.tp
+				  : k == K_CP      ? &o.cp
+				  : k == K_PP      ? &o.pp
+				  : k == K_DP      ? &o.dp
+				  : k == K_EP      ? &o.ep
 						   : &o.gpus_per_node) = to_i64(v);
 			} else if (skip_value(r, c, 2) < 0) {
 				return -1;
@@ -1066,18 +1074,18 @@ static int read_end(struct rd *r)
 }
 
 int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
-			 size_t errlen)
+			 size_t err_size)
 {
 	gzFile f = gz_open_read(path, 1 << 17);
 	if (!f) {
-		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno));
+		snprintf(err, err_size, "%s: could not open: %s", path, strerror(errno));
 		return -1;
 	}
 	int rc = -1;
 	struct rd *r = calloc(1, sizeof(*r));
 	unsigned char *buf = malloc(CHUNK + PAD);
 	if (!r || !buf) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, err_size, "%s: out of memory", path);
 		goto out;
 	}
 	r->f = f;
@@ -1087,11 +1095,11 @@ int import_stream_events(const char *path, const struct import_stream_handler *h
 	r->h = h;
 	r->rank = r->world = -1;
 	if (read_doc(r) < 0 || read_end(r) < 0) {
-		snprintf(err, errlen, "%s: byte %llu: %s", path, (unsigned long long)r->at, r->why ? r->why : "?");
+		snprintf(err, err_size, "%s: byte %llu: %s", path, (unsigned long long)r->at, r->why ? r->why : "?");
 		goto out;
 	}
 	if (!r->have_events) {
-		snprintf(err, errlen, "%s: no traceEvents array", path);
+		snprintf(err, err_size, "%s: no traceEvents array", path);
 		goto out;
 	}
 	if (bytes)

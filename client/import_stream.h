@@ -48,6 +48,6 @@ struct import_stream_handler {
  * 0, or -1 with "path: byte N: message" in err. *bytes (may be NULL) gets the
  * uncompressed size read. */
 int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
-			 size_t errlen);
+			 size_t err_size);
 
 #endif

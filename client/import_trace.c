@@ -10,7 +10,7 @@
 #include "import_stream.h"
 #include "strmap.h"
 
-#define MAX_PID 1048576  /* a process id past it names no host */
+#define MAX_PID 1048576 /* a process id past it names no host */
 #define MAX_NAMES 65536 /* distinct slice names */
 
 enum slice_type { SL_ITER, SL_PHASE, SL_KERNEL };
@@ -215,7 +215,9 @@ static int emit_job(struct tr *t, const struct import_options *opt, const struct
 {
 	const struct import_stream_other *o = &t->other;
 	struct jsonl_job job = {
-		.job = opt && opt->job ? opt->job : o->job[0] ? o->job : "trace",
+		.job = opt && opt->job ? opt->job
+		       : o->job[0]     ? o->job
+				       : "trace",
 		.world = (uint32_t)o->world,
 		.tp = (uint32_t)o->tp,
 		.cp = (uint32_t)o->cp,
@@ -281,13 +283,16 @@ static int emit_records(struct tr *t, const struct jsonl_handler *h, const char 
 		size_t j = i + 1;
 
 		if (s->type == SL_ITER) {
-			struct record_iter it = {.rank = s->rank, .iter = s->iter, .start_us = s->ts + job_start,
-						 .dur_us = s->dur};
+			struct record_iter it = {
+				.rank = s->rank, .iter = s->iter, .start_us = s->ts + job_start, .dur_us = s->dur};
 			start = s->ts;
 			if (h->iter && h->iter(h->ctx, &it, why) < 0)
 				return -1;
 		} else if (s->type == SL_PHASE) {
-			struct record_phase ph = {.rank = s->rank, .iter = s->iter, .kind = s->kind, .group = s->group,
+			struct record_phase ph = {.rank = s->rank,
+						  .iter = s->iter,
+						  .kind = s->kind,
+						  .group = s->group,
 						  .start_us = s->start_unknown ? RECORD_NO_START : s->ts - start,
 						  .dur_us = s->dur};
 			if (h->phase && h->phase(h->ctx, &ph, t->names[s->name], why) < 0)
@@ -338,7 +343,7 @@ int import_trace_read(const char *path, const struct import_options *opt, const 
 		goto out;
 	}
 	rc = emit_job(&t, opt, h, &why) < 0 || emit_records(&t, h, &why) < 0 ? import_rejected(path, why, err, err_size)
-									      : 0;
+									     : 0;
 out:
 	tr_free(&t);
 	return rc;

@@ -70,26 +70,26 @@ static int str_is(const struct jval *v, const char *s, size_t len)
 /* The record of a line (1), or an unknown type, ignored (forward compatibility) (0), or
  * -1 with msg set. A kernel's durations (o->durs), or its summary (sum, when summary is
  * set), are copied into the block by the caller. */
-static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_SUMMARY], char *msg, size_t msglen)
+static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_SUMMARY], char *err, size_t err_size)
 {
 	const char *why = NULL;
 	int rc = 0;
 	const struct jval *type = jget(o, JK_type);
 	if (!type || type->t != JT_STR) {
-		snprintf(msg, msglen, "missing field \"type\"");
+		snprintf(err, err_size, "missing field \"type\"");
 		return -1;
 	}
 #define U32(key, req, def, dst)                                        \
 	do {                                                           \
 		if ((rc = get_u32(o, key, req, def, dst, &why)) < 0) { \
-			field_msg(msg, msglen, rc, why);               \
+			field_msg(err, err_size, rc, why);             \
 			return -1;                                     \
 		}                                                      \
 	} while (0)
 #define I64(key, req, def, dst)                                        \
 	do {                                                           \
 		if ((rc = get_i64(o, key, req, def, dst, &why)) < 0) { \
-			field_msg(msg, msglen, rc, why);               \
+			field_msg(err, err_size, rc, why);             \
 			return -1;                                     \
 		}                                                      \
 	} while (0)
@@ -115,7 +115,7 @@ static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_
 		d->type = D_HOST;
 		U32(JK_rank, 1, 0, &d->u.rank);
 		if (!(d->name = get_str(o, JK_host))) {
-			snprintf(msg, msglen, "missing field \"host\"");
+			snprintf(err, err_size, "missing field \"host\"");
 			return -1;
 		}
 	} else if (STR_IS(type, "iter")) {
@@ -126,7 +126,7 @@ static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_
 		I64(JK_start_us, 0, 0, &r->start_us);
 		I64(JK_dur_us, 1, 0, &r->dur_us);
 		if (r->dur_us < 0) {
-			snprintf(msg, msglen, "negative dur_us");
+			snprintf(err, err_size, "negative dur_us");
 			return -1;
 		}
 	} else if (STR_IS(type, "phase")) {
@@ -140,12 +140,12 @@ static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_
 		const char *kind = get_str(o, JK_kind), *group = get_str(o, JK_group);
 		d->name = get_str(o, JK_name);
 		if (!d->name || !kind) {
-			snprintf(msg, msglen, "missing field \"%s\"", d->name ? "kind" : "name");
+			snprintf(err, err_size, "missing field \"%s\"", d->name ? "kind" : "name");
 			return -1;
 		}
 		int k = record_kind_parse(kind), g = group ? record_group_parse(group) : 0;
 		if (k < 0 || g < 0) {
-			snprintf(msg, msglen, "unknown %s \"%s\"", k < 0 ? "kind" : "group", k < 0 ? kind : group);
+			snprintf(err, err_size, "unknown %s \"%s\"", k < 0 ? "kind" : "group", k < 0 ? kind : group);
 			return -1;
 		}
 		r->kind = (uint8_t)k;
@@ -160,19 +160,19 @@ static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_
 		const char *kind = get_str(o, JK_kind);
 		d->name = get_str(o, JK_name);
 		if (!d->name || !kind) {
-			snprintf(msg, msglen, "missing field \"%s\"", d->name ? "kind" : "name");
+			snprintf(err, err_size, "missing field \"%s\"", d->name ? "kind" : "name");
 			return -1;
 		}
 		int k = record_kind_parse(kind);
 		if (k < 0) {
-			snprintf(msg, msglen, "unknown kind \"%s\"", kind);
+			snprintf(err, err_size, "unknown kind \"%s\"", kind);
 			return -1;
 		}
 		r->kind = (uint8_t)k;
 		const struct jval *dv = jget(o, JK_durs_us);
 		if (dv) {
 			if (dv->t != JT_ARR || !o->durs_ok) {
-				snprintf(msg, msglen, "invalid field \"durs_us\"");
+				snprintf(err, err_size, "invalid field \"durs_us\"");
 				return -1;
 			}
 			r->ndurs = o->ndurs;
@@ -192,7 +192,7 @@ static int decode_line(const struct jobj *o, struct drec *d, int64_t sum[KERNEL_
 		d->name = get_str(o, JK_host);
 		d->u.event.kind = get_str(o, JK_kind);
 		if (!d->name || !d->u.event.kind) {
-			snprintf(msg, msglen, "missing field \"%s\"", d->name ? "kind" : "host");
+			snprintf(err, err_size, "missing field \"%s\"", d->name ? "kind" : "host");
 			return -1;
 		}
 		d->u.event.source = get_str(o, JK_source);
@@ -360,22 +360,33 @@ struct step {
 
 #define LIT(s) s, sizeof(s) - 1
 static struct step shape_phase[] = {
-	{LIT("{\"type\":\"phase\",\"job\":\""), F_STR, {0}, {0}}, {LIT("\",\"rank\":"), F_U32, {0}, {0}},
-	{LIT(",\"iter\":"), F_U32, {0}, {0}},			 {LIT(",\"name\":\""), F_STR, {0}, {0}},
-	{LIT("\",\"kind\":\""), F_STR, {0}, {0}},		 {LIT("\",\"group\":\""), F_STR, {0}, {0}},
-	{LIT("\",\"start_us\":"), F_I64, {0}, {0}},		 {LIT(",\"dur_us\":"), F_I64, {0}, {0}},
+	{LIT("{\"type\":\"phase\",\"job\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"rank\":"), F_U32, {0}, {0}},
+	{LIT(",\"iter\":"), F_U32, {0}, {0}},
+	{LIT(",\"name\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"kind\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"group\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"start_us\":"), F_I64, {0}, {0}},
+	{LIT(",\"dur_us\":"), F_I64, {0}, {0}},
 	{LIT("}"), F_END, {0}, {0}},
 };
 static struct step shape_kernel[] = {
-	{LIT("{\"type\":\"kernel\",\"job\":\""), F_STR, {0}, {0}}, {LIT("\",\"rank\":"), F_U32, {0}, {0}},
-	{LIT(",\"iter\":"), F_U32, {0}, {0}},			  {LIT(",\"name\":\""), F_STR, {0}, {0}},
-	{LIT("\",\"kind\":\""), F_STR, {0}, {0}},		  {LIT("\",\"count\":"), F_U32, {0}, {0}},
-	{LIT(",\"durs_us\":"), F_INTS, {0}, {0}},		  {LIT("}"), F_END, {0}, {0}},
+	{LIT("{\"type\":\"kernel\",\"job\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"rank\":"), F_U32, {0}, {0}},
+	{LIT(",\"iter\":"), F_U32, {0}, {0}},
+	{LIT(",\"name\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"kind\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"count\":"), F_U32, {0}, {0}},
+	{LIT(",\"durs_us\":"), F_INTS, {0}, {0}},
+	{LIT("}"), F_END, {0}, {0}},
 };
 static struct step shape_iter[] = {
-	{LIT("{\"type\":\"iter\",\"job\":\""), F_STR, {0}, {0}}, {LIT("\",\"rank\":"), F_U32, {0}, {0}},
-	{LIT(",\"iter\":"), F_U32, {0}, {0}},			{LIT(",\"start_us\":"), F_I64, {0}, {0}},
-	{LIT(",\"dur_us\":"), F_I64, {0}, {0}},			{LIT("}"), F_END, {0}, {0}},
+	{LIT("{\"type\":\"iter\",\"job\":\""), F_STR, {0}, {0}},
+	{LIT("\",\"rank\":"), F_U32, {0}, {0}},
+	{LIT(",\"iter\":"), F_U32, {0}, {0}},
+	{LIT(",\"start_us\":"), F_I64, {0}, {0}},
+	{LIT(",\"dur_us\":"), F_I64, {0}, {0}},
+	{LIT("}"), F_END, {0}, {0}},
 };
 #undef LIT
 #define SHAPE_FIELDS 8
@@ -779,8 +790,7 @@ int jsonl_apply(const struct drec *d, const struct block *b, const struct jsonl_
 	case D_JOB: {
 		const struct djob *j = &d->u.job;
 		static const char *const device[] = {NULL, "gpu", "cpu"};
-		struct jsonl_job job = {d->name, j->world,         j->tp,   j->cp,
-					j->pp,   j->dp,            j->ep,   j->gpus_per_node,
+		struct jsonl_job job = {d->name,  j->world,         j->tp, j->cp, j->pp, j->dp, j->ep, j->gpus_per_node,
 					j->order, device[j->device]};
 		return h->job ? h->job(h->ctx, &job, why) : 0;
 	}

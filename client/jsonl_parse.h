@@ -29,11 +29,13 @@ struct jval {
 /* The keys records have; others are validated and ignored. A key is looked up once, when
  * parsed (a small open-addressing table), and its value kept in its slot: no string
  * comparisons per field read. */
-#define JKEYS(X)                                                                                                    \
-	X(type)                                                                                                     \
-	X(job) X(world) X(tp) X(cp) X(pp) X(dp) X(ep) X(gpus_per_node) X(order) X(rank) X(host) X(iter) X(start_us) \
-		X(dur_us) X(name) X(kind) X(group) X(count) X(durs_us) X(sum_us) X(min_us) X(max_us) X(p50_us)      \
-			X(p99_us) X(ts_us) X(source) X(detail) X(device)
+#define JKEYS(X)                                                                                                      \
+	X(type)                                                                                                       \
+	X(job)                                                                                                        \
+	X(world)                                                                                                      \
+	X(tp) X(cp) X(pp) X(dp) X(ep) X(gpus_per_node) X(order) X(rank) X(host) X(iter) X(start_us) X(dur_us) X(name) \
+		X(kind) X(group) X(count) X(durs_us) X(sum_us) X(min_us) X(max_us) X(p50_us) X(p99_us) X(ts_us)       \
+			X(source) X(detail) X(device)
 
 enum jkey {
 #define X(k) JK_##k,

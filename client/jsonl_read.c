@@ -118,20 +118,20 @@ static void *decoder(void *arg)
 	return NULL;
 }
 
-int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen)
+int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t err_size)
 {
 	struct reading *g = calloc(1, sizeof(*g));
 	if (!g) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, err_size, "%s: out of memory", path);
 		return -1;
 	}
 	if (!(g->ra = readahead_open(path))) {
-		snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
+		snprintf(err, err_size, "%s: could not open: %s", path, strerror(errno ? errno : ENOENT));
 		free(g);
 		return -1;
 	}
 	if (!(g->blocks_mem = jsonl_blocks_mem(g->blocks, READAHEAD_BLOCKS, readahead_block(g->ra)))) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, err_size, "%s: out of memory", path);
 		readahead_close(g->ra);
 		free(g);
 		return -1;
@@ -171,7 +171,7 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 		pthread_mutex_unlock(&g->mu);
 		if (done) {
 			if (end_rc < 0) {
-				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line + 1, readahead_error(g->ra));
+				snprintf(err, err_size, "%s:%" PRIu64 ": %s", path, line + 1, readahead_error(g->ra));
 				rc = -1;
 			}
 			break;
@@ -180,14 +180,14 @@ int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines,
 		for (size_t i = 0; i < b->nrec; i++) {
 			if (jsonl_apply(&b->rec[i], b, h, &why) < 0) {
 				line += b->rec[i].line;
-				snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, why ? why : "rejected");
+				snprintf(err, err_size, "%s:%" PRIu64 ": %s", path, line, why ? why : "rejected");
 				rc = -1;
 				break;
 			}
 		}
 		if (!rc && b->err_line) {
 			line += b->err_line;
-			snprintf(err, errlen, "%s:%" PRIu64 ": %s", path, line, b->err);
+			snprintf(err, err_size, "%s:%" PRIu64 ": %s", path, line, b->err);
 			rc = -1;
 		}
 		if (!rc)

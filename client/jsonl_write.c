@@ -18,11 +18,11 @@ struct jsonl_writer {
 	int failed;
 };
 
-struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size_t errlen)
+struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size_t err_size)
 {
 	struct jsonl_writer *w = calloc(1, sizeof(*w));
 	if (!w) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, err_size, "out of memory");
 		return NULL;
 	}
 	if (gz)
@@ -30,7 +30,7 @@ struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size
 	else
 		w->fp = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
 	if (!w->gz && !w->fp) {
-		snprintf(err, errlen, "could not open \"%s\": %s", path, strerror(errno));
+		snprintf(err, err_size, "could not open \"%s\": %s", path, strerror(errno));
 		free(w);
 		return NULL;
 	}
@@ -113,7 +113,9 @@ void jsonl_write_job(struct jsonl_writer *w, const struct jsonl_job *j)
 	     "\"ep\":%u,\"order\":\"%s\",\"gpus_per_node\":%u%s}\n",
 	     esc(j->job, a, sizeof(a)), j->world, j->tp, j->cp, j->pp, j->dp, j->ep,
 	     esc(j->order ? j->order : "tp-cp-ep-dp-pp", b, sizeof(b)), j->gpus_per_node,
-	     cpu ? ",\"device\":\"cpu\"" : gpu ? ",\"device\":\"gpu\"" : "");
+	     cpu   ? ",\"device\":\"cpu\""
+	     : gpu ? ",\"device\":\"gpu\""
+		   : "");
 }
 
 void jsonl_write_host(struct jsonl_writer *w, const char *job, uint32_t rank, const char *host)

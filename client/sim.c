@@ -125,12 +125,12 @@ struct scenario {
 	bool moe;             /* case5's MoE job; else the 1,024-rank dense one */
 	struct span culprits; /* ranks whose fault_phase takes extra_ms more */
 	uint32_t fault_phase;
-	double extra_ms;       /* the fault's cost to the step, per iteration */
-	double gemm_slow;      /* the culprits' sm90_gemm, this many times slower */
-	int64_t first_call_us; /* the culprits' first flash_attn_fwd of an iteration (a JIT stall) */
-	struct span links;     /* ranks whose communication is 3x slower */
-	struct span stages;    /* pipeline stages computing 1.6x longer */
-	struct span hung;      /* ranks that stop reporting half way */
+	double extra_ms;                       /* the fault's cost to the step, per iteration */
+	double gemm_slow;                      /* the culprits' sm90_gemm, this many times slower */
+	int64_t first_call_us;                 /* the culprits' first flash_attn_fwd of an iteration (a JIT stall) */
+	struct span links;                     /* ranks whose communication is 3x slower */
+	struct span stages;                    /* pipeline stages computing 1.6x longer */
+	struct span hung;                      /* ranks that stop reporting half way */
 	const char *event_host, *event_detail; /* a port_down seen out of band at the onset */
 };
 
@@ -213,11 +213,27 @@ static int sim_setup(struct sim *m, char *err, size_t err_size)
 	else
 		snprintf(m->jobname, sizeof(m->jobname), "sim-%s", scenario_names[sc]);
 	if (m->sc->moe)
-		m->job = (struct jsonl_job){.job = m->jobname, .world = 12960, .tp = 1, .cp = 1, .pp = 9, .dp = 1440,
-					    .ep = 32, .gpus_per_node = 8, .order = "tp-cp-ep-dp-pp", .device = "gpu"};
+		m->job = (struct jsonl_job){.job = m->jobname,
+					    .world = 12960,
+					    .tp = 1,
+					    .cp = 1,
+					    .pp = 9,
+					    .dp = 1440,
+					    .ep = 32,
+					    .gpus_per_node = 8,
+					    .order = "tp-cp-ep-dp-pp",
+					    .device = "gpu"};
 	else
-		m->job = (struct jsonl_job){.job = m->jobname, .world = 1024, .tp = 8, .cp = 1, .pp = 4, .dp = 32,
-					    .ep = 1, .gpus_per_node = 8, .order = "tp-cp-dp-pp", .device = "gpu"};
+		m->job = (struct jsonl_job){.job = m->jobname,
+					    .world = 1024,
+					    .tp = 8,
+					    .cp = 1,
+					    .pp = 4,
+					    .dp = 32,
+					    .ep = 1,
+					    .gpus_per_node = 8,
+					    .order = "tp-cp-dp-pp",
+					    .device = "gpu"};
 	m->nk = opt->kernels ? opt->kernels : 3;
 	if (m->nk < 3 || m->nk > SIM_MAX_KERNELS) {
 		snprintf(err, err_size, "kernels must be 3 to %d", SIM_MAX_KERNELS);

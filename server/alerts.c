@@ -434,10 +434,10 @@ static char *payload_webhook(const struct alert_msg *m)
 			      "dedup_key", m->dedup, "state", incident_change_name(m->change), "incident", "key",
 			      inc->key, "job", m->job, "category", inc->category, "state",
 			      m->change == INCIDENT_RESOLVED ? "resolved" : "open", "summary", inc->summary,
-			      "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates,
-			      "opened", opened, "changed", changed, "host", ja->host, "suspects", ja->suspects,
-			      "action", ja->action, "avoid", ja->avoid, "report_url", m->report_url, "job_url",
-			      m->job_url, "resolution", inc->open || !inc->resolution[0] ? NULL : inc->resolution));
+			      "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates, "opened",
+			      opened, "changed", changed, "host", ja->host, "suspects", ja->suspects, "action",
+			      ja->action, "avoid", ja->avoid, "report_url", m->report_url, "job_url", m->job_url,
+			      "resolution", inc->open || !inc->resolution[0] ? NULL : inc->resolution));
 	if (!rest)
 		return NULL;
 	/* the report goes in as it is: {"report":<json>,<rest without its "{">} */
@@ -478,15 +478,14 @@ static char *payload_pagerduty(const struct alert_msg *m, const char *routing_ke
 
 	snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, m->job, ja->host[0] ? ja->host : "?",
 		 inc->summary);
-	return dump(json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}}, "
-			      "s:[{s:s, s:s}]}",
-			      "routing_key", routing_key, "event_action",
-			      m->change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key, "payload",
-			      "summary", summary, "source", ja->host[0] ? ja->host : m->job, "severity",
-			      severity(inc->category), "component", m->job, "group", inc->category, "custom_details",
-			      "suspects", ja->suspects, "action", ja->action, "avoid", ja->avoid, "report_url",
-			      m->report_url, "job_url", m->job_url, "state", m->dedup, "links", "href", m->job_url,
-			      "text", "culprit job page"));
+	return dump(json_pack(
+		"{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}}, "
+		"s:[{s:s, s:s}]}",
+		"routing_key", routing_key, "event_action", m->change == INCIDENT_RESOLVED ? "resolve" : "trigger",
+		"dedup_key", inc->key, "payload", "summary", summary, "source", ja->host[0] ? ja->host : m->job,
+		"severity", severity(inc->category), "component", m->job, "group", inc->category, "custom_details",
+		"suspects", ja->suspects, "action", ja->action, "avoid", ja->avoid, "report_url", m->report_url,
+		"job_url", m->job_url, "state", m->dedup, "links", "href", m->job_url, "text", "culprit job page"));
 }
 
 /* ---- the op ---- */

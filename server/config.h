@@ -114,6 +114,6 @@ const char *config_shown(const struct config *cfg, const char *name, char *buf, 
 void config_print_values(const struct config *cfg, FILE *out);
 
 /* Writes the printf-style message into err (size bytes): how the parsers here say why. */
-void config_fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void config_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -222,7 +222,8 @@ static void input_pause(struct conn *c)
 		log_warning("agent connections hold %llu bytes of unfinished frames, over max_input_buffer_bytes "
 			    "(%lld); not reading from those over their share (%llu bytes each)",
 			    (unsigned long long)s->m.input_held, (long long)s->cfg.max_input_buffer_bytes,
-			    (unsigned long long)(s->cfg.max_input_buffer_bytes / (s->input_holders ? s->input_holders : 1)));
+			    (unsigned long long)(s->cfg.max_input_buffer_bytes /
+						 (s->input_holders ? s->input_holders : 1)));
 	s->input_over = true;
 	s->input_unread += c->in_held;
 	c->paused = true;
@@ -702,7 +703,7 @@ static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 /* Every string of a Hello is text (common/text.h) within its bounds: 0, else 1 with the
  * reason the agent is told in err (the field, what is wrong, the rule). */
-static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
+static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t err_size)
 {
 	const struct {
 		const char *name, *value;
@@ -719,8 +720,9 @@ static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
 		const char *why = text_check_str(f[i].value, f[i].min, f[i].max);
 
 		if (why) {
-			snprintf(err, size,
-				 "hello field %s %s (job and agent_id: 1 to %d bytes, host up to %d, topology.order up to "
+			snprintf(err, err_size,
+				 "hello field %s %s (job and agent_id: 1 to %d bytes, host up to %d, topology.order up "
+				 "to "
 				 "%d, token up to %d; UTF-8 without control characters)",
 				 f[i].name, why, HELLO_NAME_MAX, HELLO_NAME_MAX, HELLO_ORDER_MAX, HELLO_TOKEN_MAX);
 			return 1;

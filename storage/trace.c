@@ -311,7 +311,8 @@ static int load_ranks(struct loader *l)
 		d->ranks[i].rank = req->ranks[i];
 		snprintf(d->ranks[i].host, sizeof(d->ranks[i].host), "unknown host");
 	}
-	return read_rows(l, "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])",
+	return read_rows(l,
+			 "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])",
 			 2, (const char *const[]){l->job_id, l->ranks.p}, SIZE_MAX, rank_row);
 }
 
@@ -332,7 +333,9 @@ static int load_range(struct loader *l)
 {
 	if (l->d->from_iter < 0 || l->d->to_iter < 0) {
 		int rc = read_rows(
-			l, "SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN("$2"),
+			l,
+			"SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN(
+				"$2"),
 			2, (const char *const[]){l->job_id, l->ranks.p}, SIZE_MAX, last_row);
 
 		if (rc != 0)

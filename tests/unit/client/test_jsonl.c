@@ -364,11 +364,11 @@ static void spit(const char *path, const char *b, long n)
 	fclose(f);
 }
 
-static int read_file(const char *path, struct seen *s, uint64_t *lines, char *err, size_t errlen)
+static int read_file(const char *path, struct seen *s, uint64_t *lines, char *err, size_t err_size)
 {
 	memset(s, 0, sizeof(*s));
 	struct jsonl_handler h = {s, s_job, s_host, s_iter, s_phase, s_kernel, s_event};
-	return jsonl_read(path, &h, lines, err, errlen);
+	return jsonl_read(path, &h, lines, err, err_size);
 }
 
 /* gzip as zlib's gzread took it: several members (over many blocks), bytes after the last
