@@ -285,7 +285,7 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 	return f;
 oom:
 	snprintf(err, err_size, "out of memory");
-	fanout_close(f, 0, NULL);
+	fanout_abandon(f, 0);
 	return NULL;
 }
 
@@ -787,6 +787,8 @@ void fanout_print_progress(struct fanout *f, const char *prefix, double secs)
 		fprintf(stderr, ", %llu resent", (unsigned long long)st.resent_batches);
 	fprintf(stderr, "\n");
 }
+
+void fanout_abandon(struct fanout *f, int timeout_ms) { IGNORE_RESULT(fanout_close(f, timeout_ms, NULL)); }
 
 int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 {

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 #define IMPORT_STREAM_NAME_MAX 512
 
@@ -47,7 +48,7 @@ struct import_stream_handler {
 /* Streams the traceEvents of path (an object with "traceEvents" or a bare array). Returns
  * 0, or -1 with "path: byte N: message" in err. *bytes (may be NULL) gets the
  * uncompressed size read. */
-int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
+MUST_CHECK int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
 			 size_t err_size);
 
 #endif

@@ -11,9 +11,10 @@
 
 #include "import_common.h"
 #include "jsonl.h"
+#include "attrs.h"
 
 /* 0, or -1 with "path: ..." in err. */
-int import_trace_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+MUST_CHECK int import_trace_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
 		      size_t err_size);
 
 #endif

@@ -13,6 +13,7 @@
 #include "jsonl.h"
 #include "jsonl_parse.h"
 #include "record.h"
+#include "attrs.h"
 
 /* A record decoded from a line, handed to the handler later, in the file's order. A phase's
  * or kernel's name is the read's interned copy (struct names), its other strings lie in its
@@ -119,6 +120,6 @@ void jsonl_names_free(struct names *t);
  * b->err); phases' and kernels' names interned in t (m->seen: the decoder's memory of it). */
 void jsonl_decode_block(struct block *b, char *data, size_t n, struct decoder_mem *m, struct names *t);
 /* Hands a decoded record to the handler: 0, or -1 with *why set. */
-int jsonl_apply(const struct drec *d, const struct block *b, const struct jsonl_handler *h, const char **why);
+MUST_CHECK int jsonl_apply(const struct drec *d, const struct block *b, const struct jsonl_handler *h, const char **why);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "attrs.h"
 
 enum jt { JT_NULL, JT_BOOL, JT_NUM, JT_STR, JT_ARR, JT_OBJ };
 
@@ -71,7 +72,7 @@ struct jp {
 void jsonl_parse_init(void);
 /* Parses the object of the line [j->p, j->end) into o: 0, or -1 with j->err set and j->p
  * where it failed. */
-int jsonl_parse_line(struct jp *j, struct jobj *o);
+MUST_CHECK int jsonl_parse_line(struct jp *j, struct jobj *o);
 
 /* The value of key in o, NULL when the line did not have it. */
 static inline const struct jval *jget(const struct jobj *o, enum jkey key)

@@ -379,7 +379,7 @@ int sim_stream_main(int argc, char **argv)
 	if (rc < 0) {
 		fprintf(stderr, "culprit sim: %s\n", s.err[0] ? s.err : err);
 		if (s.f)
-			fanout_close(s.f, 10000, NULL);
+			fanout_abandon(s.f, 10000);
 		sim_capture_free(s.capture);
 		return s.f ? 1 : 2;
 	}

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct pg_conn;
 struct storage_query_result;
@@ -79,7 +80,7 @@ struct trace_data {
 /* Fills d. 0 ok; 1 the job is not stored; -1 failed (r->failed, error and sqlstate set); 2
  * too many slices (d->too_many). Phases without a start offset are placed after the
  * previous phase of their iteration; slices are in no particular order. */
-int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
+MUST_CHECK int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
 		       struct storage_query_result *r);
 void storage_trace_free(struct trace_data *d);
 
