@@ -21,6 +21,7 @@
 
 #include "agent.h"
 #include "frame.h"
+#include "attrs.h"
 
 #define BATCH_SOFT_BYTES (1u << 20) /* seal when a batch's estimate reaches this */
 
@@ -169,24 +170,24 @@ struct agent_loop {
 void agent_log(struct agent *a, enum agent_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* a.mu held: */
 size_t agent_building_records(const struct agent *a);
-int agent_seal(struct agent *a);
+MUST_CHECK int agent_seal(struct agent *a);
 /* Before bt goes out on the connection (a.mu held): its frame header (c.hdr) and the name
  * definitions this connection has not had yet (c.defs), which it then counts as had.
  * 0, -1 out of memory. */
-int agent_batch_frame(struct agent *a, struct batch *bt);
+MUST_CHECK int agent_batch_frame(struct agent *a, struct batch *bt);
 void agent_queue_ack(struct agent *a, uint64_t durable);
 void agent_queue_reject(struct agent *a, uint64_t seq, const char *reason);
 void agent_rebase(struct agent *a, uint64_t durable);
 /* "host:port", "host" (AGENT_DEFAULT_PORT), "[v6]:port" -> host, port; 0 or -1. */
-int agent_parse_addr(const char *s, char *host, size_t host_size, char *port, size_t port_size);
+MUST_CHECK int agent_parse_addr(const char *s, char *host, size_t host_size, char *port, size_t port_size);
 
 /* agent_tls.c */
 /* Takes a reference to the shared client context for ca (NULL: the system's CAs). */
-int agent_tls_init(struct agent *a, const char *ca, char *err, size_t size);
+MUST_CHECK int agent_tls_init(struct agent *a, const char *ca, char *err, size_t err_size);
 void agent_tls_release(struct agent *a);
 /* network thread: */
-int agent_tls_start(struct agent *a, char *why, size_t size);     /* 0, or -1 with why */
-int agent_tls_handshake(struct agent *a, char *why, size_t size); /* 1 done, 0 wait (c.tls_want), -1 why */
+MUST_CHECK int agent_tls_start(struct agent *a, char *err, size_t err_size);     /* 0, or -1 with err */
+MUST_CHECK int agent_tls_handshake(struct agent *a, char *err, size_t err_size); /* 1 done, 0 wait (c.tls_want), -1 err */
 void agent_tls_close(struct agent_conn *c, bool notify);
 /* recv(2) and send(2) through TLS when c->ssl: -1 with errno EAGAIN to wait for c->tls_want */
 ssize_t agent_io_recv(struct agent_conn *c, void *buf, size_t n);

@@ -39,13 +39,13 @@ static const char *ssl_reason(char *buf, size_t size)
 	return buf;
 }
 
-static SSL_CTX *ctx_new(const char *ca, char *err, size_t size)
+static SSL_CTX *ctx_new(const char *ca, char *err, size_t err_size)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	char why[256];
 
 	if (!ctx) {
-		snprintf(err, size, "could not create a TLS context: %s", ssl_reason(why, sizeof(why)));
+		snprintf(err, err_size, "could not create a TLS context: %s", ssl_reason(why, sizeof(why)));
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -55,7 +55,7 @@ static SSL_CTX *ctx_new(const char *ca, char *err, size_t size)
 	/* send() semantics: partial writes, retried from wherever the frame's bytes are */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	if (*ca ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(ctx) != 1) {
-		snprintf(err, size, "could not load the CA certificates %s%s%s: %s", *ca ? "\"" : "",
+		snprintf(err, err_size, "could not load the CA certificates %s%s%s: %s", *ca ? "\"" : "",
 			 *ca ? ca : "of the system", *ca ? "\"" : "", ssl_reason(why, sizeof(why)));
 		SSL_CTX_free(ctx);
 		return NULL;
@@ -63,7 +63,7 @@ static SSL_CTX *ctx_new(const char *ca, char *err, size_t size)
 	return ctx;
 }
 
-int agent_tls_init(struct agent *a, const char *ca, char *err, size_t size)
+int agent_tls_init(struct agent *a, const char *ca, char *err, size_t err_size)
 {
 	struct shared_ctx *s;
 
@@ -77,10 +77,10 @@ int agent_tls_init(struct agent *a, const char *ca, char *err, size_t size)
 		if (!s || !(s->ca = strdup(ca))) {
 			free(s);
 			pthread_mutex_unlock(&ctx_mu);
-			snprintf(err, size, "out of memory");
+			snprintf(err, err_size, "out of memory");
 			return -1;
 		}
-		if (!(s->ctx = ctx_new(ca, err, size))) {
+		if (!(s->ctx = ctx_new(ca, err, err_size))) {
 			free(s->ca);
 			free(s);
 			pthread_mutex_unlock(&ctx_mu);
@@ -116,7 +116,7 @@ void agent_tls_release(struct agent *a)
 	a->tls = NULL;
 }
 
-int agent_tls_start(struct agent *a, char *why, size_t size)
+int agent_tls_start(struct agent *a, char *err, size_t err_size)
 {
 	struct agent_conn *c = &a->c;
 	unsigned char ip[16];
@@ -126,23 +126,23 @@ int agent_tls_start(struct agent *a, char *why, size_t size)
 
 	c->ssl = SSL_new(a->tls);
 	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1) {
-		snprintf(why, size, "could not start TLS: %s", ssl_reason(buf, sizeof(buf)));
+		snprintf(err, err_size, "could not start TLS: %s", ssl_reason(buf, sizeof(buf)));
 		return -1;
 	}
 	if (is_ip) {
 		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), a->c.host) != 1) {
-			snprintf(why, size, "could not set the address to verify");
+			snprintf(err, err_size, "could not set the address to verify");
 			return -1;
 		}
 	} else if (SSL_set_tlsext_host_name(c->ssl, a->c.host) != 1 || SSL_set1_host(c->ssl, a->c.host) != 1) {
-		snprintf(why, size, "could not set the host name to verify");
+		snprintf(err, err_size, "could not set the host name to verify");
 		return -1;
 	}
 	c->tls_want = POLLOUT;
 	return 0;
 }
 
-int agent_tls_handshake(struct agent *a, char *why, size_t size)
+int agent_tls_handshake(struct agent *a, char *err, size_t err_size)
 {
 	struct agent_conn *c = &a->c;
 	int r, e;
@@ -162,10 +162,10 @@ int agent_tls_handshake(struct agent *a, char *why, size_t size)
 	}
 	v = SSL_get_verify_result(c->ssl);
 	if (v != X509_V_OK)
-		snprintf(why, size, "TLS with \"%s:%s\" failed: the server certificate is not trusted: %s", a->c.host,
-			 a->c.port, X509_verify_cert_error_string(v));
+		snprintf(err, err_size, "TLS with \"%s:%s\" failed: the server certificate is not trusted: %s",
+			 a->c.host, a->c.port, X509_verify_cert_error_string(v));
 	else
-		snprintf(why, size, "TLS with \"%s:%s\" failed: %s", a->c.host, a->c.port,
+		snprintf(err, err_size, "TLS with \"%s:%s\" failed: %s", a->c.host, a->c.port,
 			 e == SSL_ERROR_SYSCALL && !ERR_peek_last_error()
 				 ? "the server closed the connection (does it speak TLS?)"
 				 : ssl_reason(buf, sizeof(buf)));

@@ -11,6 +11,7 @@
 
 #include "record.h"
 #include "sketch.h"
+#include "attrs.h"
 
 /* Up to this many calls the summary fields hold every value and no sketch is sent. */
 #define KERNEL_SUMMARY_EXACT_MAX 3
@@ -33,7 +34,7 @@ void kernel_summary_destroy(struct kernel_summary *ks);
  * value >= 0); no sketch (sketch_len 0) up to KERNEL_SUMMARY_EXACT_MAX calls. k->sketch
  * points into ks until the next call. Returns 0, -1 on a negative
  * duration or out of memory (*why says which). */
-int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs, size_t n,
+MUST_CHECK int kernel_summary_make(struct kernel_summary *ks, struct record_kernel *k, const int64_t *durs, size_t n,
 			const char **why);
 /* Bytes of one Batch frame holding these records, packed as agent/agent.c packs it: no
  * dictionary (the records' name fields are the agent's name ids), with the

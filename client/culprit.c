@@ -346,7 +346,7 @@ static int cmd_sim(int argc, char **argv)
 {
 	struct sim_options opt;
 	memset(&opt, 0, sizeof(opt));
-	const char *out = NULL, *server = NULL;
+	const char *out = NULL;
 	/* streaming to culpritd: client/sim_stream.c */
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--server") == 0 || strncmp(argv[i], "--server=", 9) == 0)
@@ -354,8 +354,8 @@ static int cmd_sim(int argc, char **argv)
 	static const struct option opts[] = {
 		{"scenario", required_argument, NULL, 's'}, {"seed", required_argument, NULL, 'S'},
 		{"iters", required_argument, NULL, 'i'},    {"kernels", required_argument, NULL, 'k'},
-		{"out", required_argument, NULL, 'o'},      {"server", required_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+		{"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 	uint64_t v;
@@ -384,7 +384,6 @@ static int cmd_sim(int argc, char **argv)
 			opt.kernels = (uint32_t)v;
 			break;
 		case 'o': out = optarg; break;
-		case 'r': server = optarg; break;
 		case 'h': /* both ways: to a file, and streamed to culpritd (sim_stream.c) */
 			sim_usage(stdout);
 			printf("\nstreaming to culpritd:\n");
@@ -392,12 +391,14 @@ static int cmd_sim(int argc, char **argv)
 		default: sim_usage(stderr); return 2;
 		}
 	}
-	if (!opt.scenario || (!out && !server) || (out && server) || optind != argc) {
+	if (!opt.scenario || !out || optind != argc) {
+		if (!opt.scenario)
+			fprintf(stderr, "culprit sim: --scenario NAME is missing\n");
+		else if (!out)
+			fprintf(stderr, "culprit sim: --out FILE or --server HOST:PORT is missing (where the records go)\n");
+		else
+			fprintf(stderr, "culprit sim: unexpected argument \"%s\"\n", argv[optind]);
 		sim_usage(stderr);
-		return 2;
-	}
-	if (server) {
-		fprintf(stderr, "culprit sim: --server is not yet implemented\n");
 		return 2;
 	}
 	int known = 0;

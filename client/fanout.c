@@ -208,23 +208,23 @@ static int64_t host_find_or_add(struct fanout *f, const char *name)
 	return (int64_t)f->n_hosts++;
 }
 
-struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t errlen)
+struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t err_size)
 {
 	struct fanout *f;
 	uint32_t gpn = job->topo.gpus_per_node ? job->topo.gpus_per_node : 8;
 
 	if (!job->job || !*job->job || job->topo.world == 0 || job->topo.world > 10000000) {
-		snprintf(err, errlen, "a job needs a name and a world size of 1 to 10000000");
+		snprintf(err, err_size, "a job needs a name and a world size of 1 to 10000000");
 		return NULL;
 	}
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	(void)pthread_once(&once, ag_load);
 	if (ag_err[0]) {
-		snprintf(err, errlen, "%s", ag_err);
+		snprintf(err, err_size, "%s", ag_err);
 		return NULL;
 	}
 	if (!(f = calloc(1, sizeof(*f)))) {
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, err_size, "out of memory");
 		return NULL;
 	}
 	pthread_mutex_init(&f->log_mu, NULL);
@@ -284,8 +284,8 @@ struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_j
 	}
 	return f;
 oom:
-	snprintf(err, errlen, "out of memory");
-	fanout_close(f, 0, NULL);
+	snprintf(err, err_size, "out of memory");
+	fanout_abandon(f, 0);
 	return NULL;
 }
 
@@ -787,6 +787,8 @@ void fanout_print_progress(struct fanout *f, const char *prefix, double secs)
 		fprintf(stderr, ", %llu resent", (unsigned long long)st.resent_batches);
 	fprintf(stderr, "\n");
 }
+
+void fanout_abandon(struct fanout *f, int timeout_ms) { IGNORE_RESULT(fanout_close(f, timeout_ms, NULL)); }
 
 int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st)
 {

@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "record.h"
+#include "attrs.h"
 
 struct fanout_config {
 	const char *server;          /* HOST:PORT */
@@ -57,31 +58,31 @@ struct fanout_stats {
 struct fanout;
 
 /* NULL with a message in err on a bad job or configuration. */
-struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t errlen);
+struct fanout *fanout_new(const struct fanout_config *cfg, const struct fanout_job *job, char *err, size_t err_size);
 /* Assigns a rank to a host (default "node-<rank / gpus_per_node>"). -1 with *why when the
  * rank is out of range or its agent already exists with another host. */
-int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why);
+MUST_CHECK int fanout_set_host(struct fanout *f, uint32_t rank, const char *host, const char **why);
 /* Records of one (rank, iteration) are held until a record of another one arrives (or
  * fanout_kick / fanout_close) and then appended together with agent_add_iteration, so that
  * the server sees phases with their iteration. 0, or -1 with *why (rank out of range, agent
  * could not be created, or an invalid record in the group just sent: a record's error is
  * reported by the call after it). */
-int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why);
-int fanout_phase(struct fanout *f, const struct record_phase *r, const char *name, const char **why);
+MUST_CHECK int fanout_iter(struct fanout *f, const struct record_iter *r, const char **why);
+MUST_CHECK int fanout_phase(struct fanout *f, const struct record_phase *r, const char *name, const char **why);
 /* A kernel; durs (may be NULL) are individual durations: when given, count and the summary
  * fields are computed from them. */
-int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs, size_t ndurs,
+MUST_CHECK int fanout_kernel(struct fanout *f, const struct record_kernel *r, const char *name, const int64_t *durs, size_t ndurs,
 		  const char **why);
 /* One rank's iteration with its phases and kernels, in one batch (agent_add_iteration).
  * pnames[i] / knames[i] name phase i / kernel i; kdurs/kndurs (may be NULL) as for
  * fanout_kernel. */
-int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struct record_phase *ph,
+MUST_CHECK int fanout_rank_iter(struct fanout *f, const struct record_iter *it, const struct record_phase *ph,
 		     const char *const *pnames, size_t nph, const struct record_kernel *k, const char *const *knames,
 		     const int64_t *const *kdurs, const size_t *kndurs, size_t nk, const char **why);
 /* Calls cb with the latest Command of every agent that has one (client/sim_capture.c). */
 void fanout_each_command(struct fanout *f, void (*cb)(void *arg, const struct agent_command *cmd), void *arg);
 /* Raw kernels of one rank (an on-demand capture), names[i] naming r[i]. 0 or -1 with *why. */
-int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, const char *const *names, size_t n,
+MUST_CHECK int fanout_raw_kernels(struct fanout *f, const struct record_raw_kernel *r, const char *const *names, size_t n,
 		       const char **why);
 /* Seals every agent's batch (does not wait). */
 void fanout_kick(struct fanout *f);
@@ -94,6 +95,8 @@ void fanout_print_progress(struct fanout *f, const char *prefix, double secs);
  * Agents the server refuses before accepting any Hello (closed at accept 3 times in a row:
  * a connection limit; or a refused Hello) give up at once: the appends fail with a message
  * saying so, and fanout_close stops waiting (st->refusal says why). */
-int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st);
+MUST_CHECK int fanout_close(struct fanout *f, int timeout_ms, struct fanout_stats *st);
+/* fanout_close on a path that has failed already: what was not acknowledged is not told. */
+void fanout_abandon(struct fanout *f, int timeout_ms);
 
 #endif

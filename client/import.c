@@ -58,18 +58,18 @@ static const char *const kineto_marks[] = {
 	NULL,
 };
 
-enum import_format import_detect(const char *path, char *err, size_t errlen)
+enum import_format import_detect(const char *path, char *err, size_t err_size)
 {
 	gzFile f = strcmp(path, "-") == 0 ? NULL : gzopen(path, "rb");
 	if (!f) {
-		snprintf(err, errlen, "%s: could not open", path);
+		snprintf(err, err_size, "%s: could not open: %s", path, strerror(errno ? errno : ENOMEM));
 		return IMPORT_AUTO;
 	}
 	static char buf[8192];
 	int n = gzread(f, buf, sizeof(buf) - 1);
 	gzclose(f);
 	if (n < 0) {
-		snprintf(err, errlen, "%s: could not read (bad gzip data)", path);
+		snprintf(err, err_size, "%s: could not read (bad gzip data)", path);
 		return IMPORT_AUTO;
 	}
 	buf[n] = 0;
@@ -83,7 +83,7 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 		while (j < n && (buf[j] == ' ' || buf[j] == '\n' || buf[j] == '\r' || buf[j] == '\t'))
 			j++;
 		if (buf[i] == '[' && buf[j] == '[') {
-			snprintf(err, errlen,
+			snprintf(err, err_size,
 				 "%s: a memory-profiler timeline (torch.profiler export_memory_timeline), not a "
 				 "profiler trace",
 				 path);
@@ -96,7 +96,7 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 			return IMPORT_JSONL;
 		int events = strstr(buf, "\"traceEvents\"") != NULL;
 		if (!events && strstr(buf, "\"nodes\"") && strstr(buf, "\"schema\"")) {
-			snprintf(err, errlen,
+			snprintf(err, err_size,
 				 "%s: a PyTorch execution trace, not a profiler trace (culprit reads the "
 				 "traces torch.profiler writes)",
 				 path);
@@ -111,7 +111,7 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 			*nl = 0;
 		if (strstr(buf + i, "\"type\""))
 			return IMPORT_JSONL; /* a record line with "type" later */
-		snprintf(err, errlen,
+		snprintf(err, err_size,
 			 "%s: a JSON document that is not a trace (no traceEvents, and not interchange "
 			 "JSONL: no \"type\")",
 			 path);
@@ -122,7 +122,7 @@ enum import_format import_detect(const char *path, char *err, size_t errlen)
 		*nl = 0;
 	if (strstr(buf + i, "worker") && strchr(buf + i, ','))
 		return IMPORT_CSV;
-	snprintf(err, errlen,
+	snprintf(err, err_size,
 		 "%s: unrecognized format (expected JSONL, a PyTorch profiler or Chrome trace, or a "
 		 "worker CSV)",
 		 path);
@@ -190,11 +190,11 @@ static void strlist_free(struct strlist *l)
 }
 
 /* The files of directory dir that are traces, in natural order, appended to l. */
-static int expand_dir(const char *dir, struct strlist *l, const struct import_options *opt, char *err, size_t errlen)
+static int expand_dir(const char *dir, struct strlist *l, const struct import_options *opt, char *err, size_t err_size)
 {
 	DIR *d = opendir(dir);
 	if (!d) {
-		snprintf(err, errlen, "%s: could not open the directory: %s", dir, strerror(errno));
+		snprintf(err, err_size, "%s: could not open the directory: %s", dir, strerror(errno));
 		return -1;
 	}
 	size_t first = l->n, skipped = 0;
@@ -213,11 +213,11 @@ static int expand_dir(const char *dir, struct strlist *l, const struct import_op
 	}
 	closedir(d);
 	if (rc) {
-		snprintf(err, errlen, "%s: out of memory", dir);
+		snprintf(err, err_size, "%s: out of memory", dir);
 		return -1;
 	}
 	if (l->n == first) {
-		snprintf(err, errlen,
+		snprintf(err, err_size,
 			 "%s: no trace file in the directory (names ending in .json, .jsonl or .csv, "
 			 "optionally .gz)",
 			 dir);
@@ -231,16 +231,16 @@ static int expand_dir(const char *dir, struct strlist *l, const struct import_op
 }
 
 int import_expand(const char *const *paths, size_t n, const struct import_options *opt, char ***out, size_t *nout,
-		  char *err, size_t errlen)
+		  char *err, size_t err_size)
 {
 	struct strlist l = {0};
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct stat st;
 		if (strcmp(paths[i], "-") != 0 && stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
-			rc = expand_dir(paths[i], &l, opt, err, errlen);
+			rc = expand_dir(paths[i], &l, opt, err, err_size);
 		else if (strlist_add(&l, paths[i], NULL) < 0) {
-			snprintf(err, errlen, "out of memory");
+			snprintf(err, err_size, "out of memory");
 			rc = -1;
 		}
 	}
@@ -255,7 +255,7 @@ int import_expand(const char *const *paths, size_t n, const struct import_option
 	char **v = malloc(bytes ? bytes : 1);
 	if (!v) {
 		strlist_free(&l);
-		snprintf(err, errlen, "out of memory");
+		snprintf(err, err_size, "out of memory");
 		return -1;
 	}
 	char *p = (char *)(v + l.n);
@@ -272,7 +272,7 @@ int import_expand(const char *const *paths, size_t n, const struct import_option
 }
 
 int import_read(enum import_format fmt, const char *const *paths, size_t n, const struct import_options *opt,
-		const struct jsonl_handler *h, char *err, size_t errlen)
+		const struct jsonl_handler *h, char *err, size_t err_size)
 {
 	static const struct import_options none;
 	if (!opt)
@@ -283,13 +283,13 @@ int import_read(enum import_format fmt, const char *const *paths, size_t n, cons
 		if (f == IMPORT_AUTO) {
 			if (strcmp(paths[i], "-") == 0)
 				f = IMPORT_JSONL;
-			else if ((f = import_detect(paths[i], err, errlen)) == IMPORT_AUTO)
+			else if ((f = import_detect(paths[i], err, err_size)) == IMPORT_AUTO)
 				return -1;
 		}
 		/* a run of files of the same format goes to its importer together */
 		size_t j = i + 1;
 		if (fmt == IMPORT_AUTO)
-			while (j < n && strcmp(paths[j], "-") != 0 && import_detect(paths[j], err, errlen) == f)
+			while (j < n && strcmp(paths[j], "-") != 0 && import_detect(paths[j], err, err_size) == f)
 				j++;
 		else
 			j = n;
@@ -297,18 +297,18 @@ int import_read(enum import_format fmt, const char *const *paths, size_t n, cons
 		switch (f) {
 		case IMPORT_JSONL:
 			for (size_t k = i; k < j && !rc; k++)
-				rc = jsonl_read(paths[k], h, NULL, err, errlen);
+				rc = jsonl_read(paths[k], h, NULL, err, err_size);
 			break;
-		case IMPORT_KINETO: rc = import_kineto_read(paths + i, j - i, opt, h, err, errlen); break;
+		case IMPORT_KINETO: rc = import_kineto_read(paths + i, j - i, opt, h, err, err_size); break;
 		case IMPORT_CHROME:
 			for (size_t k = i; k < j && !rc; k++)
-				rc = import_chrome_read(paths[k], opt, h, err, errlen);
+				rc = import_chrome_read(paths[k], opt, h, err, err_size);
 			break;
 		case IMPORT_CSV:
 			for (size_t k = i; k < j && !rc; k++)
-				rc = import_csv_read(paths[k], opt, h, err, errlen);
+				rc = import_csv_read(paths[k], opt, h, err, err_size);
 			break;
-		default: snprintf(err, errlen, "unknown format"); rc = -1;
+		default: snprintf(err, err_size, "unknown format"); rc = -1;
 		}
 		if (rc)
 			return -1;

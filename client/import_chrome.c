@@ -1,12 +1,14 @@
 /* import_chrome.c: many-rank Chrome-trace timelines (see import_chrome.h). */
 #include "import_chrome.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "import_stream.h"
+#include "import_trace.h"
 #include "topo.h"
 
 #define MAX_NAMES 40 /* distinct event names kept; later ones become "other" */
@@ -36,6 +38,7 @@ struct chr {
 	uint32_t nnames;
 	int64_t maxpid;
 	uint64_t nostep;
+	uint64_t own; /* events with args.rank and args.iter: culprit's own trace (import_trace.c) */
 };
 
 static uint64_t mix(uint64_t x)
@@ -175,6 +178,8 @@ static int on_event(void *ctx, const struct import_stream_event *e, const char *
 	}
 	if (e->ph[0] != 'X' || e->ph[1])
 		return 0;
+	if (e->rank >= 0 && e->iter >= 0)
+		c->own++;
 	if (e->step < 0) {
 		c->nostep++;
 		return 0;
@@ -213,7 +218,7 @@ static int on_event(void *ctx, const struct import_stream_event *e, const char *
 }
 
 /* meta-<trial>.yaml: "key: value" lines; we read pp_size, tp_size, dp_size */
-static int read_meta(const char *path, uint32_t *pp, uint32_t *tp, uint32_t *dp, char *err, size_t errlen)
+static int read_meta(const char *path, uint32_t *pp, uint32_t *tp, uint32_t *dp, char *err, size_t err_size)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
@@ -233,7 +238,7 @@ static int read_meta(const char *path, uint32_t *pp, uint32_t *tp, uint32_t *dp,
 		if (!dst)
 			continue;
 		if (v < 1 || v > 65536) {
-			snprintf(err, errlen, "%s:%u: %s out of range", path, ln, key);
+			snprintf(err, err_size, "%s:%u: %s out of range", path, ln, key);
 			fclose(f);
 			return -1;
 		}
@@ -280,38 +285,26 @@ static int cmp_i64(const void *a, const void *b)
 
 static int64_t us(double v) { return (int64_t)llround(v); }
 
-int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
-		       size_t errlen)
+/* The layout of a timeline: what it shows and its sizes. */
+struct layout {
+	uint32_t pp, tp, dp, world;
+	struct topo topo;
+};
+
+/* The layout: flags, else the meta file, else what the threads show. */
+static int chrome_layout(const struct chr *c, const char *path, const struct import_options *opt, struct layout *l,
+			 char *err, size_t err_size)
 {
-	struct chr c;
-	memset(&c, 0, sizeof(c));
-	struct import_stream_handler sh = {&c, on_event, NULL};
-	struct ph *ph = NULL;
-	int64_t *steps = NULL;
-	int rc = -1;
-	const char *why = NULL;
-	if (import_stream_events(path, &sh, NULL, err, errlen) < 0)
-		goto out;
-	if (!c.nth) {
-		snprintf(err, errlen, "%s: no thread named \"PP rank X, TP rank Y, ...\" (not a per-rank timeline)",
-			 path);
-		goto out;
-	}
-	if (!c.nag) {
-		snprintf(err, errlen, "%s: no steps (no event with args.step)", path);
-		goto out;
-	}
-	/* layout: flags, else the meta file, else what the threads show */
 	uint32_t pp = 0, tp = 0, dp = 0;
 	char mp[1024];
 	const char *meta = opt && opt->meta ? opt->meta : meta_path(path, mp, sizeof(mp)) == 0 ? mp : NULL;
 	if (meta) {
-		int m = read_meta(meta, &pp, &tp, &dp, err, errlen);
+		int m = read_meta(meta, &pp, &tp, &dp, err, err_size);
 		if (m < 0)
-			goto out;
+			return -1;
 		if (m > 0 && opt && opt->meta) {
-			snprintf(err, errlen, "%s: could not open", meta);
-			goto out;
+			snprintf(err, err_size, "%s: could not open: %s", meta, strerror(errno));
+			return -1;
 		}
 	}
 	if (opt && opt->pp)
@@ -319,63 +312,75 @@ int import_chrome_read(const char *path, const struct import_options *opt, const
 	if (opt && opt->tp)
 		tp = opt->tp;
 	uint32_t seen_pp = 0, seen_tp = 0;
-	for (size_t i = 0; i < c.thcap; i++)
-		if (c.th[i].used) {
-			if ((uint32_t)c.th[i].pp + 1 > seen_pp)
-				seen_pp = (uint32_t)c.th[i].pp + 1;
-			if ((uint32_t)c.th[i].tp + 1 > seen_tp)
-				seen_tp = (uint32_t)c.th[i].tp + 1;
+	for (size_t i = 0; i < c->thcap; i++)
+		if (c->th[i].used) {
+			if ((uint32_t)c->th[i].pp + 1 > seen_pp)
+				seen_pp = (uint32_t)c->th[i].pp + 1;
+			if ((uint32_t)c->th[i].tp + 1 > seen_tp)
+				seen_tp = (uint32_t)c->th[i].tp + 1;
 		}
 	if (!pp)
 		pp = seen_pp;
 	if (!tp)
 		tp = seen_tp;
 	if (!dp)
-		dp = (uint32_t)c.maxpid + 1;
+		dp = (uint32_t)c->maxpid + 1;
 	/* the timeline shows TP rank 0 only when tp_size > 1 there: model the ranks it has */
 	if (seen_tp < tp)
 		tp = seen_tp;
-	if (seen_pp > pp || (uint32_t)c.maxpid >= dp) {
-		snprintf(err, errlen,
+	if (seen_pp > pp || (uint32_t)c->maxpid >= dp) {
+		snprintf(err, err_size,
 			 "%s: the timeline has PP rank %u and DP rank %lld, beyond the layout pp %u, dp %u", path,
-			 seen_pp - 1, (long long)c.maxpid, pp, dp);
-		goto out;
+			 seen_pp - 1, (long long)c->maxpid, pp, dp);
+		return -1;
 	}
 	if ((uint64_t)pp * tp * dp > 1000000) {
-		snprintf(err, errlen, "%s: layout too large", path);
-		goto out;
+		snprintf(err, err_size, "%s: layout too large", path);
+		return -1;
 	}
 	uint32_t world = pp * tp * dp;
-	struct topo topo;
 	char msg[200];
-	if (topo_init(&topo, world, tp, 1, pp, dp, 1, "tp-cp-ep-dp-pp", world < 8 ? world : 8, msg, sizeof(msg)) < 0) {
-		snprintf(err, errlen, "%s: %s", path, msg);
-		goto out;
+	if (topo_init(&l->topo, world, tp, 1, pp, dp, 1, "tp-cp-ep-dp-pp", world < 8 ? world : 8, msg, sizeof(msg)) <
+	    0) {
+		snprintf(err, err_size, "%s: %s", path, msg);
+		return -1;
 	}
-	/* steps -> consecutive iterations */
-	steps = malloc(c.nag * sizeof(*steps));
-	ph = malloc(c.nag * sizeof(*ph));
+	l->pp = pp;
+	l->tp = tp;
+	l->dp = dp;
+	l->world = world;
+	return 0;
+}
+
+/* The (rank, iteration, name) sums as phases, steps numbered as consecutive iterations,
+ * sorted; *out malloc'd. */
+static int chrome_phases(struct chr *c, const char *path, const struct layout *l, struct ph **out, size_t *n,
+			 char *err, size_t err_size)
+{
+	int64_t *steps = malloc(c->nag * sizeof(*steps));
+	struct ph *ph = malloc(c->nag * sizeof(*ph));
+	int rc = -1;
 	if (!steps || !ph) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, err_size, "%s: out of memory", path);
 		goto out;
 	}
 	size_t ns = 0;
-	for (size_t i = 0; i < c.agcap; i++)
-		if (c.ag[i].used)
-			steps[ns++] = c.ag[i].step;
+	for (size_t i = 0; i < c->agcap; i++)
+		if (c->ag[i].used)
+			steps[ns++] = c->ag[i].step;
 	qsort(steps, ns, sizeof(*steps), cmp_i64);
 	size_t nu = 0;
 	for (size_t i = 0; i < ns; i++)
 		if (!nu || steps[nu - 1] != steps[i])
 			steps[nu++] = steps[i];
 	size_t np = 0;
-	for (size_t i = 0; i < c.agcap; i++) {
-		const struct agg *a = &c.ag[i];
+	for (size_t i = 0; i < c->agcap; i++) {
+		const struct agg *a = &c->ag[i];
 		if (!a->used)
 			continue;
-		const struct thread *t = thread_get(&c, a->pid, a->tid, 0);
+		const struct thread *t = thread_get(c, a->pid, a->tid, 0);
 		if (!t) {
-			snprintf(err, errlen,
+			snprintf(err, err_size,
 				 "%s: events on pid %lld tid %lld, a thread without a \"PP rank X, TP rank Y\" name",
 				 path, (long long)a->pid, (long long)a->tid);
 			goto out;
@@ -394,10 +399,10 @@ int import_chrome_read(const char *path, const struct import_options *opt, const
 				hi = mid;
 		}
 		struct ph *p = &ph[np++];
-		p->rank = topo_rank(&topo, &co);
+		p->rank = topo_rank(&l->topo, &co);
 		p->iter = (uint32_t)lo;
 		p->name = a->name;
-		const char *nm = c.names[a->name];
+		const char *nm = c->names[a->name];
 		static const uint8_t kinds[] = {RECORD_KIND_COMPUTE, RECORD_KIND_COMM, RECORD_KIND_COMM,
 						RECORD_KIND_COMM, RECORD_KIND_HOST};
 		static const uint8_t groups[] = {RECORD_GROUP_NONE, RECORD_GROUP_PP, RECORD_GROUP_TP, RECORD_GROUP_DP,
@@ -409,11 +414,25 @@ int import_chrome_read(const char *path, const struct import_options *opt, const
 		p->hi = a->hi;
 	}
 	qsort(ph, np, sizeof(*ph), cmp_ph);
-	struct jsonl_job job = {.job = opt && opt->job ? opt->job : "chrome", .world = world, .tp = tp, .cp = 1,
-				.pp = pp, .dp = dp, .ep = 1, .gpus_per_node = world < 8 ? world : 8,
+	*out = ph;
+	*n = np;
+	ph = NULL;
+	rc = 0;
+out:
+	free(steps);
+	free(ph);
+	return rc;
+}
+
+/* The job, then per (iteration, rank) an iteration spanning its phases and the phases. */
+static int chrome_emit(const struct chr *c, const struct ph *ph, size_t np, const struct layout *l,
+		       const struct import_options *opt, const struct jsonl_handler *h, const char **why)
+{
+	struct jsonl_job job = {.job = opt && opt->job ? opt->job : "chrome", .world = l->world, .tp = l->tp, .cp = 1,
+				.pp = l->pp, .dp = l->dp, .ep = 1, .gpus_per_node = l->world < 8 ? l->world : 8,
 				.order = "tp-cp-ep-dp-pp"};
-	if (h->job && h->job(h->ctx, &job, &why) < 0)
-		goto bad;
+	if (h->job && h->job(h->ctx, &job, why) < 0)
+		return -1;
 	for (size_t i = 0; i < np;) {
 		size_t j = i;
 		double lo = INFINITY, hi = -INFINITY;
@@ -423,8 +442,8 @@ int import_chrome_read(const char *path, const struct import_options *opt, const
 			j++;
 		}
 		struct record_iter it = {ph[i].rank, ph[i].iter, us(lo), us(hi - lo)};
-		if (h->iter && h->iter(h->ctx, &it, &why) < 0)
-			goto bad;
+		if (h->iter && h->iter(h->ctx, &it, why) < 0)
+			return -1;
 		for (size_t k = i; k < j;) {
 			/* one name on several threads of the rank: one phase */
 			size_t m = k;
@@ -436,18 +455,48 @@ int import_chrome_read(const char *path, const struct import_options *opt, const
 			}
 			struct record_phase rp = {ph[k].rank,  ph[k].iter,   0,      ph[k].kind,
 						  ph[k].group, us(plo - lo), us(sum)};
-			if (h->phase && h->phase(h->ctx, &rp, c.names[ph[k].name], &why) < 0)
-				goto bad;
+			if (h->phase && h->phase(h->ctx, &rp, c->names[ph[k].name], why) < 0)
+				return -1;
 			k = m;
 		}
 		i = j;
 	}
-	rc = 0;
-	goto out;
-bad:
-	import_rejected(path, why, err, errlen);
+	return 0;
+}
+
+int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		       size_t err_size)
+{
+	struct chr c = {0};
+	struct import_stream_handler sh = {.ctx = &c, .event = on_event};
+	struct layout l;
+	struct ph *ph = NULL;
+	size_t np = 0;
+	int rc = -1;
+	const char *why = NULL;
+
+	if (import_stream_events(path, &sh, NULL, err, err_size) < 0)
+		goto out;
+	if (!c.nth && c.own) {
+		rc = import_trace_read(path, opt, h, err, err_size); /* `culprit trace --format chrome` */
+		goto out;
+	}
+	if (!c.nth) {
+		snprintf(err, err_size,
+			 "%s: no thread named \"PP rank X, TP rank Y, ...\" (not a per-rank timeline) and no event with "
+			 "args.rank and args.iter (not a trace of culprit's)",
+			 path);
+		goto out;
+	}
+	if (!c.nag) {
+		snprintf(err, err_size, "%s: no steps (no event with args.step)", path);
+		goto out;
+	}
+	if (chrome_layout(&c, path, opt, &l, err, err_size) < 0 ||
+	    chrome_phases(&c, path, &l, &ph, &np, err, err_size) < 0)
+		goto out;
+	rc = chrome_emit(&c, ph, np, &l, opt, h, &why) < 0 ? import_rejected(path, why, err, err_size) : 0;
 out:
-	free(steps);
 	free(ph);
 	free(c.th);
 	free(c.ag);

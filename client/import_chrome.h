@@ -12,8 +12,9 @@
 
 #include "import_common.h"
 #include "jsonl.h"
+#include "attrs.h"
 
-int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
-		       size_t errlen);
+MUST_CHECK int import_chrome_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		       size_t err_size);
 
 #endif

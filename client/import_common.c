@@ -21,8 +21,8 @@ void import_warn_stderr(void *prefix, const char *msg)
 	fprintf(stderr, "%s: warning: %s\n", (const char *)prefix, msg);
 }
 
-int import_rejected(const char *path, const char *why, char *err, size_t errlen)
+int import_rejected(const char *path, const char *why, char *err, size_t err_size)
 {
-	snprintf(err, errlen, "%s: %s", path, why ? why : "rejected");
+	snprintf(err, err_size, "%s: %s", path, why ? why : "rejected");
 	return -1;
 }

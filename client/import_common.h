@@ -24,6 +24,6 @@ void import_warn(const struct import_options *opt, const char *fmt, ...) __attri
 
 /* A record the sink (struct jsonl_handler) refused: "path: why" in err ("path: rejected"
  * when why is NULL). Returns -1. */
-int import_rejected(const char *path, const char *why, char *err, size_t errlen);
+int import_rejected(const char *path, const char *why, char *err, size_t err_size);
 
 #endif

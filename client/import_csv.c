@@ -61,27 +61,94 @@ static int parse_num(const char *s, double *out)
 	return 0;
 }
 
-int import_csv_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
-		    size_t errlen)
+/* A read: the file's columns and its rows so far. */
+struct csv {
+	const char *path;
+	char *err;
+	size_t err_size;
+	uint64_t ln; /* the line read last */
+	int cw, ct, cv; /* the worker, time and duration columns; -1 before the header */
+	struct row *rows;
+	size_t nr, cap;
+	uint32_t maxw;
+};
+
+/* The header: the columns of worker, time and batch time. */
+static int read_header(struct csv *c, char **fld, int n)
 {
-	gzFile f = gz_open_read(path, 1 << 17);
-	if (!f) {
-		snprintf(err, errlen, "%s: could not open", path);
+	for (int i = 0; i < n; i++) {
+		if (strcmp(fld[i], "worker") == 0)
+			c->cw = i;
+		else if (strcmp(fld[i], "time") == 0)
+			c->ct = i;
+		else if (strcmp(fld[i], "batch_time_norm") == 0 || strcmp(fld[i], "batch_time") == 0 ||
+			 strcmp(fld[i], "dur_ms") == 0)
+			c->cv = i;
+	}
+	const char *miss = c->cw < 0 ? "worker" : c->ct < 0 ? "time" : c->cv < 0 ? "batch_time_norm" : NULL;
+	if (miss) {
+		snprintf(c->err, c->err_size, "%s:%llu: missing column \"%s\" (need worker, time, batch_time_norm)",
+			 c->path, (unsigned long long)c->ln, miss);
 		return -1;
 	}
+	return 0;
+}
+
+/* A row after the header: its worker, time and duration checked and kept. */
+static int read_row(struct csv *c, char **fld, int n)
+{
+	int need = c->cw > c->ct ? c->cw : c->ct;
+	if (c->cv > need)
+		need = c->cv;
+	if (n <= need) {
+		snprintf(c->err, c->err_size, "%s:%llu: %d fields, expected at least %d", c->path,
+			 (unsigned long long)c->ln, n, need + 1);
+		return -1;
+	}
+	double w, t, v;
+	if (parse_num(fld[c->cw], &w) < 0 || w < 0 || w >= 1000000 || w != (double)(uint32_t)w) {
+		snprintf(c->err, c->err_size, "%s:%llu: worker \"%s\" is not a worker number", c->path,
+			 (unsigned long long)c->ln, fld[c->cw]);
+		return -1;
+	}
+	if (parse_num(fld[c->ct], &t) < 0 || t < 0 || t > 1e15) {
+		snprintf(c->err, c->err_size, "%s:%llu: time \"%s\" is not an iteration number", c->path,
+			 (unsigned long long)c->ln, fld[c->ct]);
+		return -1;
+	}
+	if (parse_num(fld[c->cv], &v) < 0 || v < 0 || v > 1e12) {
+		snprintf(c->err, c->err_size, "%s:%llu: \"%s\" is not a duration", c->path, (unsigned long long)c->ln,
+			 fld[c->cv]);
+		return -1;
+	}
+	if (c->nr == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 1024;
+		struct row *r = realloc(c->rows, cap * sizeof(*r));
+		if (!r) {
+			snprintf(c->err, c->err_size, "%s: out of memory", c->path);
+			return -1;
+		}
+		c->rows = r;
+		c->cap = cap;
+	}
+	c->rows[c->nr++] = (struct row){(int64_t)t, (uint32_t)w, v};
+	if ((uint32_t)w > c->maxw)
+		c->maxw = (uint32_t)w;
+	return 0;
+}
+
+/* Every line of f: the header, then the rows. */
+static int read_lines(struct csv *c, gzFile f)
+{
 	char line[4096];
 	char *fld[64];
-	struct row *rows = NULL;
-	size_t nr = 0, cap = 0;
-	int rc = -1, cw = -1, ct = -1, cv = -1;
-	uint64_t ln = 0;
-	uint32_t maxw = 0;
+
 	while (gzgets(f, line, sizeof(line))) {
-		ln++;
+		c->ln++;
 		if (!strchr(line, '\n') && !gzeof(f)) {
-			snprintf(err, errlen, "%s:%llu: line longer than %zu bytes", path, (unsigned long long)ln,
-				 sizeof(line) - 1);
-			goto out;
+			snprintf(c->err, c->err_size, "%s:%llu: line longer than %zu bytes", c->path,
+				 (unsigned long long)c->ln, sizeof(line) - 1);
+			return -1;
 		}
 		chomp(line);
 		if (!line[0])
@@ -89,96 +156,32 @@ int import_csv_read(const char *path, const struct import_options *opt, const st
 		int n = split(line, fld, 64);
 		if (n > 64)
 			n = 64;
-		if (cw < 0) { /* the header: the first line that is not blank */
-			for (int i = 0; i < n; i++) {
-				if (strcmp(fld[i], "worker") == 0)
-					cw = i;
-				else if (strcmp(fld[i], "time") == 0)
-					ct = i;
-				else if (strcmp(fld[i], "batch_time_norm") == 0 || strcmp(fld[i], "batch_time") == 0 ||
-					 strcmp(fld[i], "dur_ms") == 0)
-					cv = i;
-			}
-			const char *miss = cw < 0 ? "worker" : ct < 0 ? "time" : cv < 0 ? "batch_time_norm" : NULL;
-			if (miss) {
-				snprintf(err, errlen,
-					 "%s:%llu: missing column \"%s\" (need worker, time, batch_time_norm)", path,
-					 (unsigned long long)ln, miss);
-				goto out;
-			}
-			continue;
-		}
-		int need = cw > ct ? cw : ct;
-		if (cv > need)
-			need = cv;
-		if (n <= need) {
-			snprintf(err, errlen, "%s:%llu: %d fields, expected at least %d", path, (unsigned long long)ln,
-				 n, need + 1);
-			goto out;
-		}
-		double w, t, v;
-		if (parse_num(fld[cw], &w) < 0 || w < 0 || w >= 1000000 || w != (double)(uint32_t)w) {
-			snprintf(err, errlen, "%s:%llu: worker \"%s\" is not a worker number", path,
-				 (unsigned long long)ln, fld[cw]);
-			goto out;
-		}
-		if (parse_num(fld[ct], &t) < 0 || t < 0 || t > 1e15) {
-			snprintf(err, errlen, "%s:%llu: time \"%s\" is not an iteration number", path,
-				 (unsigned long long)ln, fld[ct]);
-			goto out;
-		}
-		if (parse_num(fld[cv], &v) < 0 || v < 0 || v > 1e12) {
-			snprintf(err, errlen, "%s:%llu: \"%s\" is not a duration", path, (unsigned long long)ln,
-				 fld[cv]);
-			goto out;
-		}
-		if (nr == cap) {
-			size_t c = cap ? cap * 2 : 1024;
-			struct row *r = realloc(rows, c * sizeof(*r));
-			if (!r) {
-				snprintf(err, errlen, "%s: out of memory", path);
-				goto out;
-			}
-			rows = r;
-			cap = c;
-		}
-		rows[nr++] = (struct row){(int64_t)t, (uint32_t)w, v};
-		if ((uint32_t)w > maxw)
-			maxw = (uint32_t)w;
+		/* the header is the first line that is not blank */
+		if ((c->cw < 0 ? read_header(c, fld, n) : read_row(c, fld, n)) < 0)
+			return -1;
 	}
-	{
-		int e;
-		const char *m = gzerror(f, &e);
-		if (e != Z_OK && e != Z_STREAM_END) {
-			snprintf(err, errlen, "%s:%llu: could not read: %s", path, (unsigned long long)ln, m);
-			goto out;
-		}
+	int e;
+	const char *m = gzerror(f, &e);
+	if (e != Z_OK && e != Z_STREAM_END) {
+		snprintf(c->err, c->err_size, "%s:%llu: could not read: %s", c->path, (unsigned long long)c->ln, m);
+		return -1;
 	}
-	if (cw < 0) {
-		snprintf(err, errlen, "%s:%llu: empty file (no header)", path, (unsigned long long)ln);
-		goto out;
+	if (c->cw < 0) {
+		snprintf(c->err, c->err_size, "%s:%llu: empty file (no header)", c->path, (unsigned long long)c->ln);
+		return -1;
 	}
-	if (!nr) {
-		snprintf(err, errlen, "%s:%llu: no rows", path, (unsigned long long)ln);
-		goto out;
+	if (!c->nr) {
+		snprintf(c->err, c->err_size, "%s:%llu: no rows", c->path, (unsigned long long)c->ln);
+		return -1;
 	}
-	qsort(rows, nr, sizeof(*rows), cmp_row);
-	uint32_t world = maxw + 1;
-	const char *why = NULL;
-	struct jsonl_job job = {.job = opt && opt->job ? opt->job : "csv", .world = world, .tp = 1, .cp = 1, .pp = 1,
-				.dp = world, .ep = 1, .gpus_per_node = 1, .order = "tp-cp-ep-dp-pp"};
-	if (h->job && h->job(h->ctx, &job, &why) < 0)
-		goto bad;
-	for (uint32_t w = 0; w < world; w++) {
-		char host[32];
-		snprintf(host, sizeof(host), "worker-%u", w);
-		if (h->host && h->host(h->ctx, w, host, &why) < 0)
-			goto bad;
-	}
-	/* iterations: one per distinct time; every worker starts it together (the slowest
-	 * worker of the previous one sets the pace) */
-	/* the end of the last time every worker reported */
-	size_t complete_end = 0;
+	return 0;
+}
+
+/* The end of the last time every worker reported. */
+static size_t complete_end(const struct row *rows, size_t nr, uint32_t world)
+{
+	size_t end = 0;
+
 	for (size_t i = 0; i < nr;) {
 		size_t j = i;
 		uint32_t n = 0;
@@ -188,9 +191,31 @@ int import_csv_read(const char *path, const struct import_options *opt, const st
 			j++;
 		}
 		if (n == world)
-			complete_end = j;
+			end = j;
 		i = j;
 	}
+	return end;
+}
+
+/* The rows (sorted by time and worker) as records: one iteration per distinct time; every
+ * worker starts it together (the slowest worker of the previous one sets the pace). */
+static int emit(const struct csv *c, const struct import_options *opt, const struct jsonl_handler *h,
+		const char **why)
+{
+	const struct row *rows = c->rows;
+	size_t nr = c->nr;
+	uint32_t world = c->maxw + 1;
+	struct jsonl_job job = {.job = opt && opt->job ? opt->job : "csv", .world = world, .tp = 1, .cp = 1, .pp = 1,
+				.dp = world, .ep = 1, .gpus_per_node = 1, .order = "tp-cp-ep-dp-pp"};
+	if (h->job && h->job(h->ctx, &job, why) < 0)
+		return -1;
+	for (uint32_t w = 0; w < world; w++) {
+		char host[32];
+		snprintf(host, sizeof(host), "worker-%u", w);
+		if (h->host && h->host(h->ctx, w, host, why) < 0)
+			return -1;
+	}
+	size_t end = complete_end(rows, nr, world);
 	uint32_t iter = 0;
 	int64_t clock_us = 0;
 	for (size_t i = 0; i < nr;) {
@@ -201,7 +226,7 @@ int import_csv_read(const char *path, const struct import_options *opt, const st
 				slowest = rows[j].value;
 			j++;
 		}
-		if (i >= complete_end)
+		if (i >= end)
 			break; /* trailing times not every worker reported: the log's ragged end */
 		int64_t step = (int64_t)(slowest * 1000.0 + 0.5);
 		for (size_t k = i; k < j; k++) {
@@ -211,27 +236,43 @@ int import_csv_read(const char *path, const struct import_options *opt, const st
 			/* synchronous data parallelism: every worker's step lasts as long as the
 			 * slowest one's; its own batch time is compute, the rest waiting */
 			struct record_iter it = {rows[k].worker, iter, clock_us, step};
-			if (h->iter && h->iter(h->ctx, &it, &why) < 0)
-				goto bad;
+			if (h->iter && h->iter(h->ctx, &it, why) < 0)
+				return -1;
 			struct record_phase ph = {rows[k].worker,    iter, 0,  RECORD_KIND_COMPUTE,
 						  RECORD_GROUP_NONE, 0,    dur};
-			if (h->phase && h->phase(h->ctx, &ph, "batch", &why) < 0)
-				goto bad;
+			if (h->phase && h->phase(h->ctx, &ph, "batch", why) < 0)
+				return -1;
 			struct record_phase pw = {rows[k].worker,  iter, 0,         RECORD_KIND_COMM,
 						  RECORD_GROUP_DP, dur,  step - dur};
-			if (h->phase && h->phase(h->ctx, &pw, "sync_wait", &why) < 0)
-				goto bad;
+			if (h->phase && h->phase(h->ctx, &pw, "sync_wait", why) < 0)
+				return -1;
 		}
 		clock_us += (int64_t)(slowest * 1000.0 + 0.5);
 		iter++;
 		i = j;
 	}
-	rc = 0;
-	goto out;
-bad:
-	import_rejected(path, why, err, errlen);
-out:
-	free(rows);
+	return 0;
+}
+
+int import_csv_read(const char *path, const struct import_options *opt, const struct jsonl_handler *h, char *err,
+		    size_t err_size)
+{
+	struct csv c = {.path = path, .err = err, .err_size = err_size, .cw = -1, .ct = -1, .cv = -1};
+	const char *why = NULL;
+	int rc = -1;
+	gzFile f = gz_open_read(path, 1 << 17);
+
+	if (!f) {
+		snprintf(err, err_size, "%s: could not open: %s", path, strerror(errno));
+		return -1;
+	}
+	if (read_lines(&c, f) == 0) {
+		qsort(c.rows, c.nr, sizeof(*c.rows), cmp_row);
+		rc = emit(&c, opt, h, &why);
+		if (rc < 0)
+			import_rejected(path, why, err, err_size);
+	}
+	free(c.rows);
 	gzclose(f);
 	return rc;
 }

@@ -302,7 +302,8 @@ static int cpu_phases(const struct kin *k, const struct step *st, size_t *ci, ui
 	return h->phase ? h->phase(h->ctx, &pd, "data_wait", why) : 0;
 }
 
-static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h, char *err, size_t errlen)
+static int emit(struct kin *k, const char *path, uint32_t rank, const struct jsonl_handler *h, char *err,
+		size_t err_size)
 {
 	const char *why = NULL;
 	qsort(k->st, k->ns, sizeof(*k->st), cmp_step);
@@ -312,7 +313,7 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 	int64_t *durs = malloc((k->nk ? k->nk : 1) * sizeof(*durs));
 	int rc = -1;
 	if (!idx || !durs) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, err_size, "%s: out of memory", path);
 		goto out;
 	}
 	if (k->nc)
@@ -405,7 +406,7 @@ static int emit(struct kin *k, const char *path, uint32_t rank, const struct jso
 	rc = 0;
 	goto out;
 bad:
-	import_rejected(path, why, err, errlen);
+	import_rejected(path, why, err, err_size);
 out:
 	free(idx);
 	free(durs);
@@ -450,7 +451,8 @@ static int whole_trace_step(struct kin *k, const char *path, const struct import
 }
 
 int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
-			     const struct jsonl_handler *h, struct import_kineto_stats *stats, char *err, size_t errlen)
+			     const struct jsonl_handler *h, struct import_kineto_stats *stats, char *err,
+			     size_t err_size)
 {
 	int64_t world = -1;
 	int warned = 0;
@@ -458,11 +460,11 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 		struct kin k;
 		memset(&k, 0, sizeof(k));
 		k.rank = k.world = -1;
-		struct import_stream_handler sh = {&k, on_event, on_dist};
+		struct import_stream_handler sh = {.ctx = &k, .event = on_event, .dist = on_dist};
 		uint64_t bytes = 0;
-		int rc = import_stream_events(paths[f], &sh, &bytes, err, errlen);
+		int rc = import_stream_events(paths[f], &sh, &bytes, err, err_size);
 		if (!rc && k.ns == 0 && whole_trace_step(&k, paths[f], opt) < 0) {
-			snprintf(err, errlen,
+			snprintf(err, err_size,
 				 "%s: no steps (no ProfilerStep#N annotation and no timed event in the trace)",
 				 paths[f]);
 			rc = -1;
@@ -484,15 +486,15 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 						      .order = "tp-cp-ep-dp-pp"};
 				const char *why = NULL;
 				if (h->job && h->job(h->ctx, &j, &why) < 0)
-					rc = import_rejected(paths[f], why, err, errlen);
+					rc = import_rejected(paths[f], why, err, err_size);
 			} else if (k.world != world) {
-				snprintf(err, errlen, "%s: world_size %lld differs from the first file's %lld",
+				snprintf(err, err_size, "%s: world_size %lld differs from the first file's %lld",
 					 paths[f], (long long)k.world, (long long)world);
 				rc = -1;
 			}
 		}
 		if (!rc)
-			rc = emit(&k, paths[f], (uint32_t)k.rank, h, err, errlen);
+			rc = emit(&k, paths[f], (uint32_t)k.rank, h, err, err_size);
 		if (stats) {
 			stats->bytes += bytes;
 			stats->steps += k.ns;
@@ -509,7 +511,7 @@ int import_kineto_read_stats(const char *const *paths, size_t n, const struct im
 }
 
 int import_kineto_read(const char *const *paths, size_t n, const struct import_options *opt,
-		       const struct jsonl_handler *h, char *err, size_t errlen)
+		       const struct jsonl_handler *h, char *err, size_t err_size)
 {
-	return import_kineto_read_stats(paths, n, opt, h, NULL, err, errlen);
+	return import_kineto_read_stats(paths, n, opt, h, NULL, err, err_size);
 }

@@ -16,6 +16,7 @@
 
 #include "import_common.h"
 #include "jsonl.h"
+#include "attrs.h"
 
 /* Collective type of an NCCL kernel name into out ("AllReduce", "SendRecv", ...);
  * returns 0 when the name is not an NCCL kernel. */
@@ -26,10 +27,10 @@ struct import_kineto_stats {
 	uint64_t steps, kernels;
 };
 
-int import_kineto_read(const char *const *paths, size_t n, const struct import_options *opt,
-		       const struct jsonl_handler *h, char *err, size_t errlen);
+MUST_CHECK int import_kineto_read(const char *const *paths, size_t n, const struct import_options *opt,
+		       const struct jsonl_handler *h, char *err, size_t err_size);
 /* The same with figures for the benchmark (st may be NULL). */
-int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
-			     const struct jsonl_handler *h, struct import_kineto_stats *st, char *err, size_t errlen);
+MUST_CHECK int import_kineto_read_stats(const char *const *paths, size_t n, const struct import_options *opt,
+			     const struct jsonl_handler *h, struct import_kineto_stats *st, char *err, size_t err_size);
 
 #endif

@@ -14,6 +14,7 @@
  * token is buffered: a kept string is cut at its field's size as it is read. */
 #include "import_stream.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,26 @@ enum key {
 	K_STEP,
 	K_RANK,
 	K_WORLD,
+	K_ITER,
+	K_DUR_US,
+	K_KIND,
+	K_GROUP,
+	K_DETAIL,
+	K_START_KNOWN,
+	K_OTHERDATA,
+	K_JOB,
+	K_JOB_START,
+	K_ORDER,
+	K_TP,
+	K_CP,
+	K_PP,
+	K_DP,
+	K_EP,
+	K_GPUS,
 };
 
 /* where a key is: its meaning depends on it */
-enum where { W_NONE, W_TOP, W_EVENT, W_ARGS, W_DIST };
+enum where { W_NONE, W_TOP, W_EVENT, W_ARGS, W_DIST, W_OTHER };
 
 struct rd {
 	gzFile f;
@@ -591,6 +608,8 @@ static enum key classify(const unsigned char *k, size_t len, enum where w)
 			return K_TRACEEVENTS;
 		if (IS("distributedInfo"))
 			return K_DIST;
+		if (IS("otherData"))
+			return K_OTHERDATA;
 		break;
 	case W_EVENT:
 		switch (len) {
@@ -600,10 +619,33 @@ static enum key classify(const unsigned char *k, size_t len, enum where w)
 		}
 		break;
 	case W_ARGS:
-		if (IS("step"))
-			return K_STEP;
-		if (IS("name"))
-			return K_NAME;
+		switch (len) {
+		case 4:
+			return IS("step")   ? K_STEP
+			       : IS("name") ? K_NAME
+			       : IS("rank") ? K_RANK
+			       : IS("iter") ? K_ITER
+			       : IS("kind") ? K_KIND
+					    : K_OTHER;
+		case 5: return IS("group") ? K_GROUP : K_OTHER;
+		case 6: return IS("dur_us") ? K_DUR_US : IS("detail") ? K_DETAIL : K_OTHER;
+		case 11: return IS("start_known") ? K_START_KNOWN : K_OTHER;
+		}
+		break;
+	case W_OTHER:
+		switch (len) {
+		case 2:
+			return IS("tp")   ? K_TP
+			       : IS("cp") ? K_CP
+			       : IS("pp") ? K_PP
+			       : IS("dp") ? K_DP
+			       : IS("ep") ? K_EP
+					  : K_OTHER;
+		case 3: return IS("job") ? K_JOB : K_OTHER;
+		case 5: return IS("world") ? K_WORLD : IS("order") ? K_ORDER : K_OTHER;
+		case 12: return IS("job_start_us") ? K_JOB_START : K_OTHER;
+		case 13: return IS("gpus_per_node") ? K_GPUS : K_OTHER;
+		}
 		break;
 	case W_DIST:
 		if (IS("rank"))
@@ -704,9 +746,11 @@ static int wrong_type(struct rd *r, int c, int depth)
 				: "an event field has the wrong type (array)");
 }
 
-/* args of an event, r->p at its '{', with depth containers around it: step and name read */
+/* args of an event, r->p at its '{', with depth containers around it: step and name read,
+ * and the args of culprit's own trace */
 static int read_args(struct rd *r, int depth)
 {
+	struct import_stream_event *e = &r->ev;
 	int c = open_container(r, depth);
 	if (c < 0)
 		return -1;
@@ -716,22 +760,38 @@ static int read_args(struct rd *r, int depth)
 	}
 	for (;;) {
 		int k = key(r, c, W_ARGS, &c);
+		size_t len;
 		if (k < 0)
 			return -1;
-		if (k == K_STEP && is_num(c)) {
+		if ((k == K_STEP || k == K_RANK || k == K_ITER || k == K_DUR_US) && is_num(c)) {
 			double v;
 			if (num_read(r, &v) < 0)
 				return -1;
-			r->ev.step = to_i64(v);
+			*(k == K_STEP   ? &e->step
+			  : k == K_RANK ? &e->rank
+			  : k == K_ITER ? &e->iter
+					: &e->dur_us) = to_i64(v);
 		} else if (k == K_STEP && c != '{' && c != '[') {
 			if (skip_value(r, c, depth + 1) < 0)
 				return -1;
 			return fail(r, "event field \"args.step\" is not a number");
-		} else if (k == K_NAME && c == '"') {
-			size_t len;
+		} else if ((k == K_NAME || k == K_KIND || k == K_GROUP || k == K_DETAIL) && c == '"') {
 			r->p++;
-			if (str_read(r, r->ev.arg_name, sizeof(r->ev.arg_name), &len) < 0)
+			if (str_read(r,
+				     k == K_NAME    ? e->arg_name
+				     : k == K_KIND  ? e->kind
+				     : k == K_GROUP ? e->group
+						    : e->detail,
+				     k == K_NAME    ? sizeof(e->arg_name)
+				     : k == K_KIND  ? sizeof(e->kind)
+				     : k == K_GROUP ? sizeof(e->group)
+						    : sizeof(e->detail),
+				     &len) < 0)
 				return -1;
+		} else if (k == K_START_KNOWN && c == 'f') {
+			if (lit_skip(r, c) < 0)
+				return -1;
+			e->start_unknown = 1;
 		} else if (skip_value(r, c, depth + 1) < 0) {
 			return -1;
 		}
@@ -804,10 +864,11 @@ static int read_event(struct rd *r, int depth)
 {
 	struct import_stream_event *e = &r->ev;
 	e->ph[0] = e->cat[0] = e->name[0] = e->arg_name[0] = 0;
-	e->has_ts = e->has_dur = 0;
+	e->kind[0] = e->group[0] = e->detail[0] = 0;
+	e->has_ts = e->has_dur = e->start_unknown = 0;
 	e->ts = e->dur = 0;
 	e->pid = e->tid = -1;
-	e->step = -1;
+	e->step = e->rank = e->iter = e->dur_us = -1;
 	int c = open_container(r, depth);
 	if (c < 0)
 		return -1;
@@ -904,6 +965,57 @@ static int read_dist(struct rd *r)
 	return 0;
 }
 
+/* otherData, r->p at its '{' (in the top-level object): the job and its topology read */
+static int read_other(struct rd *r)
+{
+	struct import_stream_other o = {
+		.world = -1, .tp = -1, .cp = -1, .pp = -1, .dp = -1, .ep = -1, .gpus_per_node = -1};
+	int c = open_container(r, 1);
+	if (c < 0)
+		return -1;
+	if (c == '}') {
+		r->p++;
+	} else {
+		for (;;) {
+			int k = key(r, c, W_OTHER, &c);
+			size_t len;
+			if (k < 0)
+				return -1;
+			if ((k == K_JOB || k == K_ORDER) && c == '"') {
+				r->p++;
+				if (str_read(r, k == K_JOB ? o.job : o.order,
+					     k == K_JOB ? sizeof(o.job) : sizeof(o.order), &len) < 0)
+					return -1;
+			} else if (k != K_OTHER && k != K_JOB && k != K_ORDER && is_num(c)) {
+				double v;
+				if (num_read(r, &v) < 0)
+					return -1;
+				*(k == K_JOB_START ? &o.job_start_us
+				  : k == K_WORLD   ? &o.world
+				  : k == K_TP      ? &o.tp
+				  : k == K_CP      ? &o.cp
+				  : k == K_PP      ? &o.pp
+				  : k == K_DP      ? &o.dp
+				  : k == K_EP      ? &o.ep
+						   : &o.gpus_per_node) = to_i64(v);
+			} else if (skip_value(r, c, 2) < 0) {
+				return -1;
+			}
+			int a = after(r, '}');
+			if (a < 0)
+				return -1;
+			if (a == 0)
+				break;
+			if ((c = next(r)) < 0)
+				return -1;
+		}
+	}
+	const char *why = NULL;
+	if (r->h->other && r->h->other(r->h->ctx, &o, &why) < 0)
+		return fail(r, why ? why : "rejected");
+	return 0;
+}
+
 /* the document: an object with traceEvents (the first one counts) or a bare array of events */
 static int read_doc(struct rd *r)
 {
@@ -930,6 +1042,9 @@ static int read_doc(struct rd *r)
 				return -1;
 		} else if (k == K_DIST && c == '{') {
 			if (read_dist(r) < 0)
+				return -1;
+		} else if (k == K_OTHERDATA && c == '{') {
+			if (read_other(r) < 0)
 				return -1;
 		} else if (skip_value(r, c, 1) < 0) {
 			return -1;
@@ -959,18 +1074,18 @@ static int read_end(struct rd *r)
 }
 
 int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
-			 size_t errlen)
+			 size_t err_size)
 {
 	gzFile f = gz_open_read(path, 1 << 17);
 	if (!f) {
-		snprintf(err, errlen, "%s: could not open", path);
+		snprintf(err, err_size, "%s: could not open: %s", path, strerror(errno));
 		return -1;
 	}
 	int rc = -1;
 	struct rd *r = calloc(1, sizeof(*r));
 	unsigned char *buf = malloc(CHUNK + PAD);
 	if (!r || !buf) {
-		snprintf(err, errlen, "%s: out of memory", path);
+		snprintf(err, err_size, "%s: out of memory", path);
 		goto out;
 	}
 	r->f = f;
@@ -980,11 +1095,11 @@ int import_stream_events(const char *path, const struct import_stream_handler *h
 	r->h = h;
 	r->rank = r->world = -1;
 	if (read_doc(r) < 0 || read_end(r) < 0) {
-		snprintf(err, errlen, "%s: byte %llu: %s", path, (unsigned long long)r->at, r->why ? r->why : "?");
+		snprintf(err, err_size, "%s: byte %llu: %s", path, (unsigned long long)r->at, r->why ? r->why : "?");
 		goto out;
 	}
 	if (!r->have_events) {
-		snprintf(err, errlen, "%s: no traceEvents array", path);
+		snprintf(err, err_size, "%s: no traceEvents array", path);
 		goto out;
 	}
 	if (bytes)

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 #define IMPORT_STREAM_NAME_MAX 512
 
@@ -19,6 +20,19 @@ struct import_stream_event {
 	int has_ts, has_dur;
 	int64_t pid, tid; /* -1 when absent or not a number */
 	int64_t step;     /* args.step, -1 when absent */
+	/* the args of culprit's own Chrome trace (`culprit trace --format chrome`): rank, iter
+	 * and dur_us (-1 when absent), kind, group and detail ("" when absent), start_known */
+	int64_t rank, iter, dur_us;
+	char kind[16], group[16], detail[256];
+	int start_unknown; /* args.start_known is false */
+};
+
+/* The top-level otherData of culprit's own Chrome trace: the job and its topology. */
+struct import_stream_other {
+	char job[256];
+	char order[32];
+	int64_t job_start_us;                             /* 0 when absent */
+	int64_t world, tp, cp, pp, dp, ep, gpus_per_node; /* -1 when absent */
 };
 
 struct import_stream_handler {
@@ -27,12 +41,14 @@ struct import_stream_handler {
 	int (*event)(void *ctx, const struct import_stream_event *ev, const char **why);
 	/* distributedInfo.rank / world_size, when present */
 	int (*dist)(void *ctx, int64_t rank, int64_t world, const char **why);
+	/* otherData, when present (NULL: not read) */
+	int (*other)(void *ctx, const struct import_stream_other *o, const char **why);
 };
 
 /* Streams the traceEvents of path (an object with "traceEvents" or a bare array). Returns
  * 0, or -1 with "path: byte N: message" in err. *bytes (may be NULL) gets the
  * uncompressed size read. */
-int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
-			 size_t errlen);
+MUST_CHECK int import_stream_events(const char *path, const struct import_stream_handler *h, uint64_t *bytes, char *err,
+			 size_t err_size);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "record.h"
+#include "attrs.h"
 
 struct jsonl_job {
 	const char *job;
@@ -34,7 +35,7 @@ struct jsonl_handler {
 /* Reads path ("-" is stdin). Returns 0, or -1 with "path:line: message" (or "path: ...")
  * in err. Blank lines are skipped; unknown fields and unknown types are ignored. *lines
  * (may be NULL) gets the number of lines read. */
-int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t errlen);
+MUST_CHECK int jsonl_read(const char *path, const struct jsonl_handler *h, uint64_t *lines, char *err, size_t err_size);
 
 /* The threads started to decode a read's lines: 0 (the default) for two fewer than the CPUs
  * (the caller's thread, which applies the records, and readahead's take one each, and decode
@@ -44,9 +45,9 @@ extern int jsonl_decoders;
 
 /* Writer: gzip when gz is set. */
 struct jsonl_writer;
-struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size_t errlen);
+struct jsonl_writer *jsonl_writer_open(const char *path, int gz, char *err, size_t err_size);
 /* Closes and reports a write error (0 or -1). */
-int jsonl_writer_close(struct jsonl_writer *w);
+MUST_CHECK int jsonl_writer_close(struct jsonl_writer *w);
 void jsonl_write_job(struct jsonl_writer *w, const struct jsonl_job *job);
 void jsonl_write_host(struct jsonl_writer *w, const char *job, uint32_t rank, const char *host);
 void jsonl_write_iter(struct jsonl_writer *w, const char *job, const struct record_iter *rec);

@@ -29,6 +29,7 @@ struct gzFile_s *gz_open_read(const char *path, unsigned max_buf)
 	gzFile f = gzdopen(fd, "rb");
 	if (!f) {
 		close(fd);
+		errno = ENOMEM; /* zlib's only way to fail here */
 		return NULL;
 	}
 	gzbuffer(f, b);

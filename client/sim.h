@@ -36,6 +36,7 @@
 #include "jsonl.h"
 #include "record.h"
 #include "store.h"
+#include "attrs.h"
 
 struct sim_rank_iter {
 	struct record_iter iter;
@@ -79,11 +80,11 @@ const char *const *sim_names(size_t *n);
 const char *const *sim_scenarios(void);
 /* Runs a scenario into sink. Returns 0, -1 with a message in err (unknown scenario, or a
  * sink callback failed: its return value is passed through as -1). */
-int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *err, size_t errlen);
+MUST_CHECK int sim_run(const struct sim_options *opt, const struct sim_sink *sink, char *err, size_t err_size);
 
 /* Feeding a window store directly: intern every sim name (ids must hold the count returned
  * by sim_names), then add each rank-iteration. Both return 0, or -1 when out of memory. */
-int sim_intern_names(struct store *s, uint32_t *ids);
-int sim_add_to_store(struct store *s, const uint32_t *ids, const struct sim_rank_iter *ri);
+MUST_CHECK int sim_intern_names(struct store *s, uint32_t *ids);
+MUST_CHECK int sim_add_to_store(struct store *s, const uint32_t *ids, const struct sim_rank_iter *ri);
 
 #endif

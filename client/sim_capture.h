@@ -15,6 +15,7 @@
 
 #include "fanout.h"
 #include "sim.h"
+#include "attrs.h"
 
 struct sim_capture;
 
@@ -22,7 +23,7 @@ struct sim_capture *sim_capture_new(uint32_t world);
 void sim_capture_free(struct sim_capture *c);
 /* For each rank-iteration, after its records went to f (names: the simulator's). 0, or -1
  * with *why. */
-int sim_capture_rank_iter(struct sim_capture *c, struct fanout *f, const struct sim_rank_iter *ri,
+MUST_CHECK int sim_capture_rank_iter(struct sim_capture *c, struct fanout *f, const struct sim_rank_iter *ri,
 			  const char *const *names, const char **why);
 /* Raw kernels sent so far. */
 uint64_t sim_capture_sent(const struct sim_capture *c);

@@ -203,7 +203,10 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 	return 0;
 }
 
-int sim_stream_main(int argc, char **argv)
+/* The command line into s, opt, o and *linger_s: -1 to go on, else the exit status (0 after
+ * --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, struct sim_stream *s, struct sim_options *opt, struct client_options *o,
+		      double *linger_s)
 {
 	static const struct option opts[] = {
 		{"scenario", required_argument, NULL, 's'},
@@ -221,30 +224,18 @@ int sim_stream_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct sim_stream s;
-	struct sim_options opt;
-	struct sim_sink sink = {.ctx = &s, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
-	struct fanout_stats st;
-	double v, linger_s = 0, secs;
-	struct client_options o;
-	int c, rc, known;
-	char err[256];
+	double v;
+	int c, known;
 
-	memset(&s, 0, sizeof(s));
-	memset(&opt, 0, sizeof(opt));
-	options_init(&o, "CULPRIT_TOKEN");
-	/* a live job happens now (the server keeps recent days; an old date would be retention's) */
-	opt.start_us = (int64_t)time(NULL) * 1000000;
-	s.speed = 100;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 's': opt.scenario = optarg; break;
+		case 's': opt->scenario = optarg; break;
 		case 'S': {
 			char *end;
 
 			errno = 0;
-			opt.seed = strtoull(optarg, &end, 10);
+			opt->seed = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end || optarg[0] == '-') {
 				fprintf(stderr, "culprit sim: invalid --seed \"%s\"\n", optarg);
 				return 2;
@@ -256,63 +247,129 @@ int sim_stream_main(int argc, char **argv)
 				fprintf(stderr, "culprit sim: invalid --iters \"%s\"\n", optarg);
 				return 2;
 			}
-			opt.iters = (uint32_t)v;
+			opt->iters = (uint32_t)v;
 			break;
 		case 'k':
 			if (parse_num(optarg, 3, SIM_MAX_KERNELS, &v) < 0 || v != (uint32_t)v) {
 				fprintf(stderr, "culprit sim: invalid --kernels \"%s\"\n", optarg);
 				return 2;
 			}
-			opt.kernels = (uint32_t)v;
+			opt->kernels = (uint32_t)v;
 			break;
 		case 'R': /* the fault ends at this iteration (alert tests: the incident resolves) */
 			if (parse_num(optarg, 1, 1000000, &v) < 0) {
 				fprintf(stderr, "culprit sim: invalid --recover-at \"%s\"\n", optarg);
 				return 2;
 			}
-			opt.recover_at = (uint32_t)v;
+			opt->recover_at = (uint32_t)v;
 			break;
 		case 'J':
 			if (!optarg[0] || strlen(optarg) > 127) {
 				fprintf(stderr, "culprit sim: invalid --job \"%s\" (1-127 bytes)\n", optarg);
 				return 2;
 			}
-			opt.job = optarg;
+			opt->job = optarg;
 			break;
-		case 'p': s.cfg.per_rank = true; break;
+		case 'p': s->cfg.per_rank = true; break;
 		case 'x':
-			if (parse_num(optarg, 0, 1e9, &s.speed) < 0) {
+			if (parse_num(optarg, 0, 1e9, &s->speed) < 0) {
 				fprintf(stderr, "culprit sim: invalid --speed \"%s\"\n", optarg);
 				return 2;
 			}
 			break;
 		case 'P':
-			if (parse_num(optarg, 0.001, 3600, &s.step_s) < 0) {
+			if (parse_num(optarg, 0.001, 3600, &s->step_s) < 0) {
 				fprintf(stderr, "culprit sim: invalid --step-seconds \"%s\"\n", optarg);
 				return 2;
 			}
 			break;
 		case 'L':
-			if (parse_num(optarg, 0, 86400, &linger_s) < 0) {
+			if (parse_num(optarg, 0, 86400, linger_s) < 0) {
 				fprintf(stderr, "culprit sim: invalid --linger \"%s\" (seconds)\n", optarg);
 				return 2;
 			}
 			break;
-		case 'q': s.quiet = true; break;
+		case 'q': s->quiet = true; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if ((known = options_take(&o, c, optarg, "sim")) <= 0) {
+			if ((known = options_take(o, c, optarg, "sim")) <= 0) {
 				if (!known)
 					usage(stderr);
 				return 2;
 			}
 		}
 	}
-	options_to_fanout(&o, &s.cfg);
-	if (!opt.scenario || !s.cfg.server || optind != argc) {
+	options_to_fanout(o, &s->cfg);
+	if (!opt->scenario || !s->cfg.server || optind != argc) {
+		if (!opt->scenario)
+			fprintf(stderr, "culprit sim: --scenario NAME is missing\n");
+		else if (optind != argc)
+			fprintf(stderr, "culprit sim: unexpected argument \"%s\"\n", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
+	return -1;
+}
+
+/* After the last record: the agents linger when asked, then every record is acknowledged
+ * (or the timeout passes) and the counts are told. The exit status. */
+static int finish(struct sim_stream *s, const struct client_options *o, double linger_s)
+{
+	struct fanout_stats st;
+	double secs;
+	int rc;
+
+	progress(s, true);
+	if (linger_s > 0) {
+		struct timespec ts = {(time_t)linger_s, (long)((linger_s - (double)(time_t)linger_s) * 1e9)};
+
+		if (!s->quiet)
+			fprintf(stderr, "sim: agents stay connected for %.0f s\n", linger_s);
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	if (!s->quiet)
+		fprintf(stderr, "sim: waiting for culpritd to acknowledge everything\n");
+	rc = fanout_close(s->f, o->timeout_s < 0 ? -1 : (int)(o->timeout_s * 1000), &st);
+	if (st.refusal[0])
+		fprintf(stderr, "culprit sim: %s\n", st.refusal);
+	secs = clock_mono_s() - s->t0;
+	fprintf(stderr,
+		"sim: %llu records from %llu agents in %.1f s (%.0f/s); %llu/%llu batches acknowledged, %llu rejected "
+		"(%llu records), %llu resent after reconnects\n",
+		(unsigned long long)st.records, (unsigned long long)st.agents, secs,
+		secs > 0 ? (double)st.records / secs : 0.0, (unsigned long long)st.acked_batches,
+		(unsigned long long)st.sealed_batches, (unsigned long long)st.rejected_batches,
+		(unsigned long long)st.rejected_records, (unsigned long long)st.resent_batches);
+	if (s->capture && sim_capture_sent(s->capture))
+		fprintf(stderr, "sim: %llu raw kernels sent for on-demand captures\n",
+			(unsigned long long)sim_capture_sent(s->capture));
+	sim_capture_free(s->capture);
+	if (rc < 0) {
+		fprintf(stderr, "culprit sim: not every record was acknowledged by \"%s\"\n", s->cfg.server);
+		return 1;
+	}
+	return 0;
+}
+
+int sim_stream_main(int argc, char **argv)
+{
+	struct sim_stream s;
+	struct sim_options opt;
+	struct sim_sink sink = {.ctx = &s, .job = on_job, .rank_iter = on_rank_iter, .event = on_event};
+	double linger_s = 0;
+	struct client_options o;
+	int rc;
+	char err[256];
+
+	memset(&s, 0, sizeof(s));
+	memset(&opt, 0, sizeof(opt));
+	options_init(&o, "CULPRIT_TOKEN");
+	/* a live job happens now (the server keeps recent days; an old date would be retention's) */
+	opt.start_us = (int64_t)time(NULL) * 1000000;
+	s.speed = 100;
+	if ((rc = parse_args(argc, argv, &s, &opt, &o, &linger_s)) >= 0)
+		return rc;
 	s.names = sim_names(&s.n_names);
 	s.iters = opt.iters;
 	s.t0 = s.last_progress = clock_mono_s();
@@ -322,7 +379,7 @@ int sim_stream_main(int argc, char **argv)
 	if (rc < 0) {
 		fprintf(stderr, "culprit sim: %s\n", s.err[0] ? s.err : err);
 		if (s.f)
-			fanout_close(s.f, 10000, NULL);
+			fanout_abandon(s.f, 10000);
 		sim_capture_free(s.capture);
 		return s.f ? 1 : 2;
 	}
@@ -330,35 +387,5 @@ int sim_stream_main(int argc, char **argv)
 		fprintf(stderr, "culprit sim: the scenario produced no job\n");
 		return 1;
 	}
-	progress(&s, true);
-	if (linger_s > 0) {
-		struct timespec ts = {(time_t)linger_s, (long)((linger_s - (double)(time_t)linger_s) * 1e9)};
-
-		if (!s.quiet)
-			fprintf(stderr, "sim: agents stay connected for %.0f s\n", linger_s);
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-	}
-	if (!s.quiet)
-		fprintf(stderr, "sim: waiting for culpritd to acknowledge everything\n");
-	rc = fanout_close(s.f, o.timeout_s < 0 ? -1 : (int)(o.timeout_s * 1000), &st);
-	if (st.refusal[0])
-		fprintf(stderr, "culprit sim: %s\n", st.refusal);
-	secs = clock_mono_s() - s.t0;
-	fprintf(stderr,
-		"sim: %llu records from %llu agents in %.1f s (%.0f/s); %llu/%llu batches acknowledged, %llu rejected "
-		"(%llu records), %llu resent after reconnects\n",
-		(unsigned long long)st.records, (unsigned long long)st.agents, secs,
-		secs > 0 ? (double)st.records / secs : 0.0, (unsigned long long)st.acked_batches,
-		(unsigned long long)st.sealed_batches, (unsigned long long)st.rejected_batches,
-		(unsigned long long)st.rejected_records, (unsigned long long)st.resent_batches);
-	if (s.capture && sim_capture_sent(s.capture))
-		fprintf(stderr, "sim: %llu raw kernels sent for on-demand captures\n",
-			(unsigned long long)sim_capture_sent(s.capture));
-	sim_capture_free(s.capture);
-	if (rc < 0) {
-		fprintf(stderr, "culprit sim: not every record was acknowledged by \"%s\"\n", s.cfg.server);
-		return 1;
-	}
-	return 0;
+	return finish(&s, &o, linger_s);
 }

@@ -193,7 +193,7 @@ int trace_cmd_main(int argc, char **argv)
 	char base[512], url[2048], tmp[1100];
 	char *ej = NULL, *er = NULL, *text = NULL;
 	FILE *f;
-	long status;
+	long status, size;
 	int c;
 
 	options_init(&a, "CULPRIT_API_TOKEN");
@@ -240,6 +240,7 @@ int trace_cmd_main(int argc, char **argv)
 		return 1;
 	}
 	status = request("trace", &a, url, NULL, f, NULL);
+	size = ftell(f);
 	if (fclose(f) != 0 && status == 200) {
 		fprintf(stderr, "culprit trace: could not write \"%s\": %s\n", tmp, strerror(errno));
 		status = -1;
@@ -272,6 +273,9 @@ int trace_cmd_main(int argc, char **argv)
 		return 1;
 	}
 	cu.global_cleanup();
+	printf("culprit trace: wrote %s (%s, %ld bytes): open it in ui.perfetto.dev%s\n", out,
+	       strcmp(format, "chrome") == 0 ? "Chrome JSON" : "Perfetto protobuf", size,
+	       strcmp(format, "chrome") == 0 ? "; `culprit diagnose` reads it" : "");
 	return 0;
 }
 

@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include "attrs.h"
 
 struct queue_item {
 	struct queue_item *next;
@@ -45,11 +46,11 @@ struct queue {
 };
 
 /* wake may be NULL. 0, or -1 (nothing to destroy). */
-int queue_init(struct queue *q, size_t max, void (*wake)(void *arg), void *wake_arg);
+MUST_CHECK int queue_init(struct queue *q, size_t max, void (*wake)(void *arg), void *wake_arg);
 /* Call with no taker left (threads joined) and the items freed (queue_drain). */
 void queue_destroy(struct queue *q);
 /* 0, or -1 when full or closed (it stays the caller's). */
-int queue_push(struct queue *q, struct queue_item *it, size_t weight);
+MUST_CHECK int queue_push(struct queue *q, struct queue_item *it, size_t weight);
 /* Takes from the head: the first item always, then more while their total weight stays
  * within max_weight (0: one item). Returns them linked by next (NULL-terminated), or NULL:
  * nothing waiting and !wait, or closed (see above). With wait, blocks until then. */

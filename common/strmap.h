@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct strmap_entry {
 	char *key; /* NULL: a free slot */
@@ -26,8 +27,8 @@ void *strmap_get(const struct strmap *m, const char *key);
 /* The entry of key, or NULL: for maps of integers, where 0 is a value like any other. */
 struct strmap_entry *strmap_find(const struct strmap *m, const char *key);
 /* Inserts or replaces; returns 0, or -1 when out of memory. */
-int strmap_put(struct strmap *m, const char *key, void *value);
-int strmap_put_num(struct strmap *m, const char *key, int64_t num);
+MUST_CHECK int strmap_put(struct strmap *m, const char *key, void *value);
+MUST_CHECK int strmap_put_num(struct strmap *m, const char *key, int64_t num);
 /* Removes key; returns its value or NULL. */
 void *strmap_del(struct strmap *m, const char *key);
 /* Calls fn for every entry (do not modify the map from fn). */

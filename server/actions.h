@@ -18,13 +18,14 @@
 
 #include "incident.h"
 #include "report.h"
+#include "attrs.h"
 
 struct server;
 
 #define ACTIONS_PER_INCIDENT 16
 
 /* Starts the hook runner (always: action_modes may be turned on by SIGHUP). 0, or -1. */
-int actions_start(struct server *s);
+MUST_CHECK int actions_start(struct server *s);
 void actions_stop(struct server *s, int timeout_ms);
 /* An incident change of job (r: its report, NULL for a change without one). */
 void actions_report(struct server *s, const char *job, const struct incident *inc, const struct report *r,

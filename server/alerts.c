@@ -326,10 +326,21 @@ void alerts_restore(struct server *s, const char *job, const char *alert_json, j
 	note_actions_json(ja, report);
 }
 
+/* One report or incident change as the builders see it. */
+struct alert_msg {
+	const char *job;
+	const struct incident *inc;
+	const struct job_alert *ja;
+	const char *json; /* the report, or NULL */
+	enum incident_change change;
+	char report_url[1024], job_url[1024], dedup[300];
+};
+
 /* The Alertmanager alert of the incident's current state (no endsAt). */
-static json_t *am_alert(const char *job, const struct incident *inc, const struct job_alert *ja, const char *report_url,
-			const char *job_url)
+static json_t *am_alert(const struct alert_msg *m)
 {
+	const struct incident *inc = m->inc;
+	const struct job_alert *ja = m->ja;
 	char starts[64];
 	json_t *labels = json_object(), *ann = json_object(), *al = json_object();
 
@@ -337,7 +348,7 @@ static json_t *am_alert(const char *job, const struct incident *inc, const struc
 	json_object_set_new(labels, "alertname", json_string("CulpritIncident"));
 	/* not "job": that is Prometheus's own target label, which routes of a shared
 	 * Alertmanager match on */
-	json_object_set_new(labels, "training_job", json_string(job));
+	json_object_set_new(labels, "training_job", json_string(m->job));
 	json_object_set_new(labels, "category", json_string(inc->category));
 	json_object_set_new(labels, "severity", json_string(severity(inc->category)));
 	if (ja->host[0])
@@ -348,12 +359,12 @@ static json_t *am_alert(const char *job, const struct incident *inc, const struc
 	json_object_set_new(ann, "action", json_string(ja->action));
 	if (ja->avoid[0])
 		json_object_set_new(ann, "avoid", json_string(ja->avoid));
-	json_object_set_new(ann, "report_url", json_string(report_url));
-	json_object_set_new(ann, "job_url", json_string(job_url));
+	json_object_set_new(ann, "report_url", json_string(m->report_url));
+	json_object_set_new(ann, "job_url", json_string(m->job_url));
 	json_object_set_new(al, "labels", labels);
 	json_object_set_new(al, "annotations", ann);
 	json_object_set_new(al, "startsAt", json_string(starts));
-	json_object_set_new(al, "generatorURL", json_string(job_url));
+	json_object_set_new(al, "generatorURL", json_string(m->job_url));
 	return al;
 }
 
@@ -366,6 +377,115 @@ static json_t *ended(json_t *alert, int64_t us)
 	if (c)
 		json_object_set_new(c, "endsAt", json_string(ends));
 	return c;
+}
+
+static char *dump(json_t *o)
+{
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+
+	json_decref(o);
+	return text;
+}
+
+/* Alertmanager: the alert of the incident's state, with the one it replaces ended (its labels
+ * changed) or itself ended (resolved); ja->am keeps what fires, *keep its text for the
+ * incident row. NULL when there is nothing to send. */
+static char *payload_alertmanager(const struct alert_msg *m, struct job_alert *ja, char **keep_text)
+{
+	json_t *arr = json_array();
+
+	if (m->change == INCIDENT_RESOLVED) {
+		if (ja->am)
+			json_array_append_new(arr, ended(ja->am, m->inc->changed_us));
+		json_decref(ja->am);
+		ja->am = NULL;
+	} else {
+		json_t *now = am_alert(m);
+
+		/* labels changed (category, host): the old alert ends */
+		if (ja->am && !json_equal(json_object_get(ja->am, "labels"), json_object_get(now, "labels")))
+			json_array_append_new(arr, ended(ja->am, m->inc->changed_us));
+		json_array_append(arr, now);
+		*keep_text = json_dumps(now, JSON_COMPACT | JSON_REAL_PRECISION(10));
+		json_decref(ja->am);
+		ja->am = now;
+	}
+	if (!json_array_size(arr)) {
+		json_decref(arr);
+		return NULL;
+	}
+	return dump(arr);
+}
+
+/* The signed webhook: the incident's state with the report as it is. */
+static char *payload_webhook(const struct alert_msg *m)
+{
+	const struct incident *inc = m->inc;
+	const struct job_alert *ja = m->ja;
+	char opened[64], changed[64], *rest, *out;
+	const char *rep = m->json ? m->json : "null";
+	size_t n;
+
+	rfc3339(inc->opened_us, opened, sizeof(opened));
+	rfc3339(inc->changed_us, changed, sizeof(changed));
+	rest = dump(json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, "
+			      "s:s, s:s, s:s, s:s, "
+			      "s:s?}}",
+			      "dedup_key", m->dedup, "state", incident_change_name(m->change), "incident", "key",
+			      inc->key, "job", m->job, "category", inc->category, "state",
+			      m->change == INCIDENT_RESOLVED ? "resolved" : "open", "summary", inc->summary,
+			      "first_iter", (json_int_t)inc->first_iter, "updates", (json_int_t)inc->updates, "opened",
+			      opened, "changed", changed, "host", ja->host, "suspects", ja->suspects, "action",
+			      ja->action, "avoid", ja->avoid, "report_url", m->report_url, "job_url", m->job_url,
+			      "resolution", inc->open || !inc->resolution[0] ? NULL : inc->resolution));
+	if (!rest)
+		return NULL;
+	/* the report goes in as it is: {"report":<json>,<rest without its "{">} */
+	n = strlen(rep) + strlen(rest) + 16;
+	out = malloc(n);
+	if (out)
+		snprintf(out, n, "{\"report\":%s,%s", rep, rest + 1);
+	free(rest);
+	return out;
+}
+
+static char *payload_slack(const struct alert_msg *m)
+{
+	const struct incident *inc = m->inc;
+	const struct job_alert *ja = m->ja;
+	char text[4096];
+
+	if (m->change == INCIDENT_RESOLVED)
+		snprintf(text, sizeof(text), ":white_check_mark: *resolved*: job `%s` %s (%s)\n%s", m->job,
+			 strcmp(inc->resolution, "ended") == 0 ? "ended" : "is back to its baseline", inc->category,
+			 m->job_url);
+	else
+		snprintf(text, sizeof(text),
+			 ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
+			 "action: %s\n%s%s%s%s",
+			 incident_change_name(m->change), m->job, inc->category, ja->host[0] ? ja->host : "?",
+			 inc->summary, ja->suspects, ja->action, ja->avoid[0] ? "not this: " : "", ja->avoid,
+			 ja->avoid[0] ? "\n" : "", m->job_url);
+	return dump(json_pack("{s:s}", "text", text));
+}
+
+/* PagerDuty's Events API v2: trigger or resolve, deduplicated by the incident's key. */
+static char *payload_pagerduty(const struct alert_msg *m, const char *routing_key)
+{
+	const struct incident *inc = m->inc;
+	const struct job_alert *ja = m->ja;
+	char summary[1024];
+
+	snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, m->job, ja->host[0] ? ja->host : "?",
+		 inc->summary);
+	return dump(json_pack(
+		"{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}}, "
+		"s:[{s:s, s:s}]}",
+		"routing_key", routing_key, "event_action", m->change == INCIDENT_RESOLVED ? "resolve" : "trigger",
+		"dedup_key", inc->key, "payload", "summary", summary, "source", ja->host[0] ? ja->host : m->job,
+		"severity", severity(inc->category), "component", m->job, "group", inc->category, "custom_details",
+		"suspects", ja->suspects, "action", ja->action, "avoid", ja->avoid, "report_url", m->report_url,
+		"job_url", m->job_url, "state", m->dedup, "links", "href", m->job_url, "text", "culprit job page"));
 }
 
 /* ---- the op ---- */
@@ -403,134 +523,17 @@ static void submit(struct server *s, struct alerts *a, struct storage_op *op)
 	a->n++;
 }
 
-void alerts_report(struct server *s, const char *job, const struct incident *inc, const struct report *r,
-		   const char *json, enum incident_change change)
+/* The op that stores the report, the incident row and the outbox rows: one arena, its
+ * strings first counted, then copied. NULL out of memory. */
+static struct storage_op *report_op(struct server *s, const struct alert_msg *m, const struct report *r,
+				    int has_incident, char *const *payload, const char *am_keep)
 {
-	struct alerts *a = s->alerts;
-	struct job_alert *ja;
+	const struct incident *inc = m->inc;
 	struct strings ss = {0};
-	char report_url[1024], job_url[1024], dedup[300], *name;
-	char *payload[DELIVER_TARGETS] = {0};
-	char *am_keep = NULL;
-	int has_incident = change != INCIDENT_NONE || inc->open;
 	struct storage_op *op;
 
-	actions_report(s, job, inc, r, change);
-	if (!a || (!json && !has_incident))
-		return;
-	ja = job_alert_of(a, job);
-	if (!ja) {
-		log_error("alerts: out of memory; report of job \"%s\" not stored", job);
-		return;
-	}
-	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED) {
-		note_suspects(ja, r);
-		note_actions(ja, r);
-	}
-	snprintf(report_url, sizeof(report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job);
-	/* the job's page in the web console (console/app.js reads the name back from the fragment) */
-	name = evhttp_encode_uri(job);
-	snprintf(job_url, sizeof(job_url), "%s/#/jobs/%s", a->public_url, name ? name : "");
-	free(name);
-	snprintf(dedup, sizeof(dedup), "%s/%s/%u", inc->key, incident_change_name(change), inc->updates);
-
-	if (change != INCIDENT_NONE) {
-		const char *state = change == INCIDENT_RESOLVED ? "resolved" : "open";
-		char opened[64], changed[64];
-
-		rfc3339(inc->opened_us, opened, sizeof(opened));
-		rfc3339(inc->changed_us, changed, sizeof(changed));
-		if (a->on[DELIVER_ALERTMANAGER]) {
-			json_t *arr = json_array();
-
-			if (change == INCIDENT_RESOLVED) {
-				if (ja->am)
-					json_array_append_new(arr, ended(ja->am, inc->changed_us));
-				json_decref(ja->am);
-				ja->am = NULL;
-			} else {
-				json_t *now = am_alert(job, inc, ja, report_url, job_url);
-
-				/* labels changed (category, host): the old alert ends */
-				if (ja->am &&
-				    !json_equal(json_object_get(ja->am, "labels"), json_object_get(now, "labels")))
-					json_array_append_new(arr, ended(ja->am, inc->changed_us));
-				json_array_append(arr, now);
-				am_keep = json_dumps(now, JSON_COMPACT | JSON_REAL_PRECISION(10));
-				json_decref(ja->am);
-				ja->am = now;
-			}
-			payload[DELIVER_ALERTMANAGER] =
-				json_array_size(arr) ? json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-			json_decref(arr);
-		}
-		if (a->on[DELIVER_WEBHOOK]) {
-			json_t *o = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s, "
-					      "s:s, s:s, s:s, s:s, "
-					      "s:s?}}",
-					      "dedup_key", dedup, "state", incident_change_name(change), "incident",
-					      "key", inc->key, "job", job, "category", inc->category, "state", state,
-					      "summary", inc->summary, "first_iter", (json_int_t)inc->first_iter,
-					      "updates", (json_int_t)inc->updates, "opened", opened, "changed", changed,
-					      "host", ja->host, "suspects", ja->suspects, "action", ja->action, "avoid",
-					      ja->avoid, "report_url", report_url, "job_url", job_url, "resolution",
-					      inc->open || !inc->resolution[0] ? NULL : inc->resolution);
-			char *rest = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-
-			json_decref(o);
-			if (rest) {
-				/* the report goes in as it is: {"report":<json>,<rest without its "{">} */
-				const char *rep = json ? json : "null";
-				size_t n = strlen(rep) + strlen(rest) + 16;
-
-				payload[DELIVER_WEBHOOK] = malloc(n);
-				if (payload[DELIVER_WEBHOOK])
-					snprintf(payload[DELIVER_WEBHOOK], n, "{\"report\":%s,%s", rep, rest + 1);
-				free(rest);
-			}
-		}
-		if (a->on[DELIVER_SLACK]) {
-			char text[4096];
-			json_t *o;
-
-			if (change == INCIDENT_RESOLVED)
-				snprintf(text, sizeof(text), ":white_check_mark: *resolved*: job `%s` %s (%s)\n%s", job,
-					 strcmp(inc->resolution, "ended") == 0 ? "ended" : "is back to its baseline",
-					 inc->category, job_url);
-			else
-				snprintf(text, sizeof(text),
-					 ":rotating_light: *%s* job `%s`: %s on %s\n%s\nsuspects: %s\n"
-					 "action: %s\n%s%s%s%s",
-					 incident_change_name(change), job, inc->category, ja->host[0] ? ja->host : "?",
-					 inc->summary, ja->suspects, ja->action, ja->avoid[0] ? "not this: " : "",
-					 ja->avoid, ja->avoid[0] ? "\n" : "", job_url);
-			o = json_pack("{s:s}", "text", text);
-			payload[DELIVER_SLACK] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-			json_decref(o);
-		}
-		if (a->on[DELIVER_PAGERDUTY]) {
-			char summary[1024];
-			json_t *o;
-
-			snprintf(summary, sizeof(summary), "%s: job %s on %s: %s", inc->category, job,
-				 ja->host[0] ? ja->host : "?", inc->summary);
-			o = json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}}, "
-				      "s:[{s:s, s:s}]}",
-				      "routing_key", s->cfg.pagerduty_routing_key, "event_action",
-				      change == INCIDENT_RESOLVED ? "resolve" : "trigger", "dedup_key", inc->key,
-				      "payload", "summary", summary, "source", ja->host[0] ? ja->host : job, "severity",
-				      severity(inc->category), "component", job, "group", inc->category,
-				      "custom_details", "suspects", ja->suspects, "action", ja->action, "avoid",
-				      ja->avoid, "report_url", report_url, "job_url", job_url, "state", dedup, "links",
-				      "href", job_url, "text", "culprit job page");
-			payload[DELIVER_PAGERDUTY] = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-			json_decref(o);
-		}
-	}
-
-	/* the op, one arena: strings first counted, then copied */
-	keep(&ss, job);
-	keep(&ss, json);
+	keep(&ss, m->job);
+	keep(&ss, m->json);
 	keep(&ss, r ? r->category : NULL);
 	if (has_incident) {
 		keep(&ss, inc->key);
@@ -543,18 +546,16 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 	for (int t = 0; t < DELIVER_TARGETS; t++)
 		if (payload[t]) {
 			keep(&ss, deliver_target_name((enum deliver_target)t));
-			keep(&ss, dedup);
+			keep(&ss, m->dedup);
 			keep(&ss, payload[t]);
 		}
 	op = storage_op_new(STORAGE_OP_REPORT,
 			    ss.bytes + 16 * ss.n + DELIVER_TARGETS * sizeof(struct storage_outbox_row) + 64);
-	if (!op) {
-		log_error("alerts: out of memory; report of job \"%s\" not stored", job);
-		goto out;
-	}
-	op->job = dup_in(op, job);
-	op->lease_epoch = cluster_epoch(s, job); /* a deposed owner pages nothing */
-	op->report_json = dup_in(op, json);
+	if (!op)
+		return NULL;
+	op->job = dup_in(op, m->job);
+	op->lease_epoch = cluster_epoch(s, m->job); /* a deposed owner pages nothing */
+	op->report_json = dup_in(op, m->json);
 	if (r) {
 		op->first_iter = r->first_iter;
 		op->last_iter = r->last_iter;
@@ -579,15 +580,62 @@ void alerts_report(struct server *s, const char *job, const struct incident *inc
 			continue;
 		o = &op->outbox[op->n_outbox++];
 		o->target = dup_in(op, deliver_target_name((enum deliver_target)t));
-		o->dedup_key = dup_in(op, dedup);
+		o->dedup_key = dup_in(op, m->dedup);
 		o->payload = dup_in(op, payload[t]);
 	}
-	if (op->n_outbox && a->deliver) {
-		op->durable = wake_delivery;
-		op->durable_arg = a->deliver;
+	return op;
+}
+
+void alerts_report(struct server *s, const char *job, const struct incident *inc, const struct report *r,
+		   const char *json, enum incident_change change)
+{
+	struct alerts *a = s->alerts;
+	struct job_alert *ja;
+	struct alert_msg m = {.job = job, .inc = inc, .json = json, .change = change};
+	char *payload[DELIVER_TARGETS] = {0};
+	char *am_keep = NULL, *name;
+	int has_incident = change != INCIDENT_NONE || inc->open;
+	struct storage_op *op;
+
+	actions_report(s, job, inc, r, change);
+	if (!a || (!json && !has_incident))
+		return;
+	ja = job_alert_of(a, job);
+	if (!ja) {
+		log_error("alerts: out of memory; report of job \"%s\" not stored", job);
+		return;
 	}
-	submit(s, a, op);
-out:
+	m.ja = ja;
+	if (change == INCIDENT_FIRING || change == INCIDENT_UPDATED) {
+		note_suspects(ja, r);
+		note_actions(ja, r);
+	}
+	snprintf(m.report_url, sizeof(m.report_url), "%s/api/v1/jobs/%s/reports/latest", a->public_url, job);
+	/* the job's page in the web console (console/app.js reads the name back from the fragment) */
+	name = evhttp_encode_uri(job);
+	snprintf(m.job_url, sizeof(m.job_url), "%s/#/jobs/%s", a->public_url, name ? name : "");
+	free(name);
+	snprintf(m.dedup, sizeof(m.dedup), "%s/%s/%u", inc->key, incident_change_name(change), inc->updates);
+	if (change != INCIDENT_NONE) {
+		if (a->on[DELIVER_ALERTMANAGER])
+			payload[DELIVER_ALERTMANAGER] = payload_alertmanager(&m, ja, &am_keep);
+		if (a->on[DELIVER_WEBHOOK])
+			payload[DELIVER_WEBHOOK] = payload_webhook(&m);
+		if (a->on[DELIVER_SLACK])
+			payload[DELIVER_SLACK] = payload_slack(&m);
+		if (a->on[DELIVER_PAGERDUTY])
+			payload[DELIVER_PAGERDUTY] = payload_pagerduty(&m, s->cfg.pagerduty_routing_key);
+	}
+	op = report_op(s, &m, r, has_incident, payload, am_keep);
+	if (!op) {
+		log_error("alerts: out of memory; report of job \"%s\" not stored", job);
+	} else {
+		if (op->n_outbox && a->deliver) {
+			op->durable = wake_delivery;
+			op->durable_arg = a->deliver;
+		}
+		submit(s, a, op);
+	}
 	for (int t = 0; t < DELIVER_TARGETS; t++)
 		free(payload[t]);
 	free(am_keep);

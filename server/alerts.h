@@ -9,6 +9,7 @@
 
 #include "incident.h"
 #include "report.h"
+#include "attrs.h"
 
 struct server;
 
@@ -18,7 +19,7 @@ struct server;
 
 /* Starts the delivery thread when storage is on and a target is configured (after the
  * writer). 0, or -1 on failure. */
-int alerts_start(struct server *s);
+MUST_CHECK int alerts_start(struct server *s);
 /* Stops the delivery thread after its writer has committed what it could within timeout_ms. */
 void alerts_stop(struct server *s, int timeout_ms);
 

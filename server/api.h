@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "rest.h"
+#include "attrs.h"
 
 struct server;
 
@@ -30,7 +31,7 @@ struct api_req {
 };
 
 /* Starts the query workers (when there is a database) and their wake-up event. */
-int api_start(struct server *s);
+MUST_CHECK int api_start(struct server *s);
 /* After evhttp_free(): stops the workers, forgets the requests that waited. */
 void api_stop(struct server *s);
 /* Its counters in Prometheus text format (the /metrics page). */
@@ -60,13 +61,13 @@ struct pg_conn;
  * NOT taken. */
 typedef void (*api_done_fn)(struct server *s, struct evhttp_request *req, const struct storage_query_result *res,
 			    void *ctx);
-int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done, void *ctx,
+MUST_CHECK int api_query_then(struct api_req *r, enum storage_rest stmt, const char *const *params, api_done_fn done, void *ctx,
 		   void (*ctx_free)(void *ctx));
 /* Like api_query_then, but fn runs on a query worker with its connection (storage/query.h):
  * for answers built from several statements or in another format than one JSON text. ctx
  * is read by fn on the worker and freed (ctx_free) on the loop after done. */
 typedef void (*storage_query_fn)(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
-int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx));
+MUST_CHECK int api_query_fn(struct api_req *r, storage_query_fn fn, api_done_fn done, void *ctx, void (*ctx_free)(void *ctx));
 /* The answer to a failed statement (400 for SQLSTATE class 22, 503 unreachable or timed out, else 500). */
 void api_reply_db_error(struct evhttp_request *req, const struct storage_query_result *res);
 

@@ -7,6 +7,7 @@
  * judges it (consistent / contradicted / unrelated). The answer (202) follows. Without a
  * database they are only added. GET /api/v1/events reads them back from PostgreSQL. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct apply {
 	struct server *s;
 	struct strmap hosts; /* host -> 1 (the events' hosts) */
 	uint64_t not_kept;
+	bool no_memory; /* a job's hosts could not all be looked at */
 };
 
 /* adds to one job the events on its hosts */
@@ -50,8 +52,10 @@ static void apply_job(const char *name, void *value, void *arg)
 	for (uint32_t rank = 0; rank < job->topo.world; rank++) {
 		const char *h = store_host(st, rank, host, sizeof(host));
 
-		if (strmap_get(&a->hosts, h) && !strmap_get(&on, h))
-			strmap_put(&on, h, (void *)1);
+		if (strmap_get(&a->hosts, h) && !strmap_get(&on, h) && strmap_put(&on, h, (void *)1) < 0) {
+			a->no_memory = true;
+			break;
+		}
 	}
 	for (size_t i = 0; i < a->n; i++) {
 		const struct event_in *e = &a->evs[i];
@@ -87,9 +91,13 @@ static json_t *apply_events(struct server *s, const struct event_body *b)
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		a.jobs[i] = json_array();
-		strmap_put(&a.hosts, b->ev[i].host, (void *)1);
+		if (strmap_put(&a.hosts, b->ev[i].host, (void *)1) < 0)
+			a.no_memory = true;
 	}
-	strmap_each(&s->jobs, apply_job, &a);
+	if (!a.no_memory)
+		strmap_each(&s->jobs, apply_job, &a);
+	if (a.no_memory)
+		log_error("api: out of memory; events not added to the windows of every job they concern");
 	if (a.not_kept)
 		log_warning("api: %" PRIu64 " event(s) not added to a job's window (more than %d there)", a.not_kept,
 			    EVENTS_PER_JOB_MAX);

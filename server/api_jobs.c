@@ -251,10 +251,11 @@ void api_jobs_list(struct api_req *r)
 	}
 	snprintf(lim, sizeof(lim), "%" PRId64, limit);
 	snprintf(off, sizeof(off), "%" PRId64, offset);
-	api_query_then(r, STORAGE_REST_JOBS_PAGE,
+	/* -1: answered 503 already, and there is no ctx to free */
+	IGNORE_RESULT(api_query_then(r, STORAGE_REST_JOBS_PAGE,
 		       (const char *const[]){live, q && q[0] ? q : NULL, state, lim, off,
 					     r->s->cluster ? cluster_owner(r->s) : NULL},
-		       jobs_page, NULL, NULL);
+		       jobs_page, NULL, NULL));
 	free(live);
 }
 

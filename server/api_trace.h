@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct api_req;
 
@@ -17,7 +18,7 @@ void api_trace(struct api_req *r);
 
 /* Parses "10352-10359,10336" into sorted distinct ranks below world, at most max.
  * 0 ok; -1 malformed or too many; -2 a rank >= world (message in err). */
-int api_parse_ranks(const char *s, uint32_t world, size_t max, uint32_t **out, size_t *n_out, char *err,
+MUST_CHECK int api_parse_ranks(const char *s, uint32_t world, size_t max, uint32_t **out, size_t *n_out, char *err,
 		    size_t err_size);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "attrs.h"
 
 struct config;
 struct server;
@@ -65,7 +66,7 @@ bool auth_token_equal(const char *a, const char *b);
 
 /* Checks a job tokens file's text ("JOB TOKEN" lines, '#' comments) and calls fn for each
  * pair. 0, or -1 with "line N: message" in err. For auth_new and its unit tests. */
-int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job, const char *token), void *arg,
+MUST_CHECK int auth_parse_job_tokens(const char *text, int (*fn)(void *arg, const char *job, const char *token), void *arg,
 			  char *err, size_t err_size);
 /* A token must be 1 to 4096 visible ASCII bytes (no spaces: it travels in a header). */
 bool auth_token_valid(const char *token);

@@ -24,7 +24,7 @@ static void sweep(struct auth_limit *l, int64_t now_ms)
 		const struct strmap_entry *e = &l->whole_at.slots[i];
 
 		if (e->key && e->num > now_ms)
-			strmap_put_num(&keep, e->key, e->num); /* out of memory: forgotten */
+			IGNORE_RESULT(strmap_put_num(&keep, e->key, e->num)); /* out of memory: forgotten */
 	}
 	strmap_free(&l->whole_at);
 	l->whole_at = keep;

@@ -33,33 +33,33 @@ static bool col_ok(size_t len, size_t n, bool may_be_one)
 
 #define KCOL(b, f, i) ((b)->n_kernel_##f == 1 ? (b)->kernel_##f[0] : (b)->kernel_##f[i])
 
-static int bad(char *err, size_t size, const char *what, size_t i)
+static int bad(char *err, size_t err_size, const char *what, size_t i)
 {
-	snprintf(err, size, "%s (record %zu)", what, i);
+	snprintf(err, err_size, "%s (record %zu)", what, i);
 	return -1;
 }
 
 /* An iteration number over BATCH_MAX_ITER (the database's integer would wrap it): -1 with
  * the reason, else 0. */
-static int iter_bad(uint32_t iter, char *err, size_t size, const char *what, size_t i)
+static int iter_bad(uint32_t iter, char *err, size_t err_size, const char *what, size_t i)
 {
 	if (iter <= BATCH_MAX_ITER)
 		return 0;
-	snprintf(err, size, "%siteration %u is over 2147483647 (2^31 - 1, the largest stored) (record %zu)", what,
+	snprintf(err, err_size, "%siteration %u is over 2147483647 (2^31 - 1, the largest stored) (record %zu)", what,
 		 iter, i);
 	return -1;
 }
 
 /* A phase or kernel name: 1 to MAX_NAME_LEN bytes of text (common/text.h). 0, or -1 with
  * the reason in err. */
-static int name_ok(const char *name, size_t i, char *err, size_t size)
+static int name_ok(const char *name, size_t i, char *err, size_t err_size)
 {
 	const char *why = text_check_str(name, 1, MAX_NAME_LEN);
 
 	if (!why)
 		return 0;
-	snprintf(err, size, "name %s: a name is 1 to %d bytes of UTF-8 without control characters (record %zu)", why,
-		 MAX_NAME_LEN, i);
+	snprintf(err, err_size, "name %s: a name is 1 to %d bytes of UTF-8 without control characters (record %zu)",
+		 why, MAX_NAME_LEN, i);
 	return -1;
 }
 
@@ -118,23 +118,23 @@ void batch_name_ids_free(struct batch_name_ids *t)
 }
 
 int batch_take_name_defs(struct batch_name_ids *t, struct job *job, uint32_t max_names, const Culprit__V1__Batch *b,
-			 bool *full, char *err, size_t size)
+			 bool *full, char *err, size_t err_size)
 {
 	for (size_t i = 0; i < b->n_name_defs; i++) {
 		const Culprit__V1__NameDef *d = b->name_defs[i];
 		uint32_t job_id;
 
 		if (d->id >= MAX_NAMES)
-			return bad(err, size, "name id too large", i);
-		if (name_ok(d->name, i, err, size) < 0)
+			return bad(err, err_size, "name id too large", i);
+		if (name_ok(d->name, i, err, err_size) < 0)
 			return -1;
 		job_id = jobs_intern(job, d->name, max_names);
 		if (job_id == JOBS_NAMES_FULL) {
 			*full = true;
-			return bad(err, size, "the job has max_names_per_job names", i);
+			return bad(err, err_size, "the job has max_names_per_job names", i);
 		}
 		if (job_id == UINT32_MAX || names_put(t, d->id, job_id) < 0)
-			return bad(err, size, "out of memory", i);
+			return bad(err, err_size, "out of memory", i);
 	}
 	return 0;
 }
@@ -158,16 +158,16 @@ static uint32_t batch_name(const struct batch_names *bn, uint32_t ref, size_t at
 }
 
 int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culprit__V1__Batch *b,
-		    struct batch_names *bn, char *err, size_t size)
+		    struct batch_names *bn, char *err, size_t err_size)
 {
 	const uint32_t *cols[2] = {b->phase_name, b->kernel_name};
 	size_t lens[3] = {b->n_phase_name, b->n_kernel_name, b->n_raw_kernels}, cap = 0, at = 0;
 
 	memset(bn, 0, sizeof(*bn));
 	if (b->n_names > MAX_NAMES)
-		return bad(err, size, "too many names in the dictionary", b->n_names);
+		return bad(err, err_size, "too many names in the dictionary", b->n_names);
 	for (size_t i = 0; i < b->n_names; i++)
-		if (name_ok(b->names[i], i, err, size) < 0)
+		if (name_ok(b->names[i], i, err, err_size) < 0)
 			return -1;
 	if (b->n_names || !(lens[0] + lens[1] + lens[2])) {
 		bn->own_dict = true;
@@ -176,7 +176,7 @@ int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culpr
 		return 0;
 	}
 	if (!(bn->refs = malloc((lens[0] + lens[1] + lens[2]) * sizeof(uint32_t))))
-		return bad(err, size, "out of memory", 0);
+		return bad(err, err_size, "out of memory", 0);
 	if (++t->epoch == 0) {
 		for (size_t i = 0; i < t->cap; i++)
 			t->slots[i].epoch = 0;
@@ -188,7 +188,7 @@ int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culpr
 
 			if (!slot) {
 				batch_names_free(bn);
-				return bad(err, size, "name id not defined on this connection", i);
+				return bad(err, err_size, "name id not defined on this connection", i);
 			}
 			bn->refs[at] = slot->job_id;
 			if (slot->epoch == t->epoch)
@@ -202,7 +202,7 @@ int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culpr
 					bn->ids = ids;
 				if (!strs) {
 					batch_names_free(bn);
-					return bad(err, size, "out of memory", i);
+					return bad(err, err_size, "out of memory", i);
 				}
 				bn->strs = strs;
 				cap = cap ? cap * 2 : 64;
@@ -251,36 +251,36 @@ static uint64_t iter_limit(const Culprit__V1__Batch *b, const struct batch_limit
 
 /* The raw kernels of a batch (those of a capture, server/capture.c). */
 static int raw_ok(const Culprit__V1__Batch *b, size_t n_dict, const uint32_t *ranks, size_t n_ranks, int64_t now_us,
-		  char *err, size_t size)
+		  char *err, size_t err_size)
 {
 	if (b->n_raw_kernels > BATCH_MAX_RAW) {
-		snprintf(err, size, "more than %d raw kernels in one batch (%zu)", BATCH_MAX_RAW, b->n_raw_kernels);
+		snprintf(err, err_size, "more than %d raw kernels in one batch (%zu)", BATCH_MAX_RAW, b->n_raw_kernels);
 		return -1;
 	}
 	for (size_t i = 0; i < b->n_raw_kernels; i++) {
 		const Culprit__V1__RawKernel *k = b->raw_kernels[i];
 
 		if (!serves_in(ranks, n_ranks, k->rank))
-			return bad(err, size, "raw kernel of a rank this agent does not serve", i);
+			return bad(err, err_size, "raw kernel of a rank this agent does not serve", i);
 		if (k->name >= n_dict)
-			return bad(err, size, "raw kernel name index outside the dictionary", i);
+			return bad(err, err_size, "raw kernel name index outside the dictionary", i);
 		if (k->kind >= RECORD_KIND_COUNT)
-			return bad(err, size, "raw kernel kind unknown", i);
+			return bad(err, err_size, "raw kernel kind unknown", i);
 		if (k->dur_us < 0 || k->dur_us > MAX_DUR_US)
-			return bad(err, size, "raw kernel duration negative or over a week", i);
+			return bad(err, err_size, "raw kernel duration negative or over a week", i);
 		if (k->start_us < BATCH_MIN_START_US || k->start_us > now_us + BATCH_MAX_AHEAD_US)
-			return bad(err, size,
+			return bad(err, err_size,
 				   "raw kernel start before 2000 or more than a day ahead of the server's clock", i);
-		if (iter_bad(k->iter, err, size, "raw kernel ", i) < 0)
+		if (iter_bad(k->iter, err, err_size, "raw kernel ", i) < 0)
 			return -1;
 		if (k->stream > BATCH_MAX_STREAM)
-			return bad(err, size, "raw kernel stream over 65535", i);
+			return bad(err, err_size, "raw kernel stream over 65535", i);
 	}
 	return 0;
 }
 
 int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
-		   const struct batch_limits *lim, char *err, size_t size)
+		   const struct batch_limits *lim, char *err, size_t err_size)
 {
 	size_t n, sketch_bytes = 0, sketch_off = 0;
 	uint64_t max_iter = iter_limit(b, lim);
@@ -288,40 +288,40 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 
 	n = b->n_iter_rank;
 	if (b->n_iter_iter != n || b->n_iter_start_us != n || b->n_iter_dur_us != n)
-		return bad(err, size, "iteration columns differ in length", n);
+		return bad(err, err_size, "iteration columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
 		if (!serves_in(ranks, n_ranks, b->iter_rank[i]))
-			return bad(err, size, "iteration of a rank this agent does not serve", i);
+			return bad(err, err_size, "iteration of a rank this agent does not serve", i);
 		if (b->iter_dur_us[i] < 0 || b->iter_dur_us[i] > MAX_DUR_US)
-			return bad(err, size, "iteration duration negative or over a week", i);
-		if (iter_bad(b->iter_iter[i], err, size, "", i) < 0)
+			return bad(err, err_size, "iteration duration negative or over a week", i);
+		if (iter_bad(b->iter_iter[i], err, err_size, "", i) < 0)
 			return -1;
 		if (b->iter_iter[i] > max_iter)
-			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
+			return bad(err, err_size, "iteration more than window + 1,000,000 past the job's", i);
 		if (b->iter_start_us[i] < BATCH_MIN_START_US || b->iter_start_us[i] > lim->now_us + BATCH_MAX_AHEAD_US)
-			return bad(err, size,
+			return bad(err, err_size,
 				   "iteration start before 2000 or more than a day ahead of the server's clock", i);
 	}
 
 	n = b->n_phase_rank;
 	if (b->n_phase_iter != n || b->n_phase_name != n || b->n_phase_kind != n || b->n_phase_group != n ||
 	    b->n_phase_start_us != n || b->n_phase_dur_us != n)
-		return bad(err, size, "phase columns differ in length", n);
+		return bad(err, err_size, "phase columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
 		if (!serves_in(ranks, n_ranks, b->phase_rank[i]))
-			return bad(err, size, "phase of a rank this agent does not serve", i);
+			return bad(err, err_size, "phase of a rank this agent does not serve", i);
 		if (b->phase_name[i] >= n_dict)
-			return bad(err, size, "phase name index outside the dictionary", i);
+			return bad(err, err_size, "phase name index outside the dictionary", i);
 		if (b->phase_kind[i] >= RECORD_KIND_COUNT || b->phase_group[i] >= RECORD_GROUP_COUNT)
-			return bad(err, size, "phase kind or group unknown", i);
+			return bad(err, err_size, "phase kind or group unknown", i);
 		if (b->phase_dur_us[i] < 0 || b->phase_dur_us[i] > MAX_DUR_US)
-			return bad(err, size, "phase duration negative or over a week", i);
+			return bad(err, err_size, "phase duration negative or over a week", i);
 		if (b->phase_start_us[i] < -1 || b->phase_start_us[i] > MAX_DUR_US)
-			return bad(err, size, "phase start offset out of range", i);
-		if (iter_bad(b->phase_iter[i], err, size, "phase ", i) < 0)
+			return bad(err, err_size, "phase start offset out of range", i);
+		if (iter_bad(b->phase_iter[i], err, err_size, "phase ", i) < 0)
 			return -1;
 		if (b->phase_iter[i] > max_iter)
-			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
+			return bad(err, err_size, "iteration more than window + 1,000,000 past the job's", i);
 	}
 
 	n = b->n_kernel_name;
@@ -329,30 +329,30 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 	    !col_ok(b->n_kernel_kind, n, false) || b->n_kernel_count != n || b->n_kernel_sum_us != n ||
 	    b->n_kernel_min_us != n || b->n_kernel_max_us != n || !col_ok(b->n_kernel_p50_us, n, false) ||
 	    b->n_kernel_p99_us != b->n_kernel_p50_us || !col_ok(b->n_kernel_sketch_len, n, false))
-		return bad(err, size, "kernel columns differ in length", n);
+		return bad(err, err_size, "kernel columns differ in length", n);
 	for (size_t i = 0; i < n; i++) {
 		if (!serves_in(ranks, n_ranks, KCOL(b, rank, i)))
-			return bad(err, size, "kernel summary of a rank this agent does not serve", i);
+			return bad(err, err_size, "kernel summary of a rank this agent does not serve", i);
 		if (b->kernel_name[i] >= n_dict)
-			return bad(err, size, "kernel name index outside the dictionary", i);
+			return bad(err, err_size, "kernel name index outside the dictionary", i);
 		if (b->n_kernel_kind && b->kernel_kind[i] >= RECORD_KIND_COUNT)
-			return bad(err, size, "kernel kind unknown", i);
+			return bad(err, err_size, "kernel kind unknown", i);
 		if (b->kernel_sum_us[i] < 0 || b->kernel_min_us[i] < 0 || b->kernel_max_us[i] < b->kernel_min_us[i] ||
 		    b->kernel_max_us[i] > MAX_DUR_US ||
 		    (b->n_kernel_p50_us && (b->kernel_p50_us[i] < 0 || b->kernel_p99_us[i] < 0)))
-			return bad(err, size, "kernel durations inconsistent or out of range", i);
+			return bad(err, err_size, "kernel durations inconsistent or out of range", i);
 		if (b->kernel_count[i] > MAX_KERNEL_COUNT)
-			return bad(err, size, "kernel call count negative or wrapped (over 2^31 - 1)", i);
-		if (iter_bad(KCOL(b, iter, i), err, size, "kernel summary ", i) < 0)
+			return bad(err, err_size, "kernel call count negative or wrapped (over 2^31 - 1)", i);
+		if (iter_bad(KCOL(b, iter, i), err, err_size, "kernel summary ", i) < 0)
 			return -1;
 		if (KCOL(b, iter, i) > max_iter)
-			return bad(err, size, "iteration more than window + 1,000,000 past the job's", i);
+			return bad(err, err_size, "iteration more than window + 1,000,000 past the job's", i);
 		if (b->n_kernel_sketch_len && b->kernel_sketch_len[i] > MAX_SKETCH)
-			return bad(err, size, "kernel sketch too large", i);
+			return bad(err, err_size, "kernel sketch too large", i);
 		sketch_bytes += b->n_kernel_sketch_len ? b->kernel_sketch_len[i] : 0;
 	}
 	if (sketch_bytes != b->kernel_sketches.len)
-		return bad(err, size, "kernel sketch lengths do not add up to the sketch bytes", n);
+		return bad(err, err_size, "kernel sketch lengths do not add up to the sketch bytes", n);
 	/* a sketch that does not decode would be dropped by the window and by the writer */
 	sketch_init(&scratch);
 	for (size_t i = 0; i < b->n_kernel_sketch_len; i++) {
@@ -360,12 +360,12 @@ int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Bat
 
 		if (len && sketch_deserialize(&scratch, b->kernel_sketches.data + sketch_off, len) < 0) {
 			sketch_free(&scratch);
-			return bad(err, size, "kernel sketch does not decode", i);
+			return bad(err, err_size, "kernel sketch does not decode", i);
 		}
 		sketch_off += len;
 	}
 	sketch_free(&scratch);
-	return raw_ok(b, n_dict, ranks, n_ranks, lim->now_us, err, size);
+	return raw_ok(b, n_dict, ranks, n_ranks, lim->now_us, err, err_size);
 }
 
 /* ---- conversion ---- */

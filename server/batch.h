@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "culprit.pb-c.h"
+#include "attrs.h"
 
 struct job;
 struct storage_op;
@@ -33,8 +34,8 @@ struct batch_limits {
  * (sorted), its phase, kernel and raw kernel names indexing a dictionary of n_dict names
  * (SIZE_MAX: they are the agent's name ids, checked by batch_names_get): 0, or -1 with the
  * reason (sent back in a Reject) in err. Pure; fuzzed (tests/fuzz/fuzz_frame.c). */
-int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
-		   const struct batch_limits *lim, char *err, size_t size);
+MUST_CHECK int batch_validate(const uint32_t *ranks, size_t n_ranks, const Culprit__V1__Batch *b, size_t n_dict,
+		   const struct batch_limits *lim, char *err, size_t err_size);
 
 /* The name ids an agent defined on one connection (NameDef), each the job's id of its name:
  * open addressing sized by the ids used, not by the largest (12 bytes an id, about 16 with
@@ -53,8 +54,8 @@ void batch_name_ids_free(struct batch_name_ids *t);
 /* Takes a batch's name definitions, interning the names in job (before anything else: they
  * hold for the connection even when the batch is a resend or is refused). -1 with the reason
  * in err; *full when the reason is that the job holds max_names names. */
-int batch_take_name_defs(struct batch_name_ids *t, struct job *job, uint32_t max_names, const Culprit__V1__Batch *b,
-			 bool *full, char *err, size_t size);
+MUST_CHECK int batch_take_name_defs(struct batch_name_ids *t, struct job *job, uint32_t max_names, const Culprit__V1__Batch *b,
+			 bool *full, char *err, size_t err_size);
 
 /* A batch's names, the job's ids of them: its records name them by index of the batch's own
  * dictionary (ids[index]), or without one by the agent's name ids, looked up once into refs
@@ -71,10 +72,10 @@ struct batch_names {
  * is valid); or, when it has none, the names of the agent's name ids that its records use,
  * each of which must be defined in t. -1 with the reason in err. */
 int batch_names_get(struct batch_name_ids *t, const struct job *job, const Culprit__V1__Batch *b,
-		    struct batch_names *bn, char *err, size_t size);
+		    struct batch_names *bn, char *err, size_t err_size);
 /* Interns a valid batch's own dictionary in job. -1: out of memory, or *full when the job
  * already has max_names other names. */
-int batch_names_intern(struct batch_names *bn, struct job *job, uint32_t max_names, bool *full);
+MUST_CHECK int batch_names_intern(struct batch_names *bn, struct job *job, uint32_t max_names, bool *full);
 void batch_names_free(struct batch_names *bn);
 
 /* The storage op of a valid batch (bn interned) of agent's: its records name the job's ids,

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct server;
 
@@ -29,7 +30,7 @@ struct cluster_calls {
 };
 
 /* Before the writer starts (it needs cluster_owner for fencing). 0, or -1 (logged). */
-int cluster_start(struct server *s, const struct cluster_calls *calls);
+MUST_CHECK int cluster_start(struct server *s, const struct cluster_calls *calls);
 /* At the end of a clean stop, after the writers: stops the worker and gives back every lease
  * of this instance (they expire now: other instances take its jobs on their next Hello). */
 void cluster_stop(struct server *s);

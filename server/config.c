@@ -262,12 +262,12 @@ static const struct setting *find(const char *name)
 	return NULL;
 }
 
-void config_fail(char *err, size_t size, const char *fmt, ...)
+void config_fail(char *err, size_t err_size, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
+	vsnprintf(err, err_size, fmt, ap);
 	va_end(ap);
 }
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "attrs.h"
 
 struct config {
 	char *data_dir;
@@ -94,13 +95,13 @@ void config_defaults(struct config *cfg);
 void config_free(struct config *cfg);
 /* Sets one setting from text. Returns 0, or -1 with a message in err naming the setting and
  * what is allowed. reload: refuse settings that cannot change at run time. */
-int config_set(struct config *cfg, const char *name, const char *value, bool reload, char *err, size_t err_size);
+MUST_CHECK int config_set(struct config *cfg, const char *name, const char *value, bool reload, char *err, size_t err_size);
 /* Reads a file of "name = value" lines. -1 with "FILE:LINE: message" in err. */
-int config_load_file(struct config *cfg, const char *path, bool reload, char *err, size_t err_size);
+MUST_CHECK int config_load_file(struct config *cfg, const char *path, bool reload, char *err, size_t err_size);
 /* Cross-setting checks after everything is set. */
-int config_check(const struct config *cfg, char *err, size_t err_size);
+MUST_CHECK int config_check(const struct config *cfg, char *err, size_t err_size);
 /* Deep copy (for an atomic reload: build a new one, check it, then swap). */
-int config_copy(struct config *dst, const struct config *src);
+MUST_CHECK int config_copy(struct config *dst, const struct config *src);
 
 /* The setting a --long-option names, or NULL ("--agent-listen" -> "agent_listen"). */
 const char *config_option_name(const char *option, char *buf, size_t size);
@@ -114,6 +115,6 @@ const char *config_shown(const struct config *cfg, const char *name, char *buf, 
 void config_print_values(const struct config *cfg, FILE *out);
 
 /* Writes the printf-style message into err (size bytes): how the parsers here say why. */
-void config_fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void config_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -7,6 +7,8 @@
 #ifndef CULPRIT_CONSOLE_H
 #define CULPRIT_CONSOLE_H
 
+#include "attrs.h"
+
 struct server;
 struct evhttp_request;
 
@@ -17,7 +19,7 @@ struct evhttp_request;
  * console/ for a binary of the build tree, else the installed share/culprit/console) and
  * reads it. Without one culpritd runs on, "/" answers 404, and the log says why. 0, or -1
  * out of memory. */
-int console_load(struct server *s);
+MUST_CHECK int console_load(struct server *s);
 void console_free(struct server *s);
 /* 1 when path is one of the console's ("/", "/console/..."). */
 int console_path(const char *path);

@@ -9,11 +9,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct server;
 
 /* Starts the liveness check (with a database). -1 when it cannot. */
-int dbhealth_start(struct server *s);
+MUST_CHECK int dbhealth_start(struct server *s);
 /* Once a second: judges and logs a change. Returns clock_mono_ms() of the liveness check's
  * last answer (0 without a database). */
 int64_t dbhealth_tick(struct server *s);

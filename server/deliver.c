@@ -201,7 +201,8 @@ static void target_back(struct deliver *d, enum deliver_target t)
 	for (struct request *q = d->inflight; q; q = q->next)
 		if (q->id > 0 && n < MAX_INFLIGHT)
 			ids[n++] = q->id;
-	storage_outbox_target_back(d->outbox, target_names[t], ids, n);
+	/* a failure is logged by the outbox; the rows are due after their backoff anyway */
+	IGNORE_RESULT(storage_outbox_target_back(d->outbox, target_names[t], ids, n));
 	d->repoll = 1;
 }
 
@@ -223,7 +224,8 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 		}
 		atomic_fetch_add(&d->sent[q->target], 1);
 		d->repoll = 1;
-		storage_outbox_sent(d->outbox, q->id);
+		/* a failure is logged by the outbox; the row is sent again, and its dedup key tells the receiver */
+		IGNORE_RESULT(storage_outbox_sent(d->outbox, q->id));
 		return;
 	}
 	if (cc != CURLE_OK)
@@ -247,7 +249,8 @@ static void request_done(struct deliver *d, struct request *q, CURLcode cc)
 			log_error("alerts: gave up delivering alert %" PRId64 " to %s after %d attempts: %s", q->id,
 				  target_names[q->target], q->attempts, why);
 		}
-		storage_outbox_retry(d->outbox, q->id, why, ms, give_up);
+		/* a failure is logged by the outbox; the row is claimed again when due */
+		IGNORE_RESULT(storage_outbox_retry(d->outbox, q->id, why, ms, give_up));
 	}
 }
 
@@ -380,7 +383,7 @@ static void poll_outbox(struct deliver *d)
 	int64_t pending;
 
 	if (slots > 0)
-		storage_outbox_claim(d->outbox, slots, claimed, d);
+		IGNORE_RESULT(storage_outbox_claim(d->outbox, slots, claimed, d)); /* -1 logged by the outbox */
 	pending = storage_outbox_pending(d->outbox);
 	if (pending >= 0)
 		atomic_store(&d->pending, pending);

@@ -37,7 +37,7 @@ static void *worker(void *arg)
 		q->r.failed = diagnose_run(q->store, &q->in, NULL, &q->r.report) < 0;
 		q->r.run_ms = clock_mono_s() * 1e3 - t0;
 		queue_release(&d->requests, 1, 1);
-		queue_push(&d->results, &q->link, 1); /* unbounded: never refused */
+		IGNORE_RESULT(queue_push(&d->results, &q->link, 1)); /* unbounded: never refused */
 	}
 	return NULL;
 }

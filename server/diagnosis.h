@@ -15,6 +15,7 @@
 #include "diagnose.h"
 #include "report.h"
 #include "store.h"
+#include "attrs.h"
 
 struct diagnosis;
 
@@ -31,7 +32,7 @@ struct diagnosis *diagnosis_start(size_t queue_max, void (*wake)(void *arg), voi
 void diagnosis_stop(struct diagnosis *d);
 /* 0, or -1 when the queue is full. The worker reads store until the result is taken (or
  * diagnosis_stop returns); it stays the caller's. */
-int diagnosis_submit(struct diagnosis *d, const char *job, const struct store *store, const struct diagnose_input *in,
+MUST_CHECK int diagnosis_submit(struct diagnosis *d, const char *job, const struct store *store, const struct diagnose_input *in,
 		     uint64_t token);
 size_t diagnosis_take(struct diagnosis *d, struct diagnosis_result *out, size_t max);
 

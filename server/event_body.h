@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 #define EVENT_BODY_MAX 1000
 #define EVENT_HOST_MAX 255
@@ -35,7 +36,7 @@ struct event_body {
 
 /* Parses body[0..len). Returns 0 with *out filled (event_body_free it), or the HTTP status
  * to answer (400 malformed or invalid, 413 too many events) with a message in err. */
-int event_body_parse(const char *body, size_t len, int64_t now_us, struct event_body *out, char *err, size_t err_size);
+MUST_CHECK int event_body_parse(const char *body, size_t len, int64_t now_us, struct event_body *out, char *err, size_t err_size);
 void event_body_free(struct event_body *b);
 
 #endif

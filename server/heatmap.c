@@ -313,13 +313,151 @@ static int gzip_body(struct pgbuf *b)
 	return 0;
 }
 
+/* An encoding's working state: the rows shown (ranks in order, or runs of groups when
+ * aggregated), the hosts they name (renumbered), the role groups' medians. */
+struct enc {
+	const struct heatmap_data *d;
+	uint32_t from, to, n_rank_rows, n_rows, per;
+	uint32_t *order, *row_first, *row_n, *used, n_used;
+	float *med, *lmed, *smax, *smed;
+	int aggregated, wide;
+};
+
+/* The rows: a rank each, or runs of groups (per groups a row) when there are too many cells. */
+static void make_rows(struct enc *x)
+{
+	const struct heatmap_data *d = x->d;
+
+	x->aggregated = (uint64_t)x->n_rank_rows * d->n_iters > HEATMAP_CELLS_MAX;
+	x->n_rows = 0;
+	if (!x->aggregated) {
+		for (uint32_t k = 0; k < x->n_rank_rows; k++)
+			x->row_first[x->n_rows] = x->from + k, x->row_n[x->n_rows++] = 1;
+		return;
+	}
+	uint32_t n_groups = 0;
+
+	for (uint32_t k = x->from; k <= x->to; k++)
+		n_groups += k == x->from || d->key[x->order[k]] != d->key[x->order[k - 1]];
+	x->per = (n_groups + HEATMAP_ROWS_MAX - 1) / HEATMAP_ROWS_MAX;
+	for (uint32_t k = x->from, g = 0; k <= x->to; k++) {
+		if (k == x->from || d->key[x->order[k]] != d->key[x->order[k - 1]]) {
+			if (g++ % x->per == 0) {
+				x->row_first[x->n_rows] = k;
+				x->row_n[x->n_rows++] = 0;
+			}
+		}
+		x->row_n[x->n_rows - 1]++;
+	}
+}
+
+/* The hosts the rows name, renumbered in order of their first row. */
+static void number_hosts(struct enc *x)
+{
+	const struct heatmap_data *d = x->d;
+
+	for (uint32_t h = 0; h < d->n_hosts; h++)
+		x->used[h] = UINT32_MAX;
+	for (uint32_t k = x->from; x->n_rank_rows && k <= x->to; k++)
+		if (x->used[d->host[x->order[k]]] == UINT32_MAX)
+			x->used[d->host[x->order[k]]] = x->n_used++;
+	x->wide = x->n_used > 65535 || d->n_roles > 65535;
+}
+
+/* groups: [first row, rows, culprits, label]: the runs of one group (a row each when aggregated) */
+static json_t *group_runs(const struct enc *x)
+{
+	const struct heatmap_data *d = x->d;
+	json_t *groups = json_array();
+
+	for (uint32_t k = x->from, row = 0; x->n_rank_rows && k <= x->to; row++) {
+		uint32_t e = k, c = 0;
+		json_t *label;
+
+		if (x->aggregated)
+			e = x->row_first[row] + x->row_n[row] - 1;
+		else
+			while (e + 1 <= x->to && d->key[x->order[e + 1]] == d->key[x->order[k]])
+				e++;
+		for (uint32_t r = k; r <= e; r++)
+			c += is_culprit(d, x->order[r]);
+		label = d->group == HEATMAP_BY_NODE && !x->aggregated ? json_null() : run_label(d, x->order, k, e);
+		json_array_append_new(
+			groups, json_pack("[i, i, i, o]", (json_int_t)k, (json_int_t)e - k + 1, (json_int_t)c, label));
+		k = e + 1;
+	}
+	return groups;
+}
+
+/* The header: the map's description, its hosts, phases, culprits and groups. NULL out of memory. */
+static json_t *heatmap_meta(const struct enc *x)
+{
+	const struct heatmap_data *d = x->d;
+	json_t *hosts = json_array(), *phases = json_array(), *culprits = json_array();
+	char **names = calloc(x->n_used + 1, sizeof(char *));
+
+	if (!names) {
+		json_decref(hosts), json_decref(phases), json_decref(culprits);
+		return NULL;
+	}
+	for (uint32_t h = 0; h < d->n_hosts; h++)
+		if (x->used[h] != UINT32_MAX)
+			names[x->used[h]] = d->hosts[h];
+	for (uint32_t h = 0; h < x->n_used; h++)
+		json_array_append_new(hosts, json_string(names[h]));
+	free(names);
+	for (uint32_t p = 0; p < d->n_phases; p++)
+		json_array_append_new(phases, json_string(d->phases[p]));
+	for (uint32_t c = 0; c < d->n_culprits; c++)
+		json_array_append_new(culprits, json_integer(d->culprits[c]));
+	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i, s:o, s:o, s:o, s:o, s:o, "
+			 "s:o, s:{s:f, s:f}}",
+			 "job", d->job, "metric", d->metric, "group", heatmap_group_name(d->group), "source",
+			 d->source ? d->source : "memory", "world", (json_int_t)d->world, "first_iter",
+			 (json_int_t)d->first_iter, "n_iters", (json_int_t)d->n_iters, "rows", (json_int_t)x->n_rows,
+			 "row_offset", (json_int_t)x->from, "total_rows", (json_int_t)d->world, "aggregated",
+			 x->aggregated, "index_bytes", x->wide ? 4 : 2, "n_roles", (json_int_t)d->n_roles, "hosts",
+			 hosts, "phases", phases, "culprits", culprits, "groups", group_runs(x), "step_max_ms",
+			 floats(x->smax, d->n_iters), "step_median_ms", floats(x->smed, d->n_iters), "scale", "log2_lo",
+			 HEATMAP_LOG2_LO, "log2_hi", HEATMAP_LOG2_HI);
+}
+
+/* The binary part after the header: each row's first rank, the medians, each row's host and
+ * role, then each row's cells (the worst code of its ranks). */
+static void put_body(const struct enc *x, struct pgbuf *b)
+{
+	const struct heatmap_data *d = x->d;
+
+	for (uint32_t row = 0; row < x->n_rows; row++)
+		pgbuf_put(b, &x->order[x->row_first[row]], 4);
+	pgbuf_put(b, x->med, (size_t)d->n_roles * d->n_iters * sizeof(float));
+	for (uint32_t row = 0; row < x->n_rows; row++)
+		put_index(b, x->used[d->host[x->order[x->row_first[row]]]], x->wide);
+	pad4(b);
+	for (uint32_t row = 0; row < x->n_rows; row++)
+		put_index(b, d->role[x->order[x->row_first[row]]], x->wide);
+	pad4(b);
+	for (uint32_t row = 0; row < x->n_rows && !b->failed; row++) {
+		uint8_t cells[HEATMAP_ITERS_MAX] = {0};
+
+		for (uint32_t r = x->row_first[row]; r < x->row_first[row] + x->row_n[row]; r++) {
+			const uint32_t *v = d->value + (size_t)x->order[r] * d->n_iters;
+			const float *lm = x->lmed + (size_t)d->role[x->order[r]] * d->n_iters;
+
+			for (uint32_t i = 0; i < d->n_iters; i++) {
+				uint8_t c = code_of(v[i], lm[i]);
+
+				cells[i] = c > cells[i] ? c : cells[i];
+			}
+		}
+		pgbuf_put(b, cells, d->n_iters);
+	}
+}
+
 char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 {
-	uint32_t from = 0, to = d->world ? d->world - 1 : 0, n_rank_rows, n_rows, per = 1;
-	uint32_t *order = NULL, *row_first = NULL, *row_n = NULL, *used = NULL, n_used = 0;
-	float *med = NULL, *lmed = NULL, *smax = NULL, *smed = NULL;
-	int aggregated, wide;
-	json_t *meta = NULL, *groups, *hosts, *phases, *culprits;
+	struct enc x = {.d = d, .from = 0, .to = d->world ? d->world - 1 : 0, .per = 1};
+	json_t *meta = NULL;
 	struct pgbuf b = {0};
 	char *text = NULL;
 	uint32_t tl;
@@ -329,102 +467,26 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 	if (d->n_iters > HEATMAP_ITERS_MAX)
 		return NULL;
 	if (d->has_rows) {
-		from = d->row_from < d->world ? d->row_from : d->world;
-		to = d->row_to < d->world ? d->row_to : (d->world ? d->world - 1 : 0);
+		x.from = d->row_from < d->world ? d->row_from : d->world;
+		x.to = d->row_to < d->world ? d->row_to : (d->world ? d->world - 1 : 0);
 	}
-	n_rank_rows = d->world && from <= to && from < d->world ? to - from + 1 : 0;
-	order = shown_order(d);
-	med = calloc((size_t)d->n_roles * d->n_iters + 1, sizeof(float));
-	lmed = calloc((size_t)d->n_roles * d->n_iters + 1, sizeof(float));
-	smax = calloc(d->n_iters + 1, sizeof(float));
-	smed = calloc(d->n_iters + 1, sizeof(float));
-	used = malloc((d->n_hosts + 1) * sizeof(uint32_t));
-	/* rows: of ranks, or of runs of groups when too many cells */
-	row_first = malloc((n_rank_rows + 1) * sizeof(uint32_t));
-	row_n = malloc((n_rank_rows + 1) * sizeof(uint32_t));
-	if (!order || !med || !lmed || !smax || !smed || !used || !row_first || !row_n ||
-	    medians(d, med, smax, smed) < 0)
+	x.n_rank_rows = d->world && x.from <= x.to && x.from < d->world ? x.to - x.from + 1 : 0;
+	x.order = shown_order(d);
+	x.med = calloc((size_t)d->n_roles * d->n_iters + 1, sizeof(float));
+	x.lmed = calloc((size_t)d->n_roles * d->n_iters + 1, sizeof(float));
+	x.smax = calloc(d->n_iters + 1, sizeof(float));
+	x.smed = calloc(d->n_iters + 1, sizeof(float));
+	x.used = malloc((d->n_hosts + 1) * sizeof(uint32_t));
+	x.row_first = malloc((x.n_rank_rows + 1) * sizeof(uint32_t));
+	x.row_n = malloc((x.n_rank_rows + 1) * sizeof(uint32_t));
+	if (!x.order || !x.med || !x.lmed || !x.smax || !x.smed || !x.used || !x.row_first || !x.row_n ||
+	    medians(d, x.med, x.smax, x.smed) < 0)
 		goto out;
 	for (size_t g = 0; g < (size_t)d->n_roles * d->n_iters; g++) /* log2 of the medians in us */
-		lmed[g] = med[g] > 0 ? log2f(med[g] * 1000.0f) : NAN;
-	aggregated = (uint64_t)n_rank_rows * d->n_iters > HEATMAP_CELLS_MAX;
-	n_rows = 0;
-	if (!aggregated) {
-		for (uint32_t k = 0; k < n_rank_rows; k++)
-			row_first[n_rows] = from + k, row_n[n_rows++] = 1;
-	} else {
-		uint32_t n_groups = 0;
-
-		for (uint32_t k = from; k <= to; k++)
-			n_groups += k == from || d->key[order[k]] != d->key[order[k - 1]];
-		per = (n_groups + HEATMAP_ROWS_MAX - 1) / HEATMAP_ROWS_MAX;
-		for (uint32_t k = from, g = 0; k <= to; k++) {
-			if (k == from || d->key[order[k]] != d->key[order[k - 1]]) {
-				if (g++ % per == 0) {
-					row_first[n_rows] = k;
-					row_n[n_rows++] = 0;
-				}
-			}
-			row_n[n_rows - 1]++;
-		}
-	}
-	/* the hosts the rows name, renumbered */
-	for (uint32_t h = 0; h < d->n_hosts; h++)
-		used[h] = UINT32_MAX;
-	for (uint32_t k = from; n_rank_rows && k <= to; k++)
-		if (used[d->host[order[k]]] == UINT32_MAX)
-			used[d->host[order[k]]] = n_used++;
-	wide = n_used > 65535 || d->n_roles > 65535;
-
-	groups = json_array();
-	hosts = json_array();
-	phases = json_array();
-	culprits = json_array();
-	{
-		char **names = calloc(n_used + 1, sizeof(char *));
-
-		if (!names) {
-			json_decref(groups), json_decref(hosts), json_decref(phases), json_decref(culprits);
-			goto out;
-		}
-		for (uint32_t h = 0; h < d->n_hosts; h++)
-			if (used[h] != UINT32_MAX)
-				names[used[h]] = d->hosts[h];
-		for (uint32_t h = 0; h < n_used; h++)
-			json_array_append_new(hosts, json_string(names[h]));
-		free(names);
-	}
-	for (uint32_t p = 0; p < d->n_phases; p++)
-		json_array_append_new(phases, json_string(d->phases[p]));
-	for (uint32_t c = 0; c < d->n_culprits; c++)
-		json_array_append_new(culprits, json_integer(d->culprits[c]));
-	/* groups: [first row, rows, culprits, label]: the runs of one group (a row each when aggregated) */
-	for (uint32_t k = from, row = 0; n_rank_rows && k <= to; row++) {
-		uint32_t e = k, c = 0;
-		json_t *label;
-
-		if (aggregated)
-			e = row_first[row] + row_n[row] - 1;
-		else
-			while (e + 1 <= to && d->key[order[e + 1]] == d->key[order[k]])
-				e++;
-		for (uint32_t x = k; x <= e; x++)
-			c += is_culprit(d, order[x]);
-		label = d->group == HEATMAP_BY_NODE && !aggregated ? json_null() : run_label(d, order, k, e);
-		json_array_append_new(
-			groups, json_pack("[i, i, i, o]", (json_int_t)k, (json_int_t)e - k + 1, (json_int_t)c, label));
-		k = e + 1;
-	}
-	meta = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i, s:i, s:o, s:o, s:o, s:o, s:o, "
-			 "s:o, s:{s:f, s:f}}",
-			 "job", d->job, "metric", d->metric, "group", heatmap_group_name(d->group), "source",
-			 d->source ? d->source : "memory", "world", (json_int_t)d->world, "first_iter",
-			 (json_int_t)d->first_iter, "n_iters", (json_int_t)d->n_iters, "rows", (json_int_t)n_rows,
-			 "row_offset", (json_int_t)from, "total_rows", (json_int_t)d->world, "aggregated", aggregated,
-			 "index_bytes", wide ? 4 : 2, "n_roles", (json_int_t)d->n_roles, "hosts", hosts, "phases",
-			 phases, "culprits", culprits, "groups", groups, "step_max_ms", floats(smax, d->n_iters),
-			 "step_median_ms", floats(smed, d->n_iters), "scale", "log2_lo", HEATMAP_LOG2_LO, "log2_hi",
-			 HEATMAP_LOG2_HI);
+		x.lmed[g] = x.med[g] > 0 ? log2f(x.med[g] * 1000.0f) : NAN;
+	make_rows(&x);
+	number_hosts(&x);
+	meta = heatmap_meta(&x);
 	text = meta ? json_dumps(meta, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
 	if (!text)
 		goto out;
@@ -433,44 +495,21 @@ char *heatmap_encode(const struct heatmap_data *d, size_t *len, int *gzipped)
 	pgbuf_put(&b, &tl, 4);
 	pgbuf_put(&b, text, tl);
 	pad4(&b);
-	for (uint32_t row = 0; row < n_rows; row++)
-		pgbuf_put(&b, &order[row_first[row]], 4);
-	pgbuf_put(&b, med, (size_t)d->n_roles * d->n_iters * sizeof(float));
-	for (uint32_t row = 0; row < n_rows; row++)
-		put_index(&b, used[d->host[order[row_first[row]]]], wide);
-	pad4(&b);
-	for (uint32_t row = 0; row < n_rows; row++)
-		put_index(&b, d->role[order[row_first[row]]], wide);
-	pad4(&b);
-	for (uint32_t row = 0; row < n_rows && !b.failed; row++) {
-		uint8_t cells[HEATMAP_ITERS_MAX] = {0};
-
-		for (uint32_t x = row_first[row]; x < row_first[row] + row_n[row]; x++) { /* the worst of its ranks */
-			const uint32_t *v = d->value + (size_t)order[x] * d->n_iters;
-			const float *lm = lmed + (size_t)d->role[order[x]] * d->n_iters;
-
-			for (uint32_t i = 0; i < d->n_iters; i++) {
-				uint8_t c = code_of(v[i], lm[i]);
-
-				cells[i] = c > cells[i] ? c : cells[i];
-			}
-		}
-		pgbuf_put(&b, cells, d->n_iters);
-	}
+	put_body(&x, &b);
 	if (!b.failed && d->gzip && gzip_body(&b) == 0)
 		*gzipped = 1;
 	ok = !b.failed;
 out:
 	json_decref(meta);
 	free(text);
-	free(order);
-	free(med);
-	free(lmed);
-	free(smax);
-	free(smed);
-	free(used);
-	free(row_first);
-	free(row_n);
+	free(x.order);
+	free(x.med);
+	free(x.lmed);
+	free(x.smax);
+	free(x.smed);
+	free(x.used);
+	free(x.row_first);
+	free(x.row_n);
 	if (!ok) {
 		free(b.p);
 		return NULL;

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 #define HEATMAP_NONE UINT32_MAX  /* a value not reported */
 #define HEATMAP_ROWS_MAX 2000    /* rows of an aggregated answer */
@@ -50,11 +51,11 @@ struct heatmap_data {
 
 /* Arrays sized for world ranks and n_iters iterations (value == step when same); -1 out of
  * memory. */
-int heatmap_data_alloc(struct heatmap_data *d, uint32_t world, uint32_t n_iters, int same);
+MUST_CHECK int heatmap_data_alloc(struct heatmap_data *d, uint32_t world, uint32_t n_iters, int same);
 /* Adds a host name; its index, or UINT32_MAX out of memory. */
 uint32_t heatmap_add_host(struct heatmap_data *d, const char *name);
-int heatmap_add_phase(struct heatmap_data *d, const char *name);
-int heatmap_add_culprit(struct heatmap_data *d, uint32_t rank);
+MUST_CHECK int heatmap_add_phase(struct heatmap_data *d, const char *name);
+MUST_CHECK int heatmap_add_culprit(struct heatmap_data *d, uint32_t rank);
 void heatmap_data_free(struct heatmap_data *d);
 /* The answer's body (malloc'd, *len bytes), gzip'd when d->gzip (then *gzipped = 1); NULL
  * out of memory. */

@@ -18,6 +18,7 @@
 
 #include "record.h"
 #include "strmap.h"
+#include "attrs.h"
 
 #define HELD_MAX_BYTES ((size_t)128 << 20)
 
@@ -32,15 +33,15 @@ struct held {
 
 /* Each returns 0, or -1 when the entry would pass HELD_MAX_BYTES or memory is out (nothing
  * of it is held). Kernel sketches are copied. */
-int held_batch(struct held *h, const struct record_iter *iters, size_t n_iters, const struct record_phase *phases,
+MUST_CHECK int held_batch(struct held *h, const struct record_iter *iters, size_t n_iters, const struct record_phase *phases,
 	       size_t n_phases, const struct record_kernel *kernels, size_t n_kernels);
-int held_hosts(struct held *h, const uint32_t *ranks, size_t n, const char *host);
-int held_event(struct held *h, const char *host, const char *kind, int64_t ts_us, const char *source,
+MUST_CHECK int held_hosts(struct held *h, const uint32_t *ranks, size_t n, const char *host);
+MUST_CHECK int held_event(struct held *h, const char *host, const char *kind, int64_t ts_us, const char *source,
 	       const char *detail);
 /* Index of a held name (0, 1, ...), -1 when it is not held. */
 int held_find_name(const struct held *h, const char *name);
 /* Holds a new name; its index, or -1 when out of memory. */
-int held_add_name(struct held *h, const char *name);
+MUST_CHECK int held_add_name(struct held *h, const char *name);
 
 /* What held_release gives back, in arrival order; names come first, in index order. */
 struct held_sink {

@@ -229,7 +229,7 @@ static void record(struct hooks *h, const struct hook_run *r, int n, const char 
 		 r->kind, LOG_ESC(r->target), r->mode, LOG_ESC(r->who), result, out && out[0] ? ": " : "",
 		 out && out[0] ? LOG_ESC(out) : "");
 	if (h->db)
-		storage_action_log_record(h->db, &row);
+		IGNORE_RESULT(storage_action_log_record(h->db, &row)); /* a failure is logged, rate-limited */
 }
 
 static void run(struct hooks *h, const struct hook_run *r)

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include "attrs.h"
 
 #define HOOKS_QUEUE_MAX 256
 #define HOOKS_OUTPUT_MAX 4096 /* bytes of the hook's output kept */
@@ -35,7 +36,7 @@ struct hooks;
 struct hooks *hooks_start(const char *dsn);
 /* Takes r (freed by the thread). 0, or -1 when the queue is full or stopped (r stays the
  * caller's: hook_run_free). Event loop. */
-int hooks_submit(struct hooks *h, struct hook_run *r);
+MUST_CHECK int hooks_submit(struct hooks *h, struct hook_run *r);
 void hook_run_free(struct hook_run *r);
 /* Stops taking runs; an attempt running is given until timeout_ms, then killed. What waits
  * in the queue is logged and dropped. */

@@ -3,11 +3,12 @@
 #define CULPRIT_HTTP_H
 
 #include <stdio.h>
+#include "attrs.h"
 
 struct server;
 
 /* Binds cfg.http_listen and registers every route. -1 with a log line on failure. */
-int http_start(struct server *s);
+MUST_CHECK int http_start(struct server *s);
 /* Applies the reloadable limits (body, headers, timeout) after SIGHUP. */
 void http_apply_limits(struct server *s);
 void http_stop(struct server *s);

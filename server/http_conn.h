@@ -8,13 +8,14 @@
 #define CULPRIT_HTTP_CONN_H
 
 #include <stdio.h>
+#include "attrs.h"
 
 struct server;
 struct evhttp_bound_socket;
 struct evhttp_request;
 
 /* After evhttp_new: installs the bufferevent callback (TLS or plain). 0 or -1. */
-int http_conn_start(struct server *s);
+MUST_CHECK int http_conn_start(struct server *s);
 /* After the bind: watches the listener for accept errors. 0 or -1. */
 int http_conn_listening(struct server *s, struct evhttp_bound_socket *bound);
 /* A whole request arrived (the route runs): its deadline stops until the answer is sent. */

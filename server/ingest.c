@@ -222,7 +222,8 @@ static void input_pause(struct conn *c)
 		log_warning("agent connections hold %llu bytes of unfinished frames, over max_input_buffer_bytes "
 			    "(%lld); not reading from those over their share (%llu bytes each)",
 			    (unsigned long long)s->m.input_held, (long long)s->cfg.max_input_buffer_bytes,
-			    (unsigned long long)(s->cfg.max_input_buffer_bytes / (s->input_holders ? s->input_holders : 1)));
+			    (unsigned long long)(s->cfg.max_input_buffer_bytes /
+						 (s->input_holders ? s->input_holders : 1)));
 	s->input_over = true;
 	s->input_unread += c->in_held;
 	c->paused = true;
@@ -702,7 +703,7 @@ static void relay_conn_hello(struct conn *c, const Culprit__V1__Hello *h)
 
 /* Every string of a Hello is text (common/text.h) within its bounds: 0, else 1 with the
  * reason the agent is told in err (the field, what is wrong, the rule). */
-static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
+static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t err_size)
 {
 	const struct {
 		const char *name, *value;
@@ -719,8 +720,9 @@ static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
 		const char *why = text_check_str(f[i].value, f[i].min, f[i].max);
 
 		if (why) {
-			snprintf(err, size,
-				 "hello field %s %s (job and agent_id: 1 to %d bytes, host up to %d, topology.order up to "
+			snprintf(err, err_size,
+				 "hello field %s %s (job and agent_id: 1 to %d bytes, host up to %d, topology.order up "
+				 "to "
 				 "%d, token up to %d; UTF-8 without control characters)",
 				 f[i].name, why, HELLO_NAME_MAX, HELLO_NAME_MAX, HELLO_ORDER_MAX, HELLO_TOKEN_MAX);
 			return 1;
@@ -729,33 +731,35 @@ static int hello_text_bad(const Culprit__V1__Hello *h, char *err, size_t size)
 	return 0;
 }
 
-static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
+/* The Hello's form: a protocol version this server speaks, its strings text within bounds. */
+static bool hello_valid(struct conn *c, const Culprit__V1__Hello *h)
 {
-	struct server *s = c->srv;
-	struct job_topology topo = {0};
-	char err[256], key[300];
-	struct job *job;
-	struct agent_progress *p;
-	struct timeval idle = {(time_t)s->cfg.idle_timeout_s, 0};
-	int64_t wait_ms;
+	char err[256];
 
 	if (h->protocol_version != FRAME_PROTOCOL_VERSION) {
 		snprintf(err, sizeof(err), "unsupported protocol version %u (this server speaks %u)",
 			 h->protocol_version, FRAME_PROTOCOL_VERSION);
 		refuse_hello(c, err);
-		return;
+		return false;
 	}
 	if (hello_text_bad(h, err, sizeof(err))) {
 		refuse_hello(c, err);
-		return;
+		return false;
 	}
-	if (h->relay) {
-		relay_conn_hello(c, h);
-		return;
-	}
+	return true;
+}
+
+/* Whether this agent may be heard at all: its relay's agent id, room among the connections,
+ * its address under the failed-token limit, its token. */
+static bool hello_admit(struct conn *c, const Culprit__V1__Hello *h)
+{
+	struct server *s = c->srv;
+	char err[256];
+	int64_t wait_ms;
+
 	if (c->parent_id && strcmp(h->agent_id, c->agent) != 0) {
 		refuse_hello(c, "a relayed hello's agent_id is not its relay's");
-		return;
+		return false;
 	}
 	if (s->cluster && !c->parent_id &&
 	    metrics_open_connections(&s->m) > (uint64_t)s->cfg.max_connections + s->m.relay_conns) {
@@ -768,7 +772,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 				"agent %s: over max_connections (%lld) with the connections kept for relays; closing",
 				c->peer, (long long)s->cfg.max_connections);
 		conn_close(c, CLOSE_LIMIT);
-		return;
+		return false;
 	}
 	if (!c->parent_id && (wait_ms = auth_limit_wait_ms(&s->auth_limit, c->addr, s->cfg.auth_failures_per_addr,
 							   clock_mono_ms())) > 0) {
@@ -777,7 +781,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		snprintf(err, sizeof(err), "too many failed token checks from this address; retry in %lld s",
 			 (long long)(wait_ms + 999) / 1000);
 		refuse_hello(c, err);
-		return;
+		return false;
 	}
 	auth_token_digest(h->token, c->token_digest);
 	if (!auth_agent_digest(s->auth, h->job, c->token_digest)) {
@@ -786,81 +790,106 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		if (!c->parent_id) /* a relay's address is another culpritd's */
 			auth_limit_failed(&s->auth_limit, c->addr, s->cfg.auth_failures_per_addr, clock_mono_ms());
 		send_refusal(c, AUTH_FAILED_REASON);
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* The job's topology into topo and the agent's ranks into c->ranks (sorted), each within
+ * the job and the settings' bounds. */
+static bool hello_topology(struct conn *c, const Culprit__V1__Hello *h, struct job_topology *topo)
+{
+	struct server *s = c->srv;
+	char err[256];
+
 	if (!h->topology) {
 		refuse_hello(c, "hello carries no topology");
-		return;
+		return false;
 	}
-	topo.world = h->topology->world;
-	topo.tp = h->topology->tp;
-	topo.cp = h->topology->cp;
-	topo.pp = h->topology->pp;
-	topo.dp = h->topology->dp;
-	topo.ep = h->topology->ep;
-	topo.gpus_per_node = h->topology->gpus_per_node;
-	snprintf(topo.order, sizeof(topo.order), "%s", h->topology->order); /* fits: hello_text_bad */
-	if (topo.gpus_per_node > HELLO_GPUS_PER_NODE_MAX) { /* the database's integer would wrap it */
-		snprintf(err, sizeof(err), "topology.gpus_per_node %u is over %u", topo.gpus_per_node,
+	topo->world = h->topology->world;
+	topo->tp = h->topology->tp;
+	topo->cp = h->topology->cp;
+	topo->pp = h->topology->pp;
+	topo->dp = h->topology->dp;
+	topo->ep = h->topology->ep;
+	topo->gpus_per_node = h->topology->gpus_per_node;
+	snprintf(topo->order, sizeof(topo->order), "%s", h->topology->order); /* fits: hello_text_bad */
+	if (topo->gpus_per_node > HELLO_GPUS_PER_NODE_MAX) { /* the database's integer would wrap it */
+		snprintf(err, sizeof(err), "topology.gpus_per_node %u is over %u", topo->gpus_per_node,
 			 HELLO_GPUS_PER_NODE_MAX);
 		refuse_hello(c, err);
-		return;
+		return false;
 	}
 	if (strcmp(h->topology->device, "gpu") == 0 || strcmp(h->topology->device, "cpu") == 0)
-		strcpy(topo.device, h->topology->device);
+		strcpy(topo->device, h->topology->device);
 	if (h->n_ranks == 0 || h->n_ranks > (size_t)s->cfg.max_ranks_per_agent) {
 		snprintf(err, sizeof(err), "an agent serves 1 to %lld ranks, not %zu",
 			 (long long)s->cfg.max_ranks_per_agent, h->n_ranks);
 		refuse_hello(c, err);
-		return;
+		return false;
 	}
 	c->ranks = malloc(h->n_ranks * sizeof(uint32_t));
 	if (!c->ranks) {
 		conn_close(c, CLOSE_NOMEM);
-		return;
+		return false;
 	}
 	memcpy(c->ranks, h->ranks, h->n_ranks * sizeof(uint32_t));
 	c->n_ranks = h->n_ranks;
 	qsort(c->ranks, c->n_ranks, sizeof(uint32_t), cmp_u32);
 	for (size_t i = 0; i < c->n_ranks; i++) {
-		if (c->ranks[i] >= topo.world || (i && c->ranks[i] == c->ranks[i - 1])) {
+		if (c->ranks[i] >= topo->world || (i && c->ranks[i] == c->ranks[i - 1])) {
 			snprintf(err, sizeof(err), "rank %u is outside the job (world %u) or listed twice", c->ranks[i],
-				 topo.world);
+				 topo->world);
 			refuse_hello(c, err);
-			return;
+			return false;
 		}
 	}
-	if (topo.world > (uint64_t)s->cfg.max_world) {
-		snprintf(err, sizeof(err), "world %u is over max_world (%lld)", topo.world,
+	if (topo->world > (uint64_t)s->cfg.max_world) {
+		snprintf(err, sizeof(err), "world %u is over max_world (%lld)", topo->world,
 			 (long long)s->cfg.max_world);
 		refuse_hello(c, err);
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* The job the agent joins, made on its first Hello: NULL when another instance owns it, the
+ * lease is being looked up, or there is no room for it. */
+static struct job *hello_job(struct conn *c, const Culprit__V1__Hello *h, const struct job_topology *topo)
+{
+	struct server *s = c->srv;
+	char err[256];
+	struct job *job;
+
 	if (s->cluster && !job_here(c, h))
-		return;
+		return NULL;
 	if (!strmap_get(&s->jobs, h->job) && s->jobs.len >= (size_t)s->cfg.max_jobs) {
 		snprintf(err, sizeof(err), "culpritd keeps at most %lld jobs (max_jobs)", (long long)s->cfg.max_jobs);
 		refuse_hello(c, err);
-		return;
+		return NULL;
 	}
-	job = jobs_get_or_create(s, h->job, &topo, err, sizeof(err));
-	if (!job) {
+	job = jobs_get_or_create(s, h->job, topo, err, sizeof(err));
+	if (!job)
 		refuse_hello(c, err);
-		return;
-	}
-	c->job = job;
-	snprintf(c->agent, sizeof(c->agent), "%s", h->agent_id);
-	snprintf(c->host, sizeof(c->host), "%s", h->host[0] ? h->host : c->addr);
-	jobs_set_hosts(job, c->ranks, c->n_ranks, c->host);
+	return job;
+}
 
-	agent_key(job->name, c->agent, key, sizeof(key));
+/* The agent's progress (its durable sequence, kept across connections), this connection
+ * made its only one; NULL when refused (a resume_seq too far ahead) or out of memory. */
+static struct agent_progress *hello_progress(struct conn *c, const Culprit__V1__Hello *h)
+{
+	struct server *s = c->srv;
+	struct agent_progress *p;
+	char err[256], key[300];
+
+	agent_key(c->job->name, c->agent, key, sizeof(key));
 	p = strmap_get(&s->agents, key);
 	if (!p) {
 		p = calloc(1, sizeof(*p));
 		if (!p || strmap_put(&s->agents, key, p) < 0) {
 			free(p);
 			conn_close(c, CLOSE_NOMEM);
-			return;
+			return NULL;
 		}
 	}
 	/* a resume_seq past what culpritd knows: batches were rejected just before it restarted
@@ -876,7 +905,7 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 				free(p);
 			}
 			refuse_hello(c, err);
-			return;
+			return NULL;
 		}
 		p->last_seq = h->resume_seq - 1;
 	}
@@ -891,49 +920,70 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		}
 	}
 	p->conn_id = c->id;
-	c->acked_seq = p->durable_seq;
+	return p;
+}
 
-	if (s->writer) {
-		struct storage_op *op = storage_op_new(
-			STORAGE_OP_JOB, 256 + c->n_ranks * (sizeof(struct storage_rank)) + strlen(c->host) + 1);
+/* The ranks' hosts and coordinates to the database: worth a retry on the next Hello, not
+ * worth blocking this one for. */
+static void store_hosts(struct conn *c)
+{
+	struct server *s = c->srv;
+	const struct job *job = c->job;
+	const struct job_topology *t = &job->wire_topo;
+	struct storage_op *op;
+	char *host;
 
-		if (op) {
-			op->job = storage_op_strdup(op, job->name);
-			const struct job_topology *t = &job->wire_topo;
+	if (!s->writer)
+		return;
+	op = storage_op_new(STORAGE_OP_JOB, 256 + c->n_ranks * (sizeof(struct storage_rank)) + strlen(c->host) + 1);
+	if (!op)
+		return;
+	op->job = storage_op_strdup(op, job->name);
+	op->topo = (struct storage_topology){.world = t->world,
+					     .tp = t->tp,
+					     .cp = t->cp,
+					     .pp = t->pp,
+					     .dp = t->dp,
+					     .ep = t->ep,
+					     .gpus_per_node = t->gpus_per_node};
+	snprintf(op->topo.order, sizeof op->topo.order, "%s", t->order);
+	op->ranks = storage_op_alloc(op, c->n_ranks * sizeof(struct storage_rank));
+	host = storage_op_strdup(op, c->host);
+	if (op->job && op->ranks && host) {
+		for (size_t i = 0; i < c->n_ranks; i++) {
+			struct topo_coords xy = topo_coords(&job->topo, c->ranks[i]);
 
-			op->topo = (struct storage_topology){.world = t->world,
-							     .tp = t->tp,
-							     .cp = t->cp,
-							     .pp = t->pp,
-							     .dp = t->dp,
-							     .ep = t->ep,
-							     .gpus_per_node = t->gpus_per_node};
-			snprintf(op->topo.order, sizeof op->topo.order, "%s", t->order);
-			op->ranks = storage_op_alloc(op, c->n_ranks * sizeof(struct storage_rank));
-			char *host = storage_op_strdup(op, c->host);
-			if (op->job && op->ranks && host) {
-				for (size_t i = 0; i < c->n_ranks; i++) {
-					struct topo_coords xy = topo_coords(&job->topo, c->ranks[i]);
-
-					op->ranks[i] = (struct storage_rank){.rank = c->ranks[i],
-									     .tp = xy.tp,
-									     .cp = xy.cp,
-									     .ep = xy.ep,
-									     .dp = xy.dp,
-									     .pp = xy.pp,
-									     .host = host};
-				}
-				op->n_ranks = c->n_ranks;
-				op->source = c->id;
-			}
-			/* the ranks' hosts are worth a retry but not worth blocking Hello for */
-			if (!op->job || !op->ranks || !host || storage_writer_submit(s->writer, op) < 0) {
-				log_warning("agent %s: hosts of job \"%s\" not stored now (writer queue full)", c->peer,
-					    job->name);
-				storage_op_free(op);
-			}
+			op->ranks[i] = (struct storage_rank){.rank = c->ranks[i],
+							     .tp = xy.tp,
+							     .cp = xy.cp,
+							     .ep = xy.ep,
+							     .dp = xy.dp,
+							     .pp = xy.pp,
+							     .host = host};
 		}
+		op->n_ranks = c->n_ranks;
+		op->source = c->id;
 	}
+	if (!op->job || !op->ranks || !host || storage_writer_submit(s->writer, op) < 0) {
+		log_warning("agent %s: hosts of job \"%s\" not stored now (writer queue full)", c->peer, job->name);
+		storage_op_free(op);
+	}
+}
+
+/* The connection joins its job: its agent's progress, its hosts stored, the HelloAck. */
+static void hello_attach(struct conn *c, const Culprit__V1__Hello *h, struct job *job)
+{
+	struct timeval idle = {(time_t)c->srv->cfg.idle_timeout_s, 0};
+	struct agent_progress *p;
+
+	c->job = job;
+	snprintf(c->agent, sizeof(c->agent), "%s", h->agent_id);
+	snprintf(c->host, sizeof(c->host), "%s", h->host[0] ? h->host : c->addr);
+	jobs_set_hosts(job, c->ranks, c->n_ranks, c->host);
+	if (!(p = hello_progress(c, h)))
+		return;
+	c->acked_seq = p->durable_seq;
+	store_hosts(c);
 	conn_set_state(c, CONN_ACTIVE);
 	if (c->bev)
 		bufferevent_set_timeouts(c->bev, &idle, NULL);
@@ -941,6 +991,23 @@ static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
 		  LOG_ESC(job->name), LOG_ESC(c->agent), LOG_ESC(c->host), c->n_ranks,
 		  (unsigned long long)p->durable_seq);
 	send_hello_ack(c, 1, NULL, p->durable_seq, NULL);
+}
+
+/* Hello: validate its form, admit the agent, check its topology, find or make its job,
+ * attach the connection to it. Each step refuses or closes the connection itself. */
+static void handle_hello(struct conn *c, const Culprit__V1__Hello *h)
+{
+	struct job_topology topo = {0};
+	struct job *job;
+
+	if (!hello_valid(c, h))
+		return;
+	if (h->relay) {
+		relay_conn_hello(c, h);
+		return;
+	}
+	if (hello_admit(c, h) && hello_topology(c, h, &topo) && (job = hello_job(c, h, &topo)))
+		hello_attach(c, h, job);
 }
 
 /* ---- Batch ---- */

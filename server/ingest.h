@@ -20,12 +20,13 @@
 #include <stdint.h>
 
 #include "culprit.pb-c.h"
+#include "attrs.h"
 
 struct server;
 struct job;
 
 /* Starts listening on cfg.agent_listen. -1 with a log line on failure. */
-int ingest_start(struct server *s);
+MUST_CHECK int ingest_start(struct server *s);
 /* Stops accepting new connections (SIGTERM). */
 void ingest_stop_accepting(struct server *s);
 /* Closes every connection (shutdown). */
@@ -37,7 +38,7 @@ void ingest_tick(struct server *s);
  * resumes blocked connections. */
 void ingest_writer_progress(struct server *s);
 /* Loads the durable sequences of every (job, agent) from the database (start-up only). */
-int ingest_load_progress(struct server *s);
+MUST_CHECK int ingest_load_progress(struct server *s);
 /* Sends cmd to every connection of job past Hello that serves some of cmd's ranks, with
  * cmd.ranks narrowed to those; each (may be NULL) is told who got which. Returns how many
  * connections it was sent to. */

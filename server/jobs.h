@@ -11,6 +11,7 @@
 #include "incident.h"
 #include "record.h"
 #include "topo.h"
+#include "attrs.h"
 
 struct server;
 
@@ -68,7 +69,7 @@ const char *jobs_name(const struct job *job, uint32_t id);
 void jobs_set_hosts(struct job *job, const uint32_t *ranks, size_t n, const char *host);
 /* An event on one of the job's hosts (POST /api/v1/events); 0, or -1 when the job has
  * max events or memory is out. */
-int jobs_add_event(struct job *job, const char *host, const char *kind, int64_t ts_us, const char *source,
+MUST_CHECK int jobs_add_event(struct job *job, const char *host, const char *kind, int64_t ts_us, const char *source,
 		   const char *detail, size_t max);
 /* Adds a batch's records to the job's window (names already mapped to job ids) and lets
  * L1 look at the iterations that completed. While a diagnosis reads the window, these (and
@@ -95,7 +96,7 @@ void jobs_diagnosis_results(struct server *s);
 /* Start-up (before the loop runs): reads the incidents a previous culpritd left open; each
  * continues when its job's first agent says Hello (same key, its L1 window resumed from the
  * stored report's baseline), and resolves when the fault ends. 0, or -1 (logged). */
-int jobs_load_incidents(struct server *s);
+MUST_CHECK int jobs_load_incidents(struct server *s);
 void jobs_free_all(struct server *s);
 /* Many instances (cluster.c): the job's lease is another's (forgotten by the next
  * jobs_retire, its incident not resolved); the job's lease was taken by this instance: what

@@ -6,6 +6,7 @@
 #define CULPRIT_LISTEN_H
 
 #include "log.h"
+#include "attrs.h"
 
 struct event;
 struct evconnlistener;
@@ -24,7 +25,7 @@ struct listen_pause {
  * counts it, logs it (the first time, then rarely), stops accepting for LISTEN_PAUSE_MS and
  * tries again. At most LISTEN_PAUSE_MAX listeners at once. 0 or -1. Event loop only. */
 #define LISTEN_PAUSE_MAX 4
-int listen_pause_init(struct listen_pause *p, struct evconnlistener *l, const char *what);
+MUST_CHECK int listen_pause_init(struct listen_pause *p, struct evconnlistener *l, const char *what);
 /* A connection was accepted: logs the recovery once, a second or more after the failure was
  * logged (at the limit, accepts fail and succeed in turn). */
 void listen_pause_ok(struct listen_pause *p);

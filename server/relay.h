@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "frame.h"
+#include "attrs.h"
 
 #define RELAY_MAX_QUEUE (4u << 20)
 
@@ -42,7 +43,7 @@ struct relay *relay_agent(struct server *s, const struct relay_calls *calls, uin
 			  const Culprit__V1__Hello *hello, const char *addr);
 /* Forwards one frame body of the agent. 1: the queue to the owner is full, stop reading the
  * agent until calls->release; 0: go on; -1: the relay failed (the agent is closed). */
-int relay_forward(struct relay *r, const char *agent, const uint8_t *body, size_t len);
+MUST_CHECK int relay_forward(struct relay *r, const char *agent, const uint8_t *body, size_t len);
 /* The agent's connection of conn_id ended: the owner is told (unless it said so first). */
 void relay_agent_gone(struct relay *r, const char *agent, uint64_t conn_id);
 /* Shutdown: closes every relay. */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include <event2/util.h>
+#include "attrs.h"
 
 struct config;
 struct server;
@@ -25,7 +26,7 @@ bool tls_wanted(const struct config *cfg);
 struct ssl_ctx_st *tls_context_new(const struct config *cfg, char *err, size_t err_size);
 void tls_context_free(struct ssl_ctx_st *ctx);
 /* Checks that a reload keeps TLS on or off (0), or -1 with a message in err. */
-int tls_check_reload(const struct config *old, const struct config *next, char *err, size_t err_size);
+MUST_CHECK int tls_check_reload(const struct config *old, const struct config *next, char *err, size_t err_size);
 
 /* An accepted agent socket wrapped for the server side of a handshake (s->tls set), or
  * NULL (the caller closes fd). */

@@ -365,8 +365,14 @@ static void chrome(const struct trace_data *d, const struct hosts *h, const stru
 	}
 	puts_(b, "}}\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"job\":");
 	json_str(b, d->job);
-	printf_(b, ",\"job_start_us\":%" PRId64 ",\"from_iter\":%" PRId64 ",\"to_iter\":%" PRId64 ",\"slices\":%zu}}\n",
+	printf_(b, ",\"job_start_us\":%" PRId64 ",\"from_iter\":%" PRId64 ",\"to_iter\":%" PRId64 ",\"slices\":%zu",
 		d->job_start_us, d->from_iter, d->to_iter, d->n_slices);
+	/* the job's layout: what `culprit diagnose` needs to read this file back */
+	printf_(b, ",\"world\":%" PRIu32 ",\"tp\":%" PRIu32 ",\"cp\":%" PRIu32 ",\"pp\":%" PRIu32 ",\"dp\":%" PRIu32
+		   ",\"ep\":%" PRIu32 ",\"gpus_per_node\":%" PRIu32 ",\"order\":",
+		d->world, d->tp, d->cp, d->pp, d->dp, d->ep, d->gpus_per_node);
+	json_str(b, d->order);
+	puts_(b, "}}\n");
 }
 
 /* ---- Perfetto protobuf ---- */

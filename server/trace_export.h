@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "trace.h"
+#include "attrs.h"
 
 enum trace_format {
 	TRACE_FORMAT_PERFETTO,
@@ -24,7 +25,7 @@ enum trace_format {
 /* Sorts d's slices and clips them to nest, then encodes. 0 with *out (malloc'd) and *len,
  * or -1 out of memory. Perfetto timestamps are ns since the Unix epoch (the agents' clock);
  * Chrome `ts` is us since the job's start (d->job_start_us). */
-int trace_export(struct trace_data *d, enum trace_format f, char **out, size_t *len);
+MUST_CHECK int trace_export(struct trace_data *d, enum trace_format f, char **out, size_t *len);
 
 /* Thread and process ids used in both formats. */
 int trace_export_tid(uint32_t rank);

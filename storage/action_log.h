@@ -5,6 +5,7 @@
 #define CULPRIT_STORAGE_ACTION_LOG_H
 
 #include <stdint.h>
+#include "attrs.h"
 
 struct storage_action_log;
 
@@ -20,6 +21,6 @@ struct storage_action_row {
 struct storage_action_log *storage_action_log_open(const char *dsn);
 void storage_action_log_close(struct storage_action_log *a);
 /* Inserts the row, connecting first when needed (tries twice). 0, or -1 (logged). */
-int storage_action_log_record(struct storage_action_log *a, const struct storage_action_row *r);
+MUST_CHECK int storage_action_log_record(struct storage_action_log *a, const struct storage_action_row *r);
 
 #endif

@@ -530,78 +530,71 @@ static int spawn_postgres(struct embedded *e, char *err, size_t err_size)
 	return 0;
 }
 
-struct embedded *embedded_start(const struct embedded_config *cfg, char *err, size_t err_size)
+/* The identity PostgreSQL runs as: ours, or cfg->run_as (postgres) when we are root, which
+ * PostgreSQL refuses to run as. */
+static int ident_of(const struct embedded_config *cfg, struct ident *id, char *err, size_t err_size)
 {
-	if (!cfg->data_dir || !cfg->data_dir[0]) {
-		fail(err, err_size, "no data directory");
-		return NULL;
-	}
-	struct ident id = {0};
-	if (geteuid() == 0) {
-		const char *user = cfg->run_as ? cfg->run_as : "postgres";
-		struct passwd *pw = getpwnam(user);
-		if (!pw) {
-			fail(err, err_size,
-			     "running as root, and PostgreSQL refuses to: user \"%s\" to run it as does not exist "
-			     "(install the Debian package postgresql, or create the user)",
-			     user);
-			return NULL;
-		}
-		id.drop = true;
-		id.uid = pw->pw_uid;
-		id.gid = pw->pw_gid;
-		snprintf(id.name, sizeof id.name, "%s", user);
-		id.n_groups = (int)(sizeof id.groups / sizeof id.groups[0]);
-		if (getgrouplist(user, id.gid, id.groups, &id.n_groups) < 0) {
-			fail(err, err_size, "user \"%s\" is in more than %zu groups", user,
-			     sizeof id.groups / sizeof id.groups[0]);
-			return NULL;
-		}
-	}
-	struct embedded *e = calloc(1, sizeof *e);
-	if (!e) {
-		fail(err, err_size, "out of memory");
-		return NULL;
-	}
-	e->lock_fd = -1;
-	e->id = id;
-	e->fast = cfg->fast;
-	e->port = PG_PORT;
-	if (cfg->listen && cfg->listen[0]) {
-		const char *colon = strrchr(cfg->listen, ':');
-		char *end;
-		long port = colon ? strtol(colon + 1, &end, 10) : 0;
-
-		if (!colon || colon == cfg->listen || *end || port < 1 || port > 65535 ||
-		    (size_t)(colon - cfg->listen) >= sizeof e->listen_host) {
-			fail(err, err_size, "embedded_listen \"%s\" is not HOST:PORT", cfg->listen);
-			free(e);
-			return NULL;
-		}
-		snprintf(e->listen_host, sizeof e->listen_host, "%.*s", (int)(colon - cfg->listen), cfg->listen);
-		e->port = (int)port;
-	}
-	if (cfg->bindir)
-		snprintf(e->bindir, sizeof e->bindir, "%s", cfg->bindir);
-	else if (find_bindir(e->bindir, sizeof e->bindir) < 0) {
+	if (geteuid() != 0)
+		return 0;
+	const char *user = cfg->run_as ? cfg->run_as : "postgres";
+	struct passwd *pw = getpwnam(user);
+	if (!pw) {
 		fail(err, err_size,
-		     "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
-		     "install the Debian package postgresql");
-		goto fail;
+		     "running as root, and PostgreSQL refuses to: user \"%s\" to run it as does not exist "
+		     "(install the Debian package postgresql, or create the user)",
+		     user);
+		return -1;
 	}
-	if (mkdir(cfg->data_dir, 0755) < 0 && errno != EEXIST) {
-		fail(err, err_size, "could not create data directory \"%s\": %s", cfg->data_dir, strerror(errno));
-		goto fail;
+	id->drop = true;
+	id->uid = pw->pw_uid;
+	id->gid = pw->pw_gid;
+	snprintf(id->name, sizeof id->name, "%s", user);
+	id->n_groups = (int)(sizeof id->groups / sizeof id->groups[0]);
+	if (getgrouplist(user, id->gid, id->groups, &id->n_groups) < 0) {
+		fail(err, err_size, "user \"%s\" is in more than %zu groups", user,
+		     sizeof id->groups / sizeof id->groups[0]);
+		return -1;
+	}
+	return 0;
+}
+
+/* embedded_listen's HOST:PORT into e (none: a socket only, on PG_PORT's name). */
+static int parse_listen(struct embedded *e, const char *listen, char *err, size_t err_size)
+{
+	e->port = PG_PORT;
+	if (!listen || !listen[0])
+		return 0;
+	const char *colon = strrchr(listen, ':');
+	char *end;
+	long port = colon ? strtol(colon + 1, &end, 10) : 0;
+
+	if (!colon || colon == listen || *end || port < 1 || port > 65535 ||
+	    (size_t)(colon - listen) >= sizeof e->listen_host) {
+		fail(err, err_size, "embedded_listen \"%s\" is not HOST:PORT", listen);
+		return -1;
+	}
+	snprintf(e->listen_host, sizeof e->listen_host, "%.*s", (int)(colon - listen), listen);
+	e->port = (int)port;
+	return 0;
+}
+
+/* The directories under data_dir (made), the log, the socket and the DSN, each checked for
+ * what libpq and the kernel take. */
+static int set_paths(struct embedded *e, const char *data_dir, char *err, size_t err_size)
+{
+	if (mkdir(data_dir, 0755) < 0 && errno != EEXIST) {
+		fail(err, err_size, "could not create data directory \"%s\": %s", data_dir, strerror(errno));
+		return -1;
 	}
 	char abs[PATH_MAX];
-	if (!realpath(cfg->data_dir, abs)) {
-		fail(err, err_size, "could not resolve \"%s\": %s", cfg->data_dir, strerror(errno));
-		goto fail;
+	if (!realpath(data_dir, abs)) {
+		fail(err, err_size, "could not resolve \"%s\": %s", data_dir, strerror(errno));
+		return -1;
 	}
 	if ((size_t)snprintf(e->dir, sizeof e->dir, "%s/pg", abs) >= sizeof e->dir ||
 	    (size_t)snprintf(e->data, sizeof e->data, "%s/data", e->dir) >= sizeof e->data) {
 		fail(err, err_size, "data directory path too long");
-		goto fail;
+		return -1;
 	}
 	snprintf(e->log_path, sizeof e->log_path, "%s/postgres.log", e->dir);
 	/* libpq reads host=... as a comma-separated list, even quoted */
@@ -610,7 +603,7 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		     "data directory \"%s\" contains a comma, which libpq cannot use in a socket path: "
 		     "use another data_dir",
 		     abs);
-		goto fail;
+		return -1;
 	}
 	/* the socket path must fit sockaddr_un.sun_path */
 	char sock[PATH_MAX + 32];
@@ -620,55 +613,58 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 		     "data directory \"%s\" is too long for PostgreSQL's socket \"%s\" (%zu bytes, at most %zu): "
 		     "use a shorter data_dir",
 		     abs, sock, strlen(sock), sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
-		goto fail;
+		return -1;
 	}
 	char qdir[2 * PATH_MAX + 3];
 	conninfo_quote(e->dir, qdir, sizeof qdir);
 	snprintf(e->dsn, sizeof e->dsn, "host=%s port=%d user=culprit dbname=culprit", qdir, e->port);
-	if (id.drop && !reachable(&id, abs)) {
+	if (e->id.drop && !reachable(&e->id, abs)) {
 		fail(err, err_size,
 		     "user \"%s\" cannot reach the data directory \"%s\": make it and its parents searchable "
 		     "(chmod o+x) or use a data_dir elsewhere",
-		     id.name, abs);
-		goto fail;
+		     e->id.name, abs);
+		return -1;
 	}
-	if (mkdir_owned(e->dir, 0700, &id, err, err_size) < 0)
-		goto fail;
+	return mkdir_owned(e->dir, 0700, &e->id, err, err_size);
+}
 
-	/* one culpritd per data dir */
+/* One culpritd per data directory: its lock, held until release(). */
+static int lock_dir(struct embedded *e, char *err, size_t err_size)
+{
 	char lock_path[PATH_MAX + 32];
 	snprintf(lock_path, sizeof lock_path, "%s/embedded.lock", e->dir);
 	e->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (e->lock_fd < 0) {
 		fail(err, err_size, "could not open \"%s\": %s", lock_path, strerror(errno));
-		goto fail;
+		return -1;
 	}
 	if (flock(e->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		fail(err, err_size, "data directory \"%s\" is in use by another culpritd (lock \"%s\")", abs,
-		     lock_path);
-		goto fail;
+		/* e->dir is <data_dir>/pg */
+		fail(err, err_size, "data directory \"%.*s\" is in use by another culpritd (lock \"%s\")",
+		     (int)(strlen(e->dir) - 3), e->dir, lock_path);
+		return -1;
 	}
+	return 0;
+}
 
-	char pv[PATH_MAX + 32];
-	snprintf(pv, sizeof pv, "%s/PG_VERSION", e->data);
-	if (access(pv, F_OK) != 0 && run_initdb(e, err, err_size) < 0)
-		goto fail;
-
-	int timeout = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 120000;
-	long long deadline = clock_mono_ms() + timeout;
+/* What an earlier postgres left on the data directory, gone before the deadline: a server
+ * still running (stopped, so that the server is our child), a stale pid file, backends
+ * still holding its shared memory. */
+static int clear_leftovers(struct embedded *e, int timeout, long long deadline, char *err, size_t err_size)
+{
 	int shmid;
 	long shmkey;
 	pid_t old = read_pidfile(e, &shmid, &shmkey);
 	if (old > 0 && alive(old)) {
 		if (is_postgres(old)) {
 			/* left by a culpritd that died (it got SIGINT then, and may still be shutting
-			 * down) or started by hand: stopped, so that the server is our child */
+			 * down) or started by hand */
 			log_warning("embedded: waiting for postgres (pid %ld) left running on \"%s\" to stop",
 				    (long)old, e->data);
 			if (!signal_wait(old, false, SIGINT, timeout)) {
 				fail(err, err_size, "postgres (pid %ld) left running on \"%s\" did not stop in %d ms",
 				     (long)old, e->data, timeout);
-				goto fail;
+				return -1;
 			}
 		} else {
 			/* the pid was reused by an unrelated process after a crash */
@@ -684,13 +680,50 @@ struct embedded *embedded_start(const struct embedded_config *cfg, char *err, si
 			fail(err, err_size,
 			     "processes of an earlier postgres still use its shared memory after %d ms "
 			     "(ps -u %s)",
-			     timeout, id.drop ? id.name : "$USER");
-			goto fail;
+			     timeout, e->id.drop ? e->id.name : "$USER");
+			return -1;
 		}
 		sleep_ms(50);
 	}
+	return 0;
+}
 
-	if (spawn_postgres(e, err, err_size) < 0)
+struct embedded *embedded_start(const struct embedded_config *cfg, char *err, size_t err_size)
+{
+	if (!cfg->data_dir || !cfg->data_dir[0]) {
+		fail(err, err_size, "no data directory");
+		return NULL;
+	}
+	struct ident id = {0};
+	if (ident_of(cfg, &id, err, err_size) < 0)
+		return NULL;
+	struct embedded *e = calloc(1, sizeof *e);
+	if (!e) {
+		fail(err, err_size, "out of memory");
+		return NULL;
+	}
+	e->lock_fd = -1;
+	e->id = id;
+	e->fast = cfg->fast;
+	if (parse_listen(e, cfg->listen, err, err_size) < 0)
+		goto fail;
+	if (cfg->bindir)
+		snprintf(e->bindir, sizeof e->bindir, "%s", cfg->bindir);
+	else if (find_bindir(e->bindir, sizeof e->bindir) < 0) {
+		fail(err, err_size,
+		     "no PostgreSQL server binaries found (pg_config --bindir, /usr/lib/postgresql/*/bin): "
+		     "install the Debian package postgresql");
+		goto fail;
+	}
+	if (set_paths(e, cfg->data_dir, err, err_size) < 0 || lock_dir(e, err, err_size) < 0)
+		goto fail;
+	char pv[PATH_MAX + 32];
+	snprintf(pv, sizeof pv, "%s/PG_VERSION", e->data);
+	if (access(pv, F_OK) != 0 && run_initdb(e, err, err_size) < 0)
+		goto fail;
+	int timeout = cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 120000;
+	long long deadline = clock_mono_ms() + timeout;
+	if (clear_leftovers(e, timeout, deadline, err, err_size) < 0 || spawn_postgres(e, err, err_size) < 0)
 		goto fail;
 	if (wait_ready(e, (int)(deadline - clock_mono_ms() > 1000 ? deadline - clock_mono_ms() : 1000), err, err_size) <
 	    0)

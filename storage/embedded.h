@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include "attrs.h"
 
 struct embedded;
 
@@ -52,7 +53,7 @@ pid_t embedded_pid(const struct embedded *e);
 /* After the migrations (the views exist): the group role culprit_grafana with SELECT on the
  * Grafana views, and the login "grafana" in it with this password (set again at every call).
  * 0, or -1 with PostgreSQL's message in err. Blocking (start-up). */
-int embedded_grant_grafana(struct embedded *e, const char *password, char *err, size_t err_size);
+MUST_CHECK int embedded_grant_grafana(struct embedded *e, const char *password, char *err, size_t err_size);
 /* Call about once a second from the main thread; never blocks. Notices the postmaster's exit
  * (killed, a PANIC, the OOM killer; logged) and starts it again: at once the first time, then
  * after 1 s, doubling up to 30 s while the cause lasts, back to at once when the cause is gone
@@ -67,6 +68,6 @@ void embedded_answered(struct embedded *e, long long at_ms);
 /* Fast shutdown (SIGINT) and wait for the postmaster to exit; immediate shutdown (SIGQUIT)
  * after timeout_ms, SIGKILL 5 s later. Frees e. Returns 0 when the server exited after the
  * fast shutdown (or none ran), else -1. */
-int embedded_stop(struct embedded *e, int timeout_ms);
+MUST_CHECK int embedded_stop(struct embedded *e, int timeout_ms);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "op.h"
+#include "attrs.h"
 
 struct pg_conn;
 struct storage_query_result;
@@ -30,7 +31,7 @@ struct storage_heatmap_sink {
 /* Reads job's heat map of metric ("step" or a phase name) over n iterations from first_iter
  * (first_iter < 0: the last n stored). 1 done, 0 no such job, -1 failed (r says why) or
  * stopped by the sink (r->failed not set). */
-int storage_heatmap_read(struct pg_conn *conn, const char *job, const char *metric, int64_t first_iter, uint32_t n,
+MUST_CHECK int storage_heatmap_read(struct pg_conn *conn, const char *job, const char *metric, int64_t first_iter, uint32_t n,
 			 const struct storage_heatmap_sink *sink, struct storage_query_result *r);
 
 #endif

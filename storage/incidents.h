@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 /* One open incident as stored (strings valid during the callback only). */
 struct storage_open_incident {
@@ -21,7 +22,7 @@ struct storage_open_incident {
 
 /* Synchronous (start-up, before the event loop runs): calls cb for every incident in state
  * 'open', oldest first. Returns how many, or -1 with a message in err. */
-int storage_open_incidents_load(const char *dsn, void (*cb)(const struct storage_open_incident *inc, void *arg),
+MUST_CHECK int storage_open_incidents_load(const char *dsn, void (*cb)(const struct storage_open_incident *inc, void *arg),
 				void *arg, char *err, size_t err_size);
 
 /* The same statement on a connection of the caller's, for one job (NULL: every job), and

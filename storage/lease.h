@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "query.h"
+#include "attrs.h"
 
 /* What a lease statement needs; the submitter's until its result was taken. */
 struct storage_lease_req {
@@ -66,6 +67,6 @@ void storage_lease_renew(struct pg_conn *conn, void *ctx, struct storage_query_r
 void storage_lease_release(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
 /* Synchronous, at the end of a clean stop (the loop and the writers are done): every lease
  * of owner expires now, so that other instances take its jobs at once. 0, or -1 with err. */
-int storage_lease_release_all(const char *dsn, const char *owner, char *err, size_t err_size);
+MUST_CHECK int storage_lease_release_all(const char *dsn, const char *owner, char *err, size_t err_size);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include <libpq-fe.h>
+#include "attrs.h"
 
 /* The migrations directory: $CULPRIT_MIGRATIONS_DIR; else, for a binary of the build tree,
  * the source tree's; else share/culprit/migrations beside the binary's bin/ (an installed
@@ -20,7 +21,7 @@ const char *storage_migrations_dir(void);
 
 /* Applies what is missing. dir NULL: storage_migrations_dir(). On success returns the number
  * of files applied (0 when up to date); on failure -1 with a message in err. */
-int storage_migrate(const char *dsn, const char *dir, char *err, size_t err_size);
-int storage_migrate_conn(PGconn *conn, const char *dir, char *err, size_t err_size);
+MUST_CHECK int storage_migrate(const char *dsn, const char *dir, char *err, size_t err_size);
+MUST_CHECK int storage_migrate_conn(PGconn *conn, const char *dir, char *err, size_t err_size);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct storage_outbox;
 
@@ -32,18 +33,18 @@ void storage_outbox_close(struct storage_outbox *o);
 /* Connected (as of the last call): readable from any thread. */
 int storage_outbox_connected(struct storage_outbox *o);
 /* Claims up to limit due rows, calling cb for each. How many, or -1. */
-int storage_outbox_claim(struct storage_outbox *o, int limit,
+MUST_CHECK int storage_outbox_claim(struct storage_outbox *o, int limit,
 			 void (*cb)(const struct storage_outbox_due *row, void *arg), void *arg);
 /* Rows in state 'pending', or -1. */
 int64_t storage_outbox_pending(struct storage_outbox *o);
-int storage_outbox_sent(struct storage_outbox *o, int64_t id);
+MUST_CHECK int storage_outbox_sent(struct storage_outbox *o, int64_t id);
 /* A failed attempt: next_attempt delay_ms from now, or state 'failed' with give_up. */
-int storage_outbox_retry(struct storage_outbox *o, int64_t id, const char *why, int64_t delay_ms, int give_up);
+MUST_CHECK int storage_outbox_retry(struct storage_outbox *o, int64_t id, const char *why, int64_t delay_ms, int give_up);
 /* The target answers again: its pending rows waiting out their backoff are due now, but the
  * ones in skip (in flight, keeping their claim). */
-int storage_outbox_target_back(struct storage_outbox *o, const char *target, const int64_t *skip, size_t n_skip);
+MUST_CHECK int storage_outbox_target_back(struct storage_outbox *o, const char *target, const int64_t *skip, size_t n_skip);
 /* The Alertmanager alerts of the open incidents, a JSON array (malloc'd) in *alerts, or
  * NULL when none is open. 0, or -1. */
-int storage_outbox_open_alerts(struct storage_outbox *o, char **alerts);
+MUST_CHECK int storage_outbox_open_alerts(struct storage_outbox *o, char **alerts);
 
 #endif

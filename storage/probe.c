@@ -39,14 +39,14 @@ static void set_result(struct storage_probe *p, bool ok, const char *error)
 }
 
 /* One "SELECT 1" on c within the deadline: true when answered. */
-static bool ask(struct storage_probe *p, PGconn *c, char *err, size_t size)
+static bool ask(struct storage_probe *p, PGconn *c, char *err, size_t err_size)
 {
 	int64_t deadline = clock_mono_ms() + (int64_t)p->timeout_s * 1000;
 	PGresult *r;
 	bool ok = true;
 
 	if (!PQsendQuery(c, "SELECT 1")) {
-		snprintf(err, size, "%s", PQerrorMessage(c));
+		snprintf(err, err_size, "%s", PQerrorMessage(c));
 		return false;
 	}
 	while (PQisBusy(c)) {
@@ -54,17 +54,17 @@ static bool ask(struct storage_probe *p, PGconn *c, char *err, size_t size)
 		int64_t left = deadline - clock_mono_ms();
 
 		if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
-			snprintf(err, size, "no answer to \"SELECT 1\" within %d s", p->timeout_s);
+			snprintf(err, err_size, "no answer to \"SELECT 1\" within %d s", p->timeout_s);
 			return false;
 		}
 		if (!PQconsumeInput(c)) {
-			snprintf(err, size, "%s", PQerrorMessage(c));
+			snprintf(err, err_size, "%s", PQerrorMessage(c));
 			return false;
 		}
 	}
 	while ((r = PQgetResult(c))) {
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-			snprintf(err, size, "%s", PQresultErrorMessage(r));
+			snprintf(err, err_size, "%s", PQresultErrorMessage(r));
 			ok = false;
 		}
 		PQclear(r);

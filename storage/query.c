@@ -169,7 +169,7 @@ static void *worker(void *arg)
 		request_free(rq);
 		queue_release(&q->requests, 1, 1);
 		if (res)
-			queue_push(&q->results, &res->link, 1); /* unbounded: never refused */
+			IGNORE_RESULT(queue_push(&q->results, &res->link, 1)); /* unbounded: never refused */
 	}
 	if (conn)
 		PQfinish(conn);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 #define STORAGE_QUERY_MAX_PARAMS 8
 
@@ -39,7 +40,7 @@ struct storage_query *storage_query_start(const struct storage_query_config *cfg
 /* Stops the workers after the statements they are running; drops the rest (and their results). */
 void storage_query_stop(struct storage_query *q);
 /* Copies sql and params (NULL params are SQL NULLs). 0 queued, -1 queue full or no memory. */
-int storage_query_submit(struct storage_query *q, uint64_t token, const char *sql, int nparams,
+MUST_CHECK int storage_query_submit(struct storage_query *q, uint64_t token, const char *sql, int nparams,
 			 const char *const *params);
 /* A statement sequence of the submitter's own, run on a worker thread with the worker's
  * connection (statement_timeout set): it fills r->text / r->len (malloc'd; NULL for "no
@@ -48,7 +49,7 @@ int storage_query_submit(struct storage_query *q, uint64_t token, const char *sq
 struct pg_conn;   /* libpq's PGconn */
 struct pg_result; /* libpq's PGresult */
 typedef void (*storage_query_fn)(struct pg_conn *conn, void *ctx, struct storage_query_result *r);
-int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_query_fn fn, void *ctx);
+MUST_CHECK int storage_query_submit_fn(struct storage_query *q, uint64_t token, storage_query_fn fn, void *ctx);
 /* Copies the error of a failed PGresult (may be NULL) into r; the helper for a storage_query_fn. */
 void storage_query_fail(struct storage_query_result *r, const struct pg_result *res, const struct pg_conn *conn);
 /* Runs a statement that answers rows (params text, NULL for SQL NULL): its result, or NULL with

@@ -13,6 +13,7 @@
 #define CULPRIT_STORAGE_RETENTION_H
 
 #include <stddef.h>
+#include "attrs.h"
 
 struct storage_retention_config {
 	const char *dsn;
@@ -23,7 +24,7 @@ struct storage_retention_config {
 
 /* One run, synchronous. Returns the number of partitions created + dropped, or -1 with a
  * message in err. */
-int storage_retention_run(const char *dsn, int retention_days, int ahead_days, char *err, size_t err_size);
+MUST_CHECK int storage_retention_run(const char *dsn, int retention_days, int ahead_days, char *err, size_t err_size);
 
 struct storage_retention;
 struct storage_retention *storage_retention_start(const struct storage_retention_config *cfg);

@@ -17,34 +17,27 @@
 
 struct loader {
 	PGconn *c;
+	const struct trace_request *req;
 	struct storage_query_result *r;
 	struct trace_data *d;
 	char job_id[16];
-	int64_t *name_ids; /* sorted, parallel to d->names */
-	size_t n_ids;      /* d->names has one more: the placeholder for a name row missing */
+	char from[24], to[24]; /* the iteration range, as parameters */
+	struct pgbuf ranks;    /* the ranks as an array literal */
+	int64_t *name_ids;     /* sorted, parallel to d->names */
+	size_t n_ids;          /* d->names has one more: the placeholder for a name row missing */
+	size_t n_iters;        /* the iteration slices come first in d->slices */
+	int64_t lo, hi;        /* their span, us since the epoch */
+	int64_t *offsets;      /* the phase rows' start offsets and iteration starts, */
+	int64_t *bases;        /* by row (load_phases) */
+	size_t phase0;         /* the first phase slice */
 };
+
+/* What a loader does with one row; -1 out of memory. */
+typedef int (*row_fn)(struct loader *l, const PGresult *res, int row);
 
 static int64_t num(const PGresult *res, int row, int col)
 {
 	return PQgetisnull(res, row, col) ? INT64_MIN : strtoll(PQgetvalue(res, row, col), NULL, 10);
-}
-
-/* One of the slice queries (params: job id, ranks, from, to), at most room rows: NULL on an
- * error (in r), or with d->too_many set when there are more. */
-static PGresult *query_slices(PGconn *c, struct storage_query_result *r, const char *sql, const char *const *p4,
-			      size_t room, struct trace_data *d)
-{
-	char lim[32];
-	PGresult *res;
-
-	snprintf(lim, sizeof(lim), "%zu", room + 1);
-	res = storage_query_rows(c, r, sql, 5, (const char *const[]){p4[0], p4[1], p4[2], p4[3], lim});
-	if (res && (size_t)PQntuples(res) > room) {
-		PQclear(res);
-		d->too_many = 1;
-		return NULL;
-	}
-	return res;
 }
 
 static void oom(struct storage_query_result *r)
@@ -53,6 +46,42 @@ static void oom(struct storage_query_result *r)
 	snprintf(r->error, sizeof(r->error), "out of memory");
 	/* PostgreSQL's out_of_memory: the API answers 500 */
 	snprintf(r->sqlstate, sizeof(r->sqlstate), "53200");
+}
+
+/* The one row reader: runs sql and hands each of its rows to fn. room: the most rows (more
+ * sets d->too_many). 0 ok, -1 failed (r filled), 2 too many rows. */
+static int read_rows(struct loader *l, const char *sql, int n, const char *const *p, size_t room, row_fn fn)
+{
+	PGresult *res = storage_query_rows(l->c, l->r, sql, n, p);
+	int rows;
+
+	if (!res)
+		return -1;
+	rows = PQntuples(res);
+	if ((size_t)rows > room) {
+		PQclear(res);
+		l->d->too_many = 1;
+		return 2;
+	}
+	for (int i = 0; i < rows; i++)
+		if (fn(l, res, i) < 0) {
+			PQclear(res);
+			oom(l->r);
+			return -1;
+		}
+	PQclear(res);
+	return 0;
+}
+
+/* One of the slice queries (params: job id, ranks, from, to, limit): at most the slices
+ * max_slices leaves. */
+static int read_slices(struct loader *l, const char *sql, row_fn fn)
+{
+	size_t room = l->req->max_slices - l->d->n_slices;
+	char lim[32];
+
+	snprintf(lim, sizeof(lim), "%zu", room + 1);
+	return read_rows(l, sql, 5, (const char *const[]){l->job_id, l->ranks.p, l->from, l->to, lim}, room, fn);
 }
 
 static struct trace_slice *add_slice(struct trace_data *d)
@@ -120,41 +149,38 @@ static uint32_t name_index(const struct loader *l, int64_t name_id)
 	return (uint32_t)l->n_ids;
 }
 
+static int name_row(struct loader *l, const PGresult *res, int i)
+{
+	if (i == 0) {
+		size_t n = (size_t)PQntuples(res);
+
+		l->d->names = calloc(n + 2, sizeof(char *));
+		l->name_ids = calloc(n + 1, sizeof(int64_t));
+		if (!l->d->names || !l->name_ids)
+			return -1;
+	}
+	l->name_ids[i] = num(res, i, 0);
+	l->d->names[i] = strdup(PQgetvalue(res, i, 1));
+	if (!l->d->names[i])
+		return -1;
+	l->n_ids = (size_t)i + 1;
+	l->d->n_names = (size_t)i + 1;
+	return 0;
+}
+
+/* The job's names, sorted by id, and the placeholder for an id not among them. */
 static int load_names(struct loader *l)
 {
-	PGresult *res =
-		storage_query_rows(l->c, l->r, "SELECT name_id, name FROM names WHERE job_id = $1 ORDER BY name_id", 1,
-				   (const char *const[]){l->job_id});
-	int n;
-
-	if (!res)
+	if (read_rows(l, "SELECT name_id, name FROM names WHERE job_id = $1 ORDER BY name_id", 1,
+		      (const char *const[]){l->job_id}, SIZE_MAX, name_row) < 0)
 		return -1;
-	n = PQntuples(res);
-	l->d->names = calloc((size_t)n + 2, sizeof(char *));
-	l->name_ids = calloc((size_t)n + 1, sizeof(int64_t));
-	if (!l->d->names || !l->name_ids) {
-		PQclear(res);
+	if (!l->d->names)
+		l->d->names = calloc(2, sizeof(char *));
+	if (!l->d->names || !(l->d->names[l->n_ids] = strdup("(unknown name)"))) {
 		oom(l->r);
 		return -1;
 	}
-	for (int i = 0; i < n; i++) {
-		l->name_ids[i] = num(res, i, 0);
-		l->d->names[i] = strdup(PQgetvalue(res, i, 1));
-		if (!l->d->names[i]) {
-			l->d->n_names = (size_t)i;
-			PQclear(res);
-			oom(l->r);
-			return -1;
-		}
-	}
-	l->n_ids = (size_t)n;
-	l->d->n_names = (size_t)n;
-	PQclear(res);
-	if (!(l->d->names[n] = strdup("(unknown name)"))) {
-		oom(l->r);
-		return -1;
-	}
-	l->d->n_names = (size_t)n + 1;
+	l->d->n_names = l->n_ids + 1;
 	return 0;
 }
 
@@ -216,269 +242,280 @@ static const char events_sql[] = "SELECT id, kind, source || ': ' || detail, " E
 	      "/ 1e6)"
 	      " AND (job_id IS NULL OR job_id = $5::int) ORDER BY ts LIMIT $4::int";
 
-int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
-		       struct storage_query_result *r)
+static int job_row(struct loader *l, const PGresult *res, int i)
 {
-	struct loader l = {.c = conn, .r = r, .d = d};
-	struct pgbuf arr = {0};
-	PGresult *res;
-	char from[24], to[24], lim[24];
-	size_t n_iters, phase0;
-	int64_t lo = INT64_MAX, hi = INT64_MIN;
-	int rc = -1;
+	snprintf(l->job_id, sizeof(l->job_id), "%s", PQgetvalue(res, i, 0));
+	l->d->world = (uint32_t)num(res, i, 1);
+	l->d->job_start_us = num(res, i, 2) == INT64_MIN ? 0 : num(res, i, 2);
+	l->d->tp = (uint32_t)num(res, i, 3);
+	l->d->cp = (uint32_t)num(res, i, 4);
+	l->d->pp = (uint32_t)num(res, i, 5);
+	l->d->dp = (uint32_t)num(res, i, 6);
+	l->d->ep = (uint32_t)num(res, i, 7);
+	l->d->gpus_per_node = (uint32_t)num(res, i, 8);
+	snprintf(l->d->order, sizeof(l->d->order), "%s", PQgetvalue(res, i, 9));
+	return 0;
+}
 
-	memset(d, 0, sizeof(*d));
-	snprintf(d->job, sizeof(d->job), "%s", req->job);
-	d->from_iter = req->from_iter;
-	d->to_iter = req->to_iter;
+/* The job's id, world and time origin: 1 when the job is not stored. */
+static int load_job(struct loader *l)
+{
+	int rc = read_rows(l,
+			   "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US(
+				   "min(ts)") " FROM iterations i WHERE i.job_id = j.id),"
+					      " coalesce(tp, 0), coalesce(cp, 0), coalesce(pp, 0), coalesce(dp, 0),"
+					      " coalesce(ep, 0), coalesce(gpus_per_node, 0), coalesce(rank_order, '')"
+					      " FROM jobs j WHERE name = $1",
+			   1, (const char *const[]){l->req->job}, SIZE_MAX, job_row);
 
-	res = storage_query_rows(conn, r,
-				 "SELECT id, coalesce(world, 0), (SELECT " EPOCH_US(
-					 "min(ts)") " FROM iterations i WHERE i.job_id = j.id)"
-						    " FROM jobs j WHERE name = $1",
-				 1, (const char *const[]){req->job});
-	if (!res)
-		return -1;
-	if (PQntuples(res) == 0) {
-		PQclear(res);
-		return 1;
+	return rc == 0 && !l->job_id[0] ? 1 : rc;
+}
+
+static int rank_row(struct loader *l, const PGresult *res, int i)
+{
+	uint32_t rank = (uint32_t)num(res, i, 0);
+
+	for (size_t k = 0; k < l->d->n_ranks; k++) {
+		struct trace_rank *tr = &l->d->ranks[k];
+
+		if (tr->rank != rank)
+			continue;
+		tr->tp = (uint32_t)num(res, i, 1);
+		tr->cp = (uint32_t)num(res, i, 2);
+		tr->ep = (uint32_t)num(res, i, 3);
+		tr->dp = (uint32_t)num(res, i, 4);
+		tr->pp = (uint32_t)num(res, i, 5);
+		snprintf(tr->host, sizeof(tr->host), "%s", PQgetvalue(res, i, 6));
+		tr->known = 1;
 	}
-	snprintf(l.job_id, sizeof(l.job_id), "%s", PQgetvalue(res, 0, 0));
-	d->world = (uint32_t)num(res, 0, 1);
-	d->job_start_us = num(res, 0, 2) == INT64_MIN ? 0 : num(res, 0, 2);
-	PQclear(res);
+	return 0;
+}
 
-	/* the ranks as an array literal */
-	pgbuf_put(&arr, "{", 1);
+/* The ranks asked, with their hosts and coordinates where a ranks row has them. */
+static int load_ranks(struct loader *l)
+{
+	const struct trace_request *req = l->req;
+	struct trace_data *d = l->d;
+
+	pgbuf_put(&l->ranks, "{", 1);
 	for (size_t i = 0; i < req->n_ranks; i++)
-		pgbuf_printf(&arr, i ? ",%" PRIu32 : "%" PRIu32, req->ranks[i]);
-	pgbuf_put(&arr, "}", 2);
+		pgbuf_printf(&l->ranks, i ? ",%" PRIu32 : "%" PRIu32, req->ranks[i]);
+	pgbuf_put(&l->ranks, "}", 2);
 	d->ranks = calloc(req->n_ranks ? req->n_ranks : 1, sizeof(*d->ranks));
-	if (arr.failed || !d->ranks) {
-		oom(r);
-		goto out;
+	if (l->ranks.failed || !d->ranks) {
+		oom(l->r);
+		return -1;
 	}
 	d->n_ranks = req->n_ranks;
 	for (size_t i = 0; i < req->n_ranks; i++) {
 		d->ranks[i].rank = req->ranks[i];
 		snprintf(d->ranks[i].host, sizeof(d->ranks[i].host), "unknown host");
 	}
-	res = storage_query_rows(
-		conn, r, "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])",
-		2, (const char *const[]){l.job_id, arr.p});
-	if (!res)
-		goto out;
-	for (int i = 0; i < PQntuples(res); i++) {
-		uint32_t rank = (uint32_t)num(res, i, 0);
+	return read_rows(l,
+			 "SELECT rank, tp, cp, ep, dp, pp, host FROM ranks WHERE job_id = $1 AND rank = ANY($2::int[])",
+			 2, (const char *const[]){l->job_id, l->ranks.p}, SIZE_MAX, rank_row);
+}
 
-		for (size_t k = 0; k < d->n_ranks; k++) {
-			struct trace_rank *tr = &d->ranks[k];
+static int last_row(struct loader *l, const PGresult *res, int i)
+{
+	int64_t last = num(res, i, 0) == INT64_MIN ? 0 : num(res, i, 0);
+	struct trace_data *d = l->d;
 
-			if (tr->rank != rank)
-				continue;
-			tr->tp = (uint32_t)num(res, i, 1);
-			tr->cp = (uint32_t)num(res, i, 2);
-			tr->ep = (uint32_t)num(res, i, 3);
-			tr->dp = (uint32_t)num(res, i, 4);
-			tr->pp = (uint32_t)num(res, i, 5);
-			snprintf(tr->host, sizeof(tr->host), "%s", PQgetvalue(res, i, 6));
-			tr->known = 1;
-		}
-	}
-	PQclear(res);
+	if (d->to_iter < 0)
+		d->to_iter = d->from_iter >= 0 ? d->from_iter + l->req->span - 1 : last;
+	if (d->from_iter < 0)
+		d->from_iter = d->to_iter - l->req->span + 1 < 0 ? 0 : d->to_iter - l->req->span + 1;
+	return 0;
+}
 
-	/* the iteration range: the last `span` stored for these ranks when not given */
-	if (d->from_iter < 0 || d->to_iter < 0) {
-		res = storage_query_rows(
-			conn, r,
+/* The iteration range: the last `span` stored for these ranks where a bound is not given. */
+static int load_range(struct loader *l)
+{
+	if (l->d->from_iter < 0 || l->d->to_iter < 0) {
+		int rc = read_rows(
+			l,
 			"SELECT max(iter) FROM iterations WHERE job_id = $1 AND rank = ANY($2::int[]) AND " RANK0_IN(
 				"$2"),
-			2, (const char *const[]){l.job_id, arr.p});
-		if (!res)
-			goto out;
-		int64_t last = num(res, 0, 0);
+			2, (const char *const[]){l->job_id, l->ranks.p}, SIZE_MAX, last_row);
 
-		PQclear(res);
-		if (last == INT64_MIN)
-			last = 0;
-		if (d->to_iter < 0)
-			d->to_iter = d->from_iter >= 0 ? d->from_iter + req->span - 1 : last;
-		if (d->from_iter < 0)
-			d->from_iter = d->to_iter - req->span + 1 < 0 ? 0 : d->to_iter - req->span + 1;
+		if (rc != 0)
+			return rc;
 	}
-	snprintf(from, sizeof(from), "%" PRId64, d->from_iter);
-	snprintf(to, sizeof(to), "%" PRId64, d->to_iter);
-	if (load_names(&l) < 0)
-		goto out;
+	snprintf(l->from, sizeof(l->from), "%" PRId64, l->d->from_iter);
+	snprintf(l->to, sizeof(l->to), "%" PRId64, l->d->to_iter);
+	return 0;
+}
 
-	/* iterations */
-	res = query_slices(conn, r, iters_sql, (const char *const[]){l.job_id, arr.p, from, to}, req->max_slices, d);
-	if (!res) {
-		rc = d->too_many ? 2 : rc;
-		goto out;
+static int iter_row(struct loader *l, const PGresult *res, int i)
+{
+	struct trace_slice *s = add_slice(l->d);
+
+	if (!s)
+		return -1;
+	s->type = TRACE_SLICE_ITER;
+	s->rank = (uint32_t)num(res, i, 0);
+	s->iter = (uint32_t)num(res, i, 1);
+	s->start_us = num(res, i, 2);
+	s->dur_us = num(res, i, 3);
+	s->start_known = 1;
+	l->lo = s->start_us < l->lo ? s->start_us : l->lo;
+	l->hi = s->start_us + s->dur_us > l->hi ? s->start_us + s->dur_us : l->hi;
+	l->n_iters++;
+	return 0;
+}
+
+static int phase_row(struct loader *l, const PGresult *res, int i)
+{
+	struct trace_slice *s;
+
+	if (i == 0) {
+		l->offsets = calloc((size_t)PQntuples(res) + 1, sizeof(int64_t));
+		l->bases = calloc((size_t)PQntuples(res) + 1, sizeof(int64_t));
+		if (!l->offsets || !l->bases)
+			return -1;
 	}
-	for (int i = 0; i < PQntuples(res); i++) {
-		struct trace_slice *s = add_slice(d);
+	if (!(s = add_slice(l->d)))
+		return -1;
+	s->type = TRACE_SLICE_PHASE;
+	s->rank = (uint32_t)num(res, i, 0);
+	s->iter = (uint32_t)num(res, i, 1);
+	s->name = name_index(l, num(res, i, 2));
+	s->kind = (uint8_t)num(res, i, 3);
+	s->group = (uint8_t)num(res, i, 4);
+	l->offsets[i] = num(res, i, 5);
+	s->dur_us = num(res, i, 6);
+	l->bases[i] = num(res, i, 7);
+	return 0;
+}
 
-		if (!s) {
-			PQclear(res);
-			oom(r);
-			goto out;
+/* The phases, ordered by (rank, iter, start), each (rank, iter) group placed in time. */
+static int load_phases(struct loader *l)
+{
+	struct trace_data *d = l->d;
+	size_t group = 0;
+	int rc;
+
+	l->phase0 = d->n_slices;
+	if ((rc = read_slices(l, phases_sql, phase_row)) != 0)
+		return rc;
+	for (size_t i = l->phase0; i <= d->n_slices; i++) {
+		if (i == d->n_slices || d->slices[i].rank != d->slices[group + l->phase0].rank ||
+		    d->slices[i].iter != d->slices[group + l->phase0].iter) {
+			if (i > group + l->phase0)
+				place_phases(d, group + l->phase0, i, l->offsets + group, l->bases + group);
+			group = i - l->phase0;
 		}
-		s->type = TRACE_SLICE_ITER;
-		s->rank = (uint32_t)num(res, i, 0);
-		s->iter = (uint32_t)num(res, i, 1);
-		s->start_us = num(res, i, 2);
-		s->dur_us = num(res, i, 3);
-		s->start_known = 1;
-		lo = s->start_us < lo ? s->start_us : lo;
-		hi = s->start_us + s->dur_us > hi ? s->start_us + s->dur_us : hi;
 	}
-	PQclear(res);
-	n_iters = d->n_slices;
+	return 0;
+}
 
-	/* phases, ordered by (rank, iter, start) */
-	res = query_slices(conn, r, phases_sql, (const char *const[]){l.job_id, arr.p, from, to},
-			   req->max_slices - n_iters, d);
-	if (!res) {
-		rc = d->too_many ? 2 : rc;
-		goto out;
-	}
-	{
-		int n = PQntuples(res);
-		int64_t *offs = calloc((size_t)n + 1, sizeof(int64_t));
-		int64_t *bases = calloc((size_t)n + 1, sizeof(int64_t));
-		size_t group = 0;
+static int kernel_row(struct loader *l, const PGresult *res, int i)
+{
+	struct trace_slice *s = add_slice(l->d);
 
-		phase0 = d->n_slices;
-		if (!offs || !bases) {
-			free(offs);
-			free(bases);
-			PQclear(res);
-			oom(r);
-			goto out;
-		}
-		for (int i = 0; i < n; i++) {
-			struct trace_slice *s = add_slice(d);
+	if (!s)
+		return -1;
+	s->type = TRACE_SLICE_KERNEL;
+	s->rank = (uint32_t)num(res, i, 0);
+	s->iter = (uint32_t)num(res, i, 1);
+	s->name = name_index(l, num(res, i, 2));
+	s->kind = (uint8_t)num(res, i, 3);
+	s->start_us = num(res, i, 4);
+	s->dur_us = num(res, i, 5);
+	s->stream = (uint32_t)num(res, i, 6);
+	s->start_known = 1;
+	return 0;
+}
 
-			if (!s) {
-				free(offs);
-				free(bases);
-				PQclear(res);
-				oom(r);
-				goto out;
-			}
-			s->type = TRACE_SLICE_PHASE;
-			s->rank = (uint32_t)num(res, i, 0);
-			s->iter = (uint32_t)num(res, i, 1);
-			s->name = name_index(&l, num(res, i, 2));
-			s->kind = (uint8_t)num(res, i, 3);
-			s->group = (uint8_t)num(res, i, 4);
-			offs[i] = num(res, i, 5);
-			s->dur_us = num(res, i, 6);
-			bases[i] = num(res, i, 7);
-		}
-		/* place each (rank, iter) group */
-		for (size_t i = phase0; i <= d->n_slices; i++) {
-			if (i == d->n_slices || d->slices[i].rank != d->slices[group + phase0].rank ||
-			    d->slices[i].iter != d->slices[group + phase0].iter) {
-				if (i > group + phase0)
-					place_phases(d, group + phase0, i, offs + group, bases + group);
-				group = i - phase0;
-			}
-		}
-		free(offs);
-		free(bases);
-	}
-	PQclear(res);
+/* An incident that began in the range, at the earliest start of its first iteration. */
+static int incident_row(struct loader *l, const PGresult *res, int i)
+{
+	uint32_t first = (uint32_t)num(res, i, 3);
+	int64_t at = INT64_MAX;
 
-	/* captured raw kernels (migration 006) */
-	res = query_slices(conn, r, kernels_sql, (const char *const[]){l.job_id, arr.p, from, to},
-			   req->max_slices - d->n_slices, d);
-	if (!res) {
-		rc = d->too_many ? 2 : rc;
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(res); i++) {
-		struct trace_slice *s = add_slice(d);
+	for (size_t k = 0; k < l->n_iters; k++)
+		if (l->d->slices[k].iter == first && l->d->slices[k].start_us < at)
+			at = l->d->slices[k].start_us;
+	if (at == INT64_MAX)
+		return 0; /* none of these ranks reported that iteration */
+	return add_instant(l->d, at, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), NULL, num(res, i, 0));
+}
 
-		if (!s) {
-			PQclear(res);
-			oom(r);
-			goto out;
-		}
-		s->type = TRACE_SLICE_KERNEL;
-		s->rank = (uint32_t)num(res, i, 0);
-		s->iter = (uint32_t)num(res, i, 1);
-		s->name = name_index(&l, num(res, i, 2));
-		s->kind = (uint8_t)num(res, i, 3);
-		s->start_us = num(res, i, 4);
-		s->dur_us = num(res, i, 5);
-		s->stream = (uint32_t)num(res, i, 6);
-		s->start_known = 1;
-	}
-	PQclear(res);
+static int load_incidents(struct loader *l)
+{
+	char lim[24];
 
-	/* incidents that began in the range: at the earliest start of their first iteration */
 	snprintf(lim, sizeof(lim), "%d", MAX_INSTANTS);
-	res = storage_query_rows(conn, r, incidents_sql, 4, (const char *const[]){l.job_id, from, to, lim});
-	if (!res)
-		goto out;
-	for (int i = 0; i < PQntuples(res); i++) {
-		uint32_t first = (uint32_t)num(res, i, 3);
-		int64_t at = INT64_MAX;
+	return read_rows(l, incidents_sql, 4, (const char *const[]){l->job_id, l->from, l->to, lim}, SIZE_MAX,
+			 incident_row);
+}
 
-		for (size_t k = 0; k < n_iters; k++)
-			if (d->slices[k].iter == first && d->slices[k].start_us < at)
-				at = d->slices[k].start_us;
-		if (at == INT64_MAX)
-			continue; /* none of these ranks reported that iteration */
-		if (add_instant(d, at, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), NULL, num(res, i, 0)) < 0) {
-			PQclear(res);
-			oom(r);
-			goto out;
-		}
+static int event_row(struct loader *l, const PGresult *res, int i)
+{
+	return add_instant(l->d, num(res, i, 3), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), PQgetvalue(res, i, 4),
+			   num(res, i, 0));
+}
+
+/* The out-of-band events on the ranks' hosts during the span of their iterations. */
+static int load_events(struct loader *l)
+{
+	struct pgbuf hosts = {0};
+	char los[24], his[24], lim[24];
+	int rc;
+
+	if (l->n_iters == 0)
+		return 0;
+	pgbuf_put(&hosts, "{", 1);
+	for (size_t i = 0; i < l->d->n_ranks; i++) {
+		if (i)
+			pgbuf_put(&hosts, ",", 1);
+		pgbuf_array_str(&hosts, l->d->ranks[i].host);
 	}
-	PQclear(res);
-
-	/* out-of-band events on the ranks' hosts during the span */
-	if (n_iters > 0) {
-		struct pgbuf hosts = {0};
-		char los[24], his[24];
-
-		pgbuf_put(&hosts, "{", 1);
-		for (size_t i = 0; i < d->n_ranks; i++) {
-			if (i)
-				pgbuf_put(&hosts, ",", 1);
-			pgbuf_array_str(&hosts, d->ranks[i].host);
-		}
-		pgbuf_put(&hosts, "}", 2);
-		snprintf(los, sizeof(los), "%" PRId64, lo);
-		snprintf(his, sizeof(his), "%" PRId64, hi);
-		if (hosts.failed) {
-			pgbuf_free(&hosts);
-			oom(r);
-			goto out;
-		}
-		res = storage_query_rows(conn, r, events_sql, 5,
-					 (const char *const[]){hosts.p, los, his, lim, l.job_id});
+	pgbuf_put(&hosts, "}", 2);
+	if (hosts.failed) {
 		pgbuf_free(&hosts);
-		if (!res)
-			goto out;
-		for (int i = 0; i < PQntuples(res); i++) {
-			if (add_instant(d, num(res, i, 3), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-					PQgetvalue(res, i, 4), num(res, i, 0)) < 0) {
-				PQclear(res);
-				oom(r);
-				goto out;
-			}
-		}
-		PQclear(res);
+		oom(l->r);
+		return -1;
 	}
-	rc = 0;
-out:
+	snprintf(los, sizeof(los), "%" PRId64, l->lo);
+	snprintf(his, sizeof(his), "%" PRId64, l->hi);
+	snprintf(lim, sizeof(lim), "%d", MAX_INSTANTS);
+	rc = read_rows(l, events_sql, 5, (const char *const[]){hosts.p, los, his, lim, l->job_id}, SIZE_MAX, event_row);
+	pgbuf_free(&hosts);
+	return rc;
+}
+
+int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
+		       struct storage_query_result *r)
+{
+	struct loader l = {.c = conn, .req = req, .r = r, .d = d, .lo = INT64_MAX, .hi = INT64_MIN};
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->job, sizeof(d->job), "%s", req->job);
+	d->from_iter = req->from_iter;
+	d->to_iter = req->to_iter;
+	rc = load_job(&l);
+	if (rc == 0)
+		rc = load_ranks(&l);
+	if (rc == 0)
+		rc = load_range(&l);
+	if (rc == 0)
+		rc = load_names(&l);
+	if (rc == 0)
+		rc = read_slices(&l, iters_sql, iter_row);
+	if (rc == 0)
+		rc = load_phases(&l);
+	if (rc == 0)
+		rc = read_slices(&l, kernels_sql, kernel_row); /* captured raw kernels */
+	if (rc == 0)
+		rc = load_incidents(&l);
+	if (rc == 0)
+		rc = load_events(&l);
 	free(l.name_ids);
-	pgbuf_free(&arr);
+	free(l.offsets);
+	free(l.bases);
+	pgbuf_free(&l.ranks);
 	return rc;
 }
 

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "attrs.h"
 
 struct pg_conn;
 struct storage_query_result;
@@ -61,6 +62,8 @@ struct trace_request {
 struct trace_data {
 	char job[256];
 	uint32_t world;
+	uint32_t tp, cp, pp, dp, ep, gpus_per_node; /* the job's layout (0 when not stored) */
+	char order[32];                             /* its rank order ("" when not stored) */
 	int64_t job_start_us; /* the job's first stored iteration start: the time origin */
 	int64_t from_iter, to_iter;
 	struct trace_rank *ranks; /* as requested, in rank order */
@@ -77,7 +80,7 @@ struct trace_data {
 /* Fills d. 0 ok; 1 the job is not stored; -1 failed (r->failed, error and sqlstate set); 2
  * too many slices (d->too_many). Phases without a start offset are placed after the
  * previous phase of their iteration; slices are in no particular order. */
-int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
+MUST_CHECK int storage_trace_load(struct pg_conn *conn, const struct trace_request *req, struct trace_data *d,
 		       struct storage_query_result *r);
 void storage_trace_free(struct trace_data *d);
 

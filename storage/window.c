@@ -9,9 +9,9 @@
 
 #include "hugemem.h"
 
-static void fail(char *err, size_t size, const char *what, PGconn *conn)
+static void fail(char *err, size_t err_size, const char *what, PGconn *conn)
 {
-	snprintf(err, size, "could not read the job's %s: %s", what, PQerrorMessage(conn));
+	snprintf(err, err_size, "could not read the job's %s: %s", what, PQerrorMessage(conn));
 	err[strcspn(err, "\n")] = '\0';
 }
 

@@ -980,7 +980,8 @@ static void finish(struct storage_writer *w, struct storage_op **ops, struct op_
 				continue;
 			struct strmap_entry *e = strmap_find(&sts[i].job->progress, ops[i]->agent);
 			if (!e || e->num < (int64_t)ops[i]->seq)
-				strmap_put_num(&sts[i].job->progress, ops[i]->agent, (int64_t)ops[i]->seq);
+				/* out of memory: a resend of the batch meets the database's keys instead */
+				IGNORE_RESULT(strmap_put_num(&sts[i].job->progress, ops[i]->agent, (int64_t)ops[i]->seq));
 		}
 	}
 	size_t records = 0, written = 0;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "op.h"
+#include "attrs.h"
 
 struct storage_writer;
 
@@ -65,14 +66,14 @@ uint64_t storage_writer_stop(struct storage_writer *w, int timeout_ms); /* retur
 /* 0: queued (the writer owns op). -1: queue full (the caller keeps op; wait for wake).
  * An op larger than queue_max_records is accepted when the queue is empty. A STORAGE_OP_JOB
  * counts as one record and produces no done item; every STORAGE_OP_BATCH produces exactly one. */
-int storage_writer_submit(struct storage_writer *w, struct storage_op *op);
+MUST_CHECK int storage_writer_submit(struct storage_writer *w, struct storage_op *op);
 /* Moves up to max done items into out; returns how many. */
 size_t storage_writer_take_done(struct storage_writer *w, struct storage_done *out, size_t max);
 void storage_writer_stats(struct storage_writer *w, struct storage_writer_stats *out);
 
 /* Synchronous (use once at start-up, before the event loop runs): calls cb for every
  * (job, agent, durable_seq) stored. Returns 0, or -1 with a message in err. */
-int storage_progress_load(const char *dsn,
+MUST_CHECK int storage_progress_load(const char *dsn,
 			  void (*cb)(const char *job, const char *agent, uint64_t durable_seq, void *arg), void *arg,
 			  char *err, size_t err_size);
 

@@ -42,7 +42,10 @@ static void fill(struct heatmap_data *d, uint32_t world, uint32_t roles, uint32_
 			d->value[(size_t)r * iters + i] = (r == world * 4 / 5 ? 5 : 1) * (12800000 + jitter * 1000);
 		}
 	}
-	heatmap_add_culprit(d, world * 4 / 5);
+	if (heatmap_add_culprit(d, world * 4 / 5) < 0) {
+		fprintf(stderr, "bench_heatmap: out of memory\n");
+		exit(1);
+	}
 }
 
 static void one(uint32_t world, uint32_t roles, uint32_t iters)

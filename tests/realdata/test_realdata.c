@@ -183,12 +183,12 @@ static int on_kernel(void *ctx, const struct record_kernel *r, const char *name,
 }
 
 static struct col *collect(const char *const *paths, size_t n, enum import_format fmt, int expect_ok, char *err,
-			   size_t errlen)
+			   size_t err_size)
 {
 	struct col *c = calloc(1, sizeof(*c));
 	kernel_summary_init(&c->ks);
 	struct jsonl_handler h = {c, on_job, NULL, on_iter, on_phase, on_kernel, NULL};
-	int rc = import_read(fmt, paths, n, NULL, &h, err, errlen);
+	int rc = import_read(fmt, paths, n, NULL, &h, err, err_size);
 	flush_step(c);
 	if (expect_ok && rc)
 		fail_msg("%s", err);

@@ -9,6 +9,10 @@
   tags come from the descriptors, frame_field_tag).
 - One bounded queue (common/queue.c) and one string map (common/strmap.c): no other file
   defines a struct of either name.
+- The folders' table of docs/architecture.md ("Folders", its column "may depend on"): a
+  file includes headers of its own folder and of the folders its row names ("everything
+  above": the rows before it), and of the libraries its row names (libpq, libevent, jansson,
+  OpenSSL, zlib, ISA-L, libcurl, GSL, protobuf-c; the C library and pthreads are anyone's).
 
 Usage: test_layers.py SOURCE_DIR. Prints each breach and exits 1 when there is one."""
 import os
@@ -100,15 +104,95 @@ def rooms(root):
     return found
 
 
+# a library of the table, by the start of its name there: the headers that are its
+LIBRARIES = {
+    "libpq": ("libpq-fe.h", "libpq/"),
+    "libevent": ("event2/",),
+    "jansson": ("jansson.h",),
+    "openssl": ("openssl/",),
+    "zlib": ("zlib.h",),
+    "isa-l": ("isa-l/", "isa-l.h"),
+    "libcurl": ("curl/",),
+    "gsl": ("gsl/",),
+    "protobuf-c": ("protobuf-c/",),
+}
+# headers made by the build, and the folder they come from
+GENERATED = {"culprit.pb-c.h": "schema", "perfetto_trace.pb-c.h": "schema", "build_info.h": None}
+
+
+def folder_table(root):
+    """{folder: (folders, libraries)} from docs/architecture.md's table "Folders"."""
+    text = open(os.path.join(root, "docs", "architecture.md")).read()
+    table = text[text.index("## Folders"):]
+    deps, above = {}, []
+    for line in table.split("\n")[1:]:
+        if line.startswith("## "):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        m = re.match(r"`(\w+)/`$", cells[0]) if len(cells) == 3 else None
+        if not m:
+            continue
+        folder, may = m.group(1), cells[2]
+        folders = set(re.findall(r"\b(\w+)/", may))
+        if "everything above" in may:
+            folders |= set(above)
+        libs = set()
+        for token in re.split(r",", re.sub(r"\([^)]*\)", "", may)):
+            name = token.strip().lower()
+            for lib in LIBRARIES:
+                if name == lib or name.startswith(lib + " "):
+                    libs.add(lib)
+        deps[folder] = (folders, libs)
+        above.append(folder)
+    return deps
+
+
+def dependencies(root):
+    found = []
+    table = folder_table(root)
+    where = {}
+    for room, path in sources(root):
+        if path.endswith(".h"):
+            where.setdefault(os.path.basename(path), set()).add(room)
+    for name, room in GENERATED.items():
+        if room:
+            where.setdefault(name, set()).add(room)
+    for room, path in sources(root):
+        if room not in table:
+            found.append(f"{room}/ has no row in docs/architecture.md's table of folders")
+            continue
+        folders, libs = table[room]
+        rel = os.path.relpath(path, root)
+        for no, line in enumerate(open(path, errors="replace"), 1):
+            inc = re.match(r'\s*#\s*include\s+([<"])([^>"]+)[>"]', line)
+            if not inc:
+                continue
+            name = inc.group(2)
+            if inc.group(1) == '"':
+                homes = where.get(os.path.basename(name))
+                if not homes or room in homes:
+                    continue  # its own folder's, or the build's
+                if not homes & folders:
+                    found.append(f"{rel}:{no}: includes {name} of {'/, '.join(sorted(homes))}/, which "
+                                 f"docs/architecture.md does not let {room}/ depend on")
+                continue
+            for lib, heads in LIBRARIES.items():
+                if any(name == h or (h.endswith("/") and name.startswith(h)) for h in heads) and lib not in libs:
+                    found.append(f"{rel}:{no}: includes <{name}> of {lib}, which docs/architecture.md does "
+                                 f"not let {room}/ depend on")
+    return found
+
+
 def main():
     root = sys.argv[1]
-    found = circles(root) + rooms(root)
+    found = circles(root) + rooms(root) + dependencies(root)
     for f in found:
         print(f)
     if found:
         return 1
     print("test_layers: no include circle but the agent's, no SQL outside storage/, no hand-written "
-          "protobuf tag outside schema/, one queue and one map")
+          "protobuf tag outside schema/, one queue and one map, every folder within its row of "
+          "docs/architecture.md's table")
     return 0
 
 

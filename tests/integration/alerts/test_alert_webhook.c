@@ -50,31 +50,14 @@ static void start(const char *dir, const char *dsn, int rx_port)
 	H_CHECK(h_culpritd_start(&proc, dir, extra) == 0, &proc);
 }
 
-int main(void)
+static const char *const paths[3] = {"/hook", "/slack", "/pd"}, *const targets[3] = {"webhook", "slack", "pagerduty"};
+
+/* The fault from iteration 20 to 39: it fires, then resolves; both states queued, the
+ * firing tried at least once (the resolve waits behind it: an incident's states go out in
+ * order), nothing accepted. */
+static void fire_and_resolve(const char *dsn, const char *simlog)
 {
-	char dsn[512], dir[512], simlog[600];
-	int rx_port;
-	struct rx *rx = rx_start(&rx_port);
-	struct rx_hit *hits;
-	static const char *const paths[3] = {"/hook", "/slack", "/pd"}, *const targets[3] = {"webhook", "slack",
-											     "pagerduty"};
-	size_t n, ok[3] = {0}, failed = 0;
-	long rows, target_rows[3];
-	int resolves = 0;
-	int status;
-
-	H_CHECK(rx != NULL, NULL);
-	rx_fail(rx, -1);
-	h_db_create("alert_webhook", dsn, sizeof(dsn));
-	h_tmpdir("alert_webhook", dir, sizeof(dir));
-	snprintf(simlog, sizeof(simlog), "%s/sim.log", dir);
-	start(dir, dsn, rx_port);
-
-	/* the fault from iteration 20 to 39: fires, then resolves */
 	H_CHECK(at_sim("compute_straggler", 60, 40, proc.agent_port, simlog) == 0, &proc);
-
-	/* both states queued, the firing tried at least once (the resolve waits behind it: an
-	 * incident's states go out in order), nothing accepted */
 	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 200)) {
 		long firing = at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE target = 'webhook' AND"
 					       " dedup_key LIKE '%/firing/%' AND attempts > 0");
@@ -92,11 +75,14 @@ int main(void)
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM reports r JOIN jobs j ON j.id = r.job_id WHERE"
 				 " j.name = 'sim-compute_straggler' AND r.category = 'compute_degradation'") >= 1,
 		&proc);
+}
 
-	/* killed with the alerts pending; the receiver fails two more, then accepts */
-	h_proc_stop(&proc, SIGKILL, 5000);
-	rx_fail(rx, 2);
-	start(dir, dsn, rx_port);
+/* Once every outbox row is sent: as many rows for each target; the metrics (refreshed about
+ * once a second) say the same. The rows of a target. */
+static long all_sent(const char *dsn)
+{
+	long rows;
+
 	for (int64_t deadline = h_now_ms() + 90000;; poll(NULL, 0, 200)) {
 		if (at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE state <> 'sent'") == 0)
 			break;
@@ -108,10 +94,8 @@ int main(void)
 		char sql[256];
 
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM alert_outbox WHERE target = '%s'", targets[t]);
-		target_rows[t] = at_sql_long(dsn, sql);
-		H_CHECK(target_rows[t] == rows, &proc);
+		H_CHECK(at_sql_long(dsn, sql) == rows, &proc);
 	}
-	/* the metrics (refreshed about once a second) say the same */
 	for (int64_t deadline = h_now_ms() + 10000;; poll(NULL, 0, 200)) {
 		char *body = NULL;
 		int done;
@@ -131,12 +115,97 @@ int main(void)
 			break;
 		H_CHECK(h_now_ms() < deadline, &proc);
 	}
+	return rows;
+}
+
+/* Slack: a text naming the job; a firing one says to drain the culprit's node. */
+static void check_slack(json_t *j)
+{
+	const char *text = json_string_value(json_object_get(j, "text"));
+
+	H_CHECK(text && strstr(text, "sim-compute_straggler"), NULL);
+	H_CHECK(!strstr(text, ":rotating_light:") || strstr(text, "\naction: drain node-64 "), NULL);
+}
+
+/* PagerDuty Events v2: dedup_key is the incident key; a trigger carries the action. 1 for a resolve. */
+static int check_pagerduty(json_t *j, const struct rx_hit *hit)
+{
+	const char *action = json_string_value(json_object_get(j, "event_action"));
+	const char *key = json_string_value(json_object_get(j, "dedup_key"));
+
+	H_CHECK(strcmp(json_string_value(json_object_get(j, "routing_key")), "rk-test") == 0, NULL);
+	H_CHECK(action && (strcmp(action, "trigger") == 0 || strcmp(action, "resolve") == 0), NULL);
+	H_CHECK(key && strncmp(hit->dedup, key, strlen(key)) == 0, NULL);
+	H_CHECK(json_string_value(json_object_get(json_object_get(j, "payload"), "summary")) != NULL, NULL);
+	if (strcmp(action, "trigger") == 0) {
+		const char *act = json_string_value(
+			json_object_get(json_object_get(json_object_get(j, "payload"), "custom_details"), "action"));
+
+		H_CHECK(act && strncmp(act, "drain node-64 ", 14) == 0, NULL);
+	}
+	return strcmp(action, "resolve") == 0;
+}
+
+/* The webhook: signed, its dedup_key the header's; a firing one carries the report naming
+ * the culprit and what to do about it, in the incident and in the report's finding. */
+static void check_webhook(json_t *j, const struct rx_hit *hit)
+{
+	char sig[128];
+
+	rx_sign(SECRET, hit->body, sig, sizeof(sig));
+	if (strcmp(sig, hit->signature) != 0) {
+		fprintf(stderr, "bad signature %s, expected %s\n", hit->signature, sig);
+		H_CHECK(0, NULL);
+	}
+	H_CHECK(strcmp(json_string_value(json_object_get(j, "dedup_key")), hit->dedup) == 0, NULL);
+	H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "category")),
+		       "compute_degradation") == 0,
+		NULL);
+	if (!strstr(hit->dedup, "/firing/"))
+		return;
+	json_t *report = json_object_get(j, "report"), *incident = json_object_get(j, "incident");
+	json_t *finding = json_array_get(json_object_get(report, "findings"), 0);
+
+	H_CHECK(json_integer_value(json_object_get(json_array_get(json_object_get(report, "suspects"), 0), "rank")) ==
+			517,
+		NULL);
+	H_CHECK(strcmp(json_string_value(json_object_get(incident, "host")), "node-64") == 0, NULL);
+	H_CHECK(strncmp(json_string_value(json_object_get(incident, "action")), "drain node-64 ", 14) == 0, NULL);
+	H_CHECK(strcmp(json_string_value(
+			       json_object_get(json_array_get(json_object_get(finding, "actions"), 0), "target")),
+		       "node-64") == 0,
+		NULL);
+}
+
+int main(void)
+{
+	char dsn[512], dir[512], simlog[600];
+	int rx_port;
+	struct rx *rx = rx_start(&rx_port);
+	struct rx_hit *hits;
+	size_t n, ok[3] = {0}, failed = 0;
+	long rows;
+	int resolves = 0;
+	int status;
+
+	H_CHECK(rx != NULL, NULL);
+	rx_fail(rx, -1);
+	h_db_create("alert_webhook", dsn, sizeof(dsn));
+	h_tmpdir("alert_webhook", dir, sizeof(dir));
+	snprintf(simlog, sizeof(simlog), "%s/sim.log", dir);
+	start(dir, dsn, rx_port);
+	fire_and_resolve(dsn, simlog);
+	/* killed with the alerts pending; the receiver fails two more, then accepts */
+	h_proc_stop(&proc, SIGKILL, 5000);
+	rx_fail(rx, 2);
+	start(dir, dsn, rx_port);
+	rows = all_sent(dsn);
 	status = h_proc_stop(&proc, SIGTERM, 60000);
 	H_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, &proc);
 
 	n = rx_hits(rx, &hits);
 	for (size_t i = 0; i < n; i++) {
-		char sig[128], sql[512];
+		char sql[512];
 		json_t *j;
 		int t = -1;
 
@@ -161,68 +230,12 @@ int main(void)
 		H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
 		j = json_loads(hits[i].body, 0, NULL);
 		H_CHECK(j != NULL, NULL);
-		if (t == 1) { /* Slack: a text */
-			const char *text = json_string_value(json_object_get(j, "text"));
-
-			H_CHECK(text && strstr(text, "sim-compute_straggler"), NULL);
-			/* the action reaches on-call: drain the culprit's node */
-			H_CHECK(!strstr(text, ":rotating_light:") || strstr(text, "\naction: drain node-64 "), NULL);
-			json_decref(j);
-			continue;
-		}
-		if (t == 2) { /* PagerDuty Events v2: dedup_key is the incident key */
-			const char *action = json_string_value(json_object_get(j, "event_action"));
-			const char *key = json_string_value(json_object_get(j, "dedup_key"));
-
-			H_CHECK(strcmp(json_string_value(json_object_get(j, "routing_key")), "rk-test") == 0, NULL);
-			H_CHECK(action && (strcmp(action, "trigger") == 0 || strcmp(action, "resolve") == 0), NULL);
-			resolves += strcmp(action, "resolve") == 0;
-			H_CHECK(key && strncmp(hits[i].dedup, key, strlen(key)) == 0, NULL);
-			H_CHECK(json_string_value(json_object_get(json_object_get(j, "payload"), "summary")) != NULL,
-				NULL);
-			if (strcmp(action, "trigger") == 0) {
-				const char *act = json_string_value(json_object_get(
-					json_object_get(json_object_get(j, "payload"), "custom_details"), "action"));
-
-				H_CHECK(act && strncmp(act, "drain node-64 ", 14) == 0, NULL);
-			}
-			json_decref(j);
-			continue;
-		}
-		rx_sign(SECRET, hits[i].body, sig, sizeof(sig));
-		if (strcmp(sig, hits[i].signature) != 0) {
-			fprintf(stderr, "bad signature %s, expected %s\n", hits[i].signature, sig);
-			H_CHECK(0, NULL);
-		}
-		H_CHECK(strcmp(json_string_value(json_object_get(j, "dedup_key")), hits[i].dedup) == 0, NULL);
-		H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "category")),
-			       "compute_degradation") == 0,
-			NULL);
-		if (strstr(hits[i].dedup, "/firing/")) {
-			/* the firing alert carries the report naming the culprit */
-			json_t *sus = json_object_get(json_object_get(j, "report"), "suspects");
-
-			H_CHECK(json_integer_value(json_object_get(json_array_get(sus, 0), "rank")) == 517, NULL);
-			H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "incident"), "host")),
-				       "node-64") == 0,
-				NULL);
-			/* and what to do about it, in the incident and in the report's finding */
-			H_CHECK(strncmp(json_string_value(json_object_get(json_object_get(j, "incident"), "action")),
-					"drain node-64 ", 14) == 0,
-				NULL);
-			H_CHECK(strcmp(json_string_value(json_object_get(
-					       json_array_get(
-						       json_object_get(
-							       json_array_get(
-								       json_object_get(json_object_get(j, "report"),
-										       "findings"),
-								       0),
-							       "actions"),
-						       0),
-					       "target")),
-				       "node-64") == 0,
-				NULL);
-		}
+		if (t == 0)
+			check_webhook(j, &hits[i]);
+		else if (t == 1)
+			check_slack(j);
+		else
+			resolves += check_pagerduty(j, &hits[i]);
 		json_decref(j);
 	}
 	fprintf(stderr,
@@ -230,7 +243,7 @@ int main(void)
 		"pagerduty\n",
 		rows, failed, ok[0], ok[1], ok[2]);
 	for (int t = 0; t < 3; t++)
-		H_CHECK(ok[t] == (size_t)target_rows[t], NULL);
+		H_CHECK(ok[t] == (size_t)rows, NULL);
 	H_CHECK(resolves == 1, NULL);
 	H_CHECK(failed >= 4, NULL); /* at least one per target before the kill, two after */
 	rx_hits_free(hits, n);

@@ -288,6 +288,40 @@ static void cli(void)
 	text = decode(file);
 	H_CHECK(count(text, "type: TYPE_SLICE_BEGIN") == 2 * (1 + PHASES), &proc);
 	free(text);
+	/* the Chrome trace it writes is read back by `culprit diagnose`, which finds the straggler */
+	snprintf(file, sizeof(file), "%s/cli.json", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "%s trace --server 127.0.0.1:%d --job %s --ranks 384-639 --format chrome -o '%s' > '%s.said'",
+		 CULPRIT_BIN, proc.http_port, JOB, file, file);
+	rc = system(cmd);
+	H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, &proc);
+	{
+		char said[700];
+
+		snprintf(said, sizeof(said), "%s.said", file);
+		H_CHECK(h_count_lines(said, "wrote ") == 1 && h_count_lines(said, file) == 1 &&
+				h_count_lines(said, "Chrome JSON") == 1,
+			&proc);
+	}
+	{
+		char out[700];
+		json_t *rep;
+
+		snprintf(out, sizeof(out), "%s/cli.report.json", dir);
+		snprintf(cmd, sizeof(cmd), "%s diagnose '%s' > '%s'", CULPRIT_BIN, file, out);
+		rc = system(cmd);
+		H_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, &proc);
+		rep = json_load_file(out, 0, NULL);
+		H_CHECK(rep != NULL, &proc);
+		H_CHECK(strcmp(json_string_value(json_object_get(rep, "job")), JOB) == 0, &proc);
+		H_CHECK(strcmp(json_string_value(json_object_get(json_object_get(rep, "verdict"), "category")),
+			       "compute_degradation") == 0,
+			&proc);
+		H_CHECK(json_integer_value(json_object_get(json_array_get(json_object_get(rep, "suspects"), 0), "rank")) ==
+				517,
+			&proc);
+		json_decref(rep);
+	}
 	/* a server error: exit 1 and no file left behind */
 	snprintf(file, sizeof(file), "%s/none.json", dir);
 	snprintf(cmd, sizeof(cmd),

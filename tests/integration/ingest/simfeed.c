@@ -302,7 +302,7 @@ const char *simfeed_job(const struct simfeed *sf) { return sf->job; }
 void simfeed_free(struct simfeed *sf)
 {
 	if (sf->f)
-		fanout_close(sf->f, 0, NULL);
+		fanout_abandon(sf->f, 0);
 	free(sf->pnames);
 	free(sf->knames);
 	free(sf->lagged); /* empty once fed */

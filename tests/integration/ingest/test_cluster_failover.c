@@ -72,37 +72,11 @@ static void give(const char *dsn, const char *job, const char *owner, const stru
 	H_CHECK(at_sql_long(dsn, sql) == 1, NULL);
 }
 
-int main(void)
+/* The incident is open in PostgreSQL (B's): its key. */
+static char *incident_open(const char *dsn, struct simfeed *sf)
 {
-	char dsn[512], hook[128], sql[512], *key;
-	int rx_port;
-	uint32_t kill_iter;
-	long b_reports;
-	int64_t t_kill, took_ms, t0 = h_now_ms();
-	struct rx *rx = rx_start(&rx_port);
-	struct rx_hit *hits;
-	struct fanout_stats at_kill, st, st2;
-	struct simfeed *sf, *sf2;
-	size_t n;
-	struct rx_states rs;
+	char *key;
 
-	H_CHECK(rx != NULL, NULL);
-	snprintf(hook, sizeof(hook), "http://127.0.0.1:%d/hook", rx_port);
-	h_db_create("test_cluster_failover", dsn, sizeof(dsn));
-	start(&a, "A", dsn, hook);
-	start(&b, "B", dsn, hook);
-	start(&c, "C", dsn, hook);
-	give(dsn, JOB, "B", &b);
-	give(dsn, "sim-healthy", "C", &c);
-
-	sf = simfeed_start(&(struct simfeed_config){.scenario = "case5",
-						    .iters = ITERS,
-						    .recover_at = RECOVER_AT,
-						    .hold_at = HOLD_AT,
-						    .port = a.agent_port});
-	sf2 = simfeed_start(&(struct simfeed_config){.scenario = "healthy", .iters = ITERS, .port = a.agent_port});
-
-	/* the incident is open in PostgreSQL (B's) ... */
 	for (int64_t deadline = h_now_ms() + 240000;; poll(NULL, 0, 50)) {
 		if (at_sql_long(dsn, "SELECT count(*) FROM incidents i JOIN jobs j ON j.id = i.job_id"
 				     " WHERE j.name = '" JOB "' AND i.state = 'open'") >= 1)
@@ -114,30 +88,21 @@ int main(void)
 	H_CHECK(at_sql_long(dsn, "SELECT (owner = 'B' AND epoch = 2)::int FROM job_leases WHERE job = '" JOB "'") == 1,
 		&b);
 	H_CHECK(h_get_metric(a.http_port, "culprit_hellos_redirected_total") >= 2 * 1620, &a);
-	/* ... and batches are in flight */
-	simfeed_release(sf);
-	for (int64_t deadline = h_now_ms() + 5000;; poll(NULL, 0, 1)) {
-		simfeed_stats(sf, &at_kill);
-		if (at_kill.unacked_batches > 0 || h_now_ms() > deadline)
-			break;
-	}
-	kill_iter = simfeed_iter(sf);
-	h_proc_stop(&b, SIGKILL, 10000);
-	t_kill = h_now_ms();
-	H_CHECK(b.pid == 0, &b);
-	b_reports = at_sql_long(dsn, "SELECT coalesce(max(id), 0) FROM reports");
-	fprintf(stderr,
-		"killed B at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in flight\n",
-		kill_iter, key, (unsigned long long)at_kill.acked_batches, (unsigned long long)at_kill.sealed_batches,
-		(unsigned long long)at_kill.unacked_batches);
-	H_CHECK(at_kill.unacked_batches > 0, &a);
+	return key;
+}
 
-	/* A takes the job within 10 s */
+/* A takes the job within 10 s of the kill, continues the incident and reads the window back;
+ * the agents' unacknowledged batches are acknowledged by A. */
+static void takeover(struct simfeed *sf, const struct fanout_stats *at_kill, int64_t t_kill)
+{
+	struct fanout_stats st;
+	int64_t took_ms;
+
 	H_CHECK(h_log_wait(&a, "job \"" JOB "\": lease acquired", 1, 15000), &a);
 	took_ms = h_now_ms() - t_kill;
 	for (int64_t deadline = h_now_ms() + 30000;; poll(NULL, 0, 20)) {
 		simfeed_stats(sf, &st);
-		if (st.acked_batches > at_kill.acked_batches)
+		if (st.acked_batches > at_kill->acked_batches)
 			break;
 		H_CHECK(h_now_ms() < deadline, &a);
 	}
@@ -149,17 +114,12 @@ int main(void)
 	H_CHECK(took_ms < 10000, &a);
 	H_CHECK(h_log_wait(&a, "continues (compute_degradation", 1, 10000), &a);
 	H_CHECK(h_log_wait(&a, "job \"" JOB "\": window read back from the database", 1, 10000), &a);
+}
 
-	H_CHECK(simfeed_finish(sf, 300000, &st) == 0, &a);
-	H_CHECK(simfeed_finish(sf2, 300000, &st2) == 0, &c);
-	fprintf(stderr, "%s: %llu records, %llu batches, %llu resent, %llu connects; sim-healthy: %llu records\n", JOB,
-		(unsigned long long)st.records, (unsigned long long)st.sealed_batches,
-		(unsigned long long)st.resent_batches, (unsigned long long)st.connects,
-		(unsigned long long)st2.records);
-	H_CHECK(st.dropped_records == 0 && st.rejected_batches == 0 && st.acked_batches == st.sealed_batches, &a);
-	H_CHECK(st2.dropped_records == 0 && st2.rejected_batches == 0 && st2.acked_batches == st2.sealed_batches, &c);
-	H_CHECK(fleet_check_db(dsn, JOB, simfeed_sent(sf)) == 0, &a);
-	H_CHECK(fleet_check_db(dsn, "sim-healthy", simfeed_sent(sf2)) == 0, &c);
+/* A's reports after B's (ids past b_reports), kill_iter where B died. */
+static void check_reports(const char *dsn, long b_reports, uint32_t kill_iter)
+{
+	char sql[512];
 
 	/* A's first report already names the culprits (the 8 ranks of node-1294): its window was
 	 * read back from PostgreSQL, not only what the agents sent after the takeover */
@@ -190,11 +150,12 @@ int main(void)
 			 b_reports);
 		a_victims = at_sql_long(dsn, sql);
 		snprintf(sql, sizeof(sql),
-			 "SELECT (json->'window'->>'detected_iter')::int FROM reports WHERE id > %ld ORDER BY id LIMIT 1",
+			 "SELECT (json->'window'->>'detected_iter')::int FROM reports WHERE id > %ld ORDER BY id LIMIT "
+			 "1",
 			 b_reports);
 		a_detected = at_sql_long(dsn, sql);
-		fprintf(stderr, "B's last report: %ld victims, detected at iteration %ld; A's first: %ld, %ld\n", b_victims,
-			b_detected, a_victims, a_detected);
+		fprintf(stderr, "B's last report: %ld victims, detected at iteration %ld; A's first: %ld, %ld\n",
+			b_victims, b_detected, a_victims, a_detected);
 		H_CHECK(b_victims > 0 && a_victims >= b_victims / 2 && a_detected == b_detected && b_detected > 0, &a);
 	}
 	/* with the kernel evidence B's had: the window's kernel summaries were read back too
@@ -213,6 +174,12 @@ int main(void)
 		 " AND r.json->'suspects'->0->>'host' = 'node-1294' AND r.json->'suspects'->0->>'role' = 'culprit'",
 		 kill_iter + 2);
 	H_CHECK(at_sql_long(dsn, sql) >= 1, &a);
+}
+
+/* The same incident resolves, its resolve delivered once; none for sim-healthy. */
+static void check_resolved(const char *dsn, const char *key)
+{
+	char sql[512];
 
 	/* the same incident resolves, its resolve delivered; none for sim-healthy */
 	for (int64_t deadline = h_now_ms() + 60000;; poll(NULL, 0, 100)) {
@@ -227,6 +194,69 @@ int main(void)
 	H_CHECK(at_sql_long(dsn, "SELECT count(*) FROM alert_outbox WHERE dedup_key LIKE '%/firing/%'") == 1, &a);
 	H_CHECK(h_count_lines(a.log_path, " firing: ") == 0, &a);
 	H_CHECK(h_log_wait(&a, " resolved: job \"" JOB "\"", 1, 1000), &a);
+}
+
+int main(void)
+{
+	char dsn[512], hook[128], *key;
+	int rx_port;
+	uint32_t kill_iter;
+	long b_reports;
+	int64_t t_kill, t0 = h_now_ms();
+	struct rx *rx = rx_start(&rx_port);
+	struct rx_hit *hits;
+	struct fanout_stats at_kill, st, st2;
+	struct simfeed *sf, *sf2;
+	size_t n;
+	struct rx_states rs;
+
+	H_CHECK(rx != NULL, NULL);
+	snprintf(hook, sizeof(hook), "http://127.0.0.1:%d/hook", rx_port);
+	h_db_create("test_cluster_failover", dsn, sizeof(dsn));
+	start(&a, "A", dsn, hook);
+	start(&b, "B", dsn, hook);
+	start(&c, "C", dsn, hook);
+	give(dsn, JOB, "B", &b);
+	give(dsn, "sim-healthy", "C", &c);
+
+	sf = simfeed_start(&(struct simfeed_config){.scenario = "case5",
+						    .iters = ITERS,
+						    .recover_at = RECOVER_AT,
+						    .hold_at = HOLD_AT,
+						    .port = a.agent_port});
+	sf2 = simfeed_start(&(struct simfeed_config){.scenario = "healthy", .iters = ITERS, .port = a.agent_port});
+	key = incident_open(dsn, sf);
+	/* B is killed while batches are in flight */
+	simfeed_release(sf);
+	for (int64_t deadline = h_now_ms() + 5000;; poll(NULL, 0, 1)) {
+		simfeed_stats(sf, &at_kill);
+		if (at_kill.unacked_batches > 0 || h_now_ms() > deadline)
+			break;
+	}
+	kill_iter = simfeed_iter(sf);
+	h_proc_stop(&b, SIGKILL, 10000);
+	t_kill = h_now_ms();
+	H_CHECK(b.pid == 0, &b);
+	b_reports = at_sql_long(dsn, "SELECT coalesce(max(id), 0) FROM reports");
+	fprintf(stderr,
+		"killed B at iteration %u with incident %s open, %llu of %llu batches acknowledged, %llu in flight\n",
+		kill_iter, key, (unsigned long long)at_kill.acked_batches, (unsigned long long)at_kill.sealed_batches,
+		(unsigned long long)at_kill.unacked_batches);
+	H_CHECK(at_kill.unacked_batches > 0, &a);
+	takeover(sf, &at_kill, t_kill);
+
+	H_CHECK(simfeed_finish(sf, 300000, &st) == 0, &a);
+	H_CHECK(simfeed_finish(sf2, 300000, &st2) == 0, &c);
+	fprintf(stderr, "%s: %llu records, %llu batches, %llu resent, %llu connects; sim-healthy: %llu records\n", JOB,
+		(unsigned long long)st.records, (unsigned long long)st.sealed_batches,
+		(unsigned long long)st.resent_batches, (unsigned long long)st.connects,
+		(unsigned long long)st2.records);
+	H_CHECK(st.dropped_records == 0 && st.rejected_batches == 0 && st.acked_batches == st.sealed_batches, &a);
+	H_CHECK(st2.dropped_records == 0 && st2.rejected_batches == 0 && st2.acked_batches == st2.sealed_batches, &c);
+	H_CHECK(fleet_check_db(dsn, JOB, simfeed_sent(sf)) == 0, &a);
+	H_CHECK(fleet_check_db(dsn, "sim-healthy", simfeed_sent(sf2)) == 0, &c);
+	check_reports(dsn, b_reports, kill_iter);
+	check_resolved(dsn, key);
 
 	n = rx_hits(rx, &hits);
 	rx_states(hits, n, key, &rs);

@@ -46,20 +46,20 @@ static int processes_using(const char *dir)
 }
 
 /* The first column of sql's first row through conninfo, or NULL with why in err. */
-static char *tcp_query(const char *conninfo, const char *sql, char *err, size_t size)
+static char *tcp_query(const char *conninfo, const char *sql, char *err, size_t err_size)
 {
 	PGconn *c = PQconnectdb(conninfo);
 	char *out = NULL;
 
 	if (PQstatus(c) != CONNECTION_OK) {
-		snprintf(err, size, "%s", PQerrorMessage(c));
+		snprintf(err, err_size, "%s", PQerrorMessage(c));
 	} else {
 		PGresult *r = PQexec(c, sql);
 
 		if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 			out = strdup(PQgetvalue(r, 0, 0));
 		else
-			snprintf(err, size, "%s", PQresultErrorMessage(r));
+			snprintf(err, err_size, "%s", PQresultErrorMessage(r));
 		PQclear(r);
 	}
 	PQfinish(c);

@@ -211,15 +211,11 @@ static void progress_cb(const char *job, const char *agent, uint64_t seq, void *
 
 /* ---- tests ---- */
 
-static void test_million(const char *base)
+/* A job with its ranks and 1,000 batches (1,000,000 phases, 100,000 iterations, 100,000
+ * kernels): every record stored once, with its values and names. */
+static void million_load(const char *dsn, struct storage_writer *w, struct sink *s)
 {
-	char dsn[1024], err[512];
-	pgtest_db_create(base, "test_writer_million", dsn, sizeof dsn);
-	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
-
-	struct sink s;
-	struct storage_writer *w = start_writer(dsn, &s, 200000, 50000);
-
+	struct storage_writer_stats st;
 	/* a job with its ranks */
 	struct storage_op *job =
 		storage_op_new(STORAGE_OP_JOB, 4096 + RANKS * sizeof(struct storage_rank) + RANKS * 16);
@@ -240,17 +236,16 @@ static void test_million(const char *base)
 		snprintf(host, sizeof host, "node-\"%u\"", r / 8); /* quotes survive the array literal */
 		job->ranks[r] = (struct storage_rank){r, 0, 0, r % 10, r % 50, r / 50, storage_op_strdup(job, host)};
 	}
-	submit_wait(w, &s, job);
+	submit_wait(w, s, job);
 
 	int64_t t0 = pgtest_now_ms();
 	for (uint64_t seq = 1; seq <= 1000; seq++)
-		submit_wait(w, &s, make_batch("J", seq, 0));
-	wait_done(w, &s, 1000, 120000);
+		submit_wait(w, s, make_batch("J", seq, 0));
+	wait_done(w, s, 1000, 120000);
 	int64_t ms = pgtest_now_ms() - t0;
 	printf("test_writer: 1,000,000 phases + 100,000 iterations + 100,000 kernels in %" PRId64 " ms\n", ms);
-	CHECK(s.failed == 0);
-	CHECK(s.max_seq == 1000);
-	struct storage_writer_stats st;
+	CHECK(s->failed == 0);
+	CHECK(s->max_seq == 1000);
 	storage_writer_stats(w, &st);
 	CHECK(st.committed_records == 1200000);
 	CHECK(st.queued_records == 0 && st.queued_ops == 0);
@@ -268,11 +263,18 @@ static void test_million(const char *base)
 			    "SELECT count(*) FROM phases p JOIN names n USING (name_id) WHERE p.rank = 3 AND p.iter = 5"
 			    " AND n.name = 'ep_dispatch' AND p.start_us IS NULL AND p.dur_us = 1000 AND p.kind = 0"
 			    " AND p.ts = to_timestamp(1764633600 + 5 * 30)") == 1);
+}
 
-	/* the same batches again: skipped from the cache, no duplicate */
+/* The same batches again: skipped from the cache, no duplicate; the durable sequences read at
+ * start-up. The writer stopped. */
+static void million_again(const char *dsn, struct storage_writer *w, struct sink *s)
+{
+	struct storage_writer_stats st;
+	char err[512];
+
 	for (uint64_t seq = 1; seq <= 1000; seq++)
-		submit_wait(w, &s, make_batch("J", seq, 0));
-	wait_done(w, &s, 2000, 60000);
+		submit_wait(w, s, make_batch("J", seq, 0));
+	wait_done(w, s, 2000, 60000);
 	storage_writer_stats(w, &st);
 	CHECK(st.skipped_batches == 1000);
 	CHECK(st.committed_records == 1200000);
@@ -283,29 +285,45 @@ static void test_million(const char *base)
 	CHECK_MSG(storage_progress_load(dsn, progress_cb, &seen, err, sizeof err) == 0, "%s", err);
 	CHECK(seen.rows == 1 && seen.seq == 1000);
 	CHECK(storage_writer_stop(w, 5000) == 0);
-	free_sink(&s);
+	free_sink(s);
+}
 
-	/* a writer that does not know they are durable (progress set back): the COPY hits the
-	 * keys, the transaction is redone through staging, still no duplicate; a batch mixing old
-	 * and new rows stores exactly the new ones */
+/* A writer that does not know the batches are durable (progress set back): the COPY hits
+ * the keys, the transaction is redone through staging, still no duplicate; a batch mixing
+ * old and new rows stores exactly the new ones. */
+static struct storage_writer *million_redone(const char *dsn, struct sink *s)
+{
+	struct storage_writer_stats st;
+	struct storage_writer *w;
+
 	pgtest_scalar(dsn, "UPDATE agent_progress SET durable_seq = 500");
-	w = start_writer(dsn, &s, 200000, 50000);
+	w = start_writer(dsn, s, 200000, 50000);
 	for (uint64_t seq = 490; seq <= 520; seq++)
-		submit_wait(w, &s, make_batch("J", seq, 0));
+		submit_wait(w, s, make_batch("J", seq, 0));
 	struct storage_op *mixed = make_batch("J", 1, 0); /* the rows of batch 1 ... */
 	mixed->seq = 1001;
 	mixed->phases[0].rank = mixed->iters[0].rank = mixed->kernels[0].rank = 5000; /* ... but one new iteration */
 	for (int k = 1; k < NAMES; k++)
 		mixed->phases[k].rank = 5000;
-	submit_wait(w, &s, mixed);
-	wait_done(w, &s, 32, 60000);
+	submit_wait(w, s, mixed);
+	wait_done(w, s, 32, 60000);
 	storage_writer_stats(w, &st);
 	CHECK_MSG(st.conflicts >= 1, "conflicts %" PRIu64, st.conflicts);
 	CHECK(st.skipped_batches == 11); /* 490 .. 500 */
-	CHECK(s.failed == 0);
+	CHECK(s->failed == 0);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases") == 1000000 + NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations") == 100000 + 1);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1001);
+
+	return w;
+}
+
+/* Refused content: a bad name index (caught before the database), a name that is not UTF-8
+ * (refused by the database), a timestamp out of PostgreSQL's range; good batches in the same
+ * transaction still land. */
+static void million_refused(const char *dsn, struct storage_writer *w, struct sink *s)
+{
+	struct storage_writer_stats st;
 
 	/* refused content: a bad name index (caught before the database), a name that is not
 	 * UTF-8 (refused by the database); good batches in the same transaction still land */
@@ -320,35 +338,46 @@ static void test_million(const char *base)
 	struct storage_op *bad3 = make_batch("J", 1006, 10000);
 	bad3->iters[7].start_us = INT64_C(-300000000000000000); /* about 7500 BC: the ts of its row of steps */
 	struct storage_op *good3 = make_batch("J", 1007, 10000);
-	submit_wait(w, &s, bad1);
-	submit_wait(w, &s, good1);
-	submit_wait(w, &s, bad2);
-	submit_wait(w, &s, good2);
-	submit_wait(w, &s, bad3);
-	submit_wait(w, &s, good3);
-	wait_done(w, &s, 38, 60000);
-	CHECK_MSG(s.failed == 3, "failed %zu", s.failed);
+	submit_wait(w, s, bad1);
+	submit_wait(w, s, good1);
+	submit_wait(w, s, bad2);
+	submit_wait(w, s, good2);
+	submit_wait(w, s, bad3);
+	submit_wait(w, s, good3);
+	wait_done(w, s, 38, 60000);
+	CHECK_MSG(s->failed == 3, "failed %zu", s->failed);
 	storage_writer_stats(w, &st);
 	CHECK(st.failed_batches == 3);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 3 * ITERS_PER_BATCH * NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM iterations WHERE rank >= 10000") == 3 * ITERS_PER_BATCH);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1007);
+}
 
-	/* a missing table is the operator's to fix, not the batch's fault: retried, not dropped */
+/* A missing table is the operator's to fix, not the batch's fault: retried, not dropped. */
+static void million_missing_table(const char *dsn, struct storage_writer *w, struct sink *s)
+{
+	struct storage_writer_stats st;
+
 	pgtest_scalar(dsn, "ALTER TABLE steps RENAME TO steps_away");
-	submit_wait(w, &s, make_batch("J", 1008, 10000));
+	submit_wait(w, s, make_batch("J", 1008, 10000));
 	int64_t until = pgtest_now_ms() + 1500;
 	while (pgtest_now_ms() < until)
-		wait_wake(w, &s);
-	CHECK(s.done == 38);
+		wait_wake(w, s);
+	CHECK(s->done == 38);
 	storage_writer_stats(w, &st);
 	CHECK(st.queued_ops == 1 && st.failed_batches == 3);
 	pgtest_scalar(dsn, "ALTER TABLE steps_away RENAME TO steps");
-	wait_done(w, &s, 39, 60000);
-	CHECK(s.failed == 3);
+	wait_done(w, s, 39, 60000);
+	CHECK(s->failed == 3);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 10000") == 4 * ITERS_PER_BATCH * NAMES);
 	CHECK(pgtest_scalar(dsn, "SELECT durable_seq FROM agent_progress") == 1008);
+}
 
+/* Records name the producer's ids (sparse, in no order): each lands with its name; a
+ * record naming an id that none of its batch's names has is refused, the batch beside it
+ * lands. The writer stopped. */
+static void million_sparse_names(const char *dsn, struct storage_writer *w, struct sink *s)
+{
 	/* records name the producer's ids (sparse, in no order: 900, 800, ..., 0): each lands with
 	 * its name; a record naming an id that none of its batch's names has is refused before
 	 * the database, and the batch beside it lands */
@@ -363,10 +392,10 @@ static void test_million(const char *base)
 			(*op)->kernels[i].name = (NAMES - 1 - (*op)->kernels[i].name) * 100;
 	}
 	unnamed->phases[3].name = 150;
-	submit_wait(w, &s, unnamed);
-	submit_wait(w, &s, sparse);
-	wait_done(w, &s, 41, 60000);
-	CHECK(s.failed == 4);
+	submit_wait(w, s, unnamed);
+	submit_wait(w, s, sparse);
+	wait_done(w, s, 41, 60000);
+	CHECK(s->failed == 4);
 	/* seq 1009: rank 10008, iterations 1000..1099; phase k (dur_us 1000 + k) is phase_names[(k + 1009) % NAMES] */
 	for (int k = 0; k < NAMES; k++) {
 		char sql[400];
@@ -381,20 +410,43 @@ static void test_million(const char *base)
 				 " AND k.iter >= 1000 AND k.iter < 1100 AND n.name = 'bwd'") == ITERS_PER_BATCH);
 	CHECK(pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank = 10009") == 0);
 	CHECK(storage_writer_stop(w, 5000) == 0);
-	free_sink(&s);
+	free_sink(s);
+}
 
-	/* stop at once (timeout 0) with a full queue: whole batches are either stored or counted
-	 * as not written, nothing in between */
-	w = start_writer(dsn, &s, 200000, 50000);
+/* Stopped at once (timeout 0) with a full queue: whole batches are either stored or counted
+ * as not written, nothing in between. */
+static void million_stop_at_once(const char *dsn, struct sink *s)
+{
+	struct storage_writer *w;
+
+	w = start_writer(dsn, s, 200000, 50000);
 	for (uint64_t seq = 2001; seq <= 2100; seq++)
-		submit_wait(w, &s, make_batch("J", seq, 20000));
+		submit_wait(w, s, make_batch("J", seq, 20000));
 	uint64_t lost = storage_writer_stop(w, 0);
 	long long stored = pgtest_scalar(dsn, "SELECT count(*) FROM phases WHERE rank >= 20000");
 	CHECK(stored % (ITERS_PER_BATCH * NAMES) == 0);
 	CHECK_MSG((uint64_t)stored / (ITERS_PER_BATCH * NAMES) * 1200 + lost == 100 * 1200,
 		  "stored %lld, lost %" PRIu64, stored, lost);
 	printf("test_writer: stop at once: %lld phases stored, %" PRIu64 " records not written\n", stored, lost);
-	free_sink(&s);
+	free_sink(s);
+}
+
+static void test_million(const char *base)
+{
+	char dsn[1024], err[512];
+	struct sink s;
+	struct storage_writer *w;
+
+	pgtest_db_create(base, "test_writer_million", dsn, sizeof dsn);
+	CHECK_MSG(storage_migrate(dsn, NULL, err, sizeof err) >= 0, "%s", err);
+	w = start_writer(dsn, &s, 200000, 50000);
+	million_load(dsn, w, &s);
+	million_again(dsn, w, &s);
+	w = million_redone(dsn, &s);
+	million_refused(dsn, w, &s);
+	million_missing_table(dsn, w, &s);
+	million_sparse_names(dsn, w, &s);
+	million_stop_at_once(dsn, &s);
 }
 
 static void test_restart(void)

@@ -364,11 +364,11 @@ static void spit(const char *path, const char *b, long n)
 	fclose(f);
 }
 
-static int read_file(const char *path, struct seen *s, uint64_t *lines, char *err, size_t errlen)
+static int read_file(const char *path, struct seen *s, uint64_t *lines, char *err, size_t err_size)
 {
 	memset(s, 0, sizeof(*s));
 	struct jsonl_handler h = {s, s_job, s_host, s_iter, s_phase, s_kernel, s_event};
-	return jsonl_read(path, &h, lines, err, errlen);
+	return jsonl_read(path, &h, lines, err, err_size);
 }
 
 /* gzip as zlib's gzread took it: several members (over many blocks), bytes after the last
@@ -641,7 +641,7 @@ static int64_t draw(uint64_t *x, int64_t lo, int64_t hi)
 	}
 }
 
-/* The lines the writer writes (read by their shape, client/jsonl.c) and the same records in
+/* The lines the writer writes (read by their shape, client/jsonl_decode.c) and the same records in
  * another key order and spacing (read by the general parser) reach the handler as the same
  * calls: numbers at their limits, names many and alike (the decoders' memory of names), names
  * with escapes, every kind and group, kernels with and without durations. With pool names
@@ -829,7 +829,7 @@ static void shaped_lines_read_as_any(void **state)
 	shaped_lines_check(700, 1);
 }
 
-/* a decoder's memory of the lines' text (client/jsonl.c): few names, each mostly with one
+/* a decoder's memory of the lines' text (client/jsonl_decode.c): few names, each mostly with one
  * kind and group, three of them alike in their first 40 bytes, lines of two jobs in turn */
 static void repeating_lines_read_as_any(void **state)
 {
