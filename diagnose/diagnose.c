@@ -35,8 +35,9 @@ void diagnose_input_from_l1(struct diagnose_input *in, const struct l1 *l, int64
 	in->has_window = l->windows > 0;
 	in->first_iter = l->first_iter;
 	in->last_iter = l->last_iter;
-	in->baseline_ms = l->windows ? l->baseline_ms : l1_baseline(l);
-	if (l->open || !l->windows)
+	in->before_iter = l->windows ? l->before_iter : 0;
+	in->baseline_ms = l->windows ? l->before_ms : l1_baseline(l);
+	if (!l->windows)
 		in->baseline_ms = l1_baseline(l);
 	in->window_ms = l1_window_ms(l);
 	in->now_us = now_us;
@@ -1264,8 +1265,9 @@ static void window_bounds(struct work *w, const struct diagnose_input *in, uint3
 		first = last - w->cfg->max_window + 1;
 	*blast = 0;
 	*bfirst = 1;
-	if (in->first_iter > lo && in->first_iter > 0) {
-		*blast = in->first_iter - 1;
+	uint32_t before = in->before_iter && in->before_iter < in->first_iter ? in->before_iter : in->first_iter;
+	if (before > lo && before > 0) {
+		*blast = before - 1;
 		*bfirst = *blast + 1 >= w->cfg->max_baseline ? *blast + 1 - w->cfg->max_baseline : 0;
 		if (*bfirst < lo)
 			*bfirst = lo;

@@ -32,6 +32,9 @@ struct diagnose_config {
 struct diagnose_input {
 	int has_window;
 	uint32_t first_iter, last_iter;
+	uint32_t before_iter;          /* the baseline is the iterations before this one (a window
+					* opened on top of another: before the first of them);
+					* 0: before first_iter */
 	double baseline_ms, window_ms; /* from L1; baseline also serves the hang check */
 	int64_t now_us;                /* for the hang check; 0 skips it */
 	const char *onset;             /* "sudden", "intermittent", "gradual"; NULL: unknown */

@@ -12,6 +12,8 @@ struct engine {
 	int have_last;
 	struct report last;
 	int due_sent;
+	struct report_window *windows; /* diagnose_on_close: the windows before the last */
+	size_t nwindows;
 	uint32_t lo_iter, hi_iter; /* iterations seen, for a whole-input analysis */
 	double sum_ms;
 	uint64_t n_iter;
@@ -44,6 +46,7 @@ void engine_destroy(struct engine *e)
 		return;
 	store_destroy(e->store);
 	report_free(&e->last);
+	free(e->windows);
 	free(e);
 }
 
@@ -64,6 +67,44 @@ int engine_diagnose(struct engine *e, int64_t now_us, struct report *out)
 	struct diagnose_input in;
 	diagnose_input_from_l1(&in, &e->l1, now_us);
 	return diagnose_run(e->store, &in, &e->cfg.diag, out);
+}
+
+/* The last report's window joins the earlier ones (the latest REPORT_MAX_WINDOWS). */
+static void push_last(struct engine *e)
+{
+	if (!e->have_last)
+		return;
+	if (!e->windows)
+		e->windows = calloc(REPORT_MAX_WINDOWS, sizeof(*e->windows));
+	if (e->windows) {
+		if (e->nwindows == REPORT_MAX_WINDOWS)
+			memmove(e->windows, e->windows + 1, (REPORT_MAX_WINDOWS - 1) * sizeof(*e->windows));
+		else
+			e->nwindows++;
+		report_window_of(&e->last, &e->windows[e->nwindows - 1]);
+	}
+	report_free(&e->last);
+	e->have_last = 0;
+}
+
+/* r becomes the last report; the one before joins the earlier windows. */
+static void keep_report(struct engine *e, struct report *r)
+{
+	push_last(e);
+	e->last = *r;
+	e->have_last = 1;
+}
+
+/* Offline: the window a new one replaced on top of it (was: L1 before the update), up to
+ * the iteration before the new one's first. */
+static void diagnose_replaced(struct engine *e, const struct l1 *was)
+{
+	struct diagnose_input in;
+	struct report r;
+	diagnose_input_from_l1(&in, was, 0);
+	in.last_iter = e->l1.first_iter > was->first_iter ? e->l1.first_iter - 1 : was->first_iter;
+	if (diagnose_run(e->store, &in, &e->cfg.diag, &r) == 0)
+		keep_report(e, &r);
 }
 
 /* The step the job takes: the iteration's wall-clock span over its ranks (latest end -
@@ -87,7 +128,12 @@ int engine_poll(struct engine *e)
 	double ms;
 	while (store_next_complete(e->store, &it, &ms)) {
 		ms = step_ms(e->store, it, ms);
+		struct l1 was;
+		if (e->cfg.diagnose_on_close && e->l1.open)
+			was = e->l1;
 		enum l1_event x = l1_update(&e->l1, it, ms);
+		if (x == L1_REOPENED && e->cfg.diagnose_on_close)
+			diagnose_replaced(e, &was);
 		if (!e->n_iter || it < e->lo_iter)
 			e->lo_iter = it;
 		if (!e->n_iter || it > e->hi_iter)
@@ -108,11 +154,8 @@ int engine_poll(struct engine *e)
 			ev |= ENGINE_CLOSED | ENGINE_DUE;
 			if (e->cfg.diagnose_on_close) {
 				struct report r;
-				if (engine_diagnose(e, 0, &r) == 0) {
-					report_free(&e->last);
-					e->last = r;
-					e->have_last = 1;
-				}
+				if (engine_diagnose(e, 0, &r) == 0)
+					keep_report(e, &r);
 			}
 		}
 	}
@@ -124,10 +167,9 @@ size_t engine_hung(const struct engine *e, int64_t now_us, uint32_t *out, size_t
 	return diagnose_hung(e->store, now_us, l1_baseline(&e->l1), e->cfg.diag.hang_factor, out, cap);
 }
 
-int engine_finish(struct engine *e, struct report *out)
+/* The final report of engine_finish, before the earlier windows join it */
+static int finish_report(struct engine *e, struct report *out)
 {
-	store_flush(e->store);
-	engine_poll(e);
 	int64_t now = store_latest_us(e->store);
 	if (!e->l1.windows && e->n_iter && (e->n_iter < ENGINE_SHORT_INPUT || e->cfg.whole_input) &&
 	    !engine_hung(e, now, NULL, 0)) {
@@ -144,10 +186,25 @@ int engine_finish(struct engine *e, struct report *out)
 		in.baseline_ms = NAN;
 		return diagnose_run(e->store, &in, &e->cfg.diag, out);
 	}
-	if (engine_hung(e, now, NULL, 0) || e->l1.open || !e->have_last)
+	if (engine_hung(e, now, NULL, 0) || e->l1.open || !e->have_last) {
+		push_last(e); /* the last closed window is an earlier one now */
 		return engine_diagnose(e, now, out);
+	}
 	*out = e->last;
 	report_init(&e->last);
 	e->have_last = 0;
+	return 0;
+}
+
+int engine_finish(struct engine *e, struct report *out)
+{
+	store_flush(e->store);
+	engine_poll(e);
+	if (finish_report(e, out) < 0)
+		return -1;
+	out->windows = e->windows;
+	out->nwindows = e->nwindows;
+	e->windows = NULL;
+	e->nwindows = 0;
 	return 0;
 }

@@ -10,8 +10,9 @@
  *   engine_hung(e, now_us, ranks, cap)                   (periodic hang check)
  *
  * engine_poll never runs a diagnosis itself unless created with diagnose_on_close (the
- * offline CLI), which diagnoses every window as it closes, while the ring still holds it,
- * and keeps the report of the most recent one. */
+ * offline CLI), which diagnoses every window as it closes (or another opens on top of it),
+ * while the ring still holds it, and keeps the report of the most recent one and a summary
+ * of each before it. */
 #ifndef CULPRIT_ENGINE_H
 #define CULPRIT_ENGINE_H
 
@@ -56,7 +57,8 @@ int engine_diagnose(struct engine *e, int64_t now_us, struct report *out);
 size_t engine_hung(const struct engine *e, int64_t now_us, uint32_t *out, size_t cap);
 /* Offline end of input: flush the last iterations, and produce the final report: a hang
  * when ranks stopped reporting before the end (now = the latest end time in the data),
- * else the open window, else the most recent closed window, else category none. An input
+ * else the open window, else the most recent closed window, else category none; with
+ * diagnose_on_close, the windows before it in out->windows. An input
  * of fewer than ENGINE_SHORT_INPUT iterations without a window, or any input without a
  * window when whole_input is set, is analysed as one window without a baseline. */
 int engine_finish(struct engine *e, struct report *out);

@@ -63,14 +63,41 @@ double l1_window_ms(const struct l1 *l) { return l->window_n ? l->window_sum_ms 
 #define L1_DRIFT_CAP 0.15
 #define L1_DRIFT_SPIKE 1.5
 #define L1_DRIFT_RECENT 8
+/* a small shift: the share above the baseline, the iterations it looks at (shifted()) */
+#define L1_SHIFT_MIN 0.05
+#define L1_SHIFT_N 8
 
-static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_t iter, double baseline_ms)
+/* The last window closed shortly before first with its trailing iterations, and the normal
+ * ones since (into the history), above the level from before it by a small shift's margin:
+ * the fault it saw goes on, and a window opening now compares with that level. */
+static int still_above(const struct l1 *l, uint32_t first)
+{
+	if (!l->closed_above || first <= l->closed_iter || first - l->closed_iter > l->cfg.history)
+		return 0;
+	double since[L1_HISTORY_MAX];
+	uint32_t n = 0, want = first - l->closed_iter - 1;
+	for (uint32_t k = 0; k < want && k < l->nhist; k++)
+		since[n++] = l->hist[(l->hpos + l->cfg.history - 1 - k) % l->cfg.history];
+	return !n || stats_median_inplace(since, n) > l->closed_before_ms * (1 + L1_SHIFT_MIN);
+}
+
+/* reopened: on top of an open window, which keeps its level from before (before_iter) */
+static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_t iter, double baseline_ms,
+			int reopened)
 {
 	l->open = 1;
 	l->open_rel = l->cfg.rel_threshold;
 	l->mode = mode;
 	l->windows++;
 	l->baseline_ms = baseline_ms;
+	if (!reopened) {
+		l->before_iter = first;
+		l->before_ms = baseline_ms;
+		if (still_above(l, first)) {
+			l->before_iter = l->closed_before_iter;
+			l->before_ms = l->closed_before_ms;
+		}
+	}
 	l->first_iter = first;
 	l->last_iter = iter;
 	l->detected_iter = iter;
@@ -186,9 +213,9 @@ static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
 	int early = l->cusum >= L1_DRIFT_H && l->cusum_start + l->cfg.open_m < first;
 	if (l->ref_ms > 0 && (early || climbing(l, first, l->ref_ms))) {
 		uint32_t from = l->cusum > 0 && l->cusum_start < first ? l->cusum_start : first;
-		open_window(l, L1_GRADUAL, oldest_since(l, from), iter, l->ref_ms);
+		open_window(l, L1_GRADUAL, oldest_since(l, from), iter, l->ref_ms, 0);
 	} else {
-		open_window(l, L1_STEP, first, iter, med);
+		open_window(l, L1_STEP, first, iter, med, 0);
 	}
 }
 
@@ -197,8 +224,6 @@ static void open_step(struct l1 *l, uint32_t first, uint32_t iter, double med)
  * page but persistent, as a GPU 1.2x slower in a quarter of the step is. The window is
  * diagnosed like any other; it pages only when the diagnosis names a cause. Returns the
  * first of the high ones, or UINT32_MAX. */
-#define L1_SHIFT_MIN 0.05
-#define L1_SHIFT_N 8
 static double shift_rel(double med, double mad)
 {
 	double rel = 2 * STATS_MAD_SCALE * mad / med;
@@ -279,6 +304,26 @@ static uint32_t risen(struct l1 *l)
 		return UINT32_MAX;
 	l->rise_level = level;
 	return first;
+}
+
+/* The window's trailing normal iterations lie above its level from before by a small
+ * shift's margin. */
+static int trailing_above(const struct l1 *l)
+{
+	if (!(l->before_ms > 0) || l->normal_run > l->nall)
+		return 0;
+	double tail[L1_HISTORY_MAX];
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < l->normal_run && k < L1_HISTORY_MAX; k++)
+		tail[n++] = l->all_ms[all_at(l, k)];
+	return n && stats_median_inplace(tail, n) > l->before_ms * (1 + L1_SHIFT_MIN);
+}
+
+/* A window opened on top of another (before_ms under its baseline) whose trailing normal
+ * iterations still lie above the level before both by a small shift's margin. */
+static int back_to_below(const struct l1 *l)
+{
+	return l->before_ms < l->baseline_ms && trailing_above(l);
 }
 
 /* The first of the run of high iterations that ends now when it holds the last open_m or
@@ -399,7 +444,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		 * window opened within the run (it saw the fault first, at its 2nd slow step). */
 		uint32_t det = l->detected_iter, n = l->windows;
 		rise = step_start(l, rise);
-		open_window(l, L1_STEP, rise, iter, l->baseline_ms);
+		open_window(l, L1_STEP, rise, iter, l->baseline_ms, 1);
 		l->windows = n;
 		if (det >= rise)
 			l->detected_iter = det;
@@ -409,7 +454,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		/* a sudden rise on top of the window's own level (a fault inside a small shift
 		 * or a drift that noise or load opened): a window of its own, against that level */
 		double level = l->rise_level;
-		open_window(l, L1_STEP, rise, iter, level);
+		open_window(l, L1_STEP, rise, iter, level, 1);
 		l->open_rel = l->cfg.rel_threshold;
 		return L1_REOPENED;
 	}
@@ -443,8 +488,19 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 			l->normal_run++;
 		}
 		l->prev_high = high;
+		if (l->normal_run >= close_after && !high && back_to_below(l)) {
+			/* a window on top of another ended, the one below goes on: a window of its
+			 * own from here, against the level before both */
+			open_window(l, L1_STEP, l->last_iter + 1, iter, l->before_ms, 1);
+			l->open_rel = L1_SHIFT_MIN;
+			return L1_REOPENED;
+		}
 		if (l->normal_run >= close_after && !high) {
 			/* the trailing iterations are not part of the window */
+			l->closed_above = trailing_above(l);
+			l->closed_iter = iter;
+			l->closed_before_iter = l->before_iter;
+			l->closed_before_ms = l->before_ms;
 			l->open = 0;
 			l->pending_sum_ms = 0;
 			l->pending_n = 0;
@@ -481,7 +537,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	if (!isfinite(med))
 		return L1_NONE;
 	if ((first = intermittent(l)) != UINT32_MAX) {
-		open_window(l, L1_INTERMITTENT, first, iter, med);
+		open_window(l, L1_INTERMITTENT, first, iter, med, 0);
 		return L1_OPENED;
 	}
 	double rel;
@@ -493,7 +549,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		return L1_OPENED;
 	}
 	if (drifted(l)) {
-		open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms);
+		open_window(l, L1_GRADUAL, oldest_since(l, l->cusum_start), iter, l->ref_ms, 0);
 		return L1_OPENED;
 	}
 	return L1_NONE;
@@ -513,8 +569,8 @@ void l1_resume(struct l1 *l, uint32_t first_iter, uint32_t detected_iter, double
 	l->open_rel = c->rel_threshold;
 	l->mode = L1_STEP;
 	l->windows++;
-	l->baseline_ms = baseline_ms;
-	l->first_iter = l->last_iter = first_iter;
+	l->baseline_ms = l->before_ms = baseline_ms;
+	l->first_iter = l->last_iter = l->before_iter = first_iter;
 	l->detected_iter = detected_iter;
 	l->normal_run = 0;
 	l->prev_high = 1;

@@ -48,6 +48,15 @@ struct l1 {
 	uint32_t normal_run;            /* iterations since the window's last high one */
 	int prev_high;                  /* the previous iteration was high */
 	double baseline_ms;             /* frozen when a window opens */
+	/* A window opened on top of another (L1_REOPENED) keeps the level from before the first
+	 * of them: its iteration and baseline (the window's own when it opened from normal) */
+	uint32_t before_iter;
+	double before_ms;
+	/* the last window closed at closed_iter with its trailing iterations still above its
+	 * level from before (closed_above): a window opening soon after keeps that level */
+	uint32_t closed_iter, closed_before_iter;
+	double closed_before_ms;
+	int closed_above;
 	double window_sum_ms;           /* iterations first_iter .. last_iter */
 	uint32_t window_n;
 	double pending_sum_ms; /* normal iterations after last_iter */

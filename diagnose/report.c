@@ -25,7 +25,25 @@ void report_free(struct report *r)
 		free(r->findings[i].suspects);
 	free(r->suspects);
 	free(r->events);
+	free(r->windows);
 	report_init(r);
+}
+
+void report_window_of(const struct report *r, struct report_window *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->first_iter = r->first_iter;
+	w->last_iter = r->last_iter;
+	w->baseline_ms = r->baseline_ms;
+	w->window_ms = r->window_ms;
+	w->lost_ms = r->lost_ms;
+	w->onset = r->onset;
+	w->category = r->category;
+	snprintf(w->summary, sizeof(w->summary), "%s", r->summary);
+	for (size_t i = 0; i < r->nsuspects && w->nranks < REPORT_WINDOW_RANKS; i++)
+		if (r->suspects[i].role == REPORT_CULPRIT)
+			w->ranks[w->nranks++] = r->suspects[i].rank;
+	w->culprits_total = r->culprits_total;
 }
 
 static json_t *num(double v, double scale)
@@ -160,6 +178,21 @@ static void actions_text(struct sbuf *b, const struct report_finding *f)
 	}
 }
 
+static json_t *window_json(const struct report_window *w)
+{
+	json_t *ranks = json_array();
+	for (size_t i = 0; i < w->nranks; i++)
+		json_array_append_new(ranks, json_integer(w->ranks[i]));
+	json_t *o = json_pack("{s:i,s:i,s:o,s:o,s:s,s:s,s:o,s:i,s:o}", "first_iter", (json_int_t)w->first_iter,
+			      "last_iter", (json_int_t)w->last_iter, "baseline_iter_ms", integer_ms(w->baseline_ms),
+			      "window_iter_ms", integer_ms(w->window_ms), "category", w->category, "summary",
+			      w->summary, "culprits", ranks, "culprits_total", (json_int_t)w->culprits_total,
+			      "lost_ms_per_iter", integer_ms(isfinite(w->lost_ms) ? w->lost_ms : 0));
+	if (o && w->onset)
+		json_object_set_new(o, "onset", json_string(w->onset));
+	return o;
+}
+
 json_t *report_to_json(const struct report *r)
 {
 	json_t *o = json_object();
@@ -237,6 +270,16 @@ json_t *report_to_json(const struct report *r)
 		json_array_append_new(as, ja);
 	}
 	json_object_set_new(o, "advisories", as);
+	if (r->nwindows) {
+		/* every window of the input, the report's own last */
+		json_t *ws = json_array();
+		struct report_window own;
+		for (size_t i = 0; i < r->nwindows; i++)
+			json_array_append_new(ws, window_json(&r->windows[i]));
+		report_window_of(r, &own);
+		json_array_append_new(ws, window_json(&own));
+		json_object_set_new(o, "windows", ws);
+	}
 	return o;
 }
 

@@ -108,6 +108,19 @@ struct report_event {
 	char reason[256];
 };
 
+/* A window the same input met before the report's own (culprit diagnose of a file reports
+ * each; culpritd pages each as an incident of its own) */
+#define REPORT_WINDOW_RANKS 16
+#define REPORT_MAX_WINDOWS 32
+struct report_window {
+	uint32_t first_iter, last_iter;
+	double baseline_ms, window_ms, lost_ms;
+	const char *onset, *category; /* static strings */
+	char summary[512];
+	uint32_t ranks[REPORT_WINDOW_RANKS]; /* its first culprits */
+	size_t nranks, culprits_total;
+};
+
 struct report {
 	char job[128];
 	int has_window;
@@ -132,10 +145,15 @@ struct report {
 	size_t nfindings;
 	struct report_advisory advisories[REPORT_MAX_ADVISORIES];
 	size_t nadvisories;
+	/* the earlier windows, oldest first (at most REPORT_MAX_WINDOWS: the latest of them) */
+	struct report_window *windows;
+	size_t nwindows;
 };
 
 void report_init(struct report *r);
 void report_free(struct report *r);
+/* The window summary of r (its window, verdict, cost and first culprits). */
+void report_window_of(const struct report *r, struct report_window *w);
 /* The JSON object (a new reference), NULL when out of memory. */
 json_t *report_to_json(const struct report *r);
 /* A readable rendering (malloc'd, NUL-terminated), NULL when out of memory. */

@@ -244,7 +244,16 @@ def inject(job):
         culprits = sorted(rng.sample(range(W), k))
         f = rng.uniform(1.2, 1.32)
         for q in culprits:
-            job.comp[q] = after(f)
+            job.comp[q] = after(f, onset)
+        if rng.random() < 0.6 and onset + 30 <= n_it - 60:
+            # a later job-wide slowdown (slow storage, a noisy neighbour) on top of the
+            # shift, over before the end: the window after it still compares with the level
+            # before the shift
+            b0 = rng.randint(onset + 30, n_it - 60)
+            b1 = b0 + rng.randint(15, 35)
+            g = rng.uniform(1.3, 1.5)
+            job.iter_mult = lambda it, r: g if b0 <= it < b1 else 1.0
+            T["burst"] = [b0, b1, round(g, 3)]
         T.update(category="compute_degradation", ranks=culprits, factor=f)
         return T
     if kind == "wide_stage":

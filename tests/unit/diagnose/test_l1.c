@@ -141,6 +141,37 @@ static void rise_inside_window(void **state)
 	assert_true(fabs(l.baseline_ms - 33000) < 1000); /* the shifted level */
 }
 
+/* a sustained shift, a job-wide slowdown on top of it that ends, the shift going on: each
+ * window after the first compares with the level before the shift (its iterations and
+ * baseline), never with a level inside it */
+static void shift_outlives_rise_on_top(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t events[4], n = 0;
+	for (uint32_t i = 0; i < 260; i++) {
+		double t = i < 100 ? 30000 : i >= 150 && i < 180 ? 50000 : 38000;
+		enum l1_event x = l1_update(&l, i, t * (1 + jitter(i) / 5));
+		if (x != L1_NONE && n < 4)
+			events[n++] = (uint32_t)x;
+		if (i == 170) { /* the rise on top: a window of its own, the shift's level kept */
+			assert_true(l.first_iter >= 150 && l.first_iter <= 152);
+			assert_true(fabs(l.baseline_ms - 38000) < 1500);
+			assert_int_equal(l.before_iter, 100);
+			assert_true(fabs(l.before_ms - 30000) < 1000);
+		}
+	}
+	assert_int_equal(n, 3); /* opened at the shift, reopened by the rise, reopened at its end */
+	assert_int_equal(events[0], L1_OPENED);
+	assert_int_equal(events[1], L1_REOPENED);
+	assert_int_equal(events[2], L1_REOPENED);
+	assert_true(l.open);
+	assert_true(l.first_iter >= 180 && l.first_iter <= 186);
+	assert_int_equal(l.before_iter, 100);
+	assert_true(fabs(l.baseline_ms - 30000) < 1000);
+}
+
 /* a window resumed after a restart (first iteration and baseline of the stored report):
  * open at once, extended by slow iterations, closed by recovery, and a later one opens */
 static void resumed_window(void **state)
@@ -440,6 +471,7 @@ int main(void)
 		cmocka_unit_test(noise_opens_nothing),
 		cmocka_unit_test(resumed_window),
 		cmocka_unit_test(rise_inside_window),
+		cmocka_unit_test(shift_outlives_rise_on_top),
 		cmocka_unit_test(regression_opens_and_closes),
 		cmocka_unit_test(checkpoint_after_recovery),
 		cmocka_unit_test(small_regression_below_threshold),
