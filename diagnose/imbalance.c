@@ -235,8 +235,8 @@ int imbalance_data(struct work *w, struct faults *f)
 	struct replay_whatif wi = {.fix = {{.how = REPLAY_MEAN, .ranks = all}}, .nfix = 1}, was = wi;
 	struct replay_input in = {w->s, w->first, w->last, w->bfirst, w->blast, NULL};
 	struct replay_input before = {w->s, w->bfirst, w->blast, 1, 0, NULL};
-	double now = NAN, then = NAN;
-	int rc = replay_run(&in, &wi, 1, &now, NULL);
+	double now = NAN, then = NAN, asis[REPLAY_MAX_ITERS];
+	int rc = replay_run(&in, &wi, 1, &now, asis);
 	if (!rc)
 		rc = replay_run(&before, &was, 1, &then, NULL);
 	free(all);
@@ -244,7 +244,15 @@ int imbalance_data(struct work *w, struct faults *f)
 		return -1;
 	if (now - then < rise) /* the rise the phases show */
 		rise = now - then;
-	if (rise > 0 && wi.gain_ms - was.gain_ms >= IMBALANCE_RISE_SHARE * rise && wi.iters_gained * 2 > wi.iters &&
+	/* in most steps, not on average: pauses of a few steps on one rank or another, spread evenly,
+	 * recover as much on average as the uneven data does in every step */
+	double gains[REPLAY_MAX_ITERS];
+	uint32_t n = wi.iters < REPLAY_MAX_ITERS ? wi.iters : REPLAY_MAX_ITERS;
+	for (uint32_t i = 0; i < n; i++)
+		gains[i] = asis[i] - wi.step[i];
+	double typical = n ? stats_median_inplace(gains, n) : 0;
+	if (rise > 0 && wi.gain_ms - was.gain_ms >= IMBALANCE_RISE_SHARE * rise &&
+	    typical - was.gain_ms >= IMBALANCE_RISE_SHARE * rise && wi.iters_gained * 2 > wi.iters &&
 	    wi.gain_ms >= 2 * f->gain[FK_COMPUTE]) {
 		f->data_imbalance = 1;
 		f->gain[FK_LOAD] = wi.gain_ms;

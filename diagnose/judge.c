@@ -119,7 +119,7 @@ static int in_part(const struct work *w, const struct faults *f, const struct pa
 #define JUDGE_RANKS_SPLIT 2
 static size_t parts_of(const struct work *w, const struct faults *f, struct part *p, uint8_t *marks)
 {
-	static const enum fault_kind kinds[] = {FK_COMPUTE, FK_HOST, FK_COMM, FK_LOAD};
+	static const enum fault_kind kinds[] = {FK_COMPUTE, FK_HOST, FK_COMM, FK_LOAD, FK_LATE};
 	enum { K = sizeof(kinds) / sizeof(*kinds), M = REPLAY_MAX_FIXES };
 	uint32_t hosts[K][M + 1], count[K][M + 1];
 	size_t nh[K] = {0}, split = 0, by_host = 0;
