@@ -39,6 +39,13 @@ for t in ST:3 SE:1; do
 	jq -e --argjson s "$stage" '.verdict.category == "stage_imbalance" and .verdict.stage == $s' "$out" >/dev/null ||
 		fail "$trial: stage imbalance at $stage"
 	jq -e '[.suspects[] | select(.role == "culprit")] | length == 0' "$out" >/dev/null || fail "$trial: a culprit"
+	# the time lost within 10% of the published what-if: the step with only this stage at
+	# its recorded durations over the ideal step (blocking_decompose_by_stage), less the
+	# ideal step (step_t_noblk, seconds)
+	jq -e --argjson s "$stage" --slurpfile pub "$data/bytedance-whatif/result-$trial.json" '
+		($pub[0] | (.blocking_decompose_by_stage[$s | tostring] - 1) * ([.step_t_noblk[]][0]) * 1000) as $want |
+		(.lost_ms_per_iter - $want | fabs) <= 0.1 * $want' "$out" >/dev/null ||
+		fail "$trial: time lost $(jq .lost_ms_per_iter "$out") ms, not within 10% of the published what-if"
 done
 # the layout by flags instead of the meta file
 "$culprit" diagnose --format chrome --pp 4 --tp 1 "$data/bytedance-whatif/timeline-ST.json.gz" |
