@@ -267,7 +267,7 @@ static void level_text(struct sbuf *b, const struct report_suspect *s)
 			return;
 		}
 	}
-	sb_printf(b, "[L3: kernels compared, none slower than the peers' at the median]");
+	sb_printf(b, "[L3: kernels compared, none slower at the median]");
 }
 
 static void culprit_text(struct sbuf *b, const struct report_suspect *s)

@@ -102,7 +102,7 @@ static void level_names_its_kernel(void **state)
 		 "[L3: compute kernel sm90_gemm stalls, its slowest 14.0x the peers' p99]"},
 		{{{"nccl_all_to_all", RECORD_KIND_COMM, 1.0, 0.3, 0.7},
 		  {"sm90_gemm", RECORD_KIND_COMPUTE, 1.00, 0.33, 5.6}},
-		 "[L3: kernels compared, none slower than the peers' at the median]"},
+		 "[L3: kernels compared, none slower at the median]"},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(*cases); c++) {
 		struct report r;
