@@ -10,7 +10,7 @@ culprit_packages=(build-essential cmake pkg-config libevent-dev libpq-dev libpro
 	protobuf-c-compiler libjansson-dev libgsl-dev zlib1g-dev libisal-dev libssl-dev libcurl4-openssl-dev
 	postgresql postgresql-client)
 culprit_test_packages=(libcmocka-dev protobuf-compiler clang procps psmisc openssl curl jq python3
-	prometheus prometheus-alertmanager wrk python3-torch python3-venv slurm-wlm munge chromium)
+	prometheus prometheus-alertmanager wrk python3-torch python3-venv slurm-wlm munge chromium man-db)
 culprit_lint_packages=(clang clang-tidy cppcheck)
 
 culprit_install_deps() {

@@ -177,7 +177,7 @@ static void usage(FILE *f)
 		"                   [--per-rank] [--speed X | --step-seconds S] [--token TOKEN] [--timeout SECONDS] "
 		"[--linger SECONDS] [--quiet]\n"
 		"                   [--tls] [--ca FILE]\n"
-		"  --kernels N kernel names per rank, 3 to %d (default 3)\n"
+		"  --kernels N  kernel names per rank, 3 to %d (default 3)\n"
 		"  --job NAME  the job's name (default sim-<scenario>)\n"
 		"  --token T   the agent token sent in Hello (default: $CULPRIT_TOKEN)\n"
 		"  --tls       TLS to the server, its certificate verified against the system's CAs\n"

@@ -40,8 +40,8 @@ int l3_compare(const struct store *s, uint32_t rank, const struct sketch *pools,
 		r.ratio = pm > 0 ? sketch_quantile(&mine, 0.5) / pm : 1;
 		r.ks = sketch_ks(&mine, &pools[k]);
 		r.max_ratio = p99 > 0 ? mine.max / p99 : 1;
-		r.degraded = r.ks > 0.5 && r.ratio > 1.3;
-		r.stall = !r.degraded && r.ratio < 1.3 && r.max_ratio > 10;
+		r.degraded = l3_degraded(r.ratio, r.ks);
+		r.stall = l3_stall(r.ratio, r.ks, r.max_ratio);
 		/* insertion by score into out[0..cap) */
 		size_t pos = n < cap ? n : cap;
 		while (pos > 0 && score(&out[pos - 1]) < score(&r))

@@ -16,6 +16,18 @@
 #include "sketch.h"
 #include "store.h"
 
+/* A kernel's reading against its peers (the thresholds above) */
+#define L3_DEGRADED_KS 0.5
+#define L3_DEGRADED_RATIO 1.3
+#define L3_STALL_MAX_RATIO 10.0
+
+static inline int l3_degraded(double ratio, double ks) { return ks > L3_DEGRADED_KS && ratio > L3_DEGRADED_RATIO; }
+
+static inline int l3_stall(double ratio, double ks, double max_ratio)
+{
+	return !l3_degraded(ratio, ks) && ratio < L3_DEGRADED_RATIO && max_ratio > L3_STALL_MAX_RATIO;
+}
+
 struct l3_result {
 	uint32_t kslot;
 	double ratio, ks, max_ratio;

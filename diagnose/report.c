@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "l3.h"
 #include "record.h"
 
 void report_init(struct report *r)
@@ -283,9 +284,96 @@ json_t *report_to_json(const struct report *r)
 	return o;
 }
 
+/* What an [L3] tag stands on: the slow kernel, the stalled one, or none slower (the
+ * phase is slow, its kernels' medians are not) */
+static void level_text(struct sbuf *b, const struct report_suspect *s)
+{
+	const char *level = s->level ? s->level : "L2";
+
+	if (strcmp(level, "L3") != 0 || !s->nk) {
+		sb_printf(b, "[%s]", level);
+		return;
+	}
+	for (size_t k = 0; k < s->nk; k++) {
+		const struct report_kernel *x = &s->k[k];
+		if (l3_degraded(x->ratio, x->ks)) {
+			sb_printf(b, "[L3: %s kernel %s %.2fx the peers' median]", record_kind_name(x->kind), x->name,
+				  x->ratio);
+			return;
+		}
+	}
+	for (size_t k = 0; k < s->nk; k++) {
+		const struct report_kernel *x = &s->k[k];
+		if (l3_stall(x->ratio, x->ks, x->max_ratio)) {
+			sb_printf(b, "[L3: %s kernel %s stalls, its slowest %.1fx the peers' p99]",
+				  record_kind_name(x->kind), x->name, x->max_ratio);
+			return;
+		}
+	}
+	sb_printf(b, "[L3: kernels compared, none slower at the median]");
+}
+
+static void culprit_text(struct sbuf *b, const struct report_suspect *s)
+{
+	sb_printf(b, "  rank %u on %s (tp %u cp %u ep %u dp %u pp %u) score %.2f ", s->rank, s->host, s->coords.tp,
+		  s->coords.cp, s->coords.ep, s->coords.dp, s->coords.pp, s->score);
+	level_text(b, s);
+	sb_printf(b, "\n");
+	for (size_t e = 0; e < s->nev; e++) {
+		const struct report_evidence *x = &s->ev[e];
+		/* a group with no finite peer time (all zero, say) has no peers to quote */
+		sb_printf(b, "      phase %-20s %-7s %8.1f ms vs ", x->phase, record_kind_name(x->kind),
+			  isfinite(x->value_ms) ? x->value_ms : 0);
+		if (isfinite(x->peer_ms))
+			sb_printf(b, "%8.1f ms peers", x->peer_ms);
+		else
+			sb_printf(b, "unknown peers");
+		if (isfinite(x->ratio))
+			sb_printf(b, ", ratio %.2f", x->ratio);
+		if (isfinite(x->z))
+			sb_printf(b, ", z %.1f", x->z);
+		if (isfinite(x->group_cv)) /* none when the peers are the rank's own past */
+			sb_printf(b, ", group cv %.2f", x->group_cv);
+		sb_printf(b, "%s\n", x->fallback ? " (own history)" : "");
+	}
+	for (size_t k = 0; k < s->nk; k++) {
+		const struct report_kernel *x = &s->k[k];
+		sb_printf(b, "      kernel %-19s %-7s median ratio %.2f, ks %.2f, max/peer p99 %.1f\n", x->name,
+			  record_kind_name(x->kind), x->ratio, x->ks, x->max_ratio);
+	}
+}
+
+/* how many late arrivers the text names (the report's first, the most delayed) */
+#define TEXT_LATE_NAMED 8
+
+/* The late arrivers on one line: their count and the first few. They only wait (on the
+ * culprits, when the report says so): no score that would rank them above the culprits. */
+static void late_text(struct sbuf *b, const struct report *r)
+{
+	size_t named = 0;
+
+	if (!r->late_total)
+		return;
+	sb_printf(b, "%zu rank%s arrive%s late%s", r->late_total, r->late_total == 1 ? "" : "s",
+		  r->late_total == 1 ? "s" : "",
+		  r->late_consistent  ? " (waiting on the culprits)"
+		  : r->culprits_total ? " (not all explained by the culprits)"
+				      : "");
+	for (size_t i = 0; i < r->nsuspects && named < TEXT_LATE_NAMED; i++) {
+		const struct report_suspect *s = &r->suspects[i];
+		if (s->role != REPORT_LATE_ARRIVER)
+			continue;
+		sb_printf(b, "%s%u", named ? ", " : ": ", s->rank);
+		named++;
+	}
+	sb_printf(b, "%s\n", named < r->late_total ? ", ..." : "");
+}
+
 char *report_to_text(const struct report *r)
 {
 	struct sbuf b = {0};
+	size_t culprits = 0;
+
 	sb_printf(&b, "job %s: %s\n", r->job[0] ? r->job : "(unnamed)", r->category);
 	sb_printf(&b, "  %s\n", r->summary);
 	if (r->nfindings)
@@ -303,40 +391,17 @@ char *report_to_text(const struct report *r)
 		sb_printf(&b, "window: none (no persistent regression of the iteration time)\n");
 	if (r->stage >= 0)
 		sb_printf(&b, "stage: pp %d\n", r->stage);
-	if (r->nsuspects)
-		sb_printf(&b, "suspects (%zu culprit%s, %zu late arriver%s):\n", r->culprits_total,
-			  r->culprits_total == 1 ? "" : "s", r->late_total, r->late_total == 1 ? "" : "s");
+	if (r->culprits_total)
+		sb_printf(&b, "culprits (%zu):\n", r->culprits_total);
 	for (size_t i = 0; i < r->nsuspects; i++) {
-		const struct report_suspect *s = &r->suspects[i];
-		sb_printf(&b, "  %-12s rank %u on %s (tp %u cp %u ep %u dp %u pp %u) score %.2f [%s]%s\n",
-			  s->role == REPORT_CULPRIT ? "culprit" : "late_arriver", s->rank, s->host, s->coords.tp,
-			  s->coords.cp, s->coords.ep, s->coords.dp, s->coords.pp, s->score, s->level ? s->level : "L2",
-			  s->role == REPORT_LATE_ARRIVER && s->consistent ? " explained by the culprits" : "");
-		for (size_t e = 0; e < s->nev; e++) {
-			const struct report_evidence *x = &s->ev[e];
-			/* a group with no finite peer time (all zero, say) has no peers to quote */
-			sb_printf(&b, "      phase %-20s %-7s %8.1f ms vs ", x->phase, record_kind_name(x->kind),
-				  isfinite(x->value_ms) ? x->value_ms : 0);
-			if (isfinite(x->peer_ms))
-				sb_printf(&b, "%8.1f ms peers", x->peer_ms);
-			else
-				sb_printf(&b, "unknown peers");
-			if (isfinite(x->ratio))
-				sb_printf(&b, ", ratio %.2f", x->ratio);
-			if (isfinite(x->z))
-				sb_printf(&b, ", z %.1f", x->z);
-			if (isfinite(x->group_cv)) /* none when the peers are the rank's own past */
-				sb_printf(&b, ", group cv %.2f", x->group_cv);
-			sb_printf(&b, "%s\n", x->fallback ? " (own history)" : "");
-		}
-		for (size_t k = 0; k < s->nk; k++) {
-			const struct report_kernel *x = &s->k[k];
-			sb_printf(&b, "      kernel %-19s %-7s median ratio %.2f, ks %.2f, max/peer p99 %.1f\n",
-				  x->name, record_kind_name(x->kind), x->ratio, x->ks, x->max_ratio);
-		}
+		if (r->suspects[i].role != REPORT_CULPRIT)
+			continue;
+		culprit_text(&b, &r->suspects[i]);
+		culprits++;
 	}
-	if (r->nsuspects < r->culprits_total + r->late_total)
-		sb_printf(&b, "  (%zu more not listed)\n", r->culprits_total + r->late_total - r->nsuspects);
+	if (culprits < r->culprits_total)
+		sb_printf(&b, "  (%zu more not listed)\n", r->culprits_total - culprits);
+	late_text(&b, r);
 	sb_printf(&b, "victims: %zu ranks waiting", r->victims);
 	for (size_t i = 0; i < r->nvictim_phases; i++)
 		sb_printf(&b, "%s%s", i ? ", " : " in ", r->victim_phases[i]);
@@ -346,8 +411,8 @@ char *report_to_text(const struct report *r)
 		sb_printf(&b, "also: %s\n  %s\n", f->category, f->summary);
 		actions_text(&b, f);
 		for (size_t j = 0; j < f->nsuspects; j++)
-			sb_printf(&b, "  culprit      rank %u on %s score %.2f\n", f->suspects[j].rank,
-				  f->suspects[j].host, f->suspects[j].score);
+			sb_printf(&b, "  rank %u on %s score %.2f\n", f->suspects[j].rank, f->suspects[j].host,
+				  f->suspects[j].score);
 	}
 	for (size_t i = 0; i < r->nadvisories; i++)
 		sb_printf(&b, "advisory (%s): %s\n", r->advisories[i].kind, r->advisories[i].summary);

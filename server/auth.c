@@ -317,6 +317,11 @@ fail:
 	return NULL;
 }
 
+bool auth_open(const struct auth *a)
+{
+	return !a->agent.n && a->jobs.len == 0 && !a->n_ops && !a->read.n && !a->write.n;
+}
+
 void auth_log_summary(const struct auth *a)
 {
 	if (!a->agent.n && a->jobs.len == 0)

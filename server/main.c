@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <event2/util.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,38 @@ static int parse_args(struct server *s, int argc, char **argv, int *check_only)
 		return -1;
 	}
 	return 0;
+}
+
+/* addr ("host:port") is a loopback address, so only this machine reaches it */
+static bool loopback(const char *addr)
+{
+	struct sockaddr_storage ss;
+	int len = (int)sizeof(ss);
+
+	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	if (ss.ss_family == AF_INET)
+		return ntohl(((const struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24 == 127;
+	return ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)&ss)->sin6_addr);
+}
+
+/* What guards the listeners. Open on loopback alone (a demo on one machine) that is one
+ * line; anywhere else each open door is a warning of its own. */
+static void log_security(const struct server *s)
+{
+	if (!s->tls && auth_open(s->auth) && loopback(s->cfg.agent_listen) && loopback(s->cfg.http_listen)) {
+		log_warning("no tokens and no TLS: fine on loopback, where only this machine connects; set them "
+			    "before other hosts may (docs/operations.md, \"Security\")");
+		return;
+	}
+	auth_log_summary(s->auth);
+	if (s->tls)
+		log_info("TLS on: agents and the REST API use the certificate \"%s\"", s->cfg.tls_cert);
+	else
+		log_warning("TLS is off: records%s travel in clear text (set tls_cert and tls_key)",
+			    s->cfg.agent_token[0] || s->cfg.job_tokens_file[0] || s->cfg.http_write_token[0]
+				    ? " and tokens"
+				    : "");
 }
 
 static void raise_nofile(const struct config *cfg)
@@ -424,7 +458,7 @@ static void reload(struct server *s)
 	if (s->retention)
 		storage_retention_set_days(s->retention, (int)s->cfg.retention_days);
 	log_info("SIGHUP: configuration reloaded from \"%s\"", s->config_path);
-	auth_log_summary(s->auth);
+	log_security(s);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -557,14 +591,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level((enum log_level)log_level_parse(s.cfg.log_level));
-	auth_log_summary(s.auth);
-	if (s.tls)
-		log_info("TLS on: agents and the REST API use the certificate \"%s\"", s.cfg.tls_cert);
-	else
-		log_warning("TLS is off: records%s travel in clear text (set tls_cert and tls_key)",
-			    s.cfg.agent_token[0] || s.cfg.job_tokens_file[0] || s.cfg.http_write_token[0]
-				    ? " and tokens"
-				    : "");
+	log_security(&s);
 	raise_nofile(&s.cfg);
 	if (evthread_use_pthreads() < 0) {
 		log_error("could not enable libevent's thread support");

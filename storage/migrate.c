@@ -213,7 +213,7 @@ static int apply(PGconn *conn, const char *dir, const struct migration *m, char 
 	PQclear(r);
 	if (exec_ok(conn, "COMMIT", what, err, err_size) < 0)
 		return -1;
-	log_info("migrate: applied %s", m->name);
+	log_debug("migrate: applied %s", m->name);
 	return 0;
 }
 

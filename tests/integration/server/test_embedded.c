@@ -2,7 +2,9 @@
  * <data_dir>/pg: the first start creates the cluster, the second reuses it (same system
  * identifier, data still there), and SIGTERM leaves no postgres process behind. The first
  * start listens on no TCP port; the second, with embedded_listen, lets the login "grafana" in
- * over TCP with its password, to read the Grafana views and no table, and nobody else. */
+ * over TCP with its password, to read the Grafana views and no table, and nobody else.
+ * On loopback with no token and no TLS its start-up says so in one line, and the schema
+ * migrations are one line too (each file at debug level). */
 #include <libpq-fe.h>
 #include <dirent.h>
 #include <signal.h>
@@ -132,6 +134,12 @@ int main(void)
 		char *first = strstr(log, "initializing a new cluster");
 		H_CHECK(first != NULL, &p);
 		H_CHECK(strstr(first + 1, "initializing a new cluster") == NULL, &p);
+		/* a loopback demo's warnings: one line a start */
+		H_CHECK(h_count_lines(p.log_path, "no tokens and no TLS: fine on loopback") == 2, &p);
+		H_CHECK(h_count_lines(p.log_path, "NOT authenticated") == 0, &p);
+		H_CHECK(h_count_lines(p.log_path, "TLS is off") == 0, &p);
+		H_CHECK(h_count_lines(p.log_path, " schema migrations") == 1, &p);
+		H_CHECK(h_count_lines(p.log_path, "migrate: applied") == 0, &p);
 	}
 	H_CHECK(h_proc_stop(&p, SIGTERM, 60000) == 0, &p);
 	H_CHECK(processes_using(pgdir) == 0, &p);
