@@ -59,9 +59,10 @@ int imbalance_wide_stage(struct work *w, struct faults *f)
 	}
 	if (slow * 10 < members * 9 || !spread)
 		return 0;
-	double *in = malloc(2 * (size_t)w->W * sizeof(double)), *out = in + w->W;
+	double *in = malloc(2 * (size_t)w->W * sizeof(double));
 	if (!in)
 		return -1;
+	double *out = in + w->W;
 	size_t ni = 0, no = 0;
 	for (uint32_t r = 0; r < w->W; r++) {
 		double c = compute_of(w, r);
@@ -119,9 +120,10 @@ int imbalance_expert(struct work *w, struct faults *f)
 	}
 	if (expert < 0 || top == UINT32_MAX)
 		return 0;
-	double *x = malloc(2 * (size_t)w->W * sizeof(double)), *y = x + w->W;
+	double *x = malloc(2 * (size_t)w->W * sizeof(double));
 	if (!x)
 		return -1;
+	double *y = x + w->W;
 	/* the others of their groups: their change in that phase, and their value now */
 	size_t n = 0, m = 0;
 	for (uint32_t r = 0; r < w->W; r++) {

@@ -520,11 +520,12 @@ static int rp_open(struct rp *r, const struct replay_input *in, uint32_t *take)
 	if ((size_t)r->W * r->P > REPLAY_BIG_CELLS)
 		cap = REPLAY_BIG_ITERS;
 	*take = span < cap ? span : cap;
-	uint32_t *job = calloc(2 * (size_t)r->P, sizeof(uint32_t)), *seen = job + r->P;
+	uint32_t *job = calloc(2 * (size_t)r->P, sizeof(uint32_t));
 	if (!job) {
 		rp_free(r);
 		return -1;
 	}
+	uint32_t *seen = job + r->P;
 	/* the scope of each collective, from a few iterations (each a pass over the cells) */
 	uint32_t vote = *take < RP_VOTE_ITERS ? *take : RP_VOTE_ITERS;
 	for (uint32_t k = 0; k < vote; k++)
