@@ -19,9 +19,8 @@
 #define NO_AGENT UINT32_MAX
 
 /* The agent library, loaded by the first fanout_new (as trace_cmd.c loads libcurl): with
- * OpenSSL and protobuf-c it was 6 ms of CPU at every culprit start (`culprit --version` 9.5
- * ms, 3 without), most of which never send (`culprit diagnose` of case5 takes 0.2 s).
- * culprit is linked --as-needed without it. */
+ * OpenSSL and protobuf-c it costs about 6 ms of CPU at every culprit start, and most runs
+ * never send. culprit is linked --as-needed without it. */
 static struct {
 	struct agent_loop *(*loop_new)(void);
 	void (*loop_free)(struct agent_loop *loop);

@@ -229,7 +229,7 @@ static const char *name_intern(struct names *t, struct name **seen, const char *
 {
 	/* the decoder's memory by the length and the first and last 8 bytes (the block's
 	 * padding covers a word past a short name): no hash of the whole name for one met
-	 * before (that hash was a tenth of a decoder's time) */
+	 * before (that hash would be a tenth of a decoder's time) */
 	uint64_t a, z;
 	memcpy(&a, s, 8);
 	memcpy(&z, s + (len > 8 ? len - 8 : 0), 8);

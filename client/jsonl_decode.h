@@ -73,8 +73,8 @@ struct names {
 
 /* A block of whole lines from readahead, and what its lines decode to. The blocks' records
  * and durations start in one allocation on large pages (blocks_mem); either that outgrows its
- * part moves to an array of its own (durations of 4 KiB pages grown by realloc were 500 page
- * faults of a 260 MB file). */
+ * part moves to an array of its own (durations on 4 KiB pages grown by realloc would take
+ * hundreds of page faults). */
 struct block {
 	bool decoded;
 	uint64_t lines;   /* lines in the block */

@@ -194,7 +194,7 @@ static double mean_of(const double *x, uint32_t n)
  * skipped), or the plain median under L2_BLOCKS iterations; the mean of either with mean.
  * Up to 3 of 8 blocks may hold outliers (checkpoint stalls, eval steps) without moving it;
  * it costs O(n) + a sorting network instead of a selection per rank, phase and window (a
- * selection per rank and phase was 4x slower, docs/method.md). The usual rank, every value
+ * selection per rank and phase is about 4x slower). The usual rank, every value
  * present in blocks of equal length, takes all its phases at once: block sums, then the
  * medians of 8 (median8_rows), each over all phases; any other phase by phase. present[p]:
  * how many of the window's values of phase p are present. */
@@ -301,9 +301,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 
 /* In a one-shot store (`culprit diagnose`, whose diagnosis runs at the end while the other
  * core idles) the baseline's medians are taken on a thread of their own while the window's
- * are, from this many cells (ranks times phases) on: 12,960 ranks of 9 phases, L2 9.9 -> 8.3
- * ms. Not in culpritd, whose cores serve many jobs: the thread costs CPU (at 100,000 ranks
- * 91 -> 104 ms of CPU for 68 ms instead of 91 of wall). */
+ * are, from this many cells (ranks times phases) on. Not in culpritd, whose cores serve many
+ * jobs: the thread costs more CPU than the wall time it saves. */
 #define L2_THREAD_CELLS 16384
 
 struct medians_job {

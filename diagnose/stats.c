@@ -19,8 +19,8 @@ static void swap_d(double *a, double *b)
 
 /* Moves the elements of a[0..n) below p to the front; returns how many there are. The
  * move is arithmetic on the comparison, not a branch: compared with their own median, the
- * comparisons are coin flips a branch predictor loses half of (Wirth's partition here was
- * the largest cost of a diagnosis at 100,000 ranks). Invariant: a[0..j) < p <= a[j..i). */
+ * comparisons are coin flips a branch predictor loses half of (a branching partition is the
+ * largest cost of a diagnosis at 100,000 ranks). Invariant: a[0..j) < p <= a[j..i). */
 static size_t partition_below(double *a, size_t n, double p)
 {
 	size_t j = 0;

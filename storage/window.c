@@ -364,9 +364,8 @@ struct storage_window *storage_window_read(PGconn *conn, const char *job, uint32
 	snprintf(first, sizeof(first), "%s", PQgetvalue(st, 0, 0));
 	PQclear(st);
 	params[1] = first;
-	/* the rows of steps as stored, unpacked here: through the iterations and phases views
-	 * (an array subscript per value in SQL, a result row per phase), reading back 14
-	 * iterations of 12,960 ranks took 3.4 s, now 1.3 s with the kernels' COPY below */
+	/* the rows of steps as stored, unpacked here: the iterations and phases views take an
+	 * array subscript per value in SQL and a result row per phase, about twice as slow */
 	st = PQexecParams(conn,
 			  "SELECT (extract(epoch FROM s.ts) * 1000000)::bigint, s.rank0, s.iter, s.ranks, s.cells,"
 			  " s.wide_cells, ps.names, ps.kinds, ps.grps"

@@ -1,8 +1,8 @@
 /* test_api_many_kernels.c: culpritd diagnoses a job whose ranks report 20 kernel names
  * (`culprit sim --scenario compute_straggler --kernels 20`: 1,024 ranks, rank 517 on node-64
  * computes 3x from iteration 10). None of the culprit's top 4 kernels is a communication
- * kernel, the case that overran a stack sketch in the diagnosis and took culpritd down
- * (issue 13): culpritd stays up, its reports name rank 517 on node-64, it stops cleanly. */
+ * kernel, a case that can overrun a stack sketch in the diagnosis and take culpritd down:
+ * culpritd stays up, its reports name rank 517 on node-64, it stops cleanly. */
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>

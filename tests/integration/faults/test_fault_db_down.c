@@ -1,5 +1,5 @@
 /* test_fault_db_down: PostgreSQL (a cluster of the test's own) is stopped for DOWN seconds
- * (60, the issue's figure; CULPRIT_DB_DOWN_S overrides) while compute_straggler (1,024 ranks,
+ * (60 by default; CULPRIT_DB_DOWN_S overrides) while compute_straggler (1,024 ranks,
  * 128 node agents of the agent library in this process, one iteration every 200 ms) streams
  * into culpritd with a fault that starts just before.
  *

@@ -211,7 +211,7 @@ static void db_down_stop(int second_signal)
 		H_CHECK(h_log_wait(&proc, "second signal: exiting now", 1, 0), &proc);
 	} else {
 		/* within 30 s of the SIGTERM (3 s of them spent above), and up to 3 s for the exit
-		 * itself on a loaded machine (ASan's leak check included); it was 60 s */
+		 * itself on a loaded machine (ASan's leak check included) */
 		status = h_proc_stop(&proc, 0, 60000);
 		fprintf(stderr,
 			"SIGTERM with the database down: culpritd exited %.2f s after it with %llu batches "

@@ -54,8 +54,8 @@ void h_db_create(const char *name, char *dsn, size_t size)
 /* A free port for a test's server (or a benchmark's), picked at random below the kernel's
  * range for outgoing connections (ip_local_port_range): no connection of another test can
  * take it between this pick and the server's bind. A port handed out before in this process
- * is not handed out again: a culpritd given one port for agents and HTTP does not start (CI
- * of stop 35, when ports came from binds to port 0, which may repeat). */
+ * is not handed out again: a culpritd given one port for agents and HTTP does not start
+ * (binds to port 0 may give the same port twice). */
 int h_free_port(void)
 {
 	static int handed[256];

@@ -3,17 +3,17 @@
  * culpritd of its own without storage, whose RSS it reads from /proc/PID/status:
  *
  *   input  64 connections each send 4 MiB - 1 byte of one frame under
- *          max_input_buffer_bytes = 16 MiB: culpritd's RSS grows by less than 56 MiB (it
- *          read them all before: 256 MiB and more), the connections over their share are
+ *          max_input_buffer_bytes = 16 MiB: culpritd's RSS grows by less than 56 MiB (reading
+ *          them all would take 256 MiB and more), the connections over their share are
  *          paused and counted; an honest agent beside them has 20 batches of 200 KB (each
- *          read in many pieces) acknowledged in turn within 8 s (it was paused with them
- *          until idle_timeout_s closed them); half of them reset their connection and are
+ *          read in many pieces) acknowledged in turn within 8 s (not paused with them until
+ *          idle_timeout_s closes them); half of them reset their connection and are
  *          closed at once though not read, the others at their frame's deadline
  *          (frame_timeout_s 10); the held bytes go back to 0 and culpritd's RSS to within
- *          16 MiB of where it was (it stayed 30 MiB up; checked without a sanitizer, whose
+ *          16 MiB of where it was (checked without a sanitizer, whose
  *          allocator keeps freed memory: build/rel's test_ingest_memory input).
- *   names  200 connections each define name id 65,535: RSS grows by less than 16 MiB (it
- *          was 768 KiB of id arrays per connection, 150 MiB), and the id still works.
+ *   names  200 connections each define name id 65,535: RSS grows by less than 16 MiB (not
+ *          768 KiB of id arrays per connection, 150 MiB), and the id still works.
  *   cap    batches of 10,000 name definitions, each with new names: the one that takes the
  *          job past max_names_per_job (65,536) is refused with that reason and its connection
  *          closed, counted; a new connection using names the job has is acknowledged.

@@ -1,7 +1,7 @@
 /* test_refused.c: `culprit sim` and `culprit replay` fail fast when culpritd refuses their
  * connections. culpritd runs with max_connections_per_addr 4; the simulator's 128 node
  * agents and the replay's 8 rank agents all come from 127.0.0.1, so most are closed at
- * accept. Each command must exit non-zero within seconds (it used to reconnect forever) and
+ * accept. Each command must exit non-zero within seconds (not reconnect forever) and
  * say why: culpritd refused the connections, naming the limit. */
 #include <signal.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@ import os
 import random
 
 KINDS = [
-    # name, weight, pattern numbers from issue 14 (0 = healthy)
+    # name, weight, the fault patterns the scorer prints (0 = healthy)
     ("healthy", 9, "0"),
     ("healthy_bimodal", 4, "0,11"),
     ("compute_rank", 7, "2,3"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_drawn_two_faults.sh CULPRIT: a slow GPU on one node and a slow NIC on another are two
-# findings (docs/method.md, "communication_degradation by slow links": hints count for a
+# findings (docs/method.md, "Slow links by the collectives they take part in": hints count for a
 # node with a slow instance). The compute fault opens the window and is found; the NIC's
 # node is in one or two collectives slowed past the cut and in many only past the subtle
 # cut, which alone named nothing. Drawn two faults of seed 14 (36: 128 ranks, PP 8; 82: 32

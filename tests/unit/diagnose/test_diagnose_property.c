@@ -6,7 +6,7 @@
  * pass report_check (JSON that parses back, no NaN or inf in it). Where the fault is a
  * clear single slow rank (2x to 4x in compute, 8 ranks or more, data-parallel groups of 4
  * or more), the verdict must be
- * compute_degradation naming that rank on its host. Also the issue's example on its own: a
+ * compute_degradation naming that rank on its host. Also on its own: a
  * 64-rank data-parallel job, one slow rank, 6 compute kernel names and one NCCL kernel. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -251,7 +251,7 @@ static void random_jobs(void **state)
 	assert_int_equal(named, asserted);
 }
 
-/* issue 13's example: 64-rank data parallel, rank 17 twice as slow, 6 compute kernels */
+/* 64-rank data parallel, rank 17 twice as slow, 6 compute kernels and one NCCL kernel */
 static void dp64_one_slow_rank(void **state)
 {
 	(void)state;
