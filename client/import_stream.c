@@ -943,7 +943,7 @@ static int read_dist(struct rd *r)
 			if (k < 0)
 				return -1;
 			if ((k == K_RANK || k == K_WORLD) && is_num(c)) {
-				double v;
+				double v = 0;
 				if (num_read(r, &v) < 0)
 					return -1;
 				*(k == K_RANK ? &r->rank : &r->world) = to_i64(v);
@@ -987,7 +987,7 @@ static int read_other(struct rd *r)
 					     k == K_JOB ? sizeof(o.job) : sizeof(o.order), &len) < 0)
 					return -1;
 			} else if (k != K_OTHER && k != K_JOB && k != K_ORDER && is_num(c)) {
-				double v;
+				double v = 0;
 				if (num_read(r, &v) < 0)
 					return -1;
 				*(k == K_JOB_START ? &o.job_start_us

@@ -612,7 +612,7 @@ static void load_actions(const struct report *r, struct report_finding *f, const
 	text(a, "; expected gain about %.0f ms per iteration", a->gain_ms);
 	if (!expert)
 		return;
-	a = add(f, "avoid", nh ? h[0].where : "");
+	a = nh ? add(f, "avoid", h[0].where) : NULL;
 	if (a) {
 		set_ranks(a, h[0].ranks, h[0].n);
 		text(a,

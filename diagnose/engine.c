@@ -129,10 +129,11 @@ int engine_poll(struct engine *e)
 	while (store_next_complete(e->store, &it, &ms)) {
 		ms = step_ms(e->store, it, ms);
 		struct l1 was;
-		if (e->cfg.diagnose_on_close && e->l1.open)
+		int was_open = e->cfg.diagnose_on_close && e->l1.open;
+		if (was_open)
 			was = e->l1;
 		enum l1_event x = l1_update(&e->l1, it, ms);
-		if (x == L1_REOPENED && e->cfg.diagnose_on_close)
+		if (x == L1_REOPENED && was_open)
 			diagnose_replaced(e, &was);
 		if (!e->n_iter || it < e->lo_iter)
 			e->lo_iter = it;

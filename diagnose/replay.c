@@ -528,7 +528,7 @@ static int rp_open(struct rp *r, const struct replay_input *in, uint32_t *take)
 	uint32_t *seen = job + r->P;
 	/* the scope of each collective, from a few iterations (each a pass over the cells) */
 	uint32_t vote = *take < RP_VOTE_ITERS ? *take : RP_VOTE_ITERS;
-	for (uint32_t k = 0; k < vote; k++)
+	for (uint32_t k = 0; k < vote && r->P; k++)
 		if (rp_load(r, in->last - (uint32_t)((uint64_t)k * span / vote)))
 			rp_votes(r, job, seen);
 	for (uint32_t p = 0; p < r->P; p++)
