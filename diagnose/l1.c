@@ -118,6 +118,30 @@ static void open_window(struct l1 *l, enum l1_mode mode, uint32_t first, uint32_
 /* the k-th most recent entry of the ring of every iteration (k = 0 is the newest) */
 static uint32_t all_at(const struct l1 *l, uint32_t k) { return (l->apos + L1_HISTORY_MAX - 1 - k) % L1_HISTORY_MAX; }
 
+/* Periodic: this iteration is high, and so is every d-th one before it, L1_PERIODIC_N
+ * beats or more (L1_PERIODIC_MIN <= d <= L1_PERIODIC_MAX), after two beats held that were
+ * not: a rank slow in every 6th step only raises the mean step too little for the other
+ * rules, yet the same slow step comes back on the same beat. Other high iterations between
+ * the beats (a checkpoint) do not matter. Checkpoints and evals on a beat from the job's
+ * start have no such quiet beats before them, and open nothing. Returns the first beat, or
+ * UINT32_MAX. */
+#define L1_PERIODIC_N 4
+#define L1_PERIODIC_MIN 3
+#define L1_PERIODIC_MAX 10
+static uint32_t periodic(const struct l1 *l)
+{
+	if (!l->nall || !l->all_high[all_at(l, 0)])
+		return UINT32_MAX;
+	for (uint32_t d = L1_PERIODIC_MIN; d <= L1_PERIODIC_MAX; d++) {
+		uint32_t m = 0;
+		while (m * d < l->nall && l->all_high[all_at(l, m * d)])
+			m++;
+		if (m >= L1_PERIODIC_N && (m + 1) * d < l->nall && !l->all_high[all_at(l, (m + 1) * d)])
+			return l->all_iter[all_at(l, (m - 1) * d)];
+	}
+	return UINT32_MAX;
+}
+
 /* Intermittent: spread_k or more of the last spread_m iterations are high, their share is
  * at least three times the share before them (so a job whose eval steps are always high
  * opens nothing), and their mean is above the mean before them by rel_threshold. Returns
@@ -536,7 +560,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 	}
 	if (!isfinite(med))
 		return L1_NONE;
-	if ((first = intermittent(l)) != UINT32_MAX) {
+	if ((first = intermittent(l)) != UINT32_MAX || (first = periodic(l)) != UINT32_MAX) {
 		open_window(l, L1_INTERMITTENT, first, iter, med, 0);
 		return L1_OPENED;
 	}

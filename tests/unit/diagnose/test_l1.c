@@ -172,6 +172,35 @@ static void shift_outlives_rise_on_top(void **state)
 	assert_true(fabs(l.baseline_ms - 30000) < 1000);
 }
 
+/* a rank 2.5x slower in every 6th step from iteration 60 (the step 30% longer there): an
+ * intermittent window at the 4th slow step; the same beat from the start (an eval every 6th
+ * step) opens nothing */
+static void periodic_straggler(void **state)
+{
+	(void)state;
+	struct l1 l;
+	l1_init(&l, NULL);
+	uint32_t opened = 0;
+	for (uint32_t i = 0; i < 120 && !opened; i++) {
+		double t = 30000 * (1 + jitter(i) / 5);
+		if (i >= 60 && (i - 60) % 6 == 0)
+			t *= 1.3;
+		if (l1_update(&l, i, t) == L1_OPENED)
+			opened = i;
+	}
+	assert_int_equal(opened, 78);
+	assert_int_equal(l.first_iter, 60);
+	assert_int_equal(l.mode, L1_INTERMITTENT);
+
+	l1_init(&l, NULL);
+	for (uint32_t i = 0; i < 200; i++) {
+		double t = 30000 * (1 + jitter(i) / 5);
+		if (i % 6 == 0)
+			t *= 1.3;
+		assert_int_equal(l1_update(&l, i, t), L1_NONE);
+	}
+}
+
 /* a window resumed after a restart (first iteration and baseline of the stored report):
  * open at once, extended by slow iterations, closed by recovery, and a later one opens */
 static void resumed_window(void **state)
@@ -472,6 +501,7 @@ int main(void)
 		cmocka_unit_test(resumed_window),
 		cmocka_unit_test(rise_inside_window),
 		cmocka_unit_test(shift_outlives_rise_on_top),
+		cmocka_unit_test(periodic_straggler),
 		cmocka_unit_test(regression_opens_and_closes),
 		cmocka_unit_test(checkpoint_after_recovery),
 		cmocka_unit_test(small_regression_below_threshold),
