@@ -173,6 +173,9 @@ int imbalance_expert(struct work *w, struct faults *f)
  * of memory. */
 #define IMBALANCE_RISE_SHARE 0.25
 #define IMBALANCE_SAME_RANK 0.5
+/* a window of fewer steps is a pause, not the data's way (a stall of every rank, spread
+ * unevenly) */
+#define IMBALANCE_MIN_ITERS 8
 
 /* the share of the window's iterations in which the rank that most often has its role
  * group's most compute has it; NaN without iterations */
@@ -225,7 +228,7 @@ int imbalance_data(struct work *w, struct faults *f)
 {
 	double rise = w->rep->window_ms - w->rep->baseline_ms;
 	if (f->stage >= 0 || f->count[FK_HOST] || f->count[FK_COMM] || f->count[FK_LOAD] || !(rise > 0) ||
-	    w->t->dp < 3 || !w->l2.has_base)
+	    w->t->dp < 3 || !w->l2.has_base || w->last - w->first + 1 < IMBALANCE_MIN_ITERS)
 		return 0;
 	double same = slowest_repeats(w);
 	if (!(same < IMBALANCE_SAME_RANK))

@@ -115,9 +115,17 @@ static int in_part(const struct work *w, const struct faults *f, const struct pa
  * rank: two ranks of a host that paused once each are two pauses, not a fault), when that
  * fits; else each kind whole. A link's (communication) always by host, the NIC's: its ranks
  * share their collectives, and one of them put back while the others are changes nothing;
- * a host of three culprits or more is a node's fault, put back whole. */
+ * a host of three compute culprits or more is a node's fault, put back whole. */
 #define JUDGE_RANKS_SPLIT 2
-static size_t parts_of(const struct work *w, const struct faults *f, struct part *p, uint8_t *marks)
+/* a host delay (a loader stall, a pause) is a rank's own: each of a host's ranks is judged
+ * alone, up to a node's worth; one that paused once recovers one iteration whoever else on
+ * the host paused in another */
+#define JUDGE_HOST_SPLIT 8
+static int split_by_rank(enum fault_kind k, uint32_t n)
+{
+	return k != FK_COMM && n <= (k == FK_HOST ? JUDGE_HOST_SPLIT : JUDGE_RANKS_SPLIT);
+}
+static size_t parts_of(const struct work *w, const struct faults *f, struct part *p, uint8_t *marks, int *split_all)
 {
 	static const enum fault_kind kinds[] = {FK_COMPUTE, FK_HOST, FK_COMM, FK_LOAD, FK_LATE};
 	enum { K = sizeof(kinds) / sizeof(*kinds), M = REPLAY_MAX_FIXES };
@@ -145,10 +153,11 @@ static size_t parts_of(const struct work *w, const struct faults *f, struct part
 		}
 		by_host += nh[i];
 		for (size_t j = 0; j < nh[i]; j++)
-			split += kinds[i] != FK_COMM && count[i][j] <= JUDGE_RANKS_SPLIT ? count[i][j] : 1;
+			split += split_by_rank(kinds[i], count[i][j]) ? count[i][j] : 1;
 	}
 	size_t room = M - (f->stage >= 0), n = 0;
 	int mode = split <= room ? 2 : by_host <= room ? 1 : 0; /* 2: split, 1: by host, 0: whole */
+	*split_all = mode == 2;
 	for (size_t i = 0; i < K && n < room; i++) {
 		if (!f->count[kinds[i]])
 			continue;
@@ -157,7 +166,7 @@ static size_t parts_of(const struct work *w, const struct faults *f, struct part
 			continue;
 		}
 		for (size_t j = 0; j < nh[i] && n < room; j++) {
-			if (mode == 2 && kinds[i] != FK_COMM && count[i][j] <= JUDGE_RANKS_SPLIT) {
+			if (mode == 2 && split_by_rank(kinds[i], count[i][j])) {
 				for (uint32_t r = 0; r < w->W && n < room; r++)
 					if (f->kind[r] == kinds[i] && store_host_id(w->s, r) == hosts[i][j])
 						p[n++] = (struct part){.kind = (int)kinds[i], .rank = r, .host = UINT32_MAX};
@@ -222,7 +231,8 @@ int judge_hidden(struct work *w, uint32_t last)
 	return 0;
 }
 
-int judge_faults(struct work *w, struct faults *f)
+/* One round of judge_faults; *split_all: its parts were as fine as parts_of makes them. */
+static int judge_round(struct work *w, struct faults *f, int *split_all)
 {
 	struct part p[REPLAY_MAX_FIXES];
 	uint8_t *marks = calloc((size_t)w->W * REPLAY_MAX_FIXES, 1);
@@ -230,7 +240,8 @@ int judge_faults(struct work *w, struct faults *f)
 	int rc = -1;
 	if (!marks || !wi)
 		goto out;
-	size_t n = parts_of(w, f, p, marks);
+	*split_all = 1;
+	size_t n = parts_of(w, f, p, marks, split_all);
 	rc = 0;
 	if (!n)
 		goto out;
@@ -290,4 +301,23 @@ out:
 	free(marks);
 	free(wi);
 	return rc;
+}
+
+/* Rounds until the parts are split as finely as they go: a round that judged by host (too
+ * many parts) drops what recovers nothing, and the next judges the rest more finely (a host
+ * of two ranks that each paused once stands as a host, falls as two ranks). */
+#define JUDGE_ROUNDS 3
+int judge_faults(struct work *w, struct faults *f)
+{
+	for (int round = 0; round < JUDGE_ROUNDS; round++) {
+		size_t before = f->count[FK_NONE];
+		int split_all = 1;
+		memset(f->gain, 0, sizeof(f->gain));
+		f->stage_gain = 0;
+		if (judge_round(w, f, &split_all) < 0)
+			return -1;
+		if (split_all || f->count[FK_NONE] == before)
+			break;
+	}
+	return 0;
 }
