@@ -26,8 +26,9 @@
 #include "simfeed.h"
 
 #define JOB "sim-case5"
-#define ITERS 15      /* the fault starts at ITERS / 3 = 5 */
-#define RECOVER_AT 10 /* and ends here: the window closes 5 iterations later */
+#define ITERS 21      /* the fault starts at ITERS / 3 = 7 */
+#define RECOVER_AT 15 /* and ends here (8 slow iterations: the incident opens well before the feed holds
+		       * there, with batches still in flight); the window closes 5 iterations later */
 
 static struct h_proc proc;
 
