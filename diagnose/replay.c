@@ -517,8 +517,10 @@ static int rp_open(struct rp *r, const struct replay_input *in, uint32_t *take)
 	}
 	r->base = in->base;
 	uint32_t span = in->last - in->first + 1, cap = REPLAY_MAX_ITERS;
-	if ((size_t)r->W * r->P > REPLAY_BIG_CELLS)
-		cap = REPLAY_BIG_ITERS;
+	size_t cells = (size_t)r->W * r->P;
+	if (cells * REPLAY_MAX_ITERS > REPLAY_CELL_ITERS)
+		cap = cells * REPLAY_MIN_ITERS > REPLAY_CELL_ITERS ? REPLAY_MIN_ITERS
+								    : (uint32_t)(REPLAY_CELL_ITERS / cells);
 	*take = span < cap ? span : cap;
 	uint32_t *job = calloc(2 * (size_t)r->P, sizeof(uint32_t));
 	if (!job) {

@@ -21,12 +21,13 @@
 
 #include "store.h"
 
-/* iterations replayed at most (evenly spaced over the range), and fewer when a job's
- * ranks times phases pass REPLAY_BIG_CELLS: the cost is ranks x phases x iterations a
- * what-if */
+/* iterations replayed at most (evenly spaced over the range): REPLAY_MAX_ITERS, fewer as a
+ * job's ranks times phases grow, REPLAY_CELL_ITERS cells over all of them, REPLAY_MIN_ITERS
+ * at least: the cost is ranks x phases x iterations a what-if (up to 2,048 ranks of 16
+ * phases get 32, case5's 12,960 ranks 5) */
 #define REPLAY_MAX_ITERS 32
-#define REPLAY_BIG_CELLS (1u << 20)
-#define REPLAY_BIG_ITERS 8
+#define REPLAY_MIN_ITERS 4
+#define REPLAY_CELL_ITERS (1u << 20)
 
 enum replay_how {
 	REPLAY_PEERS,    /* the marked ranks' compute and host phases at the median of the
