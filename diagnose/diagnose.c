@@ -669,36 +669,6 @@ static int report_hang(struct work *w, const struct diagnose_input *in, uint32_t
 
 /* --- findings --- */
 
-/* A rank's own fault. Compute or host: a phase high against its peers (L2_HIGH), or a hint
- * of it (one comparison past the subtle thresholds) on a rank that also arrives last at a
- * collective, which is what a slower rank does. Communication: a collective it takes
- * longer in than the collective's other members, with its own work normal. */
-/* Whether rank r's long collectives are only the wait of a rank that arrives early: its
- * own work is shorter than its peers' by as much as its collectives are longer (the fast
- * half of a bimodal fleet waits longest), within COMM_WAIT_SLACK. Both sides are per iteration: each phase's
- * difference to its reference (value / ratio) weighted by the phase's presence. (A
- * collective's own difference says nothing of arriving early: its members leave it
- * together, and a short one means arriving last.) */
-#define COMM_WAIT_SLACK 1.25 /* the two sides are medians of noisy steps: 26.0 ms against 25.7 */
-int comm_is_wait(const struct work *w, uint32_t r)
-{
-	double ahead = 0, extra = 0;
-	for (uint32_t p = 0; p < w->P; p++) {
-		size_t i = (size_t)r * w->P + p;
-		double v = w->l2.val[i], q = w->l2.ratio[i], pr = w->l2.presence[p];
-		if (!isfinite(v) || !(q > 0) || !isfinite(q) || !(pr > 0))
-			continue;
-		double d = (v - v / q) * pr;
-		if (w->kind[p] == RECORD_KIND_COMM) {
-			if (w->l2.flag[i] & L2_HIGH)
-				extra += d;
-		} else if (d < 0) {
-			ahead -= d;
-		}
-	}
-	return extra > 0 && extra <= COMM_WAIT_SLACK * ahead;
-}
-
 /* A rank-phase of a collective (its group's number g) with the values now and before */
 struct member {
 	uint32_t g, r;
@@ -780,6 +750,10 @@ static int clear_standing_comm(struct work *w)
 	return 0;
 }
 
+/* A rank's own fault. Compute or host: a phase high against its peers (L2_HIGH), or a hint
+ * of it (one comparison past the subtle thresholds) on a rank that also arrives last at a
+ * collective, which is what a slower rank does. Communication: a collective it takes
+ * longer in than the collective's other members, with its own work normal. */
 static enum fault_kind rank_fault(const struct work *w, uint32_t r, int *weak)
 {
 	int late = phase_flag_any(w, r, KM_COMM, L2_LOW);

@@ -11,6 +11,32 @@
 #include "stats.h"
 #include "work.h"
 
+/* Whether rank r's long collectives are only the wait of a rank that arrives early: its
+ * own work is shorter than its peers' by as much as its collectives are longer (the fast
+ * half of a bimodal fleet waits longest), within COMM_WAIT_SLACK. Both sides are per iteration: each phase's
+ * difference to its reference (value / ratio) weighted by the phase's presence. (A
+ * collective's own difference says nothing of arriving early: its members leave it
+ * together, and a short one means arriving last.) */
+#define COMM_WAIT_SLACK 1.25 /* the two sides are medians of noisy steps: 26.0 ms against 25.7 */
+int comm_is_wait(const struct work *w, uint32_t r)
+{
+	double ahead = 0, extra = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		double v = w->l2.val[i], q = w->l2.ratio[i], pr = w->l2.presence[p];
+		if (!isfinite(v) || !(q > 0) || !isfinite(q) || !(pr > 0))
+			continue;
+		double d = (v - v / q) * pr;
+		if (w->kind[p] == RECORD_KIND_COMM) {
+			if (w->l2.flag[i] & L2_HIGH)
+				extra += d;
+		} else if (d < 0) {
+			ahead -= d;
+		}
+	}
+	return extra > 0 && extra <= COMM_WAIT_SLACK * ahead;
+}
+
 /* distinct hosts of the ranks of kind k (counted up to 65: more is "many") */
 static size_t nodes_of(const struct work *w, const uint8_t *kind, int k)
 {

@@ -59,9 +59,6 @@ struct faults {
 	double gain[FK_COUNT], stage_gain; /* what each kind of fault costs a step (judge.c) */
 };
 
-/* diagnose.c */
-int comm_is_wait(const struct work *w, uint32_t r);
-
 /* judge.c: the replay judges the faults: sets gain[] and stage_gain, drops the faults that
  * recover no step in enough iterations (a hidden straggler becomes an advisory) */
 int judge_faults(struct work *w, struct faults *f);
@@ -78,6 +75,8 @@ int links_locate(struct work *w, struct faults *f, size_t few_nodes);
 
 /* nodes.c: the rules that judge nodes and links (docs/method.md, "Attribution") */
 int on_few_nodes(const struct work *w, const uint8_t *kind, int k, size_t n, uint32_t nodes, size_t few_nodes);
+/* whether rank r's long collectives are only the wait of a rank that arrives early */
+int comm_is_wait(const struct work *w, uint32_t r);
 size_t node_shift(const struct work *w, uint8_t *kind, uint32_t nodes, size_t few_nodes);
 void node_comm(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes);
 int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes);
