@@ -31,7 +31,7 @@
 #define JOB "sim-compute_straggler"
 
 static char dir[600], conf[700];
-static pid_t munged, slurmctld, slurmd;
+static pid_t munged, slurmctld, slurmd, simpid;
 static struct h_proc proc;
 
 /* Starts argv (NULL-terminated) with its output in dir/name.log. */
@@ -82,6 +82,7 @@ static void stop_all(void)
 		tail_log("slurmd");
 		tail_log("sim");
 	}
+	stop(simpid);
 	if (proc.pid > 0)
 		h_proc_stop(&proc, SIGTERM, 30000);
 	stop(slurmd);
@@ -294,7 +295,12 @@ static void approved(void)
 	char st[512], *key, *who;
 
 	start_culpritd("test_action_slurm_approve", (const char *[]){"--action-modes", "drain_node=approve", NULL});
-	sim(0);
+	/* the job streams on while the approval comes: a job whose agents left ends, and its
+	 * incident's actions with it */
+	char log[800];
+	snprintf(log, sizeof(log), "%s/sim.log", dir);
+	simpid = at_sim_start("compute_straggler", 300, 0, proc.agent_port, log); /* slow from 100 */
+	H_CHECK(simpid > 0, &proc);
 	H_CHECK(wait_rows(dsn, "SELECT count(*) FROM action_attempts WHERE result = 'awaiting_approval'", 1, 90000),
 		&proc);
 	key = at_sql(dsn, "SELECT incident_key FROM action_attempts WHERE result = 'awaiting_approval'");
@@ -318,6 +324,8 @@ static void approved(void)
 	H_CHECK(who && strcmp(who, "alice") == 0, &proc);
 	free(who);
 	free(key);
+	stop(simpid);
+	simpid = 0;
 	H_CHECK(h_proc_stop(&proc, SIGTERM, 30000) == 0, &proc);
 	proc.pid = 0;
 	char cmd[900];

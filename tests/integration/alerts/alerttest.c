@@ -12,12 +12,11 @@
 
 #include "harness.h"
 
-int at_sim(const char *scenario, int iters, int recover_at, int port, const char *log)
+pid_t at_sim_start(const char *scenario, int iters, int recover_at, int port, const char *log)
 {
 	char it[16], rec[16], server[64];
 	const char *argv[] = {CULPRIT_BIN, "sim",      "--scenario", scenario,  "--iters",   it,    "--recover-at",
 			      rec,         "--server", server,       "--quiet", "--timeout", "300", NULL};
-	int status;
 	pid_t pid;
 
 	snprintf(it, sizeof(it), "%d", iters);
@@ -26,8 +25,6 @@ int at_sim(const char *scenario, int iters, int recover_at, int port, const char
 		argv[6] = argv[7] = "--quiet";
 	snprintf(server, sizeof(server), "127.0.0.1:%d", port);
 	pid = fork();
-	if (pid < 0)
-		return -1;
 	if (pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
@@ -39,7 +36,15 @@ int at_sim(const char *scenario, int iters, int recover_at, int port, const char
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	if (waitpid(pid, &status, 0) != pid)
+	return pid;
+}
+
+int at_sim(const char *scenario, int iters, int recover_at, int port, const char *log)
+{
+	int status;
+	pid_t pid = at_sim_start(scenario, iters, recover_at, port, log);
+
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
