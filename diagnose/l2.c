@@ -546,6 +546,287 @@ static void carve(void *p, char *base, size_t *off, size_t n)
 	*off += (n + 63) & ~(size_t)63;
 }
 
+/* One run's scratch arrays, carved from the arena with l2's own (layout), and the sizes
+ * that fix their layout: the steps of l2_run share them through this. */
+struct pass {
+	uint32_t W, P, G, S;
+	uint32_t dims;             /* the collective dimensions needed, as bits (comm_dims) */
+	uint32_t *order, *gstart;  /* ranks by role group; group g's are order[gstart[g] .. gstart[g + 1]) */
+	uint32_t *sorder, *sstart; /* ranks by pipeline stage, likewise */
+	uint32_t *stage;           /* [rank] its stage */
+	uint32_t *buf, *bbuf, *idx;
+	double *xs, *scratch, *colsv, *colsb;
+	uint64_t *cnt, *bcnt;
+	struct stats_group *stage_st, *cst, *gst;
+	struct coll coll[TOPO_DIM_COUNT];
+};
+
+/* The dimensions whose collective groups are needed, as bits: those of the communication
+ * phases but DP, whose groups are the role groups. */
+static uint32_t comm_dims(const struct store *s, uint32_t P)
+{
+	uint32_t dims = 0;
+	for (uint32_t p = 0; p < P; p++) {
+		enum topo_dim d = l2_collective_dim(store_phase_group(s, p));
+		if (store_phase_kind(s, p) == RECORD_KIND_COMM && d != TOPO_DP)
+			dims |= 1u << d;
+	}
+	return dims;
+}
+
+/* Carves every array of a run (l's results and the pass's scratch) from base, or with base NULL
+ * only counts; returns the bytes used. */
+static size_t carve_all(struct l2 *l, struct pass *ps, char *base)
+{
+	uint32_t W = ps->W, G = ps->G, S = ps->S;
+	size_t PP = ps->P ? ps->P : 1, cells = (size_t)W * PP, off = 0;
+	carve(&l->val, base, &off, cells * sizeof(double));
+	carve(&l->base, base, &off, cells * sizeof(double));
+	carve(&l->z, base, &off, cells * sizeof(float));
+	carve(&l->ratio, base, &off, cells * sizeof(float));
+	carve(&l->flag, base, &off, cells);
+	carve(&l->group_cv, base, &off, (size_t)G * PP * sizeof(double));
+	carve(&l->group_med, base, &off, (size_t)G * PP * sizeof(double));
+	carve(&l->presence, base, &off, PP * sizeof(double));
+	carve(&l->role, base, &off, W * sizeof(uint32_t));
+	carve(&ps->order, base, &off, W * sizeof(uint32_t));
+	carve(&ps->gstart, base, &off, (G + 1) * sizeof(uint32_t));
+	/* rows of a range under L2_BLOCKS iterations (medians): the layout does not depend on
+	 * the ranges, so the sorted ranks are kept across them */
+	carve(&ps->buf, base, &off, (PP * L2_BLOCKS + 1) * sizeof(uint32_t));
+	carve(&ps->bbuf, base, &off, (PP * L2_BLOCKS + 1) * sizeof(uint32_t));
+	carve(&ps->xs, base, &off, (W + 1) * sizeof(double));
+	carve(&ps->scratch, base, &off, (W + 1) * sizeof(double));
+	carve(&ps->colsv, base, &off, (size_t)L2_COLS * W * sizeof(double));
+	carve(&ps->colsb, base, &off, (size_t)L2_COLS * W * sizeof(double));
+	carve(&ps->cnt, base, &off, PP * sizeof(uint64_t));
+	carve(&ps->bcnt, base, &off, PP * sizeof(uint64_t));
+	carve(&ps->idx, base, &off, (W + 1) * sizeof(uint32_t));
+	carve(&ps->sorder, base, &off, (W + 1) * sizeof(uint32_t));
+	carve(&ps->stage, base, &off, W * sizeof(uint32_t));
+	carve(&ps->sstart, base, &off, (S + 1) * sizeof(uint32_t));
+	carve(&ps->stage_st, base, &off, S * sizeof(*ps->stage_st));
+	carve(&ps->cst, base, &off, (ps->dims ? W + 1 : 1) * sizeof(*ps->cst));
+	carve(&ps->gst, base, &off, (G + 1) * sizeof(*ps->gst));
+	for (int d = 0; d < TOPO_DIM_COUNT; d++) {
+		if (!(ps->dims >> d & 1))
+			continue;
+		carve(&ps->coll[d].group, base, &off, W * sizeof(uint32_t));
+		carve(&ps->coll[d].order, base, &off, W * sizeof(uint32_t));
+		carve(&ps->coll[d].start, base, &off, (W + 2) * sizeof(uint32_t));
+	}
+	return off;
+}
+
+/* Every array in one arena, kept in *l between passes (at 100,000 ranks fresh arrays cost
+ * 13,000 page faults a pass), grown when this run's layout needs more. -1 when out of
+ * memory. */
+static int layout(struct l2 *l, struct pass *ps)
+{
+	size_t need = carve_all(l, ps, NULL);
+	if (need > l->mem_size) {
+		free(l->mem);
+		l->mem = hugemem_alloc(need, 0); /* first touched by this pass */
+		l->mem_size = l->mem ? need : 0;
+	}
+	if (!l->mem)
+		return -1;
+	carve_all(l, ps, l->mem);
+	return 0;
+}
+
+/* The window's medians into l->val and l->presence, and the baseline's into l->base (NAN
+ * without one), at once: the store is only read. */
+static void window_medians(struct l2 *l, const struct store *s, struct pass *ps, uint32_t first, uint32_t last,
+			   uint32_t bfirst, uint32_t blast, const struct l2_config *cfg)
+{
+	uint32_t W = ps->W, P = ps->P;
+	struct medians_job bj = {s, bfirst, blast, P, l->base, ps->bbuf, ps->bcnt};
+	pthread_t th;
+	int threaded = l->has_base && store_config(s)->one_shot && (size_t)W * P >= L2_THREAD_CELLS &&
+		       pthread_create(&th, NULL, medians_thread, &bj) == 0;
+	medians(s, first, last, P, cfg->window_mean, l->val, ps->buf, ps->cnt);
+	for (uint32_t p = 0; p < P; p++)
+		l->presence[p] = (double)ps->cnt[p] / ((double)W * (last - first + 1));
+	if (threaded)
+		pthread_join(th, NULL);
+	else if (l->has_base)
+		medians_thread(&bj);
+	if (l->has_base) {
+		uint64_t held = 0;
+		for (uint32_t p = 0; p < P; p++)
+			held += ps->bcnt[p];
+		l->has_base = held > 0; /* a range before the input's first iteration holds nothing */
+	}
+	if (!l->has_base)
+		for (size_t i = 0; i < (size_t)W * (P ? P : 1); i++)
+			l->base[i] = NAN;
+}
+
+/* The ranks by role group (into l->role, ps->order, ps->gstart) and by pipeline stage (ps->stage,
+ * ps->sorder, ps->sstart), counting-sorted. -1 when the role groups outnumber the ranks. */
+static int sort_ranks(struct l2 *l, const struct topo *t, struct pass *ps)
+{
+	uint32_t W = ps->W, G = ps->G, S = ps->S;
+	memset(ps->gstart, 0, (G + 1) * sizeof(uint32_t));
+	memset(ps->sstart, 0, (S + 1) * sizeof(uint32_t));
+	for (uint32_t r = 0; r < W; r++) {
+		l->role[r] = topo_role_group(t, r);
+		ps->gstart[l->role[r] + 1]++;
+	}
+	for (uint32_t g = 0; g < G; g++)
+		ps->gstart[g + 1] += ps->gstart[g];
+	uint32_t *cur = G <= W + 1 ? ps->idx : NULL; /* idx as a cursor array of G entries */
+	if (!cur)
+		return -1;
+	memcpy(cur, ps->gstart, G * sizeof(uint32_t));
+	for (uint32_t r = 0; r < W; r++)
+		ps->order[cur[l->role[r]]++] = r;
+
+	/* ranks by pipeline stage, for the comparison with the stage */
+	for (uint32_t r = 0; r < W; r++) {
+		ps->stage[r] = topo_coords(t, r).pp;
+		ps->sstart[ps->stage[r] + 1]++;
+	}
+	for (uint32_t q = 0; q < S; q++)
+		ps->sstart[q + 1] += ps->sstart[q];
+	memcpy(cur, ps->sstart, S * sizeof(uint32_t));
+	for (uint32_t r = 0; r < W; r++)
+		ps->sorder[cur[ps->stage[r]]++] = r;
+	return 0;
+}
+
+/* The values of phases [p0, p0 + L2_COLS) as columns (colsv, colsb: [q * W + rank]), which
+ * the statistics gather by group: a gather from [rank * P + p] was a cache miss per rank at
+ * 100,000 ranks, and a rank's values of these phases share a cache line. */
+static void gather_columns(const struct l2 *l, struct pass *ps, uint32_t p0)
+{
+	uint32_t W = ps->W, P = ps->P, C = P - p0 < L2_COLS ? P - p0 : L2_COLS;
+	for (uint32_t r = 0; r < W; r++) {
+		const double *vr = l->val + (size_t)r * P + p0, *br = l->base + (size_t)r * P + p0;
+		for (uint32_t q = 0; q < C; q++) {
+			ps->colsv[(size_t)q * W + r] = vr[q];
+			ps->colsb[(size_t)q * W + r] = br[q];
+		}
+	}
+}
+
+/* The ranks' own changes (v / b) of a phase, each value of a host phase taken at host_floor
+ * at least, and their reference (change_ref) into *ref and *spread; returns how many. */
+static size_t own_change(const struct pass *ps, const double *colv, const double *colb, int host, double host_floor,
+			 double *ref, double *spread)
+{
+	size_t n = 0;
+	for (uint32_t r = 0; r < ps->W; r++) {
+		double v = colv[r], b = colb[r];
+		if (host && isfinite(b) && b < host_floor)
+			b = host_floor; /* its own past at next to nothing: its excess */
+		if (host && isfinite(v) && v < host_floor)
+			v = host_floor;
+		if (isfinite(v) && isfinite(b) && b > 0)
+			ps->xs[n++] = v / b;
+	}
+	change_ref(ps->xs, n, ps->scratch, ref, spread);
+	return n;
+}
+
+/* Phase p of every rank judged (judge, judge_comm) against its role group, its stage and
+ * its own change, or a communication phase against its collective's members; the role
+ * groups' cv and median kept for the report. */
+static void judge_phase(struct l2 *l, const struct store *s, const struct topo *t, struct pass *ps, uint32_t p,
+			const struct l2_config *cfg)
+{
+	uint32_t W = ps->W, P = ps->P, G = ps->G, S = ps->S;
+	const uint32_t *order = ps->order, *gstart = ps->gstart, *stage = ps->stage;
+	double *xs = ps->xs, *scratch = ps->scratch;
+	struct stats_group *stage_st = ps->stage_st, *gst = ps->gst;
+	/* a communication phase: its collective's own group, where the member that arrived
+	 * last waits least and a slow link's member transfers longest */
+	int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
+	uint32_t p0 = p - p % L2_COLS;
+	if (p == p0)
+		gather_columns(l, ps, p0);
+	const double *colv = ps->colsv + (size_t)(p - p0) * W, *colb = ps->colsb + (size_t)(p - p0) * W;
+	/* each role group's statistics (their cv and median are kept for the report) */
+	for (uint32_t g = 0; g < G; g++)
+		members_stats(colv, order + gstart[g], gstart[g + 1] - gstart[g], xs, scratch, 1, &gst[g]);
+	/* the collective's groups: along DP they are the role groups (topo_collective_group),
+	 * whose statistics are at hand */
+	enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
+	const uint32_t *cgroup = l->role;
+	const struct stats_group *cstat = gst;
+	if (comm && dim != TOPO_DP) {
+		if (!(l->topo_colls >> dim & 1)) {
+			coll_build(&ps->coll[dim], t, dim);
+			l->topo_colls |= 1u << dim;
+		}
+		collective_stats(colv, &ps->coll[dim], xs, scratch, ps->cst);
+		cgroup = ps->coll[dim].group;
+		cstat = ps->cst;
+	}
+	int host = store_phase_kind(s, p) == RECORD_KIND_HOST;
+	double host_floor = cfg->step_ms > 0 ? cfg->step_share * cfg->step_ms : cfg->min_delta_ms;
+	size_t own_n = 0; /* ranks with a change (v / b) */
+	double own_ref = NAN, own_spread = NAN;
+	if (l->has_base && !comm)
+		own_n = own_change(ps, colv, colb, host, host_floor, &own_ref, &own_spread);
+
+	/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other role
+	 * groups do the same work); without TP or CP ranks it is the role group, which the
+	 * stage comparison needs more than (stage_st stays empty: n 0) */
+	for (uint32_t q = 0; q < S && !comm && G != S; q++)
+		members_stats(colv, ps->sorder + ps->sstart[q], ps->sstart[q + 1] - ps->sstart[q], xs, scratch, 0,
+			      &stage_st[q]);
+	for (uint32_t g = 0; g < G; g++) {
+		uint32_t n0 = gstart[g], n1 = gstart[g + 1];
+		const struct stats_group st = gst[g];
+		size_t n = st.n;
+		size_t gp = (size_t)g * P + p;
+		int small = n1 - n0 < cfg->small_group;
+		l->group_cv[gp] = small ? NAN : st.cv;
+		l->group_med[gp] = st.median;
+		for (uint32_t i = n0; i < n1; i++) {
+			uint32_t r = order[i];
+			size_t c = (size_t)r * P + p;
+			double v = colv[r], b = colb[r];
+			if (!isfinite(v))
+				continue;
+			const struct stats_group *sg = &stage_st[stage[r]];
+			struct cmp k[3];
+			if (comm) {
+				/* waiting is only seen against the collective's members: no stage, no
+				 * own history (a victim waits longer than before) */
+				const struct stats_group *cg = &cstat[cgroup[r]];
+				double floor = cfg->mad_floor_rel * cg->median;
+				if (cfg->step_ms > 0 && cfg->comm_share * cfg->step_ms / 10 < floor)
+					floor = cfg->comm_share * cfg->step_ms / 10;
+				compare(&k[0], v, cg->n >= 2, cg->median, cg->mad, 1, floor);
+				judge_comm(l, c, v, b, &k[0], cg->n, cfg);
+				continue;
+			}
+			/* a host phase whose peers spend next to nothing in it (the time before the
+			 * first phase, where a loader nobody timed shows): judged by its excess, the
+			 * peers taken at step_share of the step at least, so that peers at 0 still
+			 * compare (a ratio to 0 says nothing) */
+			double gm = st.median, sm = sg->median;
+			if (host && gm < host_floor)
+				gm = host_floor;
+			if (host && sm < host_floor)
+				sm = host_floor;
+			compare(&k[0], v, !small, gm, st.mad, 1, cfg->mad_floor_rel * gm);
+			/* the stage adds evidence only when it holds more than the role group */
+			compare(&k[1], v, sg->n >= 4 && sg->n > n, sm, sg->mad, 1, cfg->mad_floor_rel * sm);
+			/* own change against the job's: v / b over the pooled v / b */
+			double bo = host && isfinite(b) && b < host_floor ? host_floor : b;
+			double vo = host && v < host_floor ? host_floor : v;
+			compare(&k[2], isfinite(bo) && bo > 0 ? vo / bo : NAN,
+				own_n >= cfg->small_group && isfinite(bo) && bo > 0, own_ref, own_spread, bo,
+				cfg->mad_floor_rel * own_ref);
+			judge(l, c, v, b, k, l->presence[p], cfg);
+		}
+	}
+}
+
 int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, uint32_t bfirst, uint32_t blast,
 	   const struct l2_config *cfgp)
 {
@@ -555,277 +836,49 @@ int l2_run(struct l2 *l, const struct store *s, uint32_t first, uint32_t last, u
 	else
 		l2_config_default(&cfg);
 	const struct topo *t = store_topo(s);
-	uint32_t W = t->world, P = store_phase_count(s), G = topo_role_group_count(t);
-	l->world = W;
-	l->nphase = P;
-	l->ngroups = G;
+	struct pass ps = {0};
+	ps.W = t->world;
+	ps.P = store_phase_count(s);
+	ps.G = topo_role_group_count(t);
+	ps.S = t->pp ? t->pp : 1;
+	ps.dims = comm_dims(s, ps.P);
+	l->world = ps.W;
+	l->nphase = ps.P;
+	l->ngroups = ps.G;
 	l->has_base = blast >= bfirst;
-	size_t cells = (size_t)W * (P ? P : 1);
+	size_t cells = (size_t)ps.W * (ps.P ? ps.P : 1);
 	if (last - first + 1 > L2_MAX_SPAN)
 		first = last - L2_MAX_SPAN + 1;
 	if (blast >= bfirst && blast - bfirst + 1 > L2_MAX_SPAN)
 		bfirst = blast - L2_MAX_SPAN + 1;
-	/* every array in one arena, kept in *l between passes (at 100,000 ranks fresh arrays
-	 * cost 13,000 page faults a pass) */
-	size_t PP = P ? P : 1;
-	uint32_t S = t->pp ? t->pp : 1;
-	int rc = -1;
-	uint32_t *order, *gstart, *buf, *bbuf, *idx, *sorder, *sstart, *stage;
-	double *xs, *scratch, *colsv, *colsb, *colv, *colb;
-	uint64_t *cnt, *bcnt;
-	struct stats_group *stage_st, *cst, *gst;
-	struct coll coll[TOPO_DIM_COUNT] = {{0}};
-	/* the dimensions whose collective groups are needed: those of the communication phases
-	 * but DP, whose groups are the role groups */
-	uint32_t dims = 0;
-	for (uint32_t p = 0; p < P; p++) {
-		enum topo_dim d = l2_collective_dim(store_phase_group(s, p));
-		if (store_phase_kind(s, p) == RECORD_KIND_COMM && d != TOPO_DP)
-			dims |= 1u << d;
-	}
-	char *base = NULL;
-	size_t need = 0;
-	for (int pass = 0; pass < 2; pass++) {
-		size_t off = 0;
-		carve(&l->val, base, &off, cells * sizeof(double));
-		carve(&l->base, base, &off, cells * sizeof(double));
-		carve(&l->z, base, &off, cells * sizeof(float));
-		carve(&l->ratio, base, &off, cells * sizeof(float));
-		carve(&l->flag, base, &off, cells);
-		carve(&l->group_cv, base, &off, (size_t)G * PP * sizeof(double));
-		carve(&l->group_med, base, &off, (size_t)G * PP * sizeof(double));
-		carve(&l->presence, base, &off, PP * sizeof(double));
-		carve(&l->role, base, &off, W * sizeof(uint32_t));
-		carve(&order, base, &off, W * sizeof(uint32_t));
-		carve(&gstart, base, &off, (G + 1) * sizeof(uint32_t));
-		/* rows of a range under L2_BLOCKS iterations (medians): the layout does not
-		 * depend on the ranges, so the sorted ranks are kept across them */
-		carve(&buf, base, &off, (PP * L2_BLOCKS + 1) * sizeof(uint32_t));
-		carve(&bbuf, base, &off, (PP * L2_BLOCKS + 1) * sizeof(uint32_t));
-		carve(&xs, base, &off, (W + 1) * sizeof(double));
-		carve(&scratch, base, &off, (W + 1) * sizeof(double));
-		carve(&colsv, base, &off, (size_t)L2_COLS * W * sizeof(double));
-		carve(&colsb, base, &off, (size_t)L2_COLS * W * sizeof(double));
-		carve(&cnt, base, &off, PP * sizeof(uint64_t));
-		carve(&bcnt, base, &off, PP * sizeof(uint64_t));
-		carve(&idx, base, &off, (W + 1) * sizeof(uint32_t));
-		carve(&sorder, base, &off, (W + 1) * sizeof(uint32_t));
-		carve(&stage, base, &off, W * sizeof(uint32_t));
-		carve(&sstart, base, &off, (S + 1) * sizeof(uint32_t));
-		carve(&stage_st, base, &off, S * sizeof(*stage_st));
-		carve(&cst, base, &off, (dims ? W + 1 : 1) * sizeof(*cst));
-		carve(&gst, base, &off, (G + 1) * sizeof(*gst));
-		for (int d = 0; d < TOPO_DIM_COUNT; d++) {
-			if (!(dims >> d & 1))
-				continue;
-			carve(&coll[d].group, base, &off, W * sizeof(uint32_t));
-			carve(&coll[d].order, base, &off, W * sizeof(uint32_t));
-			carve(&coll[d].start, base, &off, (W + 2) * sizeof(uint32_t));
-		}
-		if (pass == 0) {
-			need = off;
-			if (need > l->mem_size) {
-				free(l->mem);
-				l->mem = hugemem_alloc(need, 0); /* first touched by this pass */
-				l->mem_size = l->mem ? need : 0;
-			}
-			if (!l->mem)
-				goto out;
-			base = l->mem;
-		}
-	}
+	if (layout(l, &ps) < 0)
+		goto fail;
 	memset(l->z, 0, cells * sizeof(float));
 	memset(l->ratio, 0, cells * sizeof(float));
 	memset(l->flag, 0, cells);
-	memset(stage_st, 0, S * sizeof(*stage_st));
+	memset(ps.stage_st, 0, ps.S * sizeof(*ps.stage_st));
 	/* the ranks by role group, by stage and by collective group depend on the topology
 	 * only: kept from the run before when it had the same topology, phase count and
 	 * collective dimensions, which fix the arena's layout (a larger arena comes only with
 	 * another layout) */
-	int kept = l->topo_kept && l->topo_P == P && l->topo_dims == dims && topo_equal(&l->topo, t);
+	int kept = l->topo_kept && l->topo_P == ps.P && l->topo_dims == ps.dims && topo_equal(&l->topo, t);
 	if (!kept)
 		l->topo_colls = 0;
 	l->topo_kept = 0; /* until this run ends well */
 	for (int d = 0; d < TOPO_DIM_COUNT; d++)
-		if (dims >> d & 1)
-			coll[d].count = coll_count(t, (enum topo_dim)d);
-
-	/* the window's and the baseline's medians at once (the store is only read) */
-	struct medians_job bj = {s, bfirst, blast, P, l->base, bbuf, bcnt};
-	pthread_t th;
-	int threaded = l->has_base && store_config(s)->one_shot && (size_t)W * P >= L2_THREAD_CELLS &&
-		       pthread_create(&th, NULL, medians_thread, &bj) == 0;
-	medians(s, first, last, P, cfg.window_mean, l->val, buf, cnt);
-	for (uint32_t p = 0; p < P; p++)
-		l->presence[p] = (double)cnt[p] / ((double)W * (last - first + 1));
-	if (threaded)
-		pthread_join(th, NULL);
-	else if (l->has_base)
-		medians_thread(&bj);
-	if (l->has_base) {
-		uint64_t held = 0;
-		for (uint32_t p = 0; p < P; p++)
-			held += bcnt[p];
-		l->has_base = held > 0; /* a range before the input's first iteration holds nothing */
-	}
-	if (!l->has_base)
-		for (size_t i = 0; i < cells; i++)
-			l->base[i] = NAN;
-
-	if (kept)
-		goto ranks_sorted;
-	/* bucket ranks by role group (counting sort) */
-	memset(gstart, 0, (G + 1) * sizeof(uint32_t));
-	memset(sstart, 0, (S + 1) * sizeof(uint32_t));
-	for (uint32_t r = 0; r < W; r++) {
-		l->role[r] = topo_role_group(t, r);
-		gstart[l->role[r] + 1]++;
-	}
-	for (uint32_t g = 0; g < G; g++)
-		gstart[g + 1] += gstart[g];
-	{
-		uint32_t *pos = idx; /* reuse as a cursor array of G entries when G <= W */
-		uint32_t *cur = G <= W + 1 ? pos : NULL;
-		if (!cur)
-			goto out;
-		memcpy(cur, gstart, G * sizeof(uint32_t));
-		for (uint32_t r = 0; r < W; r++)
-			order[cur[l->role[r]]++] = r;
-	}
-
-	/* ranks by pipeline stage, for the comparison with the stage */
-	for (uint32_t r = 0; r < W; r++) {
-		stage[r] = topo_coords(t, r).pp;
-		sstart[stage[r] + 1]++;
-	}
-	for (uint32_t q = 0; q < S; q++)
-		sstart[q + 1] += sstart[q];
-	{
-		uint32_t *cur = idx;
-		memcpy(cur, sstart, S * sizeof(uint32_t));
-		for (uint32_t r = 0; r < W; r++)
-			sorder[cur[stage[r]]++] = r;
-	}
-ranks_sorted:;
-	int stage_is_group = G == S;
-	for (uint32_t p = 0; p < P; p++) {
-		/* a communication phase: its collective's own group, where the member that
-		 * arrived last waits least and a slow link's member transfers longest */
-		int comm = store_phase_kind(s, p) == RECORD_KIND_COMM;
-		/* the phase's values as columns: the statistics gather them by group. A gather
-		 * from [rank * P + p] was a cache miss per rank at 100,000 ranks, so L2_COLS
-		 * phases are gathered at once (a rank's values of them share a cache line) */
-		uint32_t p0 = p - p % L2_COLS;
-		if (p == p0) {
-			uint32_t C = P - p0 < L2_COLS ? P - p0 : L2_COLS;
-			for (uint32_t r = 0; r < W; r++) {
-				const double *vr = l->val + (size_t)r * P + p0, *br = l->base + (size_t)r * P + p0;
-				for (uint32_t q = 0; q < C; q++) {
-					colsv[(size_t)q * W + r] = vr[q];
-					colsb[(size_t)q * W + r] = br[q];
-				}
-			}
-		}
-		colv = colsv + (size_t)(p - p0) * W;
-		colb = colsb + (size_t)(p - p0) * W;
-		/* each role group's statistics (their cv and median are kept for the report) */
-		for (uint32_t g = 0; g < G; g++)
-			members_stats(colv, order + gstart[g], gstart[g + 1] - gstart[g], xs, scratch, 1, &gst[g]);
-		/* the collective's groups: along DP they are the role groups (topo_collective_group),
-		 * whose statistics are at hand */
-		enum topo_dim dim = l2_collective_dim(store_phase_group(s, p));
-		const uint32_t *cgroup = l->role;
-		const struct stats_group *cstat = gst;
-		if (comm && dim != TOPO_DP) {
-			if (!(l->topo_colls >> dim & 1)) {
-				coll_build(&coll[dim], t, dim);
-				l->topo_colls |= 1u << dim;
-			}
-			collective_stats(colv, &coll[dim], xs, scratch, cst);
-			cgroup = coll[dim].group;
-			cstat = cst;
-		}
-		int host = store_phase_kind(s, p) == RECORD_KIND_HOST;
-		double host_floor = cfg.step_ms > 0 ? cfg.step_share * cfg.step_ms : cfg.min_delta_ms;
-		size_t own_n = 0; /* ranks with a change (v / b) */
-		double own_ref = NAN, own_spread = NAN;
-		if (l->has_base && !comm) {
-			size_t n = 0;
-			for (uint32_t r = 0; r < W; r++) {
-				double v = colv[r], b = colb[r];
-				if (host && isfinite(b) && b < host_floor)
-					b = host_floor; /* its own past at next to nothing: its excess */
-				if (host && isfinite(v) && v < host_floor)
-					v = host_floor;
-				if (isfinite(v) && isfinite(b) && b > 0)
-					xs[n++] = v / b;
-			}
-			own_n = n;
-			change_ref(xs, n, scratch, &own_ref, &own_spread);
-		}
-
-		/* the stage: every rank of the same pipeline stage (other TP/CP ranks and other
-		 * role groups do the same work); without TP or CP ranks it is the role group, which
-		 * the stage comparison needs more than (stage_st stays empty: n 0) */
-		for (uint32_t q = 0; q < S && !comm && !stage_is_group; q++)
-			members_stats(colv, sorder + sstart[q], sstart[q + 1] - sstart[q], xs, scratch, 0,
-				      &stage_st[q]);
-		for (uint32_t g = 0; g < G; g++) {
-			uint32_t n0 = gstart[g], n1 = gstart[g + 1];
-			const struct stats_group st = gst[g];
-			size_t n = st.n;
-			size_t gp = (size_t)g * P + p;
-			int small = n1 - n0 < cfg.small_group;
-			l->group_cv[gp] = small ? NAN : st.cv;
-			l->group_med[gp] = st.median;
-			for (uint32_t i = n0; i < n1; i++) {
-				uint32_t r = order[i];
-				size_t c = (size_t)r * P + p;
-				double v = colv[r], b = colb[r];
-				if (!isfinite(v))
-					continue;
-				const struct stats_group *sg = &stage_st[stage[r]];
-				struct cmp k[3];
-				if (comm) {
-					/* waiting is only seen against the collective's members: no
-					 * stage, no own history (a victim waits longer than before) */
-					const struct stats_group *cg = &cstat[cgroup[r]];
-					double floor = cfg.mad_floor_rel * cg->median;
-					if (cfg.step_ms > 0 && cfg.comm_share * cfg.step_ms / 10 < floor)
-						floor = cfg.comm_share * cfg.step_ms / 10;
-					compare(&k[0], v, cg->n >= 2, cg->median, cg->mad, 1, floor);
-					judge_comm(l, c, v, b, &k[0], cg->n, &cfg);
-					continue;
-				}
-				/* a host phase whose peers spend next to nothing in it (the time before the
-				 * first phase, where a loader nobody timed shows): judged by its excess, the
-				 * peers taken at step_share of the step at least, so that peers at 0 still
-				 * compare (a ratio to 0 says nothing) */
-				double gm = st.median, sm = sg->median;
-				if (host && gm < host_floor)
-					gm = host_floor;
-				if (host && sm < host_floor)
-					sm = host_floor;
-				compare(&k[0], v, !small, gm, st.mad, 1, cfg.mad_floor_rel * gm);
-				/* the stage adds evidence only when it holds more than the role group */
-				compare(&k[1], v, sg->n >= 4 && sg->n > n, sm, sg->mad, 1, cfg.mad_floor_rel * sm);
-				/* own change against the job's: v / b over the pooled v / b */
-				double bo = host && isfinite(b) && b < host_floor ? host_floor : b;
-				double vo = host && v < host_floor ? host_floor : v;
-				compare(&k[2], isfinite(bo) && bo > 0 ? vo / bo : NAN,
-					own_n >= cfg.small_group && isfinite(bo) && bo > 0, own_ref, own_spread, bo,
-					cfg.mad_floor_rel * own_ref);
-				judge(l, c, v, b, k, l->presence[p], &cfg);
-			}
-		}
-	}
-	rc = 0;
+		if (ps.dims >> d & 1)
+			ps.coll[d].count = coll_count(t, (enum topo_dim)d);
+	window_medians(l, s, &ps, first, last, bfirst, blast, &cfg);
+	if (!kept && sort_ranks(l, t, &ps) < 0)
+		goto fail;
+	for (uint32_t p = 0; p < ps.P; p++)
+		judge_phase(l, s, t, &ps, p, &cfg);
 	l->topo_kept = 1;
 	l->topo = *t;
-	l->topo_P = P;
-	l->topo_dims = dims;
-out:
-	if (rc)
-		l2_free(l);
-	return rc;
+	l->topo_P = ps.P;
+	l->topo_dims = ps.dims;
+	return 0;
+fail:
+	l2_free(l);
+	return -1;
 }

@@ -234,7 +234,6 @@ static int cover_pair(struct cover *c, uint32_t inst, uint32_t h)
 	return 0;
 }
 
-/* the slow instances of phase p into c (slow, gratio, pairs, per-node counts) */
 /* the ranks bucketed by their group along dim into c (ord, start); returns the groups */
 static uint32_t cover_buckets(struct work *w, struct cover *c, enum topo_dim dim)
 {
@@ -256,6 +255,7 @@ static uint32_t cover_buckets(struct work *w, struct cover *c, enum topo_dim dim
 	return G;
 }
 
+/* the slow instances of phase p into c (slow, gratio, pairs, per-node counts) */
 static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, double floor_ms)
 {
 	uint32_t W = w->W, P = w->P;
@@ -350,59 +350,91 @@ static int cover_phase(struct work *w, struct cover *c, uint32_t p, uint32_t G, 
 	return 0;
 }
 
-int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+static void cover_free(struct cover *c)
 {
-	uint32_t W = w->W, P = w->P;
-	struct cover c;
-	memset(&c, 0, sizeof(c));
-	int rc = -1;
-	c.hid = malloc(W * sizeof(uint32_t));
-	c.ord = malloc(W * sizeof(uint32_t));
-	c.start = malloc((W + 1) * sizeof(uint32_t));
-	c.cursor = malloc(W * sizeof(uint32_t));
-	c.x = malloc(W * sizeof(double));
-	c.gval = malloc(W * sizeof(double));
-	c.gbase = malloc(W * sizeof(double));
-	for (uint32_t p = 0; p < P; p++)
-		if (w->kind[p] == RECORD_KIND_COMM)
-			c.ci[p] = (uint8_t)c.ncomm++;
-	c.slow = calloc((size_t)c.ncomm * W + 1, 1);
-	c.gratio = calloc((size_t)c.ncomm * W + 1, sizeof(float));
-	/* dense node numbers: an open-addressing table of host id -> number */
+	free(c->hid);
+	free(c->ord);
+	free(c->start);
+	free(c->seen);
+	free(c->cursor);
+	free(c->x);
+	free(c->gval);
+	free(c->gbase);
+	free(c->slow);
+	free(c->gratio);
+	free(c->pair_i);
+	free(c->pair_h);
+	free(c->all);
+	free(c->in_slow);
+	free(c->in_hint);
+	free(c->late);
+}
+
+/* Dense node numbers into c->hid and c->nh, through an open-addressing table of host id ->
+ * number; -1 when out of memory. */
+static int cover_hosts(struct work *w, struct cover *c)
+{
 	size_t cap = 16;
-	while (cap < 2 * (size_t)W)
+	while (cap < 2 * (size_t)w->W)
 		cap *= 2;
 	uint32_t *key = malloc(cap * sizeof(uint32_t)), *num = malloc(cap * sizeof(uint32_t));
-	if (!c.hid || !c.ord || !c.start || !c.cursor || !c.x || !c.gval || !c.gbase || !c.slow || !c.gratio || !key ||
-	    !num) {
+	if (!key || !num) {
 		free(key);
 		free(num);
-		goto out;
+		return -1;
 	}
 	memset(num, 0xff, cap * sizeof(uint32_t));
-	for (uint32_t r = 0; r < W; r++) {
+	for (uint32_t r = 0; r < w->W; r++) {
 		uint32_t h = store_host_id(w->s, r);
 		size_t j = (h * 2654435761u) & (cap - 1);
 		while (num[j] != UINT32_MAX && key[j] != h)
 			j = (j + 1) & (cap - 1);
 		if (num[j] == UINT32_MAX) {
 			key[j] = h;
-			num[j] = c.nh++;
+			num[j] = c->nh++;
 		}
-		c.hid[r] = num[j];
+		c->hid[r] = num[j];
 	}
 	free(key);
 	free(num);
-	c.all = calloc(c.nh, sizeof(uint32_t));
-	c.in_slow = calloc(c.nh, sizeof(uint32_t));
-	c.in_hint = calloc(c.nh, sizeof(uint32_t));
-	c.late = calloc(c.nh, sizeof(uint32_t));
-	c.seen = calloc(c.nh, sizeof(uint32_t));
-	if (!c.all || !c.in_slow || !c.in_hint || !c.late || !c.seen)
-		goto out;
+	return 0;
+}
+
+/* c's arrays for W ranks and the job's communication phases, and its nodes (cover_hosts);
+ * -1 when out of memory. */
+static int cover_alloc(struct work *w, struct cover *c)
+{
+	uint32_t W = w->W, P = w->P;
+	c->hid = malloc(W * sizeof(uint32_t));
+	c->ord = malloc(W * sizeof(uint32_t));
+	c->start = malloc((W + 1) * sizeof(uint32_t));
+	c->cursor = malloc(W * sizeof(uint32_t));
+	c->x = malloc(W * sizeof(double));
+	c->gval = malloc(W * sizeof(double));
+	c->gbase = malloc(W * sizeof(double));
+	for (uint32_t p = 0; p < P; p++)
+		if (w->kind[p] == RECORD_KIND_COMM)
+			c->ci[p] = (uint8_t)c->ncomm++;
+	c->slow = calloc((size_t)c->ncomm * W + 1, 1);
+	c->gratio = calloc((size_t)c->ncomm * W + 1, sizeof(float));
+	if (!c->hid || !c->ord || !c->start || !c->cursor || !c->x || !c->gval || !c->gbase || !c->slow || !c->gratio ||
+	    cover_hosts(w, c) < 0)
+		return -1;
+	c->all = calloc(c->nh, sizeof(uint32_t));
+	c->in_slow = calloc(c->nh, sizeof(uint32_t));
+	c->in_hint = calloc(c->nh, sizeof(uint32_t));
+	c->late = calloc(c->nh, sizeof(uint32_t));
+	c->seen = calloc(c->nh, sizeof(uint32_t));
+	return !c->all || !c->in_slow || !c->in_hint || !c->late || !c->seen ? -1 : 0;
+}
+
+/* Every communication phase's instances judged (cover_phase), a dimension's groups bucketed
+ * once for all its phases; returns the slow instances, -1 when out of memory. */
+static int64_t cover_instances(struct work *w, struct cover *c)
+{
+	uint32_t W = w->W, P = w->P;
 	const struct l2_config *cf = &w->cfg->l2;
 	double floor_ms = cf->step_ms > 0 ? cf->step_share * cf->step_ms : cf->min_delta_ms;
-	size_t ninst = 0;
 	uint32_t dims = 0; /* the dimensions of the communication phases, as bits */
 	for (uint32_t p = 0; p < P; p++)
 		if (w->kind[p] == RECORD_KIND_COMM)
@@ -410,70 +442,81 @@ int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, siz
 	for (uint32_t d = 0; d < 32; d++) {
 		if (!(dims >> d & 1))
 			continue;
-		uint32_t G = cover_buckets(w, &c, (enum topo_dim)d);
+		uint32_t G = cover_buckets(w, c, (enum topo_dim)d);
 		for (uint32_t p = 0; p < P; p++)
 			if (w->kind[p] == RECORD_KIND_COMM && l2_collective_dim(store_phase_group(w->s, p)) == d &&
-			    cover_phase(w, &c, p, G, floor_ms) < 0)
-				goto out;
+			    cover_phase(w, c, p, G, floor_ms) < 0)
+				return -1;
 	}
-	for (size_t k = 0; k < (size_t)c.ncomm * W; k++)
-		ninst += c.slow[k] == COVER_SLOW;
-	rc = 0;
-	if (!ninst)
-		goto out;
-	/* greedy: the node in the most slow instances and hints not yet explained, each weighed
-	 * by how much it slowed (gratio - 1) */
-	uint8_t *covered = c.slow;
-	double total = 0, *left = calloc(c.nh, sizeof(double));
-	uint32_t chosen[NODE_MAX], *nleft = calloc(c.nh, sizeof(uint32_t));
-	size_t nchosen = 0;
+	int64_t ninst = 0;
+	for (size_t k = 0; k < (size_t)c->ncomm * W; k++)
+		ninst += c->slow[k] == COVER_SLOW;
+	return ninst;
+}
+
+/* Greedy: the node in the most slow instances and hints not yet explained, each weighed by
+ * how much it slowed (gratio - 1), into chosen[NODE_MAX]; the instances it explains marked
+ * COVER_DONE. Returns how many, -1 when out of memory. */
+static int cover_choose(struct work *w, struct cover *c, size_t few_nodes, uint32_t *chosen)
+{
+	uint32_t W = w->W;
+	uint8_t *covered = c->slow;
+	double total = 0, *left = calloc(c->nh, sizeof(double));
+	uint32_t *nleft = calloc(c->nh, sizeof(uint32_t));
+	int nchosen = 0;
 	if (!left || !nleft) {
 		free(left);
 		free(nleft);
-		rc = -1;
-		goto out;
+		return -1;
 	}
-	for (size_t k = 0; k < (size_t)c.ncomm * W; k++)
-		if (c.slow[k])
-			total += c.gratio[k] - 1;
-	while (nchosen < few_nodes && nchosen < NODE_MAX) {
-		memset(left, 0, c.nh * sizeof(double));
-		memset(nleft, 0, c.nh * sizeof(uint32_t));
-		for (size_t k = 0; k < c.npair; k++)
-			if (!(covered[c.pair_i[k]] & COVER_DONE)) {
-				left[c.pair_h[k]] += c.gratio[c.pair_i[k]] - 1;
-				nleft[c.pair_h[k]]++;
+	for (size_t k = 0; k < (size_t)c->ncomm * W; k++)
+		if (c->slow[k])
+			total += c->gratio[k] - 1;
+	while ((size_t)nchosen < few_nodes && nchosen < NODE_MAX) {
+		memset(left, 0, c->nh * sizeof(double));
+		memset(nleft, 0, c->nh * sizeof(uint32_t));
+		for (size_t k = 0; k < c->npair; k++)
+			if (!(covered[c->pair_i[k]] & COVER_DONE)) {
+				left[c->pair_h[k]] += c->gratio[c->pair_i[k]] - 1;
+				nleft[c->pair_h[k]]++;
 			}
 		uint32_t best = 0, tie = 0;
-		for (uint32_t h = 1; h < c.nh; h++)
+		for (uint32_t h = 1; h < c->nh; h++)
 			if (left[h] > left[best])
 				best = h;
 		/* another node with as much: the instances hold both and do not say which it is */
-		for (uint32_t h = 0; h < c.nh; h++)
+		for (uint32_t h = 0; h < c->nh; h++)
 			tie |= h != best && left[h] >= left[best];
 		if (tie)
 			break;
-		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total || !c.in_slow[best] ||
-		    (c.in_slow[best] + c.in_hint[best]) * 2 < c.all[best])
+		if (nleft[best] < 2 || left[best] * (nchosen ? 4 : 2) < total || !c->in_slow[best] ||
+		    (c->in_slow[best] + c->in_hint[best]) * 2 < c->all[best])
 			break;
 		/* its ranks shorter than their instances: it arrives late, the others wait */
 		uint32_t members = 0;
 		for (uint32_t r = 0; r < W; r++)
-			members += c.hid[r] == best;
-		if (c.late[best] * 2 > members * c.in_slow[best])
+			members += c->hid[r] == best;
+		if (c->late[best] * 2 > members * c->in_slow[best])
 			break;
 		chosen[nchosen++] = best;
-		for (size_t k = 0; k < c.npair; k++)
-			if (c.pair_h[k] == best)
-				covered[c.pair_i[k]] |= COVER_DONE;
+		for (size_t k = 0; k < c->npair; k++)
+			if (c->pair_h[k] == best)
+				covered[c->pair_i[k]] |= COVER_DONE;
 	}
 	free(left);
 	free(nleft);
-	if (!nchosen || nchosen * 2 > nodes)
-		goto out;
+	return nchosen;
+}
+
+/* The ranks of the chosen nodes: their slow phases flagged high by own change at their
+ * instance's ratio, and those without a fault of their own communication culprits. */
+static void cover_name(struct work *w, const struct cover *c, uint8_t *kind, size_t *count, const uint32_t *chosen,
+		       size_t nchosen)
+{
+	uint32_t W = w->W, P = w->P;
 	for (uint32_t r = 0; r < W; r++) {
 		size_t j = 0;
-		while (j < nchosen && chosen[j] != c.hid[r])
+		while (j < nchosen && chosen[j] != c->hid[r])
 			j++;
 		if (j == nchosen)
 			continue;
@@ -481,12 +524,12 @@ int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, siz
 			if (w->kind[p] != RECORD_KIND_COMM)
 				continue;
 			enum topo_dim dim = l2_collective_dim(store_phase_group(w->s, p));
-			uint32_t inst = c.ci[p] * W + topo_collective_group(w->t, r, dim);
-			if (!c.slow[inst])
+			uint32_t inst = c->ci[p] * W + topo_collective_group(w->t, r, dim);
+			if (!c->slow[inst])
 				continue;
 			size_t i = (size_t)r * P + p;
 			w->l2.flag[i] |= L2_HIGH | L2_FALLBACK;
-			w->l2.ratio[i] = c.gratio[inst];
+			w->l2.ratio[i] = c->gratio[inst];
 		}
 		if (kind[r] == FK_NONE) {
 			kind[r] = FK_COMM;
@@ -494,23 +537,29 @@ int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, siz
 			count[FK_COMM]++;
 		}
 	}
+}
+
+int comm_cover(struct work *w, uint8_t *kind, size_t *count, uint32_t nodes, size_t few_nodes)
+{
+	struct cover c;
+	memset(&c, 0, sizeof(c));
+	uint32_t chosen[NODE_MAX];
+	int rc = -1;
+	if (cover_alloc(w, &c) < 0)
+		goto out;
+	int64_t ninst = cover_instances(w, &c);
+	if (ninst < 0)
+		goto out;
+	rc = 0;
+	if (!ninst)
+		goto out;
+	int nchosen = cover_choose(w, &c, few_nodes, chosen);
+	if (nchosen < 0)
+		rc = -1;
+	else if (nchosen && (size_t)nchosen * 2 <= nodes)
+		cover_name(w, &c, kind, count, chosen, (size_t)nchosen);
 out:
-	free(c.hid);
-	free(c.ord);
-	free(c.start);
-	free(c.seen);
-	free(c.cursor);
-	free(c.x);
-	free(c.gval);
-	free(c.gbase);
-	free(c.slow);
-	free(c.gratio);
-	free(c.pair_i);
-	free(c.pair_h);
-	free(c.all);
-	free(c.in_slow);
-	free(c.in_hint);
-	free(c.late);
+	cover_free(&c);
 	return rc;
 }
 
