@@ -419,6 +419,27 @@ static uint32_t step_front(const struct l1 *l, uint32_t first, double med)
 	return l->all_ms[all_at(l, k)] >= mid ? first : l->all_iter[all_at(l, k - 1)];
 }
 
+/* Iteration iter of ms added to the drift sum, against a reference that follows the
+ * baseline med only at zero (cusum_start: where the sum last left zero). */
+static void drift_add(struct l1 *l, uint32_t iter, double ms, double med)
+{
+	if (l->cusum <= 0)
+		l->ref_ms = med;
+	if (l->ref_ms > 0 && ms > 0 && ms < l->ref_ms * L1_DRIFT_SPIKE) {
+		double x = log(ms / l->ref_ms);
+		if (x > L1_DRIFT_CAP)
+			x = L1_DRIFT_CAP;
+		double was = l->cusum;
+		l->cusum += x - L1_DRIFT_K;
+		if (l->cusum < 0)
+			l->cusum = 0;
+		if (l->cusum > 20 * L1_DRIFT_H)
+			l->cusum = 20 * L1_DRIFT_H;
+		if (was <= 0 && l->cusum > 0)
+			l->cusum_start = iter;
+	}
+}
+
 enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 {
 	const struct l1_config *c = &l->cfg;
@@ -434,22 +455,7 @@ enum l1_event l1_update(struct l1 *l, uint32_t iter, double ms)
 		if (rel < c->rel_threshold)
 			rel = c->rel_threshold;
 		high = ms > med * (1 + rel);
-		/* the drift sum against a reference that follows the baseline only at zero */
-		if (l->cusum <= 0)
-			l->ref_ms = med;
-		if (l->ref_ms > 0 && ms > 0 && ms < l->ref_ms * L1_DRIFT_SPIKE) {
-			double x = log(ms / l->ref_ms);
-			if (x > L1_DRIFT_CAP)
-				x = L1_DRIFT_CAP;
-			double was = l->cusum;
-			l->cusum += x - L1_DRIFT_K;
-			if (l->cusum < 0)
-				l->cusum = 0;
-			if (l->cusum > 20 * L1_DRIFT_H)
-				l->cusum = 20 * L1_DRIFT_H;
-			if (was <= 0 && l->cusum > 0)
-				l->cusum_start = iter;
-		}
+		drift_add(l, iter, ms, med);
 	}
 	/* every iteration */
 	l->all_iter[l->apos] = iter;
