@@ -283,7 +283,10 @@ static int judge_round(struct work *w, struct faults *f, int *split_all)
 			continue; /* a stage's finding is its layers' evidence */
 		}
 		enum fault_kind k = (enum fault_kind)p[j].kind;
-		if (p[j].gained >= (iters < JUDGE_ITERS ? iters : JUDGE_ITERS)) {
+		/* a late arrival the replay recovers no step of started its steps late (the replay
+		 * starts every rank's step together): kept as the rules found it */
+		int unseen = k == FK_LATE && p[j].gained == 0;
+		if (p[j].gained >= (iters < JUDGE_ITERS ? iters : JUDGE_ITERS) || unseen) {
 			f->gain[k] += p[j].gain;
 			continue;
 		}

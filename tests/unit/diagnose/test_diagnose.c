@@ -50,6 +50,53 @@ static void run_small(uint32_t dp, uint32_t slow, struct report *rep, struct eng
 	*out = e;
 }
 
+/* 64 data-parallel ranks; ranks 0-3 start their steps 1.5 s late from iteration 20 on (a
+ * host stall before the step, no phase of theirs longer) and wait least in the reduce: a
+ * host delay of those four, which the replay, starting every rank's step together, cannot
+ * put back and must not drop */
+static void late_start(void **state)
+{
+	(void)state;
+	struct topo t;
+	char err[64];
+	assert_int_equal(topo_init(&t, 64, 1, 1, 1, 64, 1, "tp-cp-dp-pp", 8, err, sizeof(err)), 0);
+	struct engine_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.diagnose_on_close = 1;
+	struct engine *e = engine_create(&t, &cfg);
+	assert_non_null(e);
+	struct store *s = engine_store(e);
+	store_set_job(s, "late");
+	uint32_t fwd = (uint32_t)store_intern_name(s, "fwd");
+	uint32_t ar = (uint32_t)store_intern_name(s, "allreduce");
+	uint32_t seed = 7;
+	for (uint32_t it = 0; it < 40; it++) {
+		int bad = it >= 20;
+		for (uint32_t r = 0; r < t.world; r++) {
+			seed = seed * 1103515245u + 12345u;
+			double j = 1 + ((seed >> 16) % 1000) / 1000.0 * 0.04 - 0.02;
+			int late = bad && r < 4;
+			int64_t f = (int64_t)(1000000 * j), w = late ? 20000 : bad ? 1500000 : (int64_t)(300000 * j);
+			struct record_phase p1 = {r, it, fwd, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0, f};
+			struct record_phase p2 = {r, it, ar, RECORD_KIND_COMM, RECORD_GROUP_DP, f, w};
+			struct record_iter ri = {r, it, (int64_t)it * 4000000 + (late ? 1500000 : 0), f + w};
+			assert_int_equal(store_add_phase(s, &p1), 0);
+			assert_int_equal(store_add_phase(s, &p2), 0);
+			assert_int_equal(store_add_iter(s, &ri), 0);
+		}
+		engine_poll(e);
+	}
+	struct report rep;
+	assert_int_equal(engine_finish(e, &rep), 0);
+	assert_string_equal(rep.category, "host_delay");
+	size_t n = 0;
+	for (size_t i = 0; i < rep.nsuspects; i++)
+		n += rep.suspects[i].rank < 4;
+	assert_int_equal(n, 4);
+	report_free(&rep);
+	engine_destroy(e);
+}
+
 static void small_groups_fall_back(void **state)
 {
 	(void)state;
@@ -215,6 +262,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(small_groups_fall_back),
+		cmocka_unit_test(late_start),
 		cmocka_unit_test(json_contract),
 		cmocka_unit_test(kept_l2_memory),
 		cmocka_unit_test(short_input_without_baseline),
