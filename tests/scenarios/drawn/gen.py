@@ -689,8 +689,16 @@ def make_case(seed, index, out_dir, max_world=4096, kinds=None):
     truth.update(case=case, kind=kind, patterns=pattern, job=job_id, world=job.world, tp=job.tp,
                  pp=job.pp, dp=job.dp, ep=job.ep, gpus_per_node=job.gpn, iters=job.iters,
                  noise=round(job.noise, 4), tracked_data=job.track_data)
-    truth["hosts"] = sorted({job.host(r) for r in truth["ranks"]})
-    truth["rank_hosts"] = [job.host(r) for r in truth["ranks"]]
+    return save_truth(job, truth, out_dir, case)
+
+
+def save_truth(job, truth, out_dir, case):
+    """The truth's hosts (as the report names them: node-N without host lines) and rounded
+    factors into out_dir/case.truth.json; returns it."""
+    def named(r):
+        return job.host(r) if job.write_hosts else "node-%d" % (r // job.gpn)
+    truth["hosts"] = sorted({named(r) for r in truth["ranks"]})
+    truth["rank_hosts"] = [named(r) for r in truth["ranks"]]
     if truth.get("advisory_ranks"):
         truth["advisory_hosts"] = sorted({job.host(r) for r in truth["advisory_ranks"]})
     for k in ("factor", "factor2"):
@@ -702,17 +710,22 @@ def make_case(seed, index, out_dir, max_world=4096, kinds=None):
     return truth
 
 
-def main():
-    ap = argparse.ArgumentParser(description="draw one case of the drawn suite")
-    ap.add_argument("--seed", type=int, default=14)
+def cli(make, description, seed, max_world):
+    """One case drawn by make(seed, index, out, max_world, kinds), its truth printed."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--index", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--max-world", type=int, default=4096)
+    ap.add_argument("--max-world", type=int, default=max_world)
     ap.add_argument("--kinds", default="", help="comma-separated kinds to draw from")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     kinds = [k for k in a.kinds.split(",") if k]
-    print(json.dumps(make_case(a.seed, a.index, a.out, a.max_world, kinds), sort_keys=True))
+    print(json.dumps(make(a.seed, a.index, a.out, a.max_world, kinds), sort_keys=True))
+
+
+def main():
+    cli(make_case, "draw one case of the drawn suite", 14, 4096)
 
 
 if __name__ == "__main__":

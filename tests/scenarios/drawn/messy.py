@@ -15,8 +15,6 @@ The truth holds what gen.py's does, and `lost_ms`: the step the job lost per ite
 the onset on, measured by simulating it again with the same noise and the fault left out
 (`lost_ms_each` per fault when there are two).
 """
-import argparse
-import json
 import math
 import os
 import random
@@ -322,32 +320,11 @@ def make_case(seed, index, out_dir, max_world=1024, kinds=None):
     truth.update(case=case, kind=kind, patterns="messy", job=job_id, world=job.world, tp=job.tp,
                  pp=job.pp, dp=job.dp, ep=job.ep, gpus_per_node=job.gpn, iters=job.iters,
                  noise=round(job.noise, 4), tracked_data=job.track_data, nic_model=job.nic_model)
-    truth["hosts"] = sorted({job.host(r) for r in truth["ranks"]})
-    truth["rank_hosts"] = [job.host(r) if job.write_hosts else "node-%d" % (r // job.gpn) for r in truth["ranks"]]
-    if not job.write_hosts:
-        truth["hosts"] = sorted({"node-%d" % (r // job.gpn) for r in truth["ranks"]})
-    if truth.get("advisory_ranks"):
-        truth["advisory_hosts"] = sorted({job.host(r) for r in truth["advisory_ranks"]})
-    for k in ("factor", "factor2"):
-        if k in truth:
-            truth[k] = round(truth[k], 3)
-    with open(os.path.join(out_dir, case + ".truth.json"), "w") as f:
-        json.dump(truth, f, sort_keys=True)
-        f.write("\n")
-    return truth
+    return gen.save_truth(job, truth, out_dir, case)
 
 
 def main():
-    ap = argparse.ArgumentParser(description="draw one messy case of the drawn suite")
-    ap.add_argument("--seed", type=int, default=37)
-    ap.add_argument("--index", type=int, required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--max-world", type=int, default=1024)
-    ap.add_argument("--kinds", default="", help="comma-separated kinds to draw from")
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    kinds = [k for k in a.kinds.split(",") if k]
-    print(json.dumps(make_case(a.seed, a.index, a.out, a.max_world, kinds), sort_keys=True))
+    gen.cli(make_case, "draw one messy case of the drawn suite", 37, 1024)
 
 
 if __name__ == "__main__":
