@@ -14,19 +14,26 @@
 #include "engine.h"
 #include "report_check.h"
 
+/* An offline engine (a report on every closed window) for t, its job named job */
+static struct engine *offline_engine(const struct topo *t, const char *job)
+{
+	struct engine_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.diagnose_on_close = 1;
+	struct engine *e = engine_create(t, &cfg);
+	assert_non_null(e);
+	store_set_job(engine_store(e), job);
+	return e;
+}
+
 /* world = 4 stages x dp; rank `slow` runs mlp 3x from iteration 20 on */
 static void run_small(uint32_t dp, uint32_t slow, struct report *rep, struct engine **out)
 {
 	struct topo t;
 	char err[64];
 	assert_int_equal(topo_init(&t, 4 * dp, 1, 1, 4, dp, 1, "tp-cp-dp-pp", 8, err, sizeof(err)), 0);
-	struct engine_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.diagnose_on_close = 1;
-	struct engine *e = engine_create(&t, &cfg);
-	assert_non_null(e);
+	struct engine *e = offline_engine(&t, "small");
 	struct store *s = engine_store(e);
-	store_set_job(s, "small");
 	uint32_t mlp = (uint32_t)store_intern_name(s, "mlp");
 	uint32_t rs = (uint32_t)store_intern_name(s, "dp_reduce_scatter");
 	uint32_t seed = 1;
@@ -60,13 +67,8 @@ static void late_start(void **state)
 	struct topo t;
 	char err[64];
 	assert_int_equal(topo_init(&t, 64, 1, 1, 1, 64, 1, "tp-cp-dp-pp", 8, err, sizeof(err)), 0);
-	struct engine_config cfg;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.diagnose_on_close = 1;
-	struct engine *e = engine_create(&t, &cfg);
-	assert_non_null(e);
+	struct engine *e = offline_engine(&t, "late");
 	struct store *s = engine_store(e);
-	store_set_job(s, "late");
 	uint32_t fwd = (uint32_t)store_intern_name(s, "fwd");
 	uint32_t ar = (uint32_t)store_intern_name(s, "allreduce");
 	uint32_t seed = 7;
