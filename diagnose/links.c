@@ -232,9 +232,21 @@ static int group_instances(struct work *w, struct links *k, uint32_t p)
 	return 0;
 }
 
-/* Greedily, the node in the most slow instances not yet covered, when it is in nine tenths
- * of them or more, in half of its own instances or more, and no other node is in as many,
- * into k->named; returns how many, -1 when out of memory. */
+/* Whether node a is ahead of node b: in more slow instances not yet covered, or in as
+ * many and a larger share of its own instances slow. Two nodes alone at the ends of the slow
+ * hops (a node that is one pipeline stage and the one before it) are told apart by their
+ * other instances: a slow NIC slows every instance of its node, so the node whose other
+ * hops kept their pace is not the one. */
+static int ahead(const struct links *k, uint32_t a, uint32_t b)
+{
+	if (k->slow_in[a] != k->slow_in[b])
+		return k->slow_in[a] > k->slow_in[b];
+	return (uint64_t)k->slow_in[a] * k->all_in[b] > (uint64_t)k->slow_in[b] * k->all_in[a];
+}
+
+/* Greedily, the node ahead of every other (ahead()), when it is in nine tenths of the slow
+ * instances not yet covered or more and in half of its own instances or more, into
+ * k->named; returns how many, -1 when out of memory. */
 static int cover_nodes(struct links *k, size_t few_nodes)
 {
 	uint32_t nodes = k->nodes;
@@ -260,11 +272,11 @@ static int cover_nodes(struct links *k, size_t few_nodes)
 			break;
 		uint32_t best = 0;
 		for (uint32_t h = 1; h < nodes; h++)
-			if (slow_in[h] > slow_in[best])
+			if (ahead(k, h, best))
 				best = h;
 		int tie = 0;
 		for (uint32_t h = 0; h < nodes; h++)
-			tie |= h != best && slow_in[h] == slow_in[best];
+			tie |= h != best && !ahead(k, best, h);
 		if (tie || k->named[best] || slow_in[best] * 10 < left * 9 || slow_in[best] * 2 < k->all_in[best])
 			break;
 		k->named[best] = 1;

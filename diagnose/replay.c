@@ -187,9 +187,9 @@ static int rp_load(struct rp *r, uint32_t it)
  * a transfer alone) is a wait the records put in another collective than the one that
  * caused it (members that leave long before the others: a simulator's timeline): it is
  * taken as that shortest stay, and the replay finds the wait's cause where it was. A slow
- * NIC's own ranks transfer a few times longer than the others, and keep it. Returns the
- * replayed step. */
-#define RP_CAP 2
+ * NIC's own ranks transfer up to a few times longer than the others (a link at a fifth of
+ * its speed: 5x), under the cap, and keep it. Returns the replayed step. */
+#define RP_CAP 8
 static double rp_record(struct rp *r)
 {
 	uint32_t W = r->W, P = r->P;
