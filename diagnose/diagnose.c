@@ -1240,10 +1240,15 @@ static void window_bounds(struct work *w, const struct diagnose_input *in, uint3
 	*blast = 0;
 	*bfirst = 1;
 	uint32_t before = in->before_iter && in->before_iter < in->first_iter ? in->before_iter : in->first_iter;
-	if (before > lo && before > 0) {
+	uint32_t kf, kl;
+	if (before > 0) {
 		*blast = before - 1;
 		*bfirst = *blast + 1 >= w->cfg->max_baseline ? *blast + 1 - w->cfg->max_baseline : 0;
-		if (*bfirst < lo)
+		/* the ring has dropped the baseline's start: the store kept it (store_keep), or
+		 * what the ring holds of it is all there is */
+		if (*bfirst < lo && store_kept(s, &kf, &kl) && kl == *blast)
+			*bfirst = kf > *bfirst ? kf : *bfirst;
+		else if (*bfirst < lo)
 			*bfirst = lo;
 	}
 	w->first = first;

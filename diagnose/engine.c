@@ -121,6 +121,18 @@ static double step_ms(const struct store *s, uint32_t it, double mean_ms)
 	return span >= mean_ms && span <= 3 * mean_ms ? span : mean_ms;
 }
 
+/* A window opened from normal: the iterations before it, its baseline, kept past the ring
+ * (a fault that outlasts the ring is still compared with them). Without room for them the
+ * ring's are all there is. */
+static void keep_baseline(struct engine *e)
+{
+	uint32_t first = e->l1.first_iter, n = e->cfg.diag.max_baseline;
+	if (!first)
+		return;
+	n = n < STORE_KEEP_ITERS ? n : STORE_KEEP_ITERS;
+	(void)store_keep(e->store, first >= n ? first - n : 0, first - 1);
+}
+
 int engine_poll(struct engine *e)
 {
 	int ev = 0;
@@ -147,6 +159,8 @@ int engine_poll(struct engine *e)
 			ev |= ENGINE_OPENED;
 			e->due_sent = 0;
 		}
+		if (x == L1_OPENED && e->l1.before_iter == e->l1.first_iter)
+			keep_baseline(e);
 		if (e->l1.open && !e->due_sent && it + 1 - e->l1.first_iter >= e->cfg.due_iters) {
 			ev |= ENGINE_DUE;
 			e->due_sent = 1;

@@ -222,8 +222,10 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 		if (n < L2_BLOCKS) {
 			for (uint32_t k = 0; k < n; k++) {
 				size_t cell = base + slot[k];
-				if (rv.tag[cell] == first + k + 1)
-					memcpy(buf + (size_t)k * P, rv.pdur + cell * rv.phases, P * sizeof(uint32_t));
+				const uint32_t *d = rv.tag[cell] == first + k + 1 ? rv.pdur + cell * rv.phases
+										  : store_slot_phases(s, r, first + k);
+				if (d)
+					memcpy(buf + (size_t)k * P, d, P * sizeof(uint32_t));
 				else
 					memset(buf + (size_t)k * P, 0xff, P * sizeof(uint32_t));
 			}
@@ -248,6 +250,8 @@ static void medians(const struct store *s, uint32_t first, uint32_t last, uint32
 				__builtin_prefetch(rv.tag + cell + rv.ring);
 				if (rv.tag[cell] == first + k + 1)
 					rows[nr++] = rv.pdur + cell * rv.phases;
+				else if ((rows[nr] = store_slot_phases(s, r, first + k))) /* kept (store_keep) */
+					nr++;
 			}
 			/* the count of present values comes back summed: reading bcnt[] just written
 			 * a lane at a time stalled on store forwarding */

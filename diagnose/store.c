@@ -22,6 +22,15 @@ struct intern {
 	uint32_t last;
 };
 
+/* A window's baseline kept past the ring (store_keep): cell [rank * STORE_KEEP_ITERS + iter %
+ * STORE_KEEP_ITERS], room for max_phases a cell; the job's completion of each iteration */
+struct keep {
+	uint32_t first, last; /* the iterations kept (nothing while tag is NULL) */
+	uint32_t *tag, *dur, *pdur;
+	uint32_t jtag[STORE_KEEP_ITERS], jcount[STORE_KEEP_ITERS];
+	int64_t jstart[STORE_KEEP_ITERS], jend[STORE_KEEP_ITERS];
+};
+
 struct store {
 	struct topo topo;
 	struct store_config cfg;
@@ -84,6 +93,8 @@ struct store {
 	struct store_event *events;
 	size_t nevents, events_cap;
 	uint64_t dropped;
+
+	struct keep keep;
 };
 
 static int intern_grow(struct intern *in)
@@ -399,6 +410,9 @@ void store_destroy(struct store *s)
 	free(s->jsum);
 	free(s->jstart);
 	free(s->jend);
+	free(s->keep.tag);
+	free(s->keep.dur);
+	free(s->keep.pdur);
 	free(s);
 }
 
@@ -485,7 +499,14 @@ struct store *store_snapshot(const struct store *src)
 	s->pstart_n = dup_array(src->pstart_n, P * sizeof(*s->pstart_n));
 	s->kernel_name = dup_array(src->kernel_name, K * sizeof(uint32_t));
 	s->kernel_kind = dup_array(src->kernel_kind, K);
-	int bad = !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag ||
+	s->keep.tag = s->keep.dur = s->keep.pdur = NULL;
+	if (src->keep.tag) {
+		size_t kc = W * STORE_KEEP_ITERS;
+		s->keep.tag = dup_array(src->keep.tag, kc * sizeof(uint32_t));
+		s->keep.dur = dup_array(src->keep.dur, kc * sizeof(uint32_t));
+		s->keep.pdur = dup_array(src->keep.pdur, kc * P * sizeof(uint32_t));
+	}
+	int bad = (src->keep.tag && (!s->keep.tag || !s->keep.dur || !s->keep.pdur)) || !s->tag || !s->dur || !s->pdur || !s->last_p1 || !s->last_end || !s->host_of || !s->jtag ||
 		  !s->jcount || !s->jsum || !s->jstart || !s->jend || !s->phase_name || !s->phase_kind ||
 		  !s->phase_group || !s->pstart_sum || !s->pstart_n || !s->kernel_name || !s->kernel_kind ||
 		  (src->map_cap && (!s->phase_of_name || !s->kernel_of_name));
@@ -513,6 +534,8 @@ size_t store_memory(const struct store *s)
 	size_t m = sizeof(*s) + cells * (2 * sizeof(uint32_t) + s->P * sizeof(uint32_t));
 	m += s->cfg.max_phases * (sizeof(double) + sizeof(uint32_t));
 	m += W * (sizeof(uint32_t) * 2 + sizeof(int64_t));
+	if (s->keep.tag)
+		m += W * STORE_KEEP_ITERS * (2 + s->cfg.max_phases) * sizeof(uint32_t);
 	if (s->ks) {
 		/* the cells of slots no kernel took are untouched pages */
 		m += (size_t)s->topo.world * s->nkernel * s->nb * (sizeof(*s->ks) + sizeof(*s->ktag));
@@ -1020,27 +1043,90 @@ uint32_t store_kernel_name(const struct store *s, uint32_t slot) { return s->ker
 
 uint8_t store_kernel_kind(const struct store *s, uint32_t slot) { return s->kernel_kind[slot]; }
 
+/* the kept cell of (rank, iter) (store_keep), or SIZE_MAX */
+static size_t kept_cell(const struct store *s, uint32_t rank, uint32_t iter)
+{
+	size_t k = (size_t)rank * STORE_KEEP_ITERS + iter % STORE_KEEP_ITERS;
+	return s->keep.tag && s->keep.tag[k] == iter + 1 ? k : SIZE_MAX;
+}
+
 int store_has_iter(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	return s->tag[(size_t)rank * s->R + iter % s->R] == iter + 1;
+	return s->tag[(size_t)rank * s->R + iter % s->R] == iter + 1 || kept_cell(s, rank, iter) != SIZE_MAX;
 }
 
 uint32_t store_iter_dur(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t idx = (size_t)rank * s->R + iter % s->R;
-	return s->tag[idx] == iter + 1 ? s->dur[idx] : STORE_ABSENT;
+	size_t idx = (size_t)rank * s->R + iter % s->R, k;
+	if (s->tag[idx] == iter + 1)
+		return s->dur[idx];
+	return (k = kept_cell(s, rank, iter)) != SIZE_MAX ? s->keep.dur[k] : STORE_ABSENT;
 }
 
 uint32_t store_phase_dur(const struct store *s, uint32_t rank, uint32_t iter, uint32_t slot)
 {
-	size_t idx = (size_t)rank * s->R + iter % s->R;
-	return s->tag[idx] == iter + 1 ? s->pdur[idx * s->P + slot] : STORE_ABSENT;
+	const uint32_t *d = store_slot_phases(s, rank, iter);
+	return d ? d[slot] : STORE_ABSENT;
 }
 
 const uint32_t *store_slot_phases(const struct store *s, uint32_t rank, uint32_t iter)
 {
-	size_t idx = (size_t)rank * s->R + iter % s->R;
-	return s->tag[idx] == iter + 1 ? s->pdur + idx * s->P : NULL;
+	size_t idx = (size_t)rank * s->R + iter % s->R, k;
+	if (s->tag[idx] == iter + 1)
+		return s->pdur + idx * s->P;
+	return (k = kept_cell(s, rank, iter)) != SIZE_MAX ? s->keep.pdur + k * s->cfg.max_phases : NULL;
+}
+
+int store_keep(struct store *s, uint32_t first, uint32_t last)
+{
+	size_t W = s->topo.world, P = s->cfg.max_phases, kc = W * STORE_KEEP_ITERS;
+	if (last < first || last - first + 1 > STORE_KEEP_ITERS)
+		return -1;
+	if (!s->keep.tag) {
+		s->keep.tag = malloc(kc * sizeof(uint32_t));
+		s->keep.dur = malloc(kc * sizeof(uint32_t));
+		s->keep.pdur = malloc(kc * P * sizeof(uint32_t));
+		if (!s->keep.tag || !s->keep.dur || !s->keep.pdur) {
+			free(s->keep.tag);
+			free(s->keep.dur);
+			free(s->keep.pdur);
+			s->keep.tag = s->keep.dur = s->keep.pdur = NULL;
+			return -1;
+		}
+	}
+	memset(s->keep.tag, 0, kc * sizeof(uint32_t));
+	memset(s->keep.jtag, 0, sizeof(s->keep.jtag));
+	for (uint32_t it = first; it <= last; it++) {
+		uint32_t j = it % s->cfg.ring_iters, kj = it % STORE_KEEP_ITERS;
+		if (s->jtag[j] == it + 1) {
+			s->keep.jtag[kj] = it + 1;
+			s->keep.jcount[kj] = s->jcount[j];
+			s->keep.jstart[kj] = s->jstart[j];
+			s->keep.jend[kj] = s->jend[j];
+		}
+	}
+	for (size_t r = 0; r < W; r++) /* rank by rank: each one's cells are together */
+		for (uint32_t it = first; it <= last; it++) {
+			size_t idx = r * s->R + it % s->R, k = r * STORE_KEEP_ITERS + it % STORE_KEEP_ITERS;
+			if (s->tag[idx] != it + 1)
+				continue;
+			s->keep.tag[k] = it + 1;
+			s->keep.dur[k] = s->dur[idx];
+			memcpy(s->keep.pdur + k * P, s->pdur + idx * s->P, s->P * sizeof(uint32_t));
+			memset(s->keep.pdur + k * P + s->P, 0xff, (P - s->P) * sizeof(uint32_t));
+		}
+	s->keep.first = first;
+	s->keep.last = last;
+	return 0;
+}
+
+int store_kept(const struct store *s, uint32_t *first, uint32_t *last)
+{
+	if (!s->keep.tag)
+		return 0;
+	*first = s->keep.first;
+	*last = s->keep.last;
+	return 1;
 }
 
 const void *store_slot_addr(const struct store *s, uint32_t rank, uint32_t iter)
@@ -1074,17 +1160,24 @@ uint32_t store_ranks_seen(const struct store *s) { return s->ranks_seen; }
 
 uint32_t store_iter_ranks(const struct store *s, uint32_t iter)
 {
-	uint32_t j = iter % s->cfg.ring_iters;
-	return s->jtag[j] == iter + 1 ? s->jcount[j] : 0;
+	uint32_t j = iter % s->cfg.ring_iters, k = iter % STORE_KEEP_ITERS;
+	if (s->jtag[j] == iter + 1)
+		return s->jcount[j];
+	return s->keep.tag && s->keep.jtag[k] == iter + 1 ? s->keep.jcount[k] : 0;
 }
 
 int store_iter_span(const struct store *s, uint32_t iter, int64_t *start_us, int64_t *end_us)
 {
-	uint32_t j = iter % s->cfg.ring_iters;
-	if (s->jtag[j] != iter + 1)
+	uint32_t j = iter % s->cfg.ring_iters, k = iter % STORE_KEEP_ITERS;
+	if (s->jtag[j] == iter + 1) {
+		*start_us = s->jstart[j];
+		*end_us = s->jend[j];
+		return 1;
+	}
+	if (!s->keep.tag || s->keep.jtag[k] != iter + 1)
 		return 0;
-	*start_us = s->jstart[j];
-	*end_us = s->jend[j];
+	*start_us = s->keep.jstart[k];
+	*end_us = s->keep.jend[k];
 	return 1;
 }
 

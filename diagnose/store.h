@@ -156,6 +156,16 @@ struct store_ring {
 	uint32_t ring, phases;
 };
 void store_ring_view(const struct store *s, struct store_ring *out);
+/* A window's baseline outlives the ring: store_keep copies iterations [first, last] (at most
+ * STORE_KEEP_ITERS, those the ring holds) aside, and every reader above but the raw ring
+ * view finds them there once the ring has dropped them (a fault that lasts longer than the
+ * ring is still compared with the level before it). The copy replaces the one before; it
+ * costs STORE_KEEP_ITERS x (8 + 4 x max_phases) bytes a rank, allocated at the first
+ * call. Returns 0, -1 for a range too long or out of memory. store_kept: the range kept,
+ * 0 when none. */
+#define STORE_KEEP_ITERS 8
+int store_keep(struct store *s, uint32_t first, uint32_t last);
+int store_kept(const struct store *s, uint32_t *first, uint32_t *last);
 /* Highest iteration seen of any rank; 0 with nothing seen (check store_any). */
 uint32_t store_max_iter(const struct store *s);
 int store_any(const struct store *s);

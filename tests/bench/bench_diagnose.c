@@ -5,7 +5,8 @@
  * 1. 12,960 ranks (case5's shape) x 16 phases x 3 kernels, ring of 64 iterations filled,
  *    a 32-iteration window after 32 baseline iterations, 8 slow ranks: the time of store
  *    ingest per record and of a full L1-L3 pass (diagnose_run, which is L2 + L3 +
- *    attribution; L1 is O(1) per iteration and timed separately).
+ *    attribution; L1 is O(1) per iteration and timed separately), and of keeping the
+ *    window's baseline past the ring when it opens (store_keep).
  * 2. The same at 100,000 ranks (TP=8 PP=10 DP=1250), and the window store's memory for
  *    100,000 ranks x 64 iterations x 16 phases.
  * 3. With a path (bench_diagnose RUNS FILE.jsonl[.gz]): only the offline path of `culprit
@@ -165,6 +166,15 @@ static void bench(const char *label, const struct topo *t, uint32_t slow_lo, int
 	}
 	l2_free(&l2);
 	printf("  L2 alone (robust values of every rank and phase, group statistics): median %.1f ms\n",
+	       median(l2t, runs));
+	/* what a window opening costs the event loop: its baseline kept past the ring */
+	for (int k = 0; k < runs; k++) {
+		t0 = now_ms();
+		if (store_keep(s, in.first_iter - STORE_KEEP_ITERS, in.first_iter - 1) < 0)
+			exit(1);
+		l2t[k] = now_ms() - t0;
+	}
+	printf("  baseline kept past the ring (store_keep, %d iterations): median %.1f ms\n", STORE_KEEP_ITERS,
 	       median(l2t, runs));
 	free(l2t);
 	double t_min = times[0];

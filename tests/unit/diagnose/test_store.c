@@ -511,6 +511,54 @@ static void one_shot_ring_grows(void **state)
 	}
 }
 
+/* A baseline kept (store_keep) is read back once the ring has dropped it, by every reader
+ * and by a snapshot; a later keep replaces it; a range over STORE_KEEP_ITERS is refused. */
+static void baseline_kept_past_ring(void **state)
+{
+	(void)state;
+	struct store *s = make(3, 8);
+	int mlp = store_intern_name(s, "mlp");
+	for (uint32_t it = 0; it < 40; it++)
+		for (uint32_t r = 0; r < 3; r++) {
+			add_iter(s, r, it, 1000 + it);
+			struct record_phase p = {r, it, (uint32_t)mlp, RECORD_KIND_COMPUTE, RECORD_GROUP_NONE, 0,
+						 100 * (int64_t)it + r};
+			assert_int_equal(store_add_phase(s, &p), 0);
+			if (it == 9)
+				assert_int_equal(store_keep(s, 2, 9), 0);
+		}
+	uint32_t it, f, l;
+	double ms;
+	while (store_next_complete(s, &it, &ms))
+		;
+	assert_int_equal(store_kept(s, &f, &l), 1);
+	assert_int_equal(f, 2);
+	assert_int_equal(l, 9);
+	/* the ring holds 32..39; 2..9 are kept, 1 and 10 are gone */
+	assert_true(store_has_iter(s, 1, 5));
+	assert_int_equal(store_iter_dur(s, 1, 5), 1005);
+	assert_int_equal(store_phase_dur(s, 2, 9, 0), 902);
+	assert_int_equal(store_slot_phases(s, 0, 2)[0], 200);
+	assert_false(store_has_iter(s, 0, 1));
+	assert_false(store_has_iter(s, 0, 10));
+	assert_int_equal(store_phase_dur(s, 0, 10, 0), STORE_ABSENT);
+	assert_int_equal(store_iter_dur(s, 0, 35), 1035); /* the ring's own */
+	int64_t a, b;
+	assert_int_equal(store_iter_span(s, 7, &a, &b), 1);
+	assert_true(a == 7000000 && b == 7001007);
+	assert_int_equal(store_iter_ranks(s, 7), 3);
+	struct store *c = store_snapshot(s);
+	assert_non_null(c);
+	assert_int_equal(store_phase_dur(c, 1, 3, 0), 301);
+	store_destroy(c);
+	/* a later keep replaces it */
+	assert_int_equal(store_keep(s, 33, 35), 0);
+	assert_false(store_has_iter(s, 1, 5));
+	assert_int_equal(store_iter_span(s, 5, &a, &b), 0);
+	assert_int_equal(store_keep(s, 20, 20 + STORE_KEEP_ITERS), -1);
+	store_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -519,6 +567,7 @@ int main(void)
 		cmocka_unit_test(kernels_and_snapshot),    cmocka_unit_test(iteration_jump_is_cheap),
 		cmocka_unit_test(snapshot_of_zero_sketch), cmocka_unit_test(many_sketches),
 		cmocka_unit_test(one_shot_ring_grows),     cmocka_unit_test(names_in_any_order),
+		cmocka_unit_test(baseline_kept_past_ring),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
