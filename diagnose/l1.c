@@ -64,7 +64,7 @@ double l1_window_ms(const struct l1 *l) { return l->window_n ? l->window_sum_ms 
 #define L1_DRIFT_SPIKE 1.5
 #define L1_DRIFT_RECENT 8
 /* a small shift: the share above the baseline, the iterations it looks at (shifted()) */
-#define L1_SHIFT_MIN 0.05
+#define L1_SHIFT_MIN 0.03
 #define L1_SHIFT_N 8
 
 /* The last window closed shortly before first with its trailing iterations, and the normal
