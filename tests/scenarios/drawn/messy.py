@@ -74,23 +74,25 @@ def fits(job, kind):
 
 def ring_tells(job, n):
     """Whether a NIC on node n that slows whole rings (and its pipeline hops) can be told
-    from the collectives it is not in: an instance across nodes without n, a data-parallel or
-    expert group or a pipeline hop"""
+    from every other node by the collectives across nodes (data-parallel or expert groups,
+    pipeline hops): for each other node, an instance that holds one of the two and not the
+    other. A ring slows every member alike, so two nodes in the same instances only are one
+    to the timings."""
     W = job.world
+    insts = []
     for ids, g in ((job.g_dp, "dp"), (job.g_ep, "ep")):
         if not job.xfer[g] or not job.internode[g]:
             continue
         nodes = {}
         for r in range(W):
             nodes.setdefault(ids[r], set()).add(job.node[r])
-        if any(len(s) > 1 and n not in s for s in nodes.values()):
-            return True
-    if job.pp > 2:
-        for r in range(W):  # a hop between two stages, on two nodes, neither n
+        insts += [s for s in nodes.values() if len(s) > 1]
+    if job.pp > 1:
+        for r in range(W):  # a hop between two stages, on two nodes
             q = r + job.tp * job.dp
-            if q < W and job.node[r] != job.node[q] and n not in (job.node[r], job.node[q]):
-                return True
-    return False
+            if q < W and job.node[r] != job.node[q]:
+                insts.append({job.node[r], job.node[q]})
+    return all(any((n in s) != (m in s) for s in insts) for m in range(job.nodes) if m != n)
 
 
 def new_job(rng, kind, max_world):
