@@ -1492,7 +1492,8 @@ static int build_findings(struct work *w, const struct faults *f, uint32_t *list
 			 "save about %.0f ms of the %.0f ms the step rose",
 			 fi->lost_ms, rep->window_ms - rep->baseline_ms);
 	}
-	/* what each finding costs a step: its replay's (judge.c) */
+	/* what each finding costs a step: its replay's (judge.c), or, for one the replay cannot
+	 * see, its excess over its peers (make_finding) */
 	for (size_t i = 0; i < rep->nfindings; i++) {
 		struct report_finding *fi = &rep->findings[i];
 		int k = -1;
@@ -1501,7 +1502,7 @@ static int build_findings(struct work *w, const struct faults *f, uint32_t *list
 				k = f->kind[r];
 		if (strcmp(fi->category, "stage_imbalance") == 0)
 			fi->lost_ms = f->stage_gain;
-		else if (k > FK_NONE && k != FK_LATE)
+		else if (k > FK_NONE && k != FK_LATE && !f->unseen[k])
 			fi->lost_ms = f->gain[k];
 	}
 	mark_ambiguous(w, f);

@@ -110,6 +110,50 @@ static int in_part(const struct work *w, const struct faults *f, const struct pa
 	       (p->host == UINT32_MAX || store_host_id(w->s, r) == p->host);
 }
 
+/* Whether rank r's flagged host phases stand above its role group's median by subtle_ratio
+ * and by step_share of the step (the least excess L2 counts) in half the window's
+ * iterations or more, and in JUDGE_LASTS or more: a delay that lasts, not a pause of a few
+ * (nor one pause in a window of two). */
+#define JUDGE_LASTS 3
+static int host_sustained(const struct work *w, uint32_t r)
+{
+	const struct l2_config *c = &w->cfg->l2;
+	double floor = c->step_ms > 0 && c->step_share * c->step_ms > c->min_delta_ms ? c->step_share * c->step_ms
+										     : c->min_delta_ms;
+	uint32_t n = w->last - w->first + 1, flagged = 0;
+	for (uint32_t p = 0; p < w->P; p++) {
+		size_t i = (size_t)r * w->P + p;
+		if (w->kind[p] != RECORD_KIND_HOST || !(w->l2.flag[i] & L2_HIGH))
+			continue;
+		double med = w->l2.group_med[(size_t)w->l2.role[r] * w->P + p];
+		if (!(med > 0))
+			return 0;
+		uint32_t above = 0;
+		for (uint32_t it = w->first; it <= w->last; it++) {
+			uint32_t d = store_phase_dur(w->s, r, it, p);
+			above += d != STORE_ABSENT && d / 1000.0 > med * c->subtle_ratio && d / 1000.0 - med > floor;
+		}
+		if (above * 2 < n || above < JUDGE_LASTS)
+			return 0;
+		flagged++;
+	}
+	return flagged > 0;
+}
+
+/* whether every rank of part p is a host delay that lasts (host_sustained) */
+static int part_sustained(const struct work *w, const struct faults *f, const struct part *p)
+{
+	int any = 0;
+	for (uint32_t r = 0; r < w->W; r++) {
+		if (!in_part(w, f, p, r))
+			continue;
+		if (!host_sustained(w, r))
+			return 0;
+		any = 1;
+	}
+	return any;
+}
+
 /* The parts of f into p (at most REPLAY_MAX_FIXES), their marks into marks: each kind by
  * host, and a host's one or two culprits each a part of its own (a fault recurs on the same
  * rank: two ranks of a host that paused once each are two pauses, not a fault), when that
@@ -189,13 +233,17 @@ static size_t parts_of(const struct work *w, const struct faults *f, struct part
 	return n;
 }
 
-static struct replay_fix fix_of(const struct work *w, const struct part *p, const uint8_t *marks)
+/* The what-if of part p: a link's transfers, the load spread, a stage's compute at its
+ * baseline, a rank's at its peers'; a host delay's host phases only (host_phases), so that
+ * what its compute's noise recovers does not make a pause a fault. */
+static struct replay_fix fix_of(const struct work *w, const struct part *p, const uint8_t *marks,
+				const uint8_t *host_phases)
 {
 	enum replay_how how = p->kind == FK_COMM   ? REPLAY_TRANSFER
 			      : p->kind == FK_LOAD ? REPLAY_MEAN
 			      : p->kind < 0	   ? (w->l2.has_base ? REPLAY_BASE : REPLAY_MEAN)
 						   : REPLAY_PEERS;
-	return (struct replay_fix){.how = how, .ranks = marks};
+	return (struct replay_fix){.how = how, .ranks = marks, .phases = p->kind == FK_HOST ? host_phases : NULL};
 }
 
 /* Without a window (the step did not rise): ranks that grew past ratio_high against their own
@@ -241,6 +289,9 @@ static int judge_round(struct work *w, struct faults *f, int *split_all)
 	if (!marks || !wi)
 		goto out;
 	*split_all = 1;
+	uint8_t host_phases[256];
+	for (uint32_t q = 0; q < w->P && q < 256; q++)
+		host_phases[q] = w->kind[q] == RECORD_KIND_HOST;
 	size_t n = parts_of(w, f, p, marks, split_all);
 	rc = 0;
 	if (!n)
@@ -250,7 +301,7 @@ static int judge_round(struct work *w, struct faults *f, int *split_all)
 	for (size_t j = 0; j <= n; j++)
 		for (size_t i = 0; i < n; i++)
 			if (i + 1 != j)
-				wi[j].fix[wi[j].nfix++] = fix_of(w, &p[i], marks + i * w->W);
+				wi[j].fix[wi[j].nfix++] = fix_of(w, &p[i], marks + i * w->W, host_phases);
 	uint32_t R = store_config(w->s)->ring_iters, maxit = store_max_iter(w->s);
 	uint32_t lo = maxit + 1 >= R ? maxit + 1 - R : 0, from = w->last + 1 >= JUDGE_SPAN ? w->last + 1 - JUDGE_SPAN : 0;
 	struct replay_input in = {w->s, from > lo ? from : lo, w->last, w->bfirst, w->blast,
@@ -284,10 +335,13 @@ static int judge_round(struct work *w, struct faults *f, int *split_all)
 		}
 		enum fault_kind k = (enum fault_kind)p[j].kind;
 		/* a late arrival the replay recovers no step of started its steps late (the replay
-		 * starts every rank's step together): kept as the rules found it */
-		int unseen = k == FK_LATE && p[j].gained == 0;
+		 * starts every rank's step together), and a host delay that lasts delays the step
+		 * after it too (a loader at the end of the step makes the others wait in the next
+		 * one), which the replay does not see: kept as the rules found them */
+		int unseen = (k == FK_LATE && p[j].gained == 0) || (k == FK_HOST && part_sustained(w, f, &p[j]));
 		if (p[j].gained >= (iters < JUDGE_ITERS ? iters : JUDGE_ITERS) || unseen) {
 			f->gain[k] += p[j].gain;
+			f->unseen[k] |= unseen;
 			continue;
 		}
 		for (uint32_t r = 0; r < w->W; r++) {
@@ -316,6 +370,7 @@ int judge_faults(struct work *w, struct faults *f)
 		size_t before = f->count[FK_NONE];
 		int split_all = 1;
 		memset(f->gain, 0, sizeof(f->gain));
+		memset(f->unseen, 0, sizeof(f->unseen));
 		f->stage_gain = 0;
 		if (judge_round(w, f, &split_all) < 0)
 			return -1;

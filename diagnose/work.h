@@ -57,6 +57,7 @@ struct faults {
 	int late_only; /* late arrivers on more than a few nodes, still a minority */
 	int data_imbalance; /* the work of each step spread unevenly, no rank the same (imbalance.c) */
 	double gain[FK_COUNT], stage_gain; /* what each kind of fault costs a step (judge.c) */
+	uint8_t unseen[FK_COUNT]; /* kept though the replay cannot see its cost (judge.c) */
 };
 
 /* judge.c: the replay judges the faults: sets gain[] and stage_gain, drops the faults that
