@@ -279,12 +279,50 @@ int judge_hidden(struct work *w, uint32_t last)
 	return 0;
 }
 
+/* The what-ifs after the parts' (wi + n + 1): every part put back but those of one kind of
+ * fault that has two parts or more, the what-if of that kind's finding as a whole (its
+ * parts' own gains add up wrong: two culprits of one collective each hold the step alone
+ * once the other is put back). Their kinds into kinds[]; returns how many. */
+static size_t kind_whatifs(const struct work *w, const struct part *p, size_t n, const uint8_t *marks,
+			   const uint8_t *host_phases, struct replay_whatif *wi, int *kinds)
+{
+	size_t m = 0;
+	for (int k = FK_COMPUTE; k < FK_COUNT; k++) {
+		size_t of = 0;
+		for (size_t i = 0; i < n; i++)
+			of += p[i].kind == k;
+		if (of < 2)
+			continue;
+		struct replay_whatif *x = &wi[n + 1 + m];
+		for (size_t i = 0; i < n; i++)
+			if (p[i].kind != k)
+				x->fix[x->nfix++] = fix_of(w, &p[i], marks + i * w->W, host_phases);
+		kinds[m++] = k;
+	}
+	return m;
+}
+
+/* what what-if x recovers over all (every part put back), the mean over the window's
+ * iterations */
+static double window_gain(const struct work *w, const struct replay_whatif *x, const struct replay_whatif *all)
+{
+	double sum = 0;
+	uint32_t in_window = 0;
+	for (uint32_t i = 0; i < all->iters; i++)
+		if (all->iter[i] >= w->first) {
+			sum += x->step[i] - all->step[i];
+			in_window++;
+		}
+	return in_window && sum > 0 ? sum / in_window : 0;
+}
+
 /* One round of judge_faults; *split_all: its parts were as fine as parts_of makes them. */
 static int judge_round(struct work *w, struct faults *f, int *split_all)
 {
 	struct part p[REPLAY_MAX_FIXES];
 	uint8_t *marks = calloc((size_t)w->W * REPLAY_MAX_FIXES, 1);
-	struct replay_whatif *wi = calloc(REPLAY_MAX_FIXES + 1, sizeof(*wi)); /* all, then all but each */
+	/* all, then all but each part, then all but each kind (kind_whatifs) */
+	struct replay_whatif *wi = calloc(REPLAY_MAX_FIXES + 1 + FK_COUNT, sizeof(*wi));
 	int rc = -1;
 	if (!marks || !wi)
 		goto out;
@@ -307,7 +345,9 @@ static int judge_round(struct work *w, struct faults *f, int *split_all)
 	struct replay_input in = {w->s, from > lo ? from : lo, w->last, w->bfirst, w->blast,
 				  w->l2.has_base ? w->l2.base : NULL};
 	double base[REPLAY_MAX_ITERS];
-	if ((rc = replay_run(&in, wi, n + 1, NULL, base)) < 0)
+	int kinds[FK_COUNT];
+	size_t nk = kind_whatifs(w, p, n, marks, host_phases, wi, kinds);
+	if ((rc = replay_run(&in, wi, n + 1 + nk, NULL, base)) < 0)
 		goto out;
 	uint32_t iters = wi[0].iters;
 	for (size_t j = 0; j < n; j++) {
@@ -354,6 +394,9 @@ static int judge_round(struct work *w, struct faults *f, int *split_all)
 			f->count[FK_NONE]++;
 		}
 	}
+	for (size_t m = 0; m < nk; m++)
+		if (f->count[kinds[m]] && !f->unseen[kinds[m]])
+			f->gain[kinds[m]] = window_gain(w, &wi[n + 1 + m], &wi[0]);
 out:
 	free(marks);
 	free(wi);
